@@ -1,0 +1,22 @@
+// Argument checks shared by the op entry points. Every failure throws a typed error whose
+// message names the op and the offending shapes / dtypes / devices.
+#pragma once
+#include <initializer_list>
+
+#include "tensor/tensor.h"
+
+namespace st::ops {
+
+void check_defined(const char* op, std::initializer_list<Tensor> ts);
+void check_same_device(const char* op, std::initializer_list<Tensor> ts);
+void check_same_dtype(const char* op, std::initializer_list<Tensor> ts);
+void check_floating(const char* op, const Tensor& t);
+void check_dtype(const char* op, const Tensor& t, std::initializer_list<DType> allowed);
+void check_dim(const char* op, const Tensor& t, int64_t min_dim, int64_t max_dim);
+
+// Shape that a and b broadcast to (NumPy rules); throws ShapeError naming op and both shapes.
+Shape broadcast_shape(const char* op, const Shape& a, const Shape& b);
+// Sums g (shaped like a broadcast result) down to `shape` (the backward of broadcasting).
+Tensor sum_to_shape(const Tensor& g, const Shape& shape);
+
+}  // namespace st::ops

@@ -1,0 +1,27 @@
+// Matrix products.
+//   matmul(a, b, ta, tb): op(a) (..., M, K) · op(b) (..., K, N) → (..., M, N), op = transpose
+//     when the flag is set. Batch dims of a and b must match; a 2-D b is shared by every batch
+//     (then a must not be transposed: the batch folds into M).
+//   linear(x, w, bias): x (..., C_in) · w (C_in, C_out) + bias (C_out) → (..., C_out).
+//     w is stored (in, out) like GPT-2's Conv1D, so HF weights load without transposes.
+// CPU: Eigen GEMM in f32 (f16/bf16 widened, rounded on store). CUDA: cuBLASLt with f32
+// accumulation. Backward writes fresh tensors (=).
+#pragma once
+#include "tensor/tensor.h"
+
+namespace st::ops {
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
+
+namespace cpu {
+// c (batch, M, N) = op(a) · op(b); a, b contiguous with `batch` leading matrices (b_batch 1 = shared).
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t batch, int64_t M, int64_t N,
+          int64_t K, bool b_shared);
+}  // namespace cpu
+namespace cuda {
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t batch, int64_t M, int64_t N,
+          int64_t K, bool b_shared);
+}  // namespace cuda
+
+}  // namespace st::ops

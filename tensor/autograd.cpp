@@ -1,0 +1,184 @@
+// The autograd engine: dependency counting, then nodes in reverse creation order.
+#include "tensor/autograd.h"
+
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace st {
+namespace {
+thread_local bool t_grad_enabled = true;
+std::atomic<uint64_t> g_node_seq{0};
+}  // namespace
+
+bool grad_enabled() { return t_grad_enabled; }
+NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
+
+bool any_requires_grad(std::initializer_list<Tensor> ts) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor& t : ts)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+bool any_requires_grad(const std::vector<Tensor>& ts) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor& t : ts)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+void attach_grad_fn(Tensor& out, std::string name, std::vector<Tensor> inputs, BackwardFn fn) {
+  if (!any_requires_grad(inputs)) return;
+  auto node = std::make_shared<Node>();
+  node->name = std::move(name);
+  node->inputs = std::move(inputs);
+  node->backward = std::move(fn);
+  node->seq = g_node_seq.fetch_add(1);
+  TensorImpl* impl = out.impl_ptr();
+  impl->grad_fn = std::move(node);
+  impl->requires_grad = true;
+}
+
+namespace {
+
+struct BySeq {
+  bool operator()(const Node* a, const Node* b) const { return a->seq < b->seq; }  // max-heap on seq
+};
+
+void accumulate_leaf(const Tensor& leaf, const Tensor& g) {
+  if (g.shape() != leaf.shape())
+    ST_THROW(AutogradError, "backward: gradient " << shape_str(g.shape()) << " for leaf " << shape_str(leaf.shape())
+                                                  << (leaf.name().empty() ? "" : " '" + leaf.name() + "'"));
+  Tensor cur = leaf.grad();
+  if (cur.defined()) {
+    cur.add_(g);  // += : accumulation over backward passes
+  } else {
+    Tensor fresh = Tensor::empty(leaf.shape(), leaf.dtype(), leaf.device());
+    fresh.copy_(g);  // a copy: g may alias another gradient
+    Tensor(leaf).set_grad(fresh);
+  }
+}
+
+void fire_hooks(const Tensor& leaf) {
+  for (auto& h : leaf.impl_ptr()->grad_ready_hooks) h(leaf);
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
+  if (!root.requires_grad())
+    ST_THROW(AutogradError, "backward: tensor " << root.describe() << " does not require grad");
+  Tensor grad = grad_in;
+  if (!grad.defined()) {
+    if (root.numel() != 1)
+      ST_THROW(AutogradError, "backward: a gradient is needed for non-scalar " << shape_str(root.shape()));
+    grad = Tensor::ones(root.shape(), root.dtype(), root.device());
+  }
+  if (grad.shape() != root.shape())
+    ST_THROW(AutogradError, "backward: gradient " << shape_str(grad.shape()) << " for " << shape_str(root.shape()));
+
+  NoGradGuard no_grad;
+  if (root.is_leaf()) {
+    accumulate_leaf(root, grad);
+    fire_hooks(root);
+    return;
+  }
+
+  // 1. Count, for every reachable node, how many edges lead to it, and for every leaf that
+  //    requires grad, how many contributions it will receive.
+  std::unordered_map<Node*, int> deps;
+  std::unordered_map<TensorImpl*, int> leaf_pending;
+  {
+    std::vector<Node*> stack{root.grad_fn().get()};
+    std::unordered_set<Node*> seen{root.grad_fn().get()};
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      if (n->released)
+        ST_THROW(AutogradError, "backward through the graph a second time ('" << n->name
+                                                                             << "'): pass retain_graph=true the first time");
+      for (const Tensor& in : n->inputs) {
+        if (!in.defined() || !in.requires_grad()) continue;
+        if (Node* p = in.grad_fn().get()) {
+          ++deps[p];
+          if (seen.insert(p).second) stack.push_back(p);
+        } else {
+          ++leaf_pending[in.impl_ptr()];
+        }
+      }
+    }
+  }
+
+  // 2. Run nodes whose consumers have all delivered, latest-created first.
+  std::unordered_map<Node*, Tensor> grads;
+  std::priority_queue<Node*, std::vector<Node*>, BySeq> ready;
+  grads[root.grad_fn().get()] = grad;
+  ready.push(root.grad_fn().get());
+  std::vector<std::shared_ptr<Node>> keep_alive{root.grad_fn()};
+
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    Tensor g = std::move(grads[n]);
+    grads.erase(n);
+    std::vector<Tensor> in_grads = n->backward(g);
+    if (in_grads.size() != n->inputs.size())
+      ST_THROW(AutogradError, "backward of '" << n->name << "' returned " << in_grads.size() << " gradients for "
+                                              << n->inputs.size() << " inputs");
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      const Tensor& in = n->inputs[i];
+      if (!in.defined() || !in.requires_grad()) continue;
+      const Tensor& gi = in_grads[i];
+      if (gi.defined() && gi.shape() != in.shape())
+        ST_THROW(AutogradError, "backward of '" << n->name << "': gradient " << shape_str(gi.shape())
+                                                << " for input " << i << " of shape " << shape_str(in.shape()));
+      if (Node* p = in.grad_fn().get()) {
+        if (gi.defined()) {
+          auto it = grads.find(p);
+          if (it == grads.end() || !it->second.defined()) {
+            grads[p] = gi;
+          } else {
+            Tensor sum = it->second.clone();  // never write into a gradient another node may alias
+            sum.add_(gi);
+            it->second = sum;
+          }
+        }
+        if (--deps[p] == 0) {
+          keep_alive.push_back(in.grad_fn());
+          if (grads.count(p) && grads[p].defined()) {
+            ready.push(p);
+          } else {  // nothing flowed into this branch: its inputs get no contribution from it
+            std::vector<Node*> dead{p};
+            while (!dead.empty()) {
+              Node* d = dead.back();
+              dead.pop_back();
+              grads.erase(d);
+              for (const Tensor& din : d->inputs) {
+                if (!din.defined() || !din.requires_grad()) continue;
+                if (Node* q = din.grad_fn().get()) {
+                  if (--deps[q] == 0) {
+                    if (grads.count(q) && grads[q].defined()) ready.push(q); else dead.push_back(q);
+                  }
+                } else if (--leaf_pending[din.impl_ptr()] == 0) {
+                  fire_hooks(din);
+                }
+              }
+            }
+          }
+        }
+      } else {
+        if (gi.defined()) accumulate_leaf(in, gi);
+        if (--leaf_pending[in.impl_ptr()] == 0) fire_hooks(in);
+      }
+    }
+    if (!retain_graph) {
+      n->backward = nullptr;
+      n->inputs.clear();
+      n->released = true;
+    }
+  }
+}
+
+}  // namespace st

@@ -1,0 +1,56 @@
+// Reverse-mode autograd in the style of flashlight's Variable: every differentiable op attaches
+// one Node to its single output. A Node holds its differentiable inputs (the graph's edges) and a
+// backward function (a lambda capturing only what backward needs) that maps the output's gradient
+// to one gradient per input (undefined = no contribution).
+//
+// The engine walks the graph once to count dependencies, then runs nodes in reverse creation
+// order as soon as all their consumers have delivered gradients. Leaves (parameters) accumulate
+// with += into .grad() — so gradient accumulation over micro-batches is just several backward()
+// calls — and a leaf's grad-ready hooks fire as soon as its last contribution of this pass has
+// been added, while the rest of backward continues (data-parallel buckets hang on them).
+//
+// Backward runs with grad mode off (no double backward). Without retain_graph the graph's
+// closures are released after use and a second backward through them throws AutogradError.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace st {
+
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
+
+struct Node {
+  std::string name;             // op name, for errors and traces
+  std::vector<Tensor> inputs;   // differentiable inputs (entries that need no grad are kept too)
+  BackwardFn backward;
+  uint64_t seq = 0;             // creation order; later nodes run first
+  bool released = false;
+};
+
+// Grad mode is thread-local; NoGradGuard switches it off for its scope.
+bool grad_enabled();
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// True when grad mode is on and any of the tensors requires grad.
+bool any_requires_grad(std::initializer_list<Tensor> ts);
+bool any_requires_grad(const std::vector<Tensor>& ts);
+
+// Makes `out` the result of a differentiable op when any input requires grad (else does nothing).
+void attach_grad_fn(Tensor& out, std::string name, std::vector<Tensor> inputs, BackwardFn fn);
+
+// The engine; Tensor::backward calls this.
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+
+}  // namespace st

@@ -1,0 +1,85 @@
+// Element types and devices, plus exact f16 / bf16 conversions (round-to-nearest-even).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace st {
+
+enum class DType : uint8_t { f32, f16, bf16, i32, i64 };
+enum class Device : uint8_t { cpu, cuda };
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);  // "f32", "f16", ...
+DType dtype_from_name(const std::string& name);  // throws ValueError
+bool is_floating(DType t);
+const char* device_name(Device d);
+
+// 16-bit float storage types. Arithmetic happens in f32 (CPU ops compute in f32 and round on store).
+struct Half {
+  uint16_t bits = 0;
+};
+struct BFloat16 {
+  uint16_t bits = 0;
+};
+
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bits_f32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t f32_to_f16_bits(float f);  // RNE; overflow → ±inf; NaN stays NaN
+float f16_bits_to_f32(uint16_t h);
+
+inline uint16_t f32_to_bf16_bits(float f) {
+  uint32_t u = f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+  return static_cast<uint16_t>(u >> 16);
+}
+inline float bf16_bits_to_f32(uint16_t b) { return bits_f32(static_cast<uint32_t>(b) << 16); }
+
+inline float to_f32(Half h) { return f16_bits_to_f32(h.bits); }
+inline float to_f32(BFloat16 b) { return bf16_bits_to_f32(b.bits); }
+inline Half to_half(float f) { return Half{f32_to_f16_bits(f)}; }
+inline BFloat16 to_bf16(float f) { return BFloat16{f32_to_bf16_bits(f)}; }
+
+// Calls fn(T{}) with T the C++ storage type of `t` (float, Half, BFloat16, int32_t, int64_t).
+template <class Fn>
+decltype(auto) visit_dtype(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::f32: return fn(float{});
+    case DType::f16: return fn(Half{});
+    case DType::bf16: return fn(BFloat16{});
+    case DType::i32: return fn(int32_t{});
+    case DType::i64: return fn(int64_t{});
+  }
+  return fn(float{});
+}
+
+// Uniform scalar load/store through double (exact for every element type we hold).
+template <class T>
+inline double load_as_double(const T& v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return to_f32(v);
+  else
+    return static_cast<double>(v);
+}
+template <class T>
+inline T store_from_double(double v) {
+  if constexpr (std::is_same_v<T, Half>)
+    return to_half(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return to_bf16(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
+}
+
+}  // namespace st

@@ -1,0 +1,44 @@
+#include "tensor/storage.h"
+
+#include <atomic>
+#include <cstdlib>
+
+#include "tensor/error.h"
+
+namespace st {
+
+namespace {
+constexpr size_t kAlign = 64;
+std::atomic<size_t> g_cpu_bytes{0};
+std::atomic<size_t> g_cpu_peak{0};
+}  // namespace
+
+Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
+  if (bytes == 0) return;
+  if (device == Device::cpu) {
+    size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+    data_ = std::aligned_alloc(kAlign, rounded);
+    if (!data_) ST_THROW(OutOfMemoryError, "CPU allocation of " << bytes << " bytes failed");
+    size_t now = g_cpu_bytes.fetch_add(bytes) + bytes;
+    size_t peak = g_cpu_peak.load();
+    while (now > peak && !g_cpu_peak.compare_exchange_weak(peak, now)) {
+    }
+  } else {
+    data_ = cuda::device_alloc(bytes);
+  }
+}
+
+Storage::~Storage() {
+  if (!data_) return;
+  if (device_ == Device::cpu) {
+    std::free(data_);
+    g_cpu_bytes.fetch_sub(bytes_);
+  } else {
+    cuda::device_free(data_, bytes_);
+  }
+}
+
+size_t cpu_bytes_in_use() { return g_cpu_bytes.load(); }
+size_t cpu_bytes_peak() { return g_cpu_peak.load(); }
+
+}  // namespace st
