@@ -1,0 +1,155 @@
+// Token files: header validation (errors name the file), DESIGN.md's sequence order in closed
+// form (token k of the file has value k mod 65536 … here k·7 mod 1000), DP slices that tile the
+// global batch, wrap-around, and the fixture's tokens against its documented batch order.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/token_data.h"
+
+using namespace st;
+using namespace st::runtime;
+namespace fs = std::filesystem;
+
+namespace {
+std::string temp_file(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("st_tokens_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return (d / name).string();
+}
+uint16_t value(int64_t k) { return static_cast<uint16_t>((k * 7) % 1000); }
+
+std::string make_file(const std::string& name, int64_t n) {
+  std::vector<uint16_t> toks(n);
+  for (int64_t k = 0; k < n; ++k) toks[k] = value(k);
+  std::string p = temp_file(name);
+  write_token_file(p, toks);
+  return p;
+}
+
+void write_raw(const std::string& path, int32_t magic, int32_t version, int32_t count, size_t ntok) {
+  std::vector<int32_t> hdr(256, 0);
+  hdr[0] = magic;
+  hdr[1] = version;
+  hdr[2] = count;
+  std::ofstream o(path, std::ios::binary);
+  o.write(reinterpret_cast<const char*>(hdr.data()), 1024);
+  std::vector<uint16_t> t(ntok, 3);
+  o.write(reinterpret_cast<const char*>(t.data()), 2 * ntok);
+}
+
+void expect_error(const std::string& path, const std::string& needle) {
+  try {
+    TokenData d(path);
+    FAIL() << "no error for " << path;
+  } catch (const IOError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find(path), std::string::npos) << m;
+    EXPECT_NE(m.find(needle), std::string::npos) << "expected '" << needle << "' in: " << m;
+  }
+}
+}  // namespace
+
+TEST(TokenData, WriteReadHeader) {
+  std::string p = make_file("a.bin", 1001);
+  EXPECT_EQ(fs::file_size(p), 1024u + 2 * 1001);
+  TokenData d(p);
+  EXPECT_EQ(d.num_tokens(), 1001);
+  for (int64_t k = 0; k < 1001; ++k) ASSERT_EQ(d.token(k), value(k));
+  EXPECT_EQ(d.max_token(), 999);
+  EXPECT_THROW(d.token(1001), ValueError);
+  EXPECT_EQ(d.num_sequences(10), 100);  // (1001 − 1) / 10
+  EXPECT_EQ(d.num_sequences(7), 142);
+}
+
+TEST(TokenData, SequenceOrderClosedForm) {
+  const int64_t T = 8, B = 2, K = 3, dp = 2, G = B * K * dp;  // G = 12
+  std::string p = make_file("b.bin", 40 * G * T + 1);
+  TokenData d(p);
+  for (int64_t step : {0, 1, 5}) {
+    // The whole global batch at once …
+    TokenBatch all = d.sequences(step, G, 0, G, T);
+    ASSERT_EQ(all.inputs.shape(), (Shape{G, T}));
+    ASSERT_EQ(all.targets.dtype(), DType::i64);
+    const int64_t* x = all.inputs.data<int64_t>();
+    const int64_t* y = all.targets.data<int64_t>();
+    for (int64_t j = 0; j < G; ++j)
+      for (int64_t t = 0; t < T; ++t) {
+        ASSERT_EQ(x[j * T + t], value((step * G + j) * T + t));
+        ASSERT_EQ(y[j * T + t], value((step * G + j) * T + t + 1));
+      }
+    // … equals the DP replicas' micro-batch slices, concatenated in (replica, micro-batch) order.
+    for (int64_t r = 0; r < dp; ++r)
+      for (int64_t k = 0; k < K; ++k) {
+        int64_t first = (r * K + k) * B;
+        TokenBatch mb = d.sequences(step, G, first, B, T);
+        auto xv = mb.inputs.to_double(), yv = mb.targets.to_double();
+        for (int64_t i = 0; i < B * T; ++i) {
+          ASSERT_EQ(xv[i], x[first * T + i]);
+          ASSERT_EQ(yv[i], y[first * T + i]);
+        }
+      }
+  }
+  EXPECT_THROW(d.sequences(0, G, G - 1, 2, T), ValueError);  // slice past the global batch
+}
+
+TEST(TokenData, WrapsAroundPastTheEnd) {
+  const int64_t T = 4;
+  std::string p = make_file("c.bin", 23);  // (23 − 1) / 4 = 5 whole sequences
+  TokenData d(p);
+  ASSERT_EQ(d.num_sequences(T), 5);
+  TokenBatch b = d.read(3, 5, T);  // sequences 3, 4, 0, 1, 2
+  auto x = b.inputs.to_double(), y = b.targets.to_double();
+  const int64_t order[5] = {3, 4, 0, 1, 2};
+  for (int r = 0; r < 5; ++r)
+    for (int64_t t = 0; t < T; ++t) {
+      EXPECT_EQ(x[r * T + t], value(order[r] * T + t));
+      EXPECT_EQ(y[r * T + t], value(order[r] * T + t + 1));
+    }
+  // step 2 of G = 2 → sequences 4, 5 ≡ 0
+  TokenBatch s = d.sequences(2, 2, 0, 2, T);
+  EXPECT_EQ(s.inputs.to_double()[0], value(16));
+  EXPECT_EQ(s.inputs.to_double()[T], value(0));
+  // too short for one sequence of length 30
+  EXPECT_THROW(d.read(0, 1, 30), IOError);
+  EXPECT_THROW(d.num_sequences(0), ValueError);
+}
+
+TEST(TokenData, FixtureMatchesReferenceBatchOrder) {
+  // hf_gpt2_reference.py: step s reads tokens[s·B·T : s·B·T + B·T + 1] viewed as (B, T).
+  TokenData d(std::string(ST_FIXTURE_DIR) + "/tokens.bin");
+  const int64_t B = 4, T = 32;
+  EXPECT_EQ(d.num_tokens(), 5 * B * T + 1);
+  for (int64_t s = 0; s < 5; ++s) {
+    TokenBatch b = d.sequences(s, B, 0, B, T);
+    auto x = b.inputs.to_double(), y = b.targets.to_double();
+    for (int64_t i = 0; i < B * T; ++i) {
+      ASSERT_EQ(x[i], d.token(s * B * T + i));
+      ASSERT_EQ(y[i], d.token(s * B * T + i + 1));
+    }
+  }
+  EXPECT_LT(d.max_token(), 256);
+}
+
+TEST(TokenData, BadFilesNameTheFile) {
+  expect_error(temp_file("missing.bin"), "cannot open");
+  std::string p = temp_file("short.bin");
+  std::ofstream(p) << "hello";
+  expect_error(p, "shorter than the 1024-byte header");
+  p = temp_file("magic.bin");
+  write_raw(p, 12345, 1, 4, 4);
+  expect_error(p, "bad magic 12345");
+  p = temp_file("version.bin");
+  write_raw(p, kTokenMagic, 2, 4, 4);
+  expect_error(p, "unsupported version 2");
+  p = temp_file("trunc.bin");
+  write_raw(p, kTokenMagic, 1, 10, 4);
+  expect_error(p, "truncated");
+  p = temp_file("long.bin");
+  write_raw(p, kTokenMagic, 1, 4, 10);
+  expect_error(p, "trailing data");
+  p = temp_file("neg.bin");
+  write_raw(p, kTokenMagic, 1, -1, 0);
+  expect_error(p, "negative token count");
+}
