@@ -1,0 +1,30 @@
+// What this binary was built with, as recorded by CMake (launch/build_info.cpp.in is filled by
+// configure_file), for `shardtrain info`.
+#pragma once
+#include <string>
+
+namespace st::launch {
+
+struct BuildInfo {
+  const char* version;
+  const char* build_type;
+  const char* compiler;
+  bool cuda;
+  const char* cuda_version;
+  const char* cuda_arch;
+  bool nccl;
+  const char* nccl_version;
+  bool cudnn;
+  const char* cudnn_version;
+  const char* mpi_standard;  // MPI standard version CMake found (e.g. 3.1)
+  const char* eigen_version;
+  const char* json_version;
+  const char* yaml_cpp_version;
+};
+
+const BuildInfo& build_info();
+
+// One line per device: CUDA devices (name, memory, compute capability) or why there are none.
+std::string describe_devices();
+
+}  // namespace st::launch

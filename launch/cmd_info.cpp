@@ -1,0 +1,43 @@
+// `shardtrain info`: build features (CUDA / NCCL / cuDNN), MPI and library versions, devices.
+#include <mpi.h>
+
+#include <iostream>
+
+#include "launch/build_info.h"
+#include "launch/commands.h"
+#include "launch/options.h"
+#include "tensor/storage.h"
+
+namespace st::launch {
+
+int cmd_info(const std::vector<std::string>& args) {
+  if (OptionTable::wants_help(args)) {
+    std::cout << "usage: shardtrain info\n\nPrints the build features (CUDA, NCCL, cuDNN), the MPI library and other\n"
+                 "library versions, and the devices this process can see.\n";
+    return 0;
+  }
+  if (!args.empty()) ST_THROW(UsageError, "info: takes no arguments, got '" << args[0] << "'");
+  const BuildInfo& b = build_info();
+  auto feature = [](bool on, const std::string& version) {
+    return on ? std::string("yes") + (version.empty() ? "" : " " + version) : std::string("no");
+  };
+  std::cout << "shardtrain " << b.version << " (" << b.build_type << ", " << b.compiler << ")\n";
+  std::cout << "CUDA: " << feature(b.cuda, b.cuda_version) << (b.cuda ? std::string(" (arch ") + b.cuda_arch + ")" : "") << "\n";
+  std::cout << "NCCL: " << feature(b.nccl, b.nccl_version) << "\n";
+  std::cout << "cuDNN: " << feature(b.cudnn, b.cudnn_version) << "\n";
+  char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(lib, &len);
+  std::string mpi(lib, static_cast<size_t>(len));
+  if (auto nl = mpi.find_first_of("\r\n,"); nl != std::string::npos) mpi.resize(nl);
+  int major = 0, minor = 0;
+  MPI_Get_version(&major, &minor);
+  std::cout << "MPI: " << mpi << " (MPI " << major << "." << minor << ")\n";
+  std::cout << "libraries: Eigen " << b.eigen_version << ", nlohmann_json " << b.json_version << ", yaml-cpp "
+            << b.yaml_cpp_version << "\n";
+  std::cout << "devices:\n" << describe_devices();
+  std::cout << "cuda available: " << (st::cuda::available() ? "yes" : "no") << "\n";
+  return 0;
+}
+
+}  // namespace st::launch

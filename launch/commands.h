@@ -1,0 +1,30 @@
+// The subcommands of `shardtrain`. Each takes the arguments after its name and returns the
+// process exit code (0 success, 2 usage); errors are thrown (UsageError → 2, others → 1) and
+// reported by launch/main.cpp.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "runtime/sample_config.h"
+#include "runtime/train_config.h"
+
+namespace st::launch {
+
+int cmd_train(const std::vector<std::string>& args);
+int cmd_sample(const std::vector<std::string>& args);
+int cmd_prepare(const std::vector<std::string>& args);
+int cmd_info(const std::vector<std::string>& args);
+
+// Implemented by launch/train_command.cpp (calls runtime::run_training) when the trainer is
+// built, else by launch/train_missing.cpp ("train: not built yet", exit 2).
+int train_command(const runtime::TrainConfig& cfg);
+
+// Likewise launch/sample_command.cpp (runtime::run_sample) or launch/sample_missing.cpp.
+int sample_command(const runtime::SampleConfig& cfg);
+// Sample options; with `help` set, only fills *help with the --help text.
+runtime::SampleConfig parse_sample_args(const std::vector<std::string>& args, std::string* help);
+
+// Tokenizes a text file into an llm.c .bin file; returns the token count.
+int64_t prepare_tokens(const std::string& text_path, const std::string& out_path, const std::string& tokenizer);
+
+}  // namespace st::launch

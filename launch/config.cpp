@@ -1,0 +1,201 @@
+// The train option table, its validation and --init-from resolution. Field names are those of
+// runtime/train_config.h; flag names are DESIGN.md's (kebab-case).
+#include "launch/config.h"
+
+#include <filesystem>
+#include <sstream>
+
+#include "runtime/json_io.h"
+
+namespace st::launch {
+namespace fs = std::filesystem;
+using runtime::TrainConfig;
+
+namespace {
+std::string fmt(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+}  // namespace
+
+OptionTable train_options(TrainConfig& c) {
+  OptionTable t("train");
+  auto I = [&t](const char* name, const char* group, int64_t& f, const char* metavar, const char* help) {
+    t.add({name, group, metavar, help, false, OptionTable::bind(f), [&f] { return std::to_string(f); }});
+  };
+  auto F = [&t](const char* name, const char* group, double& f, const char* help) {
+    t.add({name, group, "F", help, false, OptionTable::bind(f), [&f] { return fmt(f); }});
+  };
+  auto S = [&t](const char* name, const char* group, std::string& f, const char* metavar, const char* help) {
+    t.add({name, group, metavar, help, false, OptionTable::bind(f), [&f] { return f; }});
+  };
+  auto E = [&t](const char* name, const char* group, std::string& f, std::vector<std::string> choices, const char* help) {
+    std::string mv;
+    for (size_t i = 0; i < choices.size(); ++i) mv += (i ? "|" : "") + choices[i];
+    t.add({name, group, mv, help, false, OptionTable::bind_choice(f, choices), [&f] { return f; }});
+  };
+  auto B = [&t](const char* name, const char* group, bool& f, const char* help) {
+    t.add({name, group, "0|1", help, true, OptionTable::bind(f), [&f] { return std::string(f ? "1" : "0"); }});
+  };
+  // model
+  E("model", "model", c.model, {"gpt", "simple-transformer", "mlp"}, "model family");
+  I("layers", "model", c.layers, "N", "transformer blocks (MLP: hidden layers)");
+  I("d-model", "model", c.d_model, "N", "model width C");
+  I("heads", "model", c.heads, "N", "attention heads (d-model must be divisible by it)");
+  I("vocab", "model", c.vocab, "N", "vocabulary size (256 for the byte tokenizer)");
+  I("seq-len", "model", c.seq_len, "N", "sequence length T; 0: the model's context length");
+  S("init-from", "model", c.init_from, "DIR", "HF GPT-2 dir (model.safetensors + config.json); sizes come from it");
+  // layout
+  I("dp", "layout", c.dp, "N", "data-parallel replicas; 0: world / (tp * pp)");
+  I("tp", "layout", c.tp, "N", "tensor-parallel ranks per layer");
+  I("pp", "layout", c.pp, "N", "pipeline stages");
+  E("schedule", "layout", c.schedule, {"gpipe", "1f1b"}, "pipeline schedule");
+  E("partition", "layout", c.partition, {"uniform", "params", "profile"}, "how layers are split into stages");
+  E("comm", "layout", c.comm, {"auto", "nccl", "mpi"}, "communication backend");
+  // batch
+  I("micro-batch", "batch", c.micro_batch, "B", "sequences per micro-batch per DP replica");
+  I("grad-accum", "batch", c.grad_accum, "K", "micro-batches per optimizer step per replica (pipeline m = K)");
+  // numerics
+  E("precision", "numerics", c.precision, {"fp32", "fp16", "bf16"}, "compute precision (fp32 master weights)");
+  E("device", "numerics", c.device, {"cpu", "cuda"}, "where the model runs");
+  t.add({"seed", "numerics", "N", "random seed (initialisation, dropout, sampling)", false, OptionTable::bind(c.seed),
+         [&c] { return std::to_string(c.seed); }});
+  B("recompute", "numerics", c.recompute, "recompute activations in backward (saves memory)");
+  B("zero", "numerics", c.zero, "ZeRO-1: shard optimizer state over DP replicas");
+  E("grad-comm-dtype", "numerics", c.grad_comm_dtype, {"fp32", "bf16", "fp16"}, "dtype of the DP gradient all-reduce");
+  F("bucket-mb", "numerics", c.bucket_mb, "DP gradient bucket size in MiB");
+  // optimizer
+  E("optimizer", "optimizer", c.optimizer, {"adamw", "sgd"}, "optimizer");
+  F("lr", "optimizer", c.lr, "peak learning rate");
+  F("weight-decay", "optimizer", c.weight_decay, "decoupled weight decay (tensors of >= 2 dims)");
+  F("beta1", "optimizer", c.beta1, "AdamW beta1");
+  F("beta2", "optimizer", c.beta2, "AdamW beta2");
+  F("eps", "optimizer", c.eps, "AdamW epsilon");
+  F("momentum", "optimizer", c.momentum, "SGD momentum");
+  F("clip", "optimizer", c.clip, "clip the global grad norm to this; 0: off");
+  E("lr-schedule", "optimizer", c.lr_schedule, {"const", "cosine"}, "learning-rate schedule");
+  I("warmup", "optimizer", c.warmup, "N", "linear warm-up steps");
+  F("min-lr-ratio", "optimizer", c.min_lr_ratio, "cosine floor as a fraction of lr");
+  // run
+  I("steps", "run", c.steps, "N", "the run's total optimizer steps (a resumed run goes on to N)");
+  S("data", "run", c.data, "FILE.bin", "training tokens (llm.c .bin); empty: the built-in corpus");
+  S("val-data", "run", c.val_data, "FILE", "validation tokens (.bin)");
+  I("eval-every", "run", c.eval_every, "N", "validate every N steps; 0: never");
+  S("checkpoint-dir", "run", c.checkpoint_dir, "DIR", "where step_NNNNNNNN/ checkpoints go");
+  I("checkpoint-every", "run", c.checkpoint_every, "N", "checkpoint every N steps; 0: only at the end if a dir is set");
+  I("keep-checkpoints", "run", c.keep_checkpoints, "N", "keep the newest N checkpoints; 0: all");
+  B("resume", "run", c.resume, "continue from the newest complete checkpoint in --checkpoint-dir");
+  S("metrics", "run", c.metrics, "FILE.jsonl", "one JSON object per optimizer step (rank 0)");
+  S("trace", "run", c.trace, "FILE.json", "Chrome/Perfetto trace, a track per rank");
+  F("timeout-s", "run", c.timeout_s, "a collective slower than this aborts every rank with a named cause");
+  I("log-every", "run", c.log_every, "N", "print a step line every N steps");
+  B("progress", "run", c.progress, "progress bar when stdout is a terminal");
+  return t;
+}
+
+void validate(const TrainConfig& c, const OptionTable& t) {
+  auto fail = [&](const std::string& name, const std::string& msg) {
+    ST_THROW(UsageError, "--" << name << t.origin_of(name) << ": " << msg);
+  };
+  auto positive = [&](const std::string& name, int64_t v) {
+    if (v <= 0) fail(name, "must be positive, got " + std::to_string(v));
+  };
+  auto non_negative = [&](const std::string& name, double v) {
+    if (v < 0) fail(name, "must be >= 0, got " + fmt(v));
+  };
+  positive("layers", c.layers);
+  positive("d-model", c.d_model);
+  positive("heads", c.heads);
+  positive("vocab", c.vocab);
+  if (c.vocab > 65536) fail("vocab", "token files hold uint16 ids, so at most 65536, got " + std::to_string(c.vocab));
+  if (c.model != "mlp" && c.d_model % c.heads != 0)
+    fail("heads", "d-model " + std::to_string(c.d_model) + " is not divisible by heads " + std::to_string(c.heads));
+  non_negative("seq-len", static_cast<double>(c.seq_len));
+  non_negative("dp", static_cast<double>(c.dp));
+  positive("tp", c.tp);
+  positive("pp", c.pp);
+  if (c.model != "mlp" && c.tp > 1 && c.heads % c.tp != 0)
+    fail("tp", "heads " + std::to_string(c.heads) + " is not divisible by tp " + std::to_string(c.tp));
+  if (c.pp > c.layers) fail("pp", std::to_string(c.pp) + " stages for " + std::to_string(c.layers) + " layers");
+  positive("micro-batch", c.micro_batch);
+  positive("grad-accum", c.grad_accum);
+  if (c.bucket_mb <= 0) fail("bucket-mb", "must be positive, got " + fmt(c.bucket_mb));
+  non_negative("lr", c.lr);
+  non_negative("weight-decay", c.weight_decay);
+  if (c.beta1 < 0 || c.beta1 >= 1) fail("beta1", "must be in [0, 1), got " + fmt(c.beta1));
+  if (c.beta2 < 0 || c.beta2 >= 1) fail("beta2", "must be in [0, 1), got " + fmt(c.beta2));
+  if (c.eps <= 0) fail("eps", "must be positive, got " + fmt(c.eps));
+  if (c.momentum < 0 || c.momentum >= 1) fail("momentum", "must be in [0, 1), got " + fmt(c.momentum));
+  non_negative("clip", c.clip);
+  non_negative("warmup", static_cast<double>(c.warmup));
+  if (c.min_lr_ratio < 0 || c.min_lr_ratio > 1) fail("min-lr-ratio", "must be in [0, 1], got " + fmt(c.min_lr_ratio));
+  positive("steps", c.steps);
+  non_negative("eval-every", static_cast<double>(c.eval_every));
+  non_negative("checkpoint-every", static_cast<double>(c.checkpoint_every));
+  non_negative("keep-checkpoints", static_cast<double>(c.keep_checkpoints));
+  if (c.timeout_s <= 0) fail("timeout-s", "must be positive, got " + fmt(c.timeout_s));
+  positive("log-every", c.log_every);
+  if (c.resume && c.checkpoint_dir.empty()) fail("resume", "needs --checkpoint-dir");
+  if (c.checkpoint_every > 0 && c.checkpoint_dir.empty()) fail("checkpoint-every", "needs --checkpoint-dir");
+  if (c.eval_every > 0 && c.val_data.empty()) fail("eval-every", "needs --val-data");
+  if (c.zero && c.optimizer != "adamw") fail("zero", "ZeRO-1 shards AdamW state; --optimizer is " + c.optimizer);
+  if (!c.data.empty() && !fs::is_regular_file(c.data)) fail("data", "no such file: " + c.data);
+  if (!c.val_data.empty() && !fs::is_regular_file(c.val_data)) fail("val-data", "no such file: " + c.val_data);
+}
+
+void resolve_init_from(TrainConfig& c, const OptionTable& t) {
+  if (c.init_from.empty()) return;
+  const std::string where = "--init-from" + t.origin_of("init-from");
+  const fs::path dir = c.init_from;
+  if (!fs::is_directory(dir)) ST_THROW(UsageError, where << ": " << c.init_from << " is not a directory");
+  for (const char* f : {"model.safetensors", "config.json"})
+    if (!fs::is_regular_file(dir / f)) ST_THROW(UsageError, where << ": " << (dir / f).string() << " is missing");
+  const std::string cfg_path = (dir / "config.json").string();
+  nlohmann::json j = runtime::read_json_file(cfg_path);
+  if (j.value("model_type", std::string()) != "gpt2")
+    ST_THROW(UsageError, where << ": " << cfg_path << ": model_type is not \"gpt2\" (only GPT-2 checkpoints are supported)");
+  if (t.was_set("model") && c.model != "gpt")
+    ST_THROW(UsageError, "--model" << t.origin_of("model") << ": " << c.model << " conflicts with the GPT-2 checkpoint in " << c.init_from);
+  c.model = "gpt";
+  auto take = [&](const char* key, const char* flag, int64_t& field) {
+    if (!j.contains(key) || !j[key].is_number_integer())
+      ST_THROW(UsageError, where << ": " << cfg_path << ": missing integer \"" << key << "\"");
+    int64_t v = j[key].get<int64_t>();
+    if (t.was_set(flag) && field != v)
+      ST_THROW(UsageError, "--" << flag << t.origin_of(flag) << ": " << field << " conflicts with " << key << " = " << v
+                                << " in " << cfg_path);
+    field = v;
+  };
+  take("n_layer", "layers", c.layers);
+  take("n_embd", "d-model", c.d_model);
+  take("n_head", "heads", c.heads);
+  take("vocab_size", "vocab", c.vocab);
+  int64_t n_pos = 0;
+  take("n_positions", "", n_pos);
+  if (c.seq_len == 0) c.seq_len = n_pos;
+  if (c.seq_len > n_pos)
+    ST_THROW(UsageError, "--seq-len" << t.origin_of("seq-len") << ": " << c.seq_len << " exceeds n_positions = " << n_pos << " in " << cfg_path);
+}
+
+TrainConfig parse_train_args(const std::vector<std::string>& args) {
+  TrainConfig cfg;
+  OptionTable t = train_options(cfg);
+  const std::string file = OptionTable::config_path(args);
+  if (!file.empty()) t.load_yaml(file);
+  t.parse_flags(args);
+  resolve_init_from(cfg, t);  // first: the sizes then come from config.json
+  validate(cfg, t);
+  return cfg;
+}
+
+std::string train_usage() {
+  TrainConfig defaults;
+  return train_options(defaults).help(
+      "shardtrain train [--config FILE.yaml] [--key value ...]   (flags override the file)",
+      "The YAML file is a flat mapping whose keys are the flag names without \"--\" (e.g. d-model: 64);\n"
+      "an empty value keeps the default. Global batch = micro-batch x grad-accum x dp sequences.\n"
+      "Layouts: dp x tp x pp = the MPI world size (launch with mpirun -np N).");
+}
+
+}  // namespace st::launch

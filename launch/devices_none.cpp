@@ -1,0 +1,13 @@
+// Device listing of a CPU-only build (the CUDA build compiles launch/devices_cuda.cpp instead).
+#include <thread>
+
+#include "launch/build_info.h"
+
+namespace st::launch {
+
+std::string describe_devices() {
+  return "cpu: " + std::to_string(std::thread::hardware_concurrency()) +
+         " hardware threads\ncuda: none (built without CUDA)\n";
+}
+
+}  // namespace st::launch
