@@ -1,0 +1,25 @@
+// DESIGN.md's CLI contract, written out independently of launch/config.cpp's table, so a flag
+// that the table loses or renames fails the tests.
+#pragma once
+#include <string>
+#include <vector>
+
+inline const std::vector<std::string>& contract_train_flags() {
+  static const std::vector<std::string> f = {
+      // DESIGN.md
+      "model", "layers", "d-model", "heads", "vocab", "seq-len", "init-from", "dp", "tp", "pp", "schedule",
+      "partition", "comm", "micro-batch", "grad-accum", "precision", "device", "seed", "recompute", "zero",
+      "optimizer", "lr", "weight-decay", "beta1", "beta2", "eps", "clip", "lr-schedule", "warmup", "steps", "data",
+      "val-data", "eval-every", "checkpoint-dir", "checkpoint-every", "resume", "metrics", "trace", "timeout-s",
+      // extensions
+      "grad-comm-dtype", "bucket-mb", "keep-checkpoints", "momentum", "log-every"};
+  return f;
+}
+inline const std::vector<std::string>& contract_sample_flags() {
+  static const std::vector<std::string> f = {"checkpoint", "prompt", "tokens", "temperature", "top-k"};
+  return f;
+}
+inline const std::vector<std::string>& contract_prepare_flags() {
+  static const std::vector<std::string> f = {"text", "out", "tokenizer"};
+  return f;
+}

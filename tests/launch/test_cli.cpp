@@ -1,0 +1,113 @@
+// The built binary: every subcommand's --help lists every flag of DESIGN.md's contract, exit
+// codes (0 / 1 error / 2 usage), one-line error causes naming the rank under MPI launchers,
+// prepare end to end, info's build features.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "contract_flags.h"
+#include "runtime/token_data.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+struct Result {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+// Runs the shardtrain binary with `args` (shell words) and optional environment assignments.
+Result run(const std::string& args, const std::string& env = "") {
+  std::string cmd = env + (env.empty() ? "" : " ") + "'" + std::string(ST_SHARDTRAIN_BIN) + "' " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return {-1, ""};
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+}  // namespace
+
+TEST(Cli, HelpListsEveryContractFlag) {
+  Result r = run("train --help");
+  EXPECT_EQ(r.code, 0);
+  for (const auto& f : contract_train_flags()) EXPECT_TRUE(has(r.out, "  --" + f + " ")) << "train --help lacks --" << f;
+  EXPECT_TRUE(has(r.out, "--config FILE.yaml"));
+  r = run("sample --help");
+  EXPECT_EQ(r.code, 0);
+  for (const auto& f : contract_sample_flags()) EXPECT_TRUE(has(r.out, "  --" + f + " ")) << "sample --help lacks --" << f;
+  r = run("prepare --help");
+  EXPECT_EQ(r.code, 0);
+  for (const auto& f : contract_prepare_flags()) EXPECT_TRUE(has(r.out, "  --" + f + " ")) << "prepare --help lacks --" << f;
+  r = run("info --help");
+  EXPECT_EQ(r.code, 0);
+  r = run("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* c : {"train", "sample", "prepare", "info"}) EXPECT_TRUE(has(r.out, c));
+}
+
+TEST(Cli, UsageErrorsExitTwoWithOneLine) {
+  Result r = run("");
+  EXPECT_EQ(r.code, 2);
+  r = run("fly");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "shardtrain: error: unknown command 'fly' (commands: train, sample, prepare, info)\n");
+  r = run("train --d-modle 8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "shardtrain: error: command line: unknown flag --d-modle")) << r.out;
+  r = run("train --lr abc", "OMPI_COMM_WORLD_RANK=3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.out.rfind("[rank 3] shardtrain: error: ", 0) == 0) << r.out;
+  r = run("train --heads 5", "SLURM_PROCID=7");
+  EXPECT_TRUE(r.out.rfind("[rank 7] shardtrain: error: --heads", 0) == 0) << r.out;
+  r = run("prepare --out x.bin");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.out, "--text FILE is required")) << r.out;
+  r = run("sample --checkpoint /nonexistent_ckpt");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.out, "not a directory")) << r.out;
+}
+
+TEST(Cli, RuntimeErrorsExitOne) {
+  fs::path d = fs::temp_directory_path() / ("st_cli_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  Result r = run("prepare --text '" + (d / "missing.txt").string() + "' --out '" + (d / "o.bin").string() + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "shardtrain: error: " + (d / "missing.txt").string())) << r.out;
+}
+
+TEST(Cli, PrepareEndToEnd) {
+  fs::path d = fs::temp_directory_path() / ("st_cli_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  const std::string text = "the quick brown fox jumps over the lazy dog\n";
+  std::ofstream((d / "fox.txt").string()) << text;
+  Result r = run("prepare --text '" + (d / "fox.txt").string() + "' --out '" + (d / "fox.bin").string() + "' --tokenizer byte");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, std::to_string(text.size()) + " tokens")) << r.out;
+  st::runtime::TokenData td((d / "fox.bin").string());
+  ASSERT_EQ(td.num_tokens(), static_cast<int64_t>(text.size()));
+  for (size_t i = 0; i < text.size(); ++i) ASSERT_EQ(td.token(static_cast<int64_t>(i)), static_cast<unsigned char>(text[i]));
+}
+
+TEST(Cli, InfoReportsBuildFeatures) {
+  Result r = run("info");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* line : {"CUDA: ", "NCCL: ", "cuDNN: ", "MPI: ", "devices:", "cuda available: "})
+    EXPECT_TRUE(has(r.out, line)) << r.out;
+  if (ST_BUILT_WITH_CUDA) {
+    EXPECT_TRUE(has(r.out, "CUDA: yes")) << r.out;
+  } else {
+    EXPECT_TRUE(has(r.out, "CUDA: no\n")) << r.out;
+    EXPECT_TRUE(has(r.out, "NCCL: no\n")) << r.out;
+    EXPECT_TRUE(has(r.out, "cuda available: no\n")) << r.out;
+  }
+}

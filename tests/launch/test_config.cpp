@@ -1,0 +1,162 @@
+// Option parsing: defaults < YAML file < flags (whatever the flags' position), every error names
+// the key or flag and the file, values are parsed strictly, validation, --init-from resolution
+// against the HF fixture, and the shipped configs (every contract flag present, all valid).
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "contract_flags.h"
+#include "launch/config.h"
+
+using namespace st;
+using namespace st::launch;
+using runtime::TrainConfig;
+namespace fs = std::filesystem;
+
+namespace {
+std::string temp_yaml(const std::string& name, const std::string& text) {
+  fs::path d = fs::temp_directory_path() / ("st_launch_cfg_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  std::string p = (d / name).string();
+  std::ofstream(p) << text;
+  return p;
+}
+// Expects a UsageError whose message contains every needle.
+void expect_usage_error(const std::vector<std::string>& args, const std::vector<std::string>& needles) {
+  try {
+    parse_train_args(args);
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "'" << n << "' not in: " << e.what();
+  }
+}
+}  // namespace
+
+TEST(LaunchConfig, DefaultsFileThenFlags) {
+  std::string y = temp_yaml("order.yaml", "layers: 6\nd-model: 96\nheads: 3\nlr: 0.01\nresume: false\nprecision: bf16\n");
+  // flags before --config still override the file
+  TrainConfig c = parse_train_args({"--lr", "0.5", "--config", y, "--heads=6", "--micro-batch", "3", "--zero", "--recompute", "0"});
+  EXPECT_EQ(c.layers, 6);        // file
+  EXPECT_EQ(c.d_model, 96);      // file
+  EXPECT_EQ(c.heads, 6);         // flag over file
+  EXPECT_DOUBLE_EQ(c.lr, 0.5);   // flag over file
+  EXPECT_EQ(c.micro_batch, 3);   // flag over default
+  EXPECT_EQ(c.precision, "bf16");
+  EXPECT_TRUE(c.zero);           // a switch without a value
+  EXPECT_FALSE(c.recompute);
+  EXPECT_EQ(c.vocab, TrainConfig{}.vocab);  // default kept
+  EXPECT_EQ(c.grad_accum, 1);
+  // a switch followed by another flag takes no value
+  TrainConfig d = parse_train_args({"--checkpoint-dir", "/tmp/x", "--resume", "--steps", "7"});
+  EXPECT_TRUE(d.resume);
+  EXPECT_EQ(d.steps, 7);
+  // every field is reachable by its flag
+  TrainConfig e = parse_train_args({"--model", "mlp", "--seq-len", "16", "--dp", "2", "--tp", "2", "--pp", "2", "--layers", "4",
+                                    "--schedule", "gpipe", "--partition", "uniform", "--comm", "mpi", "--device", "cuda",
+                                    "--seed", "18446744073709551615", "--grad-comm-dtype", "bf16", "--bucket-mb", "1.5",
+                                    "--optimizer", "sgd", "--momentum", "0.5", "--weight-decay", "0.2", "--beta1", "0.8",
+                                    "--beta2", "0.9", "--eps", "1e-6", "--clip", "0", "--lr-schedule", "cosine", "--warmup", "5",
+                                    "--min-lr-ratio", "0.2", "--timeout-s", "12.5", "--log-every", "3", "--keep-checkpoints", "0",
+                                    "--metrics", "m.jsonl", "--trace", "t.json", "--progress", "off"});
+  EXPECT_EQ(e.model, "mlp");
+  EXPECT_EQ(e.seq_len, 16);
+  EXPECT_EQ(e.dp, 2);
+  EXPECT_EQ(e.schedule, "gpipe");
+  EXPECT_EQ(e.seed, 18446744073709551615ull);
+  EXPECT_DOUBLE_EQ(e.bucket_mb, 1.5);
+  EXPECT_EQ(e.optimizer, "sgd");
+  EXPECT_DOUBLE_EQ(e.eps, 1e-6);
+  EXPECT_DOUBLE_EQ(e.timeout_s, 12.5);
+  EXPECT_EQ(e.keep_checkpoints, 0);
+  EXPECT_EQ(e.metrics, "m.jsonl");
+  EXPECT_FALSE(e.progress);
+}
+
+TEST(LaunchConfig, UnknownKeysAndFlagsNameThemAndTheFile) {
+  std::string y = temp_yaml("unknown.yaml", "layers: 2\nd_model: 64\n");
+  expect_usage_error({"--config", y}, {"unknown key 'd_model'", y, "did you mean 'd-model'"});
+  expect_usage_error({"--d-modle", "8"}, {"unknown flag --d-modle", "command line", "did you mean --d-model"});
+  expect_usage_error({"--frobnicate", "8"}, {"unknown flag --frobnicate"});
+  expect_usage_error({"positional"}, {"unexpected argument 'positional'"});
+  expect_usage_error({"--config", "/nonexistent/cfg.yaml"}, {"/nonexistent/cfg.yaml", "cannot open"});
+  expect_usage_error({"--config", temp_yaml("list.yaml", "- a\n- b\n")}, {"list.yaml", "mapping"});
+  expect_usage_error({"--config", temp_yaml("nested.yaml", "lr:\n  a: 1\n")}, {"nested.yaml", "key 'lr'", "single value"});
+  expect_usage_error({"--config", temp_yaml("syntax.yaml", "lr: [1, 2\n")}, {"syntax.yaml", "YAML error at line"});
+  expect_usage_error({"--lr"}, {"flag --lr needs a value"});
+}
+
+TEST(LaunchConfig, BadValuesNameTheKeyAndTheFile) {
+  std::string y = temp_yaml("badvalue.yaml", "lr: fast\n");
+  expect_usage_error({"--config", y}, {y, "key 'lr'", "expected a finite number, got 'fast'"});
+  y = temp_yaml("badint.yaml", "layers: 2.5\n");
+  expect_usage_error({"--config", y}, {y, "key 'layers'", "expected an integer, got '2.5'"});
+  y = temp_yaml("badenum.yaml", "precision: fp8\n");
+  expect_usage_error({"--config", y}, {y, "key 'precision'", "expected one of fp32|fp16|bf16, got 'fp8'"});
+  expect_usage_error({"--micro-batch", "8x"}, {"flag --micro-batch", "expected an integer, got '8x'"});
+  expect_usage_error({"--zero", "maybe"}, {"unexpected argument 'maybe'"});  // not a bool: a stray argument
+  expect_usage_error({"--recompute=2"}, {"flag --recompute", "expected 0|1"});
+  expect_usage_error({"--lr", "nan"}, {"flag --lr", "finite"});
+  expect_usage_error({"--seed", "-1"}, {"flag --seed", "non-negative integer"});
+}
+
+TEST(LaunchConfig, Validation) {
+  std::string y = temp_yaml("heads.yaml", "d-model: 64\nheads: 5\n");
+  expect_usage_error({"--config", y}, {"--heads", y, "not divisible"});
+  expect_usage_error({"--micro-batch", "0"}, {"--micro-batch (from command line)", "must be positive"});
+  expect_usage_error({"--layers", "-2"}, {"--layers", "must be positive"});
+  expect_usage_error({"--beta2", "1"}, {"--beta2", "[0, 1)"});
+  expect_usage_error({"--resume"}, {"--resume", "needs --checkpoint-dir"});
+  expect_usage_error({"--vocab", "70000"}, {"--vocab", "65536"});
+  expect_usage_error({"--tp", "3", "--heads", "4"}, {"--tp", "not divisible"});
+  expect_usage_error({"--pp", "3", "--layers", "2"}, {"--pp"});
+  expect_usage_error({"--data", "/nonexistent/tokens.bin"}, {"--data", "no such file"});
+  expect_usage_error({"--eval-every", "5"}, {"--eval-every", "needs --val-data"});
+  expect_usage_error({"--timeout-s", "0"}, {"--timeout-s", "must be positive"});
+}
+
+TEST(LaunchConfig, InitFromTakesSizesFromConfigJson) {
+  const std::string dir = ST_FIXTURE_DIR;
+  TrainConfig c = parse_train_args({"--init-from", dir, "--heads", "4"});  // agreeing size flag is fine
+  EXPECT_EQ(c.model, "gpt");
+  EXPECT_EQ(c.layers, 2);
+  EXPECT_EQ(c.d_model, 64);
+  EXPECT_EQ(c.heads, 4);
+  EXPECT_EQ(c.vocab, 256);
+  EXPECT_EQ(c.seq_len, 32);  // n_positions
+  EXPECT_EQ(parse_train_args({"--init-from", dir, "--seq-len", "16"}).seq_len, 16);
+  expect_usage_error({"--init-from", dir, "--d-model", "128"}, {"--d-model", "conflicts with n_embd = 64", "config.json"});
+  expect_usage_error({"--init-from", dir, "--seq-len", "64"}, {"--seq-len", "exceeds n_positions = 32"});
+  expect_usage_error({"--init-from", dir, "--model", "mlp"}, {"--model", "conflicts"});
+  expect_usage_error({"--init-from", "/nonexistent_hf"}, {"--init-from", "not a directory"});
+}
+
+TEST(LaunchConfig, ShippedConfigsListEveryFlagAndAreValid) {
+  for (const char* name : {"demo", "gpt2-124m", "simple-transformer"}) {
+    const std::string path = std::string(ST_SOURCE_DIR) + "/launch/configs/" + name + ".yaml";
+    YAML::Node root = YAML::LoadFile(path);
+    for (const auto& f : contract_train_flags()) EXPECT_TRUE(root[f]) << path << " lacks " << f;
+    TrainConfig c = parse_train_args({"--config", path});
+    if (std::string(name) == "gpt2-124m") {
+      EXPECT_EQ(c.layers, 12);
+      EXPECT_EQ(c.d_model, 768);
+      EXPECT_EQ(c.heads, 12);
+      EXPECT_EQ(c.vocab, 50304);
+      EXPECT_EQ(c.seq_len, 1024);
+      EXPECT_EQ(c.micro_batch, 16);
+      EXPECT_EQ(c.device, "cuda");
+    } else if (std::string(name) == "simple-transformer") {
+      EXPECT_EQ(c.model, "simple-transformer");
+      EXPECT_EQ(c.vocab, 10000);
+      EXPECT_EQ(c.d_model, 256);
+      EXPECT_EQ(c.heads, 8);
+      EXPECT_EQ(c.layers, 6);
+    } else {
+      EXPECT_EQ(c.vocab, 256);
+      EXPECT_EQ(c.seq_len, 64);
+      EXPECT_EQ(c.micro_batch, 8);
+      EXPECT_TRUE(c.data.empty());  // the built-in corpus
+    }
+  }
+}
