@@ -14,7 +14,7 @@ std::string describe_devices() {
   int runtime_v = 0, driver_v = 0, n = 0;
   cudaRuntimeGetVersion(&runtime_v);
   cudaDriverGetVersion(&driver_v);
-  char line[256];
+  char line[512];
   std::snprintf(line, sizeof(line), "cuda: runtime %d.%d, driver %d.%d\n", runtime_v / 1000, (runtime_v % 1000) / 10,
                 driver_v / 1000, (driver_v % 1000) / 10);
   out += line;
@@ -26,7 +26,7 @@ std::string describe_devices() {
   for (int d = 0; d < n; ++d) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, d) != cudaSuccess) continue;
-    std::snprintf(line, sizeof(line), "cuda:%d %s, %.1f GiB, compute capability %d.%d, %d SMs\n", d, p.name,
+    std::snprintf(line, sizeof(line), "cuda:%d %.200s, %.1f GiB, compute capability %d.%d, %d SMs\n", d, p.name,
                   static_cast<double>(p.totalGlobalMem) / (1ull << 30), p.major, p.minor, p.multiProcessorCount);
     out += line;
   }

@@ -137,6 +137,9 @@ TEST(LaunchConfig, ShippedConfigsListEveryFlagAndAreValid) {
     const std::string path = std::string(ST_SOURCE_DIR) + "/launch/configs/" + name + ".yaml";
     YAML::Node root = YAML::LoadFile(path);
     for (const auto& f : contract_train_flags()) EXPECT_TRUE(root[f]) << path << " lacks " << f;
+    TrainConfig scratch;
+    const OptionTable table = train_options(scratch);
+    for (const auto& s : table.specs()) EXPECT_TRUE(root[s.name]) << path << " lacks " << s.name;
     TrainConfig c = parse_train_args({"--config", path});
     if (std::string(name) == "gpt2-124m") {
       EXPECT_EQ(c.layers, 12);
