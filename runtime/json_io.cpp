@@ -26,6 +26,12 @@ nlohmann::json read_json_file(const std::string& path) {
   }
 }
 
+std::string temp_name_for(const std::string& path) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return path + ".tmp." + host + "." + std::to_string(::getpid());
+}
+
 void fsync_path(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) ST_THROW(IOError, "fsync " << path << ": cannot open: " << std::strerror(errno));
@@ -41,7 +47,7 @@ void fsync_parent_dir(const std::string& path) {
 }
 
 void write_json_file(const std::string& path, const nlohmann::json& j) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = temp_name_for(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) ST_THROW(IOError, "json " << path << ": cannot create " << tmp << ": " << std::strerror(errno));

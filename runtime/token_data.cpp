@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "runtime/json_io.h"
+
 namespace st::runtime {
 
 #define ST_TOKEN_ERROR(path, msg) ST_THROW(IOError, "token file " << (path) << ": " << msg)
@@ -110,7 +112,7 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
   hdr[0] = kTokenMagic;
   hdr[1] = kTokenVersion;
   hdr[2] = static_cast<int32_t>(tokens.size());
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = temp_name_for(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) ST_TOKEN_ERROR(path, "cannot create " << tmp << ": " << std::strerror(errno));
   auto put = [&](const void* p, size_t n) {

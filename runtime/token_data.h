@@ -63,7 +63,7 @@ class TokenData {
   int64_t count_ = 0;
 };
 
-// Writes a token file atomically (to `path`.tmp.<pid>, fsync, rename).
+// Writes a token file atomically (to a temporary name beside it, fsync, rename).
 void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens);
 
 }  // namespace st::runtime
