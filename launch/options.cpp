@@ -142,8 +142,13 @@ void OptionTable::load_yaml(const std::string& path) {
   if (root.IsNull()) return;  // an empty file sets nothing
   if (!root.IsMap()) ST_THROW(UsageError, "config " << path << ": expected a mapping of option: value");
   const std::string where = "config " + path;
+  std::vector<std::string> seen;
   for (const auto& kv : root) {
-    const std::string key = kv.first.as<std::string>();
+    if (!kv.first.IsScalar()) ST_THROW(UsageError, where << ": line " << kv.first.Mark().line + 1 << ": a key must be a plain name");
+    const std::string key = kv.first.Scalar();
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      ST_THROW(UsageError, where << ": key '" << key << "' appears twice (line " << kv.first.Mark().line + 1 << ")");
+    seen.push_back(key);
     const YAML::Node& v = kv.second;
     if (v.IsNull()) {
       if (find(key)) {  // an empty value keeps the default (e.g. "init-from:")

@@ -85,6 +85,8 @@ TEST(LaunchConfig, UnknownKeysAndFlagsNameThemAndTheFile) {
   expect_usage_error({"--config", temp_yaml("nested.yaml", "lr:\n  a: 1\n")}, {"nested.yaml", "key 'lr'", "single value"});
   expect_usage_error({"--config", temp_yaml("syntax.yaml", "lr: [1, 2\n")}, {"syntax.yaml", "YAML error at line"});
   expect_usage_error({"--lr"}, {"flag --lr needs a value"});
+  expect_usage_error({"--config", temp_yaml("dup.yaml", "lr: 1\nsteps: 2\nlr: 3\n")}, {"dup.yaml", "key 'lr' appears twice (line 3)"});
+  expect_usage_error({"--config", temp_yaml("cplxkey.yaml", "? [a, b]\n: 1\n")}, {"cplxkey.yaml", "plain name"});
 }
 
 TEST(LaunchConfig, BadValuesNameTheKeyAndTheFile) {
