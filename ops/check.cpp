@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "ops/reduce.h"
+#include "tensor/autograd.h"
 
 namespace st::ops {
 namespace {
@@ -50,6 +51,17 @@ void check_dtype(const char* op, const Tensor& t, std::initializer_list<DType> a
 void check_dim(const char* op, const Tensor& t, int64_t min_dim, int64_t max_dim) {
   if (t.dim() < min_dim || t.dim() > max_dim)
     ST_THROW(ShapeError, op << ": expected " << min_dim << ".." << max_dim << " dims, got " << shape_str(t.shape()));
+}
+
+void check_device(const char* op, const Tensor& t, Device device) {
+  if (t.device() != device)
+    ST_THROW(DeviceError, op << ": expected a " << device_name(device) << " tensor, got " << t.describe());
+}
+
+Tensor contiguous_as(const Tensor& t, DType dt) {
+  NoGradGuard ng;
+  Tensor r = t.dtype() == dt ? t : t.to(dt);
+  return r.is_contiguous() ? r.detach() : r.contiguous().detach();
 }
 
 Shape broadcast_shape(const char* op, const Shape& a, const Shape& b) {

@@ -14,6 +14,12 @@ void check_floating(const char* op, const Tensor& t);
 void check_dtype(const char* op, const Tensor& t, std::initializer_list<DType> allowed);
 void check_dim(const char* op, const Tensor& t, int64_t min_dim, int64_t max_dim);
 
+// Throws DeviceError naming op unless t lives on `device`.
+void check_device(const char* op, const Tensor& t, Device device);
+// t as a contiguous tensor of dtype `dt` without autograd history (incoming gradients may be
+// views or carry another dtype); t itself when it already is one.
+Tensor contiguous_as(const Tensor& t, DType dt);
+
 // Shape that a and b broadcast to (NumPy rules); throws ShapeError naming op and both shapes.
 Shape broadcast_shape(const char* op, const Shape& a, const Shape& b);
 // Sums g (shaped like a broadcast result) down to `shape` (the backward of broadcasting).

@@ -1,0 +1,29 @@
+// Pointwise activations.
+//   gelu(x) x (...) → (...): tanh form 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), as GPT-2 and
+//     PyTorch's gelu(approximate="tanh")
+//   relu(x) x (...) → (...): max(x, 0); the gradient at exactly 0 is 0 (PyTorch's choice)
+// Both save only their input; backward recomputes the derivative from it and writes a fresh
+// tensor (=). CPU computes in f32 (f16/bf16 widened, rounded once on store).
+#pragma once
+#include "tensor/tensor.h"
+
+namespace st::ops {
+
+Tensor gelu(const Tensor& x);
+Tensor relu(const Tensor& x);
+
+// Backend kernels: every tensor contiguous, on the backend's device, all of x's dtype.
+namespace cpu {
+void gelu_fwd(const Tensor& x, Tensor& y);                        // x (n) → y (n)
+void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx);     // x, dy (n) → dx (n) =
+void relu_fwd(const Tensor& x, Tensor& y);                        // x (n) → y (n)
+void relu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx);     // x, dy (n) → dx (n) =
+}  // namespace cpu
+namespace cuda {
+void gelu_fwd(const Tensor& x, Tensor& y);
+void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx);
+void relu_fwd(const Tensor& x, Tensor& y);
+void relu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx);
+}  // namespace cuda
+
+}  // namespace st::ops

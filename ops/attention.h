@@ -1,0 +1,29 @@
+// Causal scaled-dot-product attention as one op (so that CUDA can fuse it, flash-style):
+//   q, k, v (B, H, T, D) → out (B, H, T, D),
+//   out = softmax(q·kᵀ/√D + causal mask) · v,  mask: query t sees keys s ≤ t.
+// Forward saves lse (B, H, T) f32, the log-sum-exp of each masked score row; the CPU backward
+// recomputes the probabilities P = exp(S − lse) from q, k (no T×T buffer is kept between passes):
+//   dV = Pᵀ·dO,  dP = dO·Vᵀ,  dS = P ∘ (dP − rowsum(P ∘ dP)),  dQ = dS·K/√D,  dK = dSᵀ·Q/√D.
+// (rowsum(P ∘ dP) = rowsum(dO ∘ O), which is what a fused kernel uses; `out` is passed for that.)
+// Backward writes fresh tensors (=). CPU: Eigen GEMMs per (b, h) in f32.
+#pragma once
+#include "tensor/tensor.h"
+
+namespace st::ops {
+
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v);
+
+// Backend kernels: q, k, v, out, dout, dq, dk, dv (B, H, T, D) contiguous, one dtype;
+// lse (B, H, T) f32.
+namespace cpu {
+void attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse);
+void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                   const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
+}  // namespace cpu
+namespace cuda {
+void attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse);
+void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                   const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
+}  // namespace cuda
+
+}  // namespace st::ops

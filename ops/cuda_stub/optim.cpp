@@ -1,0 +1,10 @@
+#include "ops/cuda_stub/no_cuda.h"
+#include "ops/optim.h"
+
+namespace st::ops::cuda {
+void adamw_step(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWScalars&, Tensor&) { no_cuda("adamw_step"); }
+void sgd_step(Tensor&, const Tensor&, Tensor&, float, float, float, bool) { no_cuda("sgd_step"); }
+double sum_squares(const Tensor&) { no_cuda("sum_squares"); }
+bool has_inf_nan(const Tensor&) { no_cuda("has_inf_nan"); }
+void scale_(Tensor&, double) { no_cuda("scale_"); }
+}  // namespace st::ops::cuda

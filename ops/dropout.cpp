@@ -1,0 +1,38 @@
+#include "ops/dropout.h"
+
+#include <cmath>
+
+#include "ops/check.h"
+#include "tensor/autograd.h"
+
+namespace st::ops {
+namespace {
+Tensor apply_mask(const Tensor& x, float p, uint64_t seed, uint64_t offset) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  NoGradGuard ng;
+  if (x.is_cuda())
+    cuda::dropout_fwd(x, p, seed, offset, y);
+  else
+    cpu::dropout_fwd(x, p, seed, offset, y);
+  return y;
+}
+}  // namespace
+
+Tensor dropout(const Tensor& x_in, float p, Generator& gen, bool training) {
+  check_defined("dropout", {x_in});
+  check_floating("dropout", x_in);
+  if (!(p >= 0.f && p <= 1.f)) ST_THROW(ValueError, "dropout: p must lie in [0, 1], got " << p << " for " << x_in.describe());
+  if (!training || p == 0.f || x_in.numel() == 0) return x_in;
+  const uint64_t seed = gen.seed();
+  const uint64_t offset = gen.advance(static_cast<uint64_t>(x_in.numel()));
+  Tensor x = contiguous_as(x_in, x_in.dtype());
+  Tensor y = apply_mask(x, p, seed, offset);
+  // backward: dy (...) → dx (...) = mask·dy/(1 − p), the mask regenerated from (seed, offset)
+  DType dt = x.dtype();
+  attach_grad_fn(y, "dropout", {x_in}, [p, seed, offset, dt](const Tensor& g) {
+    return std::vector<Tensor>{apply_mask(contiguous_as(g, dt), p, seed, offset)};
+  });
+  return y;
+}
+
+}  // namespace st::ops

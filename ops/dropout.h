@@ -1,0 +1,27 @@
+// Inverted dropout driven by the counter-based RNG (tensor/philox.h), so the mask is a pure
+// function of (seed, offset) and identical on CPU and GPU:
+//   element i of x (any shape, row-major) is dropped iff philox_uniform(seed, offset + i) < p,
+//   kept elements are scaled by 1/(1 − p);  x (...) → y (...).
+// A training call with 0 < p reserves numel counters (gen.advance(numel)); when !training or
+// p == 0 it returns x itself and draws nothing; p == 1 drops everything (y = 0).
+// The mask is never stored: backward regenerates it from (seed, offset) and applies the same
+// kernel to the incoming gradient (dx = mask·scale·dy), writing a fresh tensor (=).
+#pragma once
+#include <cstdint>
+
+#include "tensor/rng.h"
+#include "tensor/tensor.h"
+
+namespace st::ops {
+
+Tensor dropout(const Tensor& x, float p, Generator& gen, bool training);
+
+// y = x·mask(seed, offset)/(1 − p); x, y contiguous, one dtype; also the backward (x = dy, y = dx).
+namespace cpu {
+void dropout_fwd(const Tensor& x, float p, uint64_t seed, uint64_t offset, Tensor& y);  // x (n) → y (n)
+}  // namespace cpu
+namespace cuda {
+void dropout_fwd(const Tensor& x, float p, uint64_t seed, uint64_t offset, Tensor& y);
+}  // namespace cuda
+
+}  // namespace st::ops

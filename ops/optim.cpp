@@ -1,0 +1,112 @@
+#include "ops/optim.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "ops/check.h"
+
+namespace st::ops {
+namespace {
+
+void check_state(const char* op, const Tensor& param, const Tensor& grad, std::initializer_list<Tensor> f32_state) {
+  check_defined(op, {param, grad});
+  check_same_device(op, {param, grad});
+  check_dtype(op, param, {DType::f32});
+  check_floating(op, grad);
+  if (grad.shape() != param.shape())
+    ST_THROW(ShapeError, op << ": param " << param.describe() << " and grad " << grad.describe() << " differ in shape");
+  for (const Tensor& t : f32_state) {
+    check_defined(op, {t});
+    check_device(op, t, param.device());
+    check_dtype(op, t, {DType::f32});
+    if (t.shape() != param.shape())
+      ST_THROW(ShapeError, op << ": state " << t.describe() << " does not match param " << param.describe());
+    if (!t.is_contiguous()) ST_THROW(ValueError, op << ": state " << t.describe() << " must be contiguous");
+  }
+  if (!param.is_contiguous()) ST_THROW(ValueError, op << ": param " << param.describe() << " must be contiguous");
+}
+
+}  // namespace
+
+double decimal_widen(float f) {
+  if (!std::isfinite(f)) return static_cast<double>(f);
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof(buf) - 1, f);  // shortest round-trip form
+  *r.ptr = '\0';
+  return std::strtod(buf, nullptr);
+}
+
+AdamWScalars adamw_scalars(const AdamWParams& p, int64_t step) {
+  if (step < 1) ST_THROW(ValueError, "adamw_step: step counts from 1, got " << step);
+  const double lr = decimal_widen(p.lr), b1 = decimal_widen(p.beta1), b2 = decimal_widen(p.beta2);
+  const double eps = decimal_widen(p.eps), wd = decimal_widen(p.weight_decay);
+  const double t = static_cast<double>(step);
+  const double bc1 = 1.0 - std::pow(b1, t), bc2 = 1.0 - std::pow(b2, t);
+  AdamWScalars s;
+  s.decay = wd != 0.0 ? static_cast<float>(1.0 - lr * wd) : 1.f;
+  s.lerp_w = static_cast<float>(1.0 - b1);
+  s.beta2 = static_cast<float>(b2);
+  s.one_minus_b2 = static_cast<float>(1.0 - b2);
+  s.bc2_sqrt = static_cast<float>(std::pow(bc2, 0.5));
+  s.eps = static_cast<float>(eps);
+  s.neg_step_size = static_cast<float>(-(lr / bc1));
+  return s;
+}
+
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p, int64_t step,
+                Tensor param_lp) {
+  check_state("adamw_step", param, grad, {m, v});
+  if (param_lp.defined()) {
+    check_device("adamw_step", param_lp, param.device());
+    check_dtype("adamw_step", param_lp, {DType::f16, DType::bf16});
+    if (param_lp.shape() != param.shape() || !param_lp.is_contiguous())
+      ST_THROW(ShapeError, "adamw_step: low-precision copy " << param_lp.describe() << " for param " << param.describe());
+  }
+  AdamWScalars s = adamw_scalars(p, step);
+  Tensor g = contiguous_as(grad, grad.dtype());
+  if (param.is_cuda())
+    cuda::adamw_step(param, g, m, v, s, param_lp);
+  else
+    cpu::adamw_step(param, g, m, v, s, param_lp);
+}
+
+void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum, float weight_decay,
+              bool first_step) {
+  if (momentum != 0.f)
+    check_state("sgd_step", param, grad, {momentum_buf});
+  else
+    check_state("sgd_step", param, grad, {});
+  Tensor g = contiguous_as(grad, grad.dtype());
+  if (param.is_cuda())
+    cuda::sgd_step(param, g, momentum_buf, lr, momentum, weight_decay, first_step);
+  else
+    cpu::sgd_step(param, g, momentum_buf, lr, momentum, weight_decay, first_step);
+}
+
+double sum_squares(const Tensor& x) {
+  check_defined("sum_squares", {x});
+  check_floating("sum_squares", x);
+  Tensor c = contiguous_as(x, x.dtype());
+  return x.is_cuda() ? cuda::sum_squares(c) : cpu::sum_squares(c);
+}
+
+bool has_inf_nan(const Tensor& x) {
+  check_defined("has_inf_nan", {x});
+  check_floating("has_inf_nan", x);
+  Tensor c = contiguous_as(x, x.dtype());
+  return x.is_cuda() ? cuda::has_inf_nan(c) : cpu::has_inf_nan(c);
+}
+
+void scale_(Tensor& x, double s) {
+  check_defined("scale_", {x});
+  check_floating("scale_", x);
+  if (!x.is_contiguous()) ST_THROW(ValueError, "scale_: needs a contiguous tensor, got " << x.describe());
+  if (x.is_cuda())
+    cuda::scale_(x, s);
+  else
+    cpu::scale_(x, s);
+}
+
+}  // namespace st::ops
