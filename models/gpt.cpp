@@ -1,0 +1,155 @@
+// GPT-2: layers, initialisation and the Hugging Face config.
+#include "models/gpt.h"
+
+#include <cmath>
+
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/layernorm.h"
+#include "ops/matmul.h"
+
+namespace st::models {
+namespace {
+
+double param_bytes(const runtime::Module& m) {
+  double b = 0;
+  for (auto& [n, p] : m.named_parameters()) b += static_cast<double>(p.nbytes());
+  return b;
+}
+
+}  // namespace
+
+// ---- embedding --------------------------------------------------------------------------------
+
+GptEmbedding::GptEmbedding(const GptConfig& c, std::shared_ptr<Generator> gen) : drop_(c.embd_pdrop, std::move(gen)) {
+  wte = register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd));
+  wpe = register_module("wpe", std::make_shared<Embedding>(c.n_positions, c.n_embd));
+}
+
+Tensor GptEmbedding::forward(const Tensor& ids) {
+  ST_CHECK(ids.dim() == 2, ShapeError, "GPT: token ids must be (B, T), got " << shape_str(ids.shape()));
+  const int64_t T = ids.size(1);
+  ST_CHECK(T <= wpe->weight.size(0), ShapeError,
+           "GPT: sequence length " << T << " exceeds the context length " << wpe->weight.size(0));
+  Tensor tok = wte->forward(ids);                 // (B, T, C)
+  Tensor pos = wpe->weight.narrow(0, 0, T);       // (T, C), broadcast over B
+  return drop_.forward(ops::add(tok, pos), is_training());
+}
+
+runtime::LayerCost GptEmbedding::cost(int64_t) const {
+  return {param_bytes(*this), static_cast<double>(wte->weight.size(1))};  // one add per channel
+}
+
+// ---- block ------------------------------------------------------------------------------------
+
+GptBlock::GptBlock(int64_t c, int64_t h, int64_t hd, int64_t f, double ln_eps, double resid_pdrop,
+                   std::shared_ptr<Generator> gen)
+    : n_embd(c), n_head(h), head_dim(hd), ffn(f), drop_(resid_pdrop, std::move(gen)) {
+  const int64_t A = h * hd;  // attention width held here (C, or C/tp)
+  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c, ln_eps));
+  c_attn = register_module("attn.c_attn", std::make_shared<Linear>(c, 3 * A));
+  attn_proj = register_module("attn.c_proj", std::make_shared<Linear>(A, c));
+  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c, ln_eps));
+  c_fc = register_module("mlp.c_fc", std::make_shared<Linear>(c, f));
+  mlp_proj = register_module("mlp.c_proj", std::make_shared<Linear>(f, c));
+}
+
+Tensor GptBlock::attention(const Tensor& h) const {
+  // h (B, T, C) → qkv (B, T, 3A) → heads (B, T, A) → (B, T, C)
+  return attn_proj->forward(causal_self_attention(c_attn->forward(h), n_head, head_dim));
+}
+
+Tensor GptBlock::mlp(const Tensor& h) const { return mlp_proj->forward(ops::gelu(c_fc->forward(h))); }
+
+Tensor GptBlock::forward(const Tensor& x) {
+  ST_CHECK(x.dim() == 3 && x.size(2) == n_embd, ShapeError,
+           "GPT block: input must be (B, T, " << n_embd << "), got " << shape_str(x.shape()));
+  Tensor h = ops::add(x, drop_.forward(attention(ln_1->forward(x)), is_training()));
+  return ops::add(h, drop_.forward(mlp(ln_2->forward(h)), is_training()));
+}
+
+runtime::LayerCost GptBlock::cost(int64_t seq_len) const {
+  const double C = static_cast<double>(n_embd), A = static_cast<double>(n_head * head_dim);
+  const double F = static_cast<double>(ffn), T = static_cast<double>(seq_len);
+  double matmuls = 2.0 * (C * 3 * A + A * C + C * F + F * C);
+  double attn = 4.0 * T * A;  // q·kᵀ and p·v (causal half not discounted)
+  return {param_bytes(*this), matmuls + attn};
+}
+
+// ---- head -------------------------------------------------------------------------------------
+
+GptHead::GptHead(const GptConfig& c, Tensor tied_wte) : wte(std::move(tied_wte)) {
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, c.layer_norm_epsilon));
+  register_parameter("wte.weight", wte);  // the same tensor as the embedding's (tied)
+}
+
+// h (B, T, C) → ln_f → · wteᵀ (C, V) → (B, T, V)
+Tensor GptHead::forward(const Tensor& h) { return ops::matmul(ln_f->forward(h), wte, false, true); }
+
+runtime::LayerCost GptHead::cost(int64_t) const {
+  return {param_bytes(*this), 2.0 * static_cast<double>(wte.size(0) * wte.size(1))};
+}
+
+// ---- model ------------------------------------------------------------------------------------
+
+Gpt::Gpt(const GptConfig& c, std::shared_ptr<Generator> gen) : cfg_(c) {
+  ST_CHECK(c.n_layer >= 1 && c.n_embd >= 1 && c.n_head >= 1 && c.vocab_size >= 1 && c.n_positions >= 1, ValueError,
+           "GPT: sizes must be positive (layers " << c.n_layer << ", d_model " << c.n_embd << ", heads " << c.n_head
+                                                  << ", vocab " << c.vocab_size << ", positions " << c.n_positions << ")");
+  ST_CHECK(c.n_embd % c.n_head == 0, ValueError,
+           "GPT: d_model " << c.n_embd << " is not divisible by heads " << c.n_head);
+  set_generator(gen);
+  auto emb = std::make_shared<GptEmbedding>(c, gen);
+  add_layer("transformer", emb);
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    add_layer("transformer.h." + std::to_string(i),
+              std::make_shared<GptBlock>(c.n_embd, c.n_head, c.n_embd / c.n_head, 4 * c.n_embd, c.layer_norm_epsilon,
+                                         c.resid_pdrop, gen));
+  add_layer("transformer", std::make_shared<GptHead>(c, emb->wte->weight));
+}
+
+void Gpt::init_weights(Generator& gen) {
+  const float std_ = 0.02f, proj_std = static_cast<float>(0.02 / std::sqrt(2.0 * static_cast<double>(cfg_.n_layer)));
+  for (auto& [name, p] : named_parameters()) {
+    Tensor t = p.detach();
+    bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    bool is_ln = name.find(".ln_") != std::string::npos;
+    if (is_ln)
+      t.fill_(is_bias ? 0.0 : 1.0);
+    else if (is_bias)
+      t.fill_(0.0);
+    else if (name.find(".c_proj.weight") != std::string::npos)
+      fill_normal(t, gen, 0.f, proj_std);
+    else
+      fill_normal(t, gen, 0.f, std_);
+  }
+}
+
+nlohmann::json Gpt::config_json() const {
+  return {{"activation_function", "gelu_new"},
+          {"architectures", {"GPT2LMHeadModel"}},
+          {"attn_pdrop", 0.0},
+          {"bos_token_id", cfg_.vocab_size - 1},
+          {"embd_pdrop", cfg_.embd_pdrop},
+          {"eos_token_id", cfg_.vocab_size - 1},
+          {"initializer_range", 0.02},
+          {"layer_norm_epsilon", cfg_.layer_norm_epsilon},
+          {"model_type", "gpt2"},
+          {"n_embd", cfg_.n_embd},
+          {"n_head", cfg_.n_head},
+          {"n_inner", nullptr},
+          {"n_layer", cfg_.n_layer},
+          {"n_positions", cfg_.n_positions},
+          {"resid_pdrop", cfg_.resid_pdrop},
+          {"scale_attn_by_inverse_layer_idx", false},
+          {"scale_attn_weights", true},
+          {"reorder_and_upcast_attn", false},
+          {"tie_word_embeddings", true},
+          {"torch_dtype", "float32"},
+          {"vocab_size", cfg_.vocab_size}};
+}
+
+}  // namespace st::models

@@ -1,0 +1,84 @@
+// GPT-2 (pre-LayerNorm, learned positions, tanh-GELU MLP of width 4C, tied embeddings), with
+// Hugging Face's parameter names and Conv1D layouts so HF weights load without transposes:
+//   transformer.wte.weight (V, C)            transformer.wpe.weight (n_positions, C)
+//   transformer.h.{i}.ln_1.{weight,bias} (C) transformer.h.{i}.attn.c_attn.weight (C, 3C) bias (3C)
+//   transformer.h.{i}.attn.c_proj (C, C)     transformer.h.{i}.ln_2.{weight,bias} (C)
+//   transformer.h.{i}.mlp.c_fc (C, 4C)       transformer.h.{i}.mlp.c_proj (4C, C)
+//   transformer.ln_f.{weight,bias} (C)       lm_head = wteᵀ (tied, not a separate tensor)
+// Layers: [GptEmbedding(wte, wpe), GptBlock × L, GptHead(ln_f, tied wte)]. The head holds the
+// same wte tensor as the embedding (registered under the same name); with pp > 1 the last
+// stage's copy gets a gradient that must be summed with the first stage's (runtime/language_model.h).
+// Initialisation is HF's: normal(0, 0.02) for wte, wpe and every Conv1D weight, std
+// 0.02/√(2L) for the residual projections (attn.c_proj, mlp.c_proj), biases 0, LayerNorm 1/0;
+// drawn from the Philox Generator in parameter order.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "models/nn.h"
+#include "runtime/language_model.h"
+
+namespace st::models {
+
+struct GptConfig {
+  int64_t n_layer = 2, n_embd = 64, n_head = 4, vocab_size = 256, n_positions = 64;
+  double layer_norm_epsilon = 1e-5;
+  double embd_pdrop = 0.0, resid_pdrop = 0.0;  // attention-probability dropout is not implemented
+};
+
+class GptEmbedding : public runtime::Layer {
+ public:
+  GptEmbedding(const GptConfig& c, std::shared_ptr<Generator> gen);
+  Tensor forward(const Tensor& ids) override;  // ids (B, T) i64 → wte[ids] + wpe[0..T) (B, T, C)
+  runtime::LayerCost cost(int64_t seq_len) const override;
+  std::shared_ptr<Embedding> wte, wpe;
+
+ private:
+  Dropout drop_;
+};
+
+// One pre-LN block: x + attn(ln_1(x)); then + mlp(ln_2(x)). Widths are constructor arguments so
+// a tensor-parallel block can hold heads/tp heads and ffn/tp MLP columns.
+class GptBlock : public runtime::Layer {
+ public:
+  GptBlock(int64_t n_embd, int64_t n_head, int64_t head_dim, int64_t ffn, double ln_eps, double resid_pdrop,
+           std::shared_ptr<Generator> gen);
+  Tensor forward(const Tensor& x) override;  // x (B, T, C) → (B, T, C)
+  runtime::LayerCost cost(int64_t seq_len) const override;
+  Tensor attention(const Tensor& h) const;  // h (B, T, C) → (B, T, C) (c_proj applied)
+  Tensor mlp(const Tensor& h) const;        // h (B, T, C) → (B, T, C)
+
+  std::shared_ptr<LayerNorm> ln_1, ln_2;
+  std::shared_ptr<Linear> c_attn, attn_proj, c_fc, mlp_proj;
+  int64_t n_embd, n_head, head_dim, ffn;
+
+ private:
+  Dropout drop_;
+};
+
+// ln_f, then logits = h · wteᵀ.
+class GptHead : public runtime::Layer {
+ public:
+  GptHead(const GptConfig& c, Tensor wte);
+  Tensor forward(const Tensor& h) override;  // h (B, T, C) → logits (B, T, V)
+  runtime::LayerCost cost(int64_t seq_len) const override;
+  std::shared_ptr<LayerNorm> ln_f;
+  Tensor wte;  // (V, C), the embedding's tensor
+};
+
+class Gpt : public runtime::LanguageModel {
+ public:
+  // Parameters are zeros / LN ones; call init_weights() or load a state dict.
+  Gpt(const GptConfig& c, std::shared_ptr<Generator> gen);
+  void init_weights(Generator& gen);
+  const GptConfig& config() const { return cfg_; }
+  std::string family() const override { return "gpt"; }
+  int64_t vocab_size() const override { return cfg_.vocab_size; }
+  int64_t context_length() const override { return cfg_.n_positions; }
+  nlohmann::json config_json() const override;  // Hugging Face config.json (models/hf_gpt2.h)
+
+ private:
+  GptConfig cfg_;
+};
+
+}  // namespace st::models

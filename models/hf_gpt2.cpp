@@ -1,0 +1,124 @@
+// Hugging Face GPT-2 import/export (see the header).
+#include "models/hf_gpt2.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "runtime/json_io.h"
+#include "runtime/safetensors.h"
+#include "tensor/autograd.h"
+
+namespace st::models {
+namespace {
+
+template <class T>
+T get_or(const nlohmann::json& j, const char* key, T dflt, const std::string& where) {
+  if (!j.contains(key) || j.at(key).is_null()) return dflt;
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    ST_THROW(ValueError, where << ": \"" << key << "\" has the wrong type (" << j.at(key).dump() << ")");
+  }
+}
+
+int64_t required_int(const nlohmann::json& j, const char* key, const std::string& where) {
+  ST_CHECK(j.contains(key) && j.at(key).is_number_integer(), ValueError,
+           where << ": \"" << key << "\" is missing or not an integer");
+  return j.at(key).get<int64_t>();
+}
+
+}  // namespace
+
+GptConfig gpt_config_from_hf(const nlohmann::json& j, const std::string& where) {
+  ST_CHECK(j.is_object(), ValueError, where << ": not a JSON object");
+  std::string type = get_or<std::string>(j, "model_type", "", where);
+  ST_CHECK(type == "gpt2", ValueError, where << ": model_type \"" << type << "\" is not supported (only \"gpt2\")");
+  GptConfig c;
+  c.n_layer = required_int(j, "n_layer", where);
+  c.n_embd = required_int(j, "n_embd", where);
+  c.n_head = required_int(j, "n_head", where);
+  c.vocab_size = required_int(j, "vocab_size", where);
+  c.n_positions = required_int(j, "n_positions", where);
+  c.layer_norm_epsilon = get_or<double>(j, "layer_norm_epsilon", 1e-5, where);
+  c.embd_pdrop = get_or<double>(j, "embd_pdrop", 0.1, where);
+  c.resid_pdrop = get_or<double>(j, "resid_pdrop", 0.1, where);
+  std::string act = get_or<std::string>(j, "activation_function", "gelu_new", where);
+  ST_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", ValueError,
+           where << ": activation_function \"" << act << "\" is not supported (only the tanh GELU: gelu_new)");
+  int64_t n_inner = get_or<int64_t>(j, "n_inner", 4 * c.n_embd, where);
+  ST_CHECK(n_inner == 4 * c.n_embd, ValueError,
+           where << ": n_inner " << n_inner << " is not supported (only 4·n_embd = " << 4 * c.n_embd << ")");
+  ST_CHECK(get_or<bool>(j, "scale_attn_weights", true, where), ValueError,
+           where << ": scale_attn_weights false is not supported");
+  ST_CHECK(!get_or<bool>(j, "scale_attn_by_inverse_layer_idx", false, where), ValueError,
+           where << ": scale_attn_by_inverse_layer_idx true is not supported");
+  ST_CHECK(!get_or<bool>(j, "reorder_and_upcast_attn", false, where), ValueError,
+           where << ": reorder_and_upcast_attn true is not supported");
+  ST_CHECK(!get_or<bool>(j, "add_cross_attention", false, where), ValueError,
+           where << ": add_cross_attention true is not supported");
+  ST_CHECK(get_or<bool>(j, "tie_word_embeddings", true, where), ValueError,
+           where << ": tie_word_embeddings false is not supported (lm_head is wte)");
+  ST_CHECK(c.n_layer > 0 && c.n_embd > 0 && c.n_head > 0 && c.vocab_size > 0 && c.n_positions > 0, ValueError,
+           where << ": sizes must be positive");
+  ST_CHECK(c.n_embd % c.n_head == 0, ValueError,
+           where << ": n_embd " << c.n_embd << " is not divisible by n_head " << c.n_head);
+  return c;
+}
+
+std::map<std::string, Tensor> hf_state_to_gpt(const std::map<std::string, Tensor>& hf, const std::string& where) {
+  bool prefixed = std::any_of(hf.begin(), hf.end(), [](auto& kv) { return kv.first.rfind("transformer.", 0) == 0; });
+  std::map<std::string, Tensor> out;
+  Tensor lm_head;
+  for (auto& [name, t] : hf) {
+    if (name == "lm_head.weight") {
+      lm_head = t;
+      continue;
+    }
+    std::string full = prefixed ? name : "transformer." + name;
+    auto ends_with = [&](const char* s) {
+      std::string suf(s);
+      return full.size() >= suf.size() && full.compare(full.size() - suf.size(), suf.size(), suf) == 0;
+    };
+    if (ends_with(".attn.bias") || ends_with(".attn.masked_bias")) continue;  // legacy mask buffers
+    out[full] = t;
+  }
+  if (lm_head.defined()) {
+    auto wte = out.find("transformer.wte.weight");
+    ST_CHECK(wte != out.end(), ValueError, where << ": lm_head.weight without transformer.wte.weight");
+    ST_CHECK(lm_head.shape() == wte->second.shape(), ValueError, where << ": lm_head.weight has shape "
+                                                                       << shape_str(lm_head.shape()) << ", wte "
+                                                                       << shape_str(wte->second.shape()));
+    auto a = lm_head.to_double(), b = wte->second.to_double();
+    ST_CHECK(a == b, ValueError, where << ": lm_head.weight differs from transformer.wte.weight (untied heads are not supported)");
+  }
+  return out;
+}
+
+std::shared_ptr<Gpt> load_hf_gpt2(const std::string& dir, std::shared_ptr<Generator> gen) {
+  const std::string cfg_path = dir + "/config.json", st_path = dir + "/model.safetensors";
+  ST_CHECK(std::filesystem::is_directory(dir), IOError, "--init-from " << dir << ": not a directory");
+  GptConfig c = gpt_config_from_hf(runtime::read_json_file(cfg_path), cfg_path);
+  auto model = std::make_shared<Gpt>(c, std::move(gen));
+  auto sd = hf_state_to_gpt(runtime::load_safetensors(st_path), st_path);
+  try {
+    model->load_state_dict(sd, /*strict=*/true);
+  } catch (const ValueError& e) {
+    ST_THROW(ValueError, st_path << ": " << e.what());
+  }
+  return model;
+}
+
+void save_hf_gpt2(const Gpt& model, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  runtime::NamedTensors sd;
+  {
+    NoGradGuard ng;
+    for (auto& [n, p] : model.state_dict()) sd.emplace_back(n, p.to(DType::f32).contiguous());
+  }
+  std::sort(sd.begin(), sd.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  runtime::save_safetensors(dir + "/model.safetensors", sd, {{"format", "pt"}});
+  runtime::write_json_file(dir + "/config.json", model.config_json());
+}
+
+}  // namespace st::models

@@ -1,0 +1,31 @@
+// Hugging Face GPT-2 interop. A directory written by transformers' save_pretrained holds
+// config.json and model.safetensors (HF names — "transformer."-prefixed for GPT2LMHeadModel,
+// bare for GPT2Model — and Conv1D (in, out) weights, which is our layout: no transposes).
+// Import reads the sizes from config.json and rejects what our GPT does not implement (another
+// activation, untied or scaled-differently attention, cross-attention, n_inner ≠ 4C) with a
+// ValueError naming the key. lm_head.weight, when present, must equal wte (tied). Legacy
+// attention-mask buffers (attn.bias, attn.masked_bias) are ignored. Any float dtype loads (f32).
+// Export writes the same two files (lm_head omitted, as save_pretrained writes a tied GPT-2; the
+// fixture tests/fixtures/hf_gpt2_tiny has no lm_head.weight either).
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "models/gpt.h"
+
+namespace st::models {
+
+// Validated sizes from a config.json object; `where` names the file in errors.
+GptConfig gpt_config_from_hf(const nlohmann::json& j, const std::string& where);
+
+// Model in DIR (config.json + model.safetensors).
+std::shared_ptr<Gpt> load_hf_gpt2(const std::string& dir, std::shared_ptr<Generator> gen);
+
+// Maps an HF state dict to our full names (adds "transformer.", drops buffers, checks lm_head).
+std::map<std::string, Tensor> hf_state_to_gpt(const std::map<std::string, Tensor>& hf, const std::string& where);
+
+// Writes DIR/model.safetensors (f32, sorted names, {"format": "pt"}) and DIR/config.json.
+void save_hf_gpt2(const Gpt& model, const std::string& dir);
+
+}  // namespace st::models

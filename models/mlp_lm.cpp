@@ -1,0 +1,81 @@
+// MLP language model (see the header).
+#include "models/mlp_lm.h"
+
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/layernorm.h"
+#include "ops/matmul.h"
+
+namespace st::models {
+namespace {
+
+double param_bytes(const runtime::Module& m) {
+  double b = 0;
+  for (auto& [n, p] : m.named_parameters()) b += static_cast<double>(p.nbytes());
+  return b;
+}
+
+}  // namespace
+
+MlpEmbedding::MlpEmbedding(int64_t vocab, int64_t d) {
+  emb = register_module("", std::make_shared<Embedding>(vocab, d));
+}
+Tensor MlpEmbedding::forward(const Tensor& ids) {
+  ST_CHECK(ids.dim() == 2, ShapeError, "MLP: token ids must be (B, T), got " << shape_str(ids.shape()));
+  return emb->forward(ids);
+}
+runtime::LayerCost MlpEmbedding::cost(int64_t) const { return {param_bytes(*this), 0.0}; }
+
+MlpHidden::MlpHidden(int64_t d) { fc = register_module("", std::make_shared<Linear>(d, d)); }
+Tensor MlpHidden::forward(const Tensor& x) { return ops::relu(fc->forward(x)); }
+runtime::LayerCost MlpHidden::cost(int64_t) const {
+  return {param_bytes(*this), 2.0 * static_cast<double>(fc->weight.numel())};
+}
+
+MlpHead::MlpHead(int64_t d, int64_t vocab) { fc = register_module("", std::make_shared<Linear>(d, vocab)); }
+Tensor MlpHead::forward(const Tensor& h) { return fc->forward(h); }
+runtime::LayerCost MlpHead::cost(int64_t) const {
+  return {param_bytes(*this), 2.0 * static_cast<double>(fc->weight.numel())};
+}
+
+MlpLm::MlpLm(const MlpConfig& c) : cfg_(c) {
+  ST_CHECK(c.vocab >= 1 && c.d_model >= 1 && c.layers >= 0, ValueError,
+           "MLP: sizes must be positive (vocab " << c.vocab << ", d_model " << c.d_model << ", layers " << c.layers
+                                                << ")");
+  add_layer("embedding", std::make_shared<MlpEmbedding>(c.vocab, c.d_model));
+  for (int64_t i = 0; i < c.layers; ++i) add_layer("hidden." + std::to_string(i), std::make_shared<MlpHidden>(c.d_model));
+  add_layer("head", std::make_shared<MlpHead>(c.d_model, c.vocab));
+}
+
+void MlpLm::init_weights(Generator& gen) {
+  for (auto& [name, p] : named_parameters()) {
+    Tensor t = p.detach();
+    if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0)
+      t.fill_(0.0);
+    else
+      fill_normal(t, gen, 0.f, 0.02f);
+  }
+}
+
+nlohmann::json MlpLm::config_json() const {
+  return {{"model_type", "mlp"}, {"vocab", cfg_.vocab}, {"d_model", cfg_.d_model}, {"layers", cfg_.layers},
+          {"max_len", cfg_.max_len}};
+}
+
+MlpConfig MlpLm::config_from_json(const nlohmann::json& j) {
+  MlpConfig c;
+  try {
+    c.vocab = j.at("vocab").get<int64_t>();
+    c.d_model = j.at("d_model").get<int64_t>();
+    c.layers = j.at("layers").get<int64_t>();
+    c.max_len = j.at("max_len").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    ST_THROW(ValueError, "MLP config: " << e.what());
+  }
+  return c;
+}
+
+}  // namespace st::models

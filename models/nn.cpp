@@ -1,0 +1,58 @@
+// Building blocks: thin Modules over the ops.
+#include "models/nn.h"
+
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/layernorm.h"
+#include "ops/matmul.h"
+
+namespace st::models {
+
+Linear::Linear(int64_t in, int64_t out, bool has_bias) {
+  weight = register_parameter("weight", Tensor::zeros({in, out}));
+  if (has_bias) bias = register_parameter("bias", Tensor::zeros({out}));
+}
+
+// x (..., in) · w (in, out) + b (out) → (..., out)
+Tensor Linear::forward(const Tensor& x) const { return ops::linear(x, weight, bias); }
+
+LayerNorm::LayerNorm(int64_t c, double e) : eps(e) {
+  weight = register_parameter("weight", Tensor::ones({c}));
+  bias = register_parameter("bias", Tensor::zeros({c}));
+}
+
+// x (..., C) → (..., C)
+Tensor LayerNorm::forward(const Tensor& x) const { return ops::layernorm(x, weight, bias, eps); }
+
+Embedding::Embedding(int64_t num, int64_t dim) { weight = register_parameter("weight", Tensor::zeros({num, dim})); }
+
+// ids (...) i64 → (..., C)
+Tensor Embedding::forward(const Tensor& ids) const { return ops::embedding(weight, ids); }
+
+Tensor Dropout::forward(const Tensor& x, bool training) const {
+  if (!training || p_ == 0.0) return x;
+  return ops::dropout(x, p_, *gen_, training);
+}
+
+Tensor causal_self_attention(const Tensor& qkv, int64_t heads, int64_t head_dim) {
+  const int64_t A = heads * head_dim;
+  ST_CHECK(qkv.dim() == 3 && qkv.size(2) == 3 * A, ShapeError,
+           "attention: qkv must be (B, T, " << 3 * A << "), got " << shape_str(qkv.shape()));
+  const int64_t B = qkv.size(0), T = qkv.size(1);
+  auto split_heads = [&](int64_t i) {  // (B, T, A) slice → (B, H, T, D)
+    return qkv.narrow(2, i * A, A).reshape({B, T, heads, head_dim}).transpose(1, 2).contiguous();
+  };
+  Tensor y = ops::causal_attention(split_heads(0), split_heads(1), split_heads(2));  // (B, H, T, D)
+  return y.transpose(1, 2).contiguous().reshape({B, T, A});                          // (B, T, A)
+}
+
+void init_linear(Linear& l, Generator& gen, float std) {
+  Tensor w = l.weight.detach();
+  fill_normal(w, gen, 0.f, std);
+  if (l.bias.defined()) l.bias.detach().fill_(0.0);
+}
+
+}  // namespace st::models

@@ -1,0 +1,60 @@
+// Building blocks shared by the models: Linear (Conv1D layout), LayerNorm, Embedding, Dropout.
+// Each is a Module whose parameters carry PyTorch/HF local names ("weight", "bias").
+//   Linear     x (..., in) · weight (in, out) + bias (out) → (..., out)   [GPT-2 Conv1D layout]
+//   LayerNorm  x (..., C), weight (C), bias (C) → (..., C)
+//   Embedding  weight (V, C), ids (...) i64 → (..., C)
+//   Dropout    x → x with probability-p zeros, scaled by 1/(1−p) in training; identity in eval
+//              or at p = 0 (then the generator is not advanced).
+// Initialisation is the caller's (models/init.h); constructors create zeros / LN ones.
+#pragma once
+#include <memory>
+
+#include "runtime/module.h"
+#include "tensor/rng.h"
+
+namespace st::models {
+
+using runtime::Module;
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in, int64_t out, bool bias = true);
+  Tensor forward(const Tensor& x) const;
+  Tensor weight, bias;  // (in, out), (out) or undefined
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t c, double eps = 1e-5);
+  Tensor forward(const Tensor& x) const;
+  Tensor weight, bias;  // (C), (C)
+  double eps;
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num, int64_t dim);
+  Tensor forward(const Tensor& ids) const;
+  Tensor weight;  // (V, C)
+};
+
+class Dropout {
+ public:
+  // `gen` is the model's shared generator (its (seed, offset) is checkpointed by the trainer).
+  Dropout(double p, std::shared_ptr<Generator> gen) : p_(p), gen_(std::move(gen)) {}
+  Tensor forward(const Tensor& x, bool training) const;
+  double p() const { return p_; }
+
+ private:
+  double p_;
+  std::shared_ptr<Generator> gen_;
+};
+
+// Multi-head causal self-attention core: qkv (B, T, 3A) packed [q | k | v], A = heads·head_dim
+// → (B, T, A) (heads concatenated, before the output projection).
+Tensor causal_self_attention(const Tensor& qkv, int64_t heads, int64_t head_dim);
+
+// Initialisation used by every model here: normal(0, std) for weights, 0 for biases.
+void init_linear(Linear& l, Generator& gen, float std);
+
+}  // namespace st::models

@@ -1,0 +1,72 @@
+// Registers the model families with runtime/model_registry.h. st_models is an OBJECT library,
+// so this file's static registrar is part of every program that links st_models.
+#include <memory>
+
+#include "models/gpt.h"
+#include "models/hf_gpt2.h"
+#include "models/mlp_lm.h"
+#include "models/simple_transformer.h"
+#include "runtime/model_registry.h"
+
+namespace st::models {
+namespace {
+
+int64_t seq_or(const runtime::TrainConfig& cfg, int64_t dflt) { return cfg.seq_len > 0 ? cfg.seq_len : dflt; }
+
+std::shared_ptr<runtime::LanguageModel> gpt_from_config(const runtime::TrainConfig& cfg, Generator& gen) {
+  auto dropout_gen = std::make_shared<Generator>(gen.seed(), 0);
+  if (!cfg.init_from.empty()) return load_hf_gpt2(cfg.init_from, dropout_gen);
+  GptConfig c;
+  c.n_layer = cfg.layers;
+  c.n_embd = cfg.d_model;
+  c.n_head = cfg.heads;
+  c.vocab_size = cfg.vocab;
+  c.n_positions = seq_or(cfg, 64);
+  auto m = std::make_shared<Gpt>(c, dropout_gen);
+  m->init_weights(gen);
+  return m;
+}
+
+std::shared_ptr<runtime::LanguageModel> st_from_config(const runtime::TrainConfig& cfg, Generator& gen) {
+  SimpleTransformerConfig c;
+  c.layers = cfg.layers;
+  c.d_model = cfg.d_model;
+  c.heads = cfg.heads;
+  c.vocab = cfg.vocab;
+  c.max_len = seq_or(cfg, 64);
+  auto m = std::make_shared<SimpleTransformer>(c, std::make_shared<Generator>(gen.seed(), 0));
+  m->init_weights(gen);
+  return m;
+}
+
+std::shared_ptr<runtime::LanguageModel> mlp_from_config(const runtime::TrainConfig& cfg, Generator& gen) {
+  MlpConfig c;
+  c.layers = cfg.layers;
+  c.d_model = cfg.d_model;
+  c.vocab = cfg.vocab;
+  c.max_len = seq_or(cfg, 64);
+  auto m = std::make_shared<MlpLm>(c);
+  m->init_weights(gen);
+  return m;
+}
+
+struct Registrar {
+  Registrar() {
+    runtime::register_model("gpt", {gpt_from_config, [](const nlohmann::json& j) -> std::shared_ptr<runtime::LanguageModel> {
+                                      return std::make_shared<Gpt>(gpt_config_from_hf(j, "model config"),
+                                                                   std::make_shared<Generator>(0, 0));
+                                    }});
+    runtime::register_model("simple-transformer",
+                            {st_from_config, [](const nlohmann::json& j) -> std::shared_ptr<runtime::LanguageModel> {
+                               return std::make_shared<SimpleTransformer>(SimpleTransformer::config_from_json(j),
+                                                                          std::make_shared<Generator>(0, 0));
+                             }});
+    runtime::register_model("mlp", {mlp_from_config, [](const nlohmann::json& j) -> std::shared_ptr<runtime::LanguageModel> {
+                                      return std::make_shared<MlpLm>(MlpLm::config_from_json(j));
+                                    }});
+  }
+};
+const Registrar registrar;
+
+}  // namespace
+}  // namespace st::models

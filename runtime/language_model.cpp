@@ -1,0 +1,37 @@
+// LanguageModel: the layer list and what is derived from it.
+#include "runtime/language_model.h"
+
+#include <map>
+
+namespace st::runtime {
+
+Tensor LanguageModel::forward(const Tensor& tokens) {
+  ST_CHECK(!layers_.empty(), ValueError, "LanguageModel::forward: the model has no layers");
+  Tensor x = tokens;
+  for (auto& l : layers_) x = l->forward(x);
+  return x;
+}
+
+void LanguageModel::add_layer(const std::string& scope, std::shared_ptr<Layer> layer) {
+  layer->set_scope(scope);
+  register_module(scope, layer);
+  layers_.push_back(std::move(layer));
+}
+
+std::vector<std::string> LanguageModel::tied_names() const {
+  std::map<std::string, int> count;
+  for (auto& l : layers_)
+    for (auto& [n, p] : l->full_named_parameters()) count[n]++;
+  std::vector<std::string> out;
+  for (auto& [n, c] : count)
+    if (c > 1) out.push_back(n);
+  return out;
+}
+
+double LanguageModel::flops_per_token(int64_t seq_len) const {
+  double f = 0;
+  for (auto& l : layers_) f += l->cost(seq_len).flops_per_token;
+  return f;
+}
+
+}  // namespace st::runtime

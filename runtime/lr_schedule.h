@@ -1,0 +1,21 @@
+// Learning-rate schedules, as a pure function of the step (so a resumed run gets the same lr).
+//   const:  lr (after the warm-up)
+//   cosine: lr·0.5·(1 + cos(π·progress)) scaled into [min_lr_ratio·lr, lr], progress from 0 at
+//           the end of the warm-up to 1 at the last step.
+// Warm-up (both): linear, lr·(s + 1)/warmup for steps s < warmup. Steps s count from 0.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace st::runtime {
+
+struct LrSchedule {
+  std::string kind = "const";  // const | cosine
+  double lr = 1e-3;
+  int64_t warmup = 0;
+  int64_t total_steps = 1;
+  double min_lr_ratio = 0.1;
+  double at(int64_t step) const;  // the lr of step `step` (from 0); ValueError on an unknown kind
+};
+
+}  // namespace st::runtime

@@ -1,0 +1,69 @@
+#include "runtime/mixed_precision.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include "tensor/error.h"
+
+namespace st::runtime {
+
+Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return Precision::fp32;
+  if (s == "fp16") return Precision::fp16;
+  if (s == "bf16") return Precision::bf16;
+  ST_THROW(ValueError, "precision '" << s << "' is not one of fp32, fp16, bf16");
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::fp32: return "fp32";
+    case Precision::fp16: return "fp16";
+    case Precision::bf16: return "bf16";
+  }
+  return "?";
+}
+
+DType compute_dtype(Precision p) {
+  switch (p) {
+    case Precision::fp16: return DType::f16;
+    case Precision::bf16: return DType::bf16;
+    case Precision::fp32: break;
+  }
+  return DType::f32;
+}
+
+LossScaler::LossScaler(bool enabled, double init_scale, int64_t growth_interval, double min_scale)
+    : enabled_(enabled), scale_(enabled ? init_scale : 1.0), growth_interval_(growth_interval), min_scale_(min_scale) {
+  ST_CHECK(!enabled || (init_scale > 0 && growth_interval > 0 && min_scale > 0), ValueError,
+           "loss scaler: scale, growth interval and floor must be positive");
+}
+
+bool LossScaler::update(bool found_inf) {
+  if (!enabled_) return false;
+  if (found_inf) {
+    good_steps_ = 0;
+    if (scale_ * 0.5 < min_scale_) {
+      if (!warned_)
+        std::cerr << "warning: fp16 loss scale is at its floor (" << min_scale_
+                  << ") and gradients still overflow; steps keep being skipped (try --precision bf16)\n";
+      warned_ = true;
+      scale_ = min_scale_;
+    } else {
+      scale_ *= 0.5;
+    }
+    return true;
+  }
+  if (++good_steps_ >= growth_interval_) {
+    scale_ *= 2.0;
+    good_steps_ = 0;
+  }
+  return false;
+}
+
+void LossScaler::set_state(double scale, int64_t good_steps) {
+  ST_CHECK(!enabled_ || scale > 0, ValueError, "loss scaler: scale " << scale << " is not positive");
+  scale_ = enabled_ ? scale : 1.0;
+  good_steps_ = good_steps;
+}
+
+}  // namespace st::runtime

@@ -1,0 +1,124 @@
+// Optimizers: master weights, state and the per-parameter update calls into ops/optim.h.
+#include "runtime/optimizer.h"
+
+#include <set>
+
+#include "ops/optim.h"
+#include "runtime/module.h"
+#include "tensor/autograd.h"
+
+namespace st::runtime {
+
+Optimizer::Optimizer(NamedTensors params, DType compute_dtype) : params_(std::move(params)), compute_(compute_dtype) {
+  ST_CHECK(is_floating(compute_dtype), DTypeError, "optimizer: compute dtype " << dtype_name(compute_dtype));
+  NoGradGuard ng;
+  std::set<std::string> names;
+  for (auto& [name, p] : params_) {
+    ST_CHECK(names.insert(name).second, ValueError, "optimizer: parameter '" << name << "' given twice");
+    ST_CHECK(p.is_contiguous(), ValueError, "optimizer: parameter '" << name << "' is not contiguous");
+    if (compute_dtype == DType::f32 && p.dtype() == DType::f32) {
+      master_.push_back(p.detach());  // the model's own tensor
+    } else {
+      master_.push_back(p.detach().to(DType::f32).clone());     // f32 copy of the current value
+      if (p.dtype() != compute_dtype) replace_tensor_data(p, master_.back().to(compute_dtype));
+    }
+  }
+}
+
+Tensor Optimizer::lp_target(size_t i) const {
+  const Tensor& p = params_[i].second;
+  return p.dtype() == DType::f32 ? Tensor() : p.detach();
+}
+
+void Optimizer::step(const std::vector<Tensor>& grads, double lr) {
+  ST_CHECK(grads.size() == params_.size(), ValueError,
+           "optimizer: " << grads.size() << " gradients for " << params_.size() << " parameters");
+  for (size_t i = 0; i < grads.size(); ++i) {
+    ST_CHECK(grads[i].defined(), ValueError, "optimizer: no gradient for '" << params_[i].first << "'");
+    ST_CHECK(grads[i].shape() == params_[i].second.shape(), ShapeError,
+             "optimizer: gradient " << shape_str(grads[i].shape()) << " for '" << params_[i].first << "' "
+                                    << shape_str(params_[i].second.shape()));
+  }
+  NoGradGuard ng;
+  ++step_;
+  for (size_t i = 0; i < grads.size(); ++i) update(i, grads[i], lr);
+}
+
+NamedTensors Optimizer::master_weights() const {
+  NamedTensors out;
+  for (size_t i = 0; i < params_.size(); ++i) out.emplace_back(params_[i].first, master_[i]);
+  return out;
+}
+
+NamedTensors Optimizer::state_dict() const {
+  NamedTensors out;
+  out.emplace_back("step", Tensor::from_vector(std::vector<int64_t>{step_}, {1}));
+  auto slots = const_cast<Optimizer*>(this)->state_slots();
+  for (auto& [key, ts] : slots)
+    for (size_t i = 0; i < params_.size(); ++i) out.emplace_back(key + "." + params_[i].first, (*ts)[i]);
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].second.dtype() != DType::f32) out.emplace_back("master." + params_[i].first, master_[i]);
+  return out;
+}
+
+void Optimizer::load_state_dict(const std::map<std::string, Tensor>& sd) {
+  NamedTensors mine = state_dict();
+  std::set<std::string> known;
+  for (auto& [key, t] : mine) {
+    known.insert(key);
+    auto it = sd.find(key);
+    ST_CHECK(it != sd.end(), ValueError, "optimizer state: missing key '" << key << "'");
+    ST_CHECK(it->second.shape() == t.shape(), ValueError,
+             "optimizer state: '" << key << "' has shape " << shape_str(it->second.shape()) << ", expected "
+                                  << shape_str(t.shape()));
+  }
+  for (auto& [key, t] : sd) ST_CHECK(known.count(key), ValueError, "optimizer state: unexpected key '" << key << "'");
+  NoGradGuard ng;
+  ST_CHECK(sd.at("step").dtype() == DType::i64, ValueError, "optimizer state: 'step' must be i64");
+  step_ = sd.at("step").data<int64_t>()[0];
+  for (auto& [key, t] : mine)
+    if (key != "step") {
+      Tensor dst = t;
+      dst.copy_(sd.at(key));
+    }
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].second.dtype() != DType::f32) params_[i].second.detach().copy_(master_[i]);
+}
+
+// ---- AdamW ------------------------------------------------------------------------------------
+
+AdamW::AdamW(NamedTensors params, const AdamWOptions& opt, DType compute_dtype)
+    : Optimizer(std::move(params), compute_dtype), opt_(opt) {
+  for (auto& m : master_) {
+    m_.push_back(Tensor::zeros(m.shape(), DType::f32, m.device()));
+    v_.push_back(Tensor::zeros(m.shape(), DType::f32, m.device()));
+  }
+}
+
+void AdamW::update(size_t i, const Tensor& grad, double lr) {
+  ops::AdamWParams p{static_cast<float>(lr), static_cast<float>(opt_.beta1), static_cast<float>(opt_.beta2),
+                     static_cast<float>(opt_.eps), decays(i) ? static_cast<float>(opt_.weight_decay) : 0.f};
+  ops::adamw_step(master_[i], grad, m_[i], v_[i], p, step_, lp_target(i));
+}
+
+std::vector<std::pair<std::string, std::vector<Tensor>*>> AdamW::state_slots() {
+  return {{"exp_avg", &m_}, {"exp_avg_sq", &v_}};
+}
+
+// ---- SGD --------------------------------------------------------------------------------------
+
+Sgd::Sgd(NamedTensors params, const SgdOptions& opt, DType compute_dtype)
+    : Optimizer(std::move(params), compute_dtype), opt_(opt) {
+  for (auto& m : master_) buf_.push_back(Tensor::zeros(m.shape(), DType::f32, m.device()));
+}
+
+void Sgd::update(size_t i, const Tensor& grad, double lr) {
+  float wd = decays(i) ? static_cast<float>(opt_.weight_decay) : 0.f;
+  ops::sgd_step(master_[i], grad, buf_[i], static_cast<float>(lr), static_cast<float>(opt_.momentum), wd, step_ == 1);
+  Tensor lp = lp_target(i);
+  if (lp.defined()) lp.copy_(master_[i]);
+}
+
+std::vector<std::pair<std::string, std::vector<Tensor>*>> Sgd::state_slots() { return {{"momentum_buffer", &buf_}}; }
+
+}  // namespace st::runtime
