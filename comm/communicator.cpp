@@ -1,0 +1,173 @@
+// The backend-independent half of Communicator: argument checks, sequence numbers and the
+// debug-mode signature check that runs before each collective (see communicator.h).
+#include "comm/communicator.h"
+
+#include <climits>
+#include <cstdlib>
+#include <sstream>
+
+namespace st::comm {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::max: return "max";
+  }
+  return "?";
+}
+
+const char* collective_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::allreduce: return "allreduce";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::all_gather: return "all_gather";
+    case CollectiveKind::broadcast: return "broadcast";
+    case CollectiveKind::barrier: return "barrier";
+    case CollectiveKind::split: return "split";
+  }
+  return "?";
+}
+
+std::string describe_signature(const CollectiveSignature& s) {
+  std::ostringstream os;
+  auto kind = static_cast<CollectiveKind>(s.op);
+  os << collective_name(kind);
+  if (kind == CollectiveKind::allreduce || kind == CollectiveKind::reduce_scatter)
+    os << "(" << reduce_op_name(static_cast<ReduceOp>(s.arg)) << ")";
+  if (kind == CollectiveKind::broadcast) os << "(root " << s.arg << ")";
+  if (kind != CollectiveKind::barrier && kind != CollectiveKind::split)
+    os << " " << dtype_name(static_cast<DType>(s.dtype)) << " x" << s.count;
+  os << " seq " << s.seq;
+  return os.str();
+}
+
+bool debug_env_enabled() {
+  const char* v = std::getenv("SHARDTRAIN_COMM_DEBUG");
+  return v && *v && std::string(v) != "0";
+}
+
+Communicator::Communicator(std::shared_ptr<CommState> state) : state_(std::move(state)), debug_(debug_env_enabled()) {}
+
+void Communicator::check_usable(const char* op) const {
+  if (state_->broken())
+    ST_THROW(CommError, "comm error: " << state_->where() << ", op " << op
+                                       << ": communicator is broken: " << state_->broken_reason());
+}
+
+void Communicator::check_tensor(const Tensor& t, const char* op, const char* what) const {
+  ST_CHECK(t.defined(), ValueError, op << " on group '" << name() << "': " << what << " tensor is undefined");
+  ST_CHECK(t.is_contiguous(), ValueError,
+           op << " on group '" << name() << "': " << what << " tensor must be contiguous, got " << t.describe());
+  ST_CHECK(t.numel() <= INT_MAX, ValueError,
+           op << " on group '" << name() << "': " << what << " tensor has " << t.numel()
+              << " elements; at most 2^31-1 per call (split it)");
+}
+
+uint64_t Communicator::begin_collective(CollectiveKind kind, DType dtype, int64_t count, int64_t arg) {
+  uint64_t seq = coll_seq_;
+  if (debug_) {
+    CollectiveSignature mine{static_cast<int64_t>(kind), static_cast<int64_t>(dtype), count, arg,
+                             static_cast<int64_t>(seq)};
+    std::vector<CollectiveSignature> all = exchange_signatures(mine);
+    bool same = true;
+    for (const auto& s : all) same = same && s == all[0];
+    if (!same) {
+      std::ostringstream os;
+      os << "collective mismatch in group '" << name() << "' (debug mode) before " << collective_name(kind)
+         << " seq " << seq << ":";
+      for (size_t r = 0; r < all.size(); ++r) os << (r ? ";" : "") << " rank " << r << " " << describe_signature(all[r]);
+      // Nothing was issued: the group stays usable, but the caller's program is wrong.
+      coll_seq_++;
+      throw CommError(os.str());
+    }
+  }
+  coll_seq_++;
+  return seq;
+}
+
+WorkPtr Communicator::allReduce(const Tensor& t, ReduceOp op) { return allReduce(t, t, op); }
+
+WorkPtr Communicator::allReduce(const Tensor& in, const Tensor& out, ReduceOp op) {
+  check_usable("allreduce");
+  check_tensor(in, "allreduce", "input");
+  check_tensor(out, "allreduce", "output");
+  ST_CHECK(in.numel() == out.numel() && in.dtype() == out.dtype() && in.device() == out.device(), ShapeError,
+           "allreduce on group '" << name() << "': input " << in.describe() << " vs output " << out.describe());
+  ST_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), DTypeError,
+           "allreduce(avg) on group '" << name() << "' needs a floating dtype, got " << dtype_name(in.dtype()));
+  uint64_t seq = begin_collective(CollectiveKind::allreduce, in.dtype(), in.numel(), static_cast<int64_t>(op));
+  return do_all_reduce(in, out, op, seq);
+}
+
+WorkPtr Communicator::reduceScatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+  check_usable("reduce_scatter");
+  check_tensor(in, "reduce_scatter", "input");
+  check_tensor(out, "reduce_scatter", "output");
+  ST_CHECK(in.numel() == out.numel() * size() && in.dtype() == out.dtype() && in.device() == out.device(),
+           ShapeError,
+           "reduce_scatter on group '" << name() << "' of size " << size() << ": input " << in.describe()
+                                       << " must hold size x output " << out.describe());
+  ST_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), DTypeError,
+           "reduce_scatter(avg) on group '" << name() << "' needs a floating dtype, got " << dtype_name(in.dtype()));
+  uint64_t seq = begin_collective(CollectiveKind::reduce_scatter, in.dtype(), out.numel(), static_cast<int64_t>(op));
+  return do_reduce_scatter(in, out, op, seq);
+}
+
+WorkPtr Communicator::allGather(const Tensor& in, const Tensor& out) {
+  check_usable("all_gather");
+  check_tensor(in, "all_gather", "input");
+  check_tensor(out, "all_gather", "output");
+  ST_CHECK(out.numel() == in.numel() * size() && in.dtype() == out.dtype() && in.device() == out.device(),
+           ShapeError,
+           "all_gather on group '" << name() << "' of size " << size() << ": output " << out.describe()
+                                   << " must hold size x input " << in.describe());
+  uint64_t seq = begin_collective(CollectiveKind::all_gather, in.dtype(), in.numel(), -1);
+  return do_all_gather(in, out, seq);
+}
+
+WorkPtr Communicator::broadcast(const Tensor& t, int root) {
+  check_usable("broadcast");
+  check_tensor(t, "broadcast", "");
+  ST_CHECK(root >= 0 && root < size(), ValueError,
+           "broadcast on group '" << name() << "': root " << root << " outside [0, " << size() << ")");
+  uint64_t seq = begin_collective(CollectiveKind::broadcast, t.dtype(), t.numel(), root);
+  return do_broadcast(t, root, seq);
+}
+
+WorkPtr Communicator::barrier() {
+  check_usable("barrier");
+  uint64_t seq = begin_collective(CollectiveKind::barrier, DType::f32, 0, -1);
+  return do_barrier(seq);
+}
+
+std::shared_ptr<Communicator> Communicator::split(int color, int key, const std::string& child_name) {
+  check_usable("split");
+  begin_collective(CollectiveKind::split, DType::f32, 0, -1);
+  std::string n = child_name.empty() ? name() + "/" + std::to_string(color) : child_name;
+  auto child = do_split(color, key, n);
+  if (child) child->debug_ = debug_;
+  return child;
+}
+
+WorkPtr Communicator::send(const Tensor& t, int dst, int tag) { return batchP2P({P2POp::send(t, dst, tag)}); }
+
+WorkPtr Communicator::recv(const Tensor& t, int src, int tag) { return batchP2P({P2POp::recv(t, src, tag)}); }
+
+WorkPtr Communicator::batchP2P(const std::vector<P2POp>& ops) {
+  std::string op_name = ops.size() == 1 ? (ops[0].kind == P2POp::Kind::send ? "send" : "recv") : "batch_p2p";
+  check_usable(op_name.c_str());
+  for (const auto& o : ops) {
+    check_tensor(o.tensor, op_name.c_str(), o.kind == P2POp::Kind::send ? "send" : "recv");
+    ST_CHECK(o.peer >= 0 && o.peer < size() && o.peer != rank(), ValueError,
+             op_name << " on group '" << name() << "' (rank " << rank() << " of " << size() << "): peer " << o.peer
+                     << " is not another rank of the group");
+    ST_CHECK(o.tag >= 0 && o.tag <= 32767, ValueError,
+             op_name << " on group '" << name() << "': tag " << o.tag << " outside [0, 32767]");
+  }
+  uint64_t seq = p2p_seq_++;
+  if (ops.empty()) return std::make_shared<CompletedWork>(state_, op_name, seq);
+  return do_batch_p2p(ops, op_name, seq);
+}
+
+}  // namespace st::comm

@@ -1,0 +1,136 @@
+// Communicator: collectives and point-to-point transfers over a group of ranks, on st::Tensor.
+//
+// Backends (chosen by CMake, not #ifdef): comm/mpi (CPU tensors directly, CUDA tensors staged
+// through host memory), comm/nccl (CUDA tensors; only built with NCCL), comm/nccl_stub (throws
+// DeviceError). make_communicator.h picks one; process_grid.h builds the DP×TP×PP groups.
+//
+// Rules every caller must follow:
+//  * EVERY RANK OF A GROUP ISSUES THE GROUP'S COLLECTIVES (allReduce, reduceScatter, allGather,
+//    broadcast, barrier, split) IN THE SAME ORDER, with the same dtype, count and root. Debug mode
+//    (env SHARDTRAIN_COMM_DEBUG=1, see comm/README.md) checks this before each collective and
+//    throws CommError on a mismatch instead of corrupting memory.
+//  * Point-to-point calls match by (peer, tag) in issue order. Use batchP2P when a rank both sends
+//    to and receives from neighbours: all its transfers are posted together, so no order of
+//    sends and receives across ranks can deadlock.
+//  * Tensors must be contiguous and stay untouched until the returned Work completed.
+//  * One thread issues and waits on a communicator (it is not thread-safe).
+//  * Every call returns a Work; wait() has a deadline (the communicator's timeout by default).
+//    A timeout breaks the communicator: every later call throws CommError (see work.h).
+//
+// Layouts: tensors are treated as flat. reduceScatter(in, out): in has size·n elements, out n;
+// rank r receives the reduction of elements [r·n, (r+1)·n). allGather(in, out): in n, out size·n,
+// rank r's input lands at [r·n, (r+1)·n). "In place": allReduce(t) and broadcast(t) overwrite t;
+// allGather is in place when `in` is out's own chunk, reduceScatter when `out` is in's own chunk.
+//
+// Dtypes: f32, f16, bf16, i32, i64. avg needs a floating dtype (sum, then divide by size). The MPI
+// backend reduces f16 / bf16 in f32 (one rounding at the end).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/work.h"
+#include "tensor/tensor.h"
+
+namespace st::comm {
+
+enum class ReduceOp : uint8_t { sum, avg, max };
+const char* reduce_op_name(ReduceOp op);
+
+using WorkPtr = std::shared_ptr<Work>;
+
+// One transfer of a batchP2P group; `peer` is a rank of the communicator.
+struct P2POp {
+  enum class Kind : uint8_t { send, recv };
+  Kind kind = Kind::send;
+  Tensor tensor;
+  int peer = 0;
+  int tag = 0;
+  static P2POp send(const Tensor& t, int peer, int tag = 0) { return {Kind::send, t, peer, tag}; }
+  static P2POp recv(const Tensor& t, int peer, int tag = 0) { return {Kind::recv, t, peer, tag}; }
+};
+
+// What debug mode compares across ranks before a collective.
+struct CollectiveSignature {
+  int64_t op = 0;  // CollectiveKind
+  int64_t dtype = 0;
+  int64_t count = 0;  // elements per rank as defined by the op (see each call)
+  int64_t arg = -1;   // broadcast root, reduce op for reductions, split: -1
+  int64_t seq = 0;
+  bool operator==(const CollectiveSignature&) const = default;
+};
+enum class CollectiveKind : int64_t { allreduce = 1, reduce_scatter, all_gather, broadcast, barrier, split };
+const char* collective_name(CollectiveKind k);
+std::string describe_signature(const CollectiveSignature& s);  // "allreduce(sum) f32 ×4 seq 3"
+
+class Communicator : public std::enable_shared_from_this<Communicator> {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return state_->rank(); }
+  int size() const { return state_->size(); }
+  const std::string& name() const { return state_->name(); }  // group label, e.g. "tp[pp=0,dp=1]"
+  virtual const char* backend() const = 0;                       // "mpi" or "nccl"
+  Millis timeout() const { return state_->timeout(); }
+  void set_timeout(Millis t) { state_->set_timeout(t); }
+  bool debug_checks() const { return debug_; }
+  void set_debug_checks(bool on) { debug_ = on; }
+  bool broken() const { return state_->broken(); }
+  std::string broken_reason() const { return state_->broken_reason(); }
+  // Marks the communicator broken by hand (launch/ on a fatal error elsewhere); runs the abort.
+  void abort(const std::string& reason) { state_->mark_broken(reason); }
+
+  // ---- collectives (same order on every rank) ----------------------------------------------
+  WorkPtr allReduce(const Tensor& t, ReduceOp op = ReduceOp::sum);  // in place
+  WorkPtr allReduce(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
+  // in (size·n) → out (n)
+  WorkPtr reduceScatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
+  // in (n) → out (size·n)
+  WorkPtr allGather(const Tensor& in, const Tensor& out);
+  WorkPtr broadcast(const Tensor& t, int root);  // in place; t (n) on every rank
+  WorkPtr barrier();
+  // Sub-groups: ranks with the same color form one, ordered by (key, rank). color < 0: this rank
+  // joins none and gets nullptr. Collective over this communicator; blocks within the timeout.
+  // The child inherits timeout and debug mode; name defaults to "<parent>/<color>".
+  std::shared_ptr<Communicator> split(int color, int key, const std::string& name = "");
+
+  // ---- point to point ----------------------------------------------------------------------
+  WorkPtr send(const Tensor& t, int dst, int tag = 0);
+  WorkPtr recv(const Tensor& t, int src, int tag = 0);
+  WorkPtr batchP2P(const std::vector<P2POp>& ops);
+
+  uint64_t collectives_issued() const { return coll_seq_; }
+
+ protected:
+  explicit Communicator(std::shared_ptr<CommState> state);
+  const std::shared_ptr<CommState>& state() const { return state_; }
+  // Sends `mine` to every rank and returns all ranks' signatures (index = rank), within the
+  // timeout. Only called in debug mode.
+  virtual std::vector<CollectiveSignature> exchange_signatures(const CollectiveSignature& mine) = 0;
+
+  // Backend entry points: arguments already validated, `seq` assigned.
+  virtual WorkPtr do_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) = 0;
+  virtual WorkPtr do_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) = 0;
+  virtual WorkPtr do_all_gather(const Tensor& in, const Tensor& out, uint64_t seq) = 0;
+  virtual WorkPtr do_broadcast(const Tensor& t, int root, uint64_t seq) = 0;
+  virtual WorkPtr do_barrier(uint64_t seq) = 0;
+  virtual std::shared_ptr<Communicator> do_split(int color, int key, const std::string& name) = 0;
+  virtual WorkPtr do_batch_p2p(const std::vector<P2POp>& ops, const std::string& op_name, uint64_t seq) = 0;
+
+ private:
+  void check_usable(const char* op) const;
+  void check_tensor(const Tensor& t, const char* op, const char* what) const;
+  uint64_t begin_collective(CollectiveKind kind, DType dtype, int64_t count, int64_t root);
+  std::shared_ptr<CommState> state_;
+  bool debug_ = false;
+  uint64_t coll_seq_ = 0;
+  uint64_t p2p_seq_ = 0;
+};
+
+// True when SHARDTRAIN_COMM_DEBUG is set to a non-empty value other than "0".
+bool debug_env_enabled();
+
+}  // namespace st::comm

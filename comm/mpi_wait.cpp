@@ -1,0 +1,90 @@
+// Deadline-bounded MPI waits (see mpi_wait.h).
+#include "comm/mpi_wait.h"
+
+#include <chrono>
+#include <iomanip>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "tensor/dtype.h"
+
+namespace st::comm {
+
+std::string mpi_describe(int rc) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(buf, static_cast<size_t>(len));
+}
+
+void require_mpi(const char* who) {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  ST_CHECK(init && !fin, CommError, who << ": MPI is not initialised (call MPI_Init_thread first) or already finalised");
+}
+
+void mpi_wait_deadline(MPI_Request* req, Millis timeout, const std::string& what) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  const auto deadline = start + timeout;
+  for (;;) {
+    int flag = 0;
+    CHECK_MPI(MPI_Test(req, &flag, MPI_STATUS_IGNORE));
+    if (flag) return;
+    auto now = clock::now();
+    if (now >= deadline) {
+      std::ostringstream os;
+      os << "comm timeout: " << what << " did not complete within " << std::fixed << std::setprecision(1)
+         << std::chrono::duration<double>(timeout).count() << " s (a peer is dead or stuck)";
+      throw TimeoutError(os.str());
+    }
+    if (now - start < std::chrono::milliseconds(200))
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+std::vector<int64_t> mpi_allgather_i64(MPI_Comm comm, const std::vector<int64_t>& mine, Millis timeout,
+                                       const std::string& what) {
+  int size = 0;
+  CHECK_MPI(MPI_Comm_size(comm, &size));
+  // Both buffers outlive a timed-out request (MPI cannot cancel a collective).
+  struct Buffers {
+    std::vector<int64_t> send, recv;
+  };
+  auto b = std::make_shared<Buffers>();
+  b->send = mine;
+  b->recv.resize(mine.size() * static_cast<size_t>(size));
+  MPI_Request req;
+  CHECK_MPI(MPI_Iallgather(b->send.data(), static_cast<int>(mine.size()), MPI_INT64_T, b->recv.data(),
+                           static_cast<int>(mine.size()), MPI_INT64_T, comm, &req));
+  try {
+    mpi_wait_deadline(&req, timeout, what);
+  } catch (const TimeoutError&) {
+    keep_alive_forever(b);
+    throw;
+  }
+  return b->recv;
+}
+
+void mpi_agree(MPI_Comm comm, Millis timeout, const std::string& what) {
+  MPI_Request req;
+  CHECK_MPI(MPI_Ibarrier(comm, &req));
+  mpi_wait_deadline(&req, timeout, what);
+}
+
+MPI_Datatype mpi_raw_type(int dtype) {
+  switch (static_cast<DType>(dtype)) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f16:
+    case DType::bf16: return MPI_UINT16_T;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+  }
+  ST_THROW(DTypeError, "comm: no MPI type for dtype " << dtype);
+}
+
+}  // namespace st::comm

@@ -1,0 +1,265 @@
+// NCCL backend (see nccl_communicator.h). Buffers: every op reads and writes the tensors' device
+// memory directly; in-place variants pass aliasing pointers exactly as NCCL documents them
+// (allgather: send = recv + rank·n; reduce-scatter: recv = send + rank·n).
+#include "comm/nccl/nccl_communicator.h"
+
+#include <atomic>
+
+#include "comm/mpi_wait.h"
+#include "comm/nccl/nccl_check.h"
+#include "tensor/cuda/runtime.h"
+
+namespace st::comm {
+
+struct NcclCommunicator::Handle {
+  ncclComm_t comm = nullptr;
+  std::atomic<bool> aborted{false};
+  void abort() {
+    bool expected = false;
+    if (aborted.compare_exchange_strong(expected, true)) ncclCommAbort(comm);
+  }
+};
+
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::f32: return ncclFloat32;
+    case DType::f16: return ncclFloat16;
+    case DType::bf16: return ncclBfloat16;
+    case DType::i32: return ncclInt32;
+    case DType::i64: return ncclInt64;
+  }
+  ST_THROW(DTypeError, "NCCL: unsupported dtype " << dtype_name(t));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return ncclSum;
+    case ReduceOp::avg: return ncclAvg;
+    case ReduceOp::max: return ncclMax;
+  }
+  return ncclSum;
+}
+
+class NcclWork final : public Work {
+ public:
+  NcclWork(std::shared_ptr<CommState> state, std::string op, uint64_t seq, ncclComm_t comm, int device,
+           cudaEvent_t done, std::shared_ptr<std::vector<Tensor>> keep)
+      : Work(std::move(state), std::move(op), seq), comm_(comm), device_(device), done_(done), keep_(std::move(keep)) {}
+  ~NcclWork() override {
+    settle();
+    if (done_) cudaEventDestroy(done_);
+  }
+
+ protected:
+  bool poll() override {
+    ncclResult_t async = ncclSuccess;
+    ncclResult_t rc = ncclCommGetAsyncError(comm_, &async);
+    if (rc != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+      ncclResult_t bad = rc != ncclSuccess ? rc : async;
+      std::string msg = "comm error: " + describe() + ": NCCL " + ncclGetErrorString(bad) + ": " +
+                        ncclGetLastError(comm_);
+      state()->mark_broken(msg);  // aborts the NCCL communicator
+      throw CommError(msg);
+    }
+    cudaError_t q = cudaEventQuery(done_);
+    if (q == cudaErrorNotReady) return false;
+    CHECK_CUDA(q);
+    return true;
+  }
+  void finish() override {
+    // Later work on the caller's stream sees the results; no host synchronisation.
+    ::st::cuda::DeviceGuard guard(device_);
+    CHECK_CUDA(cudaStreamWaitEvent(::st::cuda::current_stream(), done_, 0));
+    keep_.reset();
+  }
+  void abandon() override { keep_alive_forever(keep_); }
+
+ private:
+  ncclComm_t comm_;
+  int device_;
+  cudaEvent_t done_;
+  std::shared_ptr<std::vector<Tensor>> keep_;
+};
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(ncclComm_t nccl, MPI_Comm mpi, int device, const std::string& name, Millis timeout)
+    : Communicator(std::make_shared<CommState>(
+          [&] {
+            int r = 0;
+            CHECK_NCCL(ncclCommUserRank(nccl, &r));
+            return r;
+          }(),
+          [&] {
+            int s = 0;
+            CHECK_NCCL(ncclCommCount(nccl, &s));
+            return s;
+          }(),
+          name, timeout)),
+      h_(std::make_shared<Handle>()),
+      mpi_(mpi),
+      device_(device) {
+  h_->comm = nccl;
+  std::shared_ptr<Handle> h = h_;
+  state()->set_abort_hook([h] { h->abort(); });
+  CHECK_MPI(MPI_Comm_set_errhandler(mpi_, MPI_ERRORS_RETURN));
+  ::st::cuda::DeviceGuard guard(device_);
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  barrier_buf_ = Tensor::zeros({1}, DType::i32, Device::cuda);
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  ::st::cuda::DeviceGuard guard(device_);
+  if (!h_->aborted.load()) {
+    // Flush what is in flight (bounded by the timeout), then free; abort if that fails.
+    try {
+      CHECK_NCCL(ncclCommFinalize(h_->comm));
+      nccl_wait_ready(h_->comm, timeout(), state()->where() + ", finalize");
+      ncclCommDestroy(h_->comm);
+      h_->aborted.store(true);
+    } catch (const std::exception&) {
+      h_->abort();
+    }
+  }
+  if (stream_) cudaStreamDestroy(stream_);
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!broken() && !fin) MPI_Comm_free(&mpi_);
+}
+
+void NcclCommunicator::require_cuda(const Tensor& t, const char* op) const {
+  ST_CHECK(t.is_cuda(), DeviceError,
+           op << " on NCCL group '" << name() << "' needs CUDA tensors, got " << t.describe()
+              << " (use --comm mpi for CPU tensors)");
+}
+
+std::vector<CollectiveSignature> NcclCommunicator::exchange_signatures(const CollectiveSignature& mine) {
+  std::vector<int64_t> flat{mine.op, mine.dtype, mine.count, mine.arg, mine.seq};
+  std::vector<int64_t> all;
+  try {
+    all = mpi_allgather_i64(mpi_, flat, timeout(), state()->where() + ", debug signature exchange");
+  } catch (const TimeoutError& e) {
+    state()->mark_broken(e.what());
+    throw;
+  }
+  std::vector<CollectiveSignature> out(static_cast<size_t>(size()));
+  for (size_t r = 0; r < out.size(); ++r)
+    out[r] = {all[5 * r], all[5 * r + 1], all[5 * r + 2], all[5 * r + 3], all[5 * r + 4]};
+  return out;
+}
+
+WorkPtr NcclCommunicator::launch(const char* op, uint64_t seq, std::vector<Tensor> keep,
+                                 const std::function<void()>& enqueue) {
+  ::st::cuda::DeviceGuard guard(device_);
+  cudaEvent_t ready = nullptr, done = nullptr;
+  CHECK_CUDA(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  CHECK_CUDA(cudaEventRecord(ready, ::st::cuda::current_stream()));
+  CHECK_CUDA(cudaStreamWaitEvent(stream_, ready, 0));
+  CHECK_CUDA(cudaEventDestroy(ready));  // released once the wait is satisfied
+  enqueue();
+  // A non-blocking communicator may still be enqueueing: the event must come after the kernels.
+  try {
+    nccl_wait_ready(h_->comm, timeout(), state()->where() + ", enqueue " + op + " seq " + std::to_string(seq));
+  } catch (const CommError& e) {
+    state()->mark_broken(e.what());
+    throw;
+  }
+  CHECK_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  CHECK_CUDA(cudaEventRecord(done, stream_));
+  return std::make_shared<NcclWork>(state(), op, seq, h_->comm, device_, done,
+                                    std::make_shared<std::vector<Tensor>>(std::move(keep)));
+}
+
+WorkPtr NcclCommunicator::do_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) {
+  require_cuda(in, "allreduce");
+  // in (n) → out (n); in == out is in place.
+  return launch("allreduce", seq, {in, out}, [&] {
+    CHECK_NCCL(ncclAllReduce(in.data_ptr(), out.data_ptr(), static_cast<size_t>(in.numel()), nccl_type(in.dtype()),
+                             nccl_op(op), h_->comm, stream_));
+  });
+}
+
+WorkPtr NcclCommunicator::do_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) {
+  require_cuda(in, "reduce_scatter");
+  // in (size·n) → out (n)
+  return launch("reduce_scatter", seq, {in, out}, [&] {
+    CHECK_NCCL(ncclReduceScatter(in.data_ptr(), out.data_ptr(), static_cast<size_t>(out.numel()),
+                                 nccl_type(in.dtype()), nccl_op(op), h_->comm, stream_));
+  });
+}
+
+WorkPtr NcclCommunicator::do_all_gather(const Tensor& in, const Tensor& out, uint64_t seq) {
+  require_cuda(in, "all_gather");
+  // in (n) → out (size·n)
+  return launch("all_gather", seq, {in, out}, [&] {
+    CHECK_NCCL(ncclAllGather(in.data_ptr(), out.data_ptr(), static_cast<size_t>(in.numel()), nccl_type(in.dtype()),
+                             h_->comm, stream_));
+  });
+}
+
+WorkPtr NcclCommunicator::do_broadcast(const Tensor& t, int root, uint64_t seq) {
+  require_cuda(t, "broadcast");
+  return launch("broadcast", seq, {t}, [&] {
+    CHECK_NCCL(ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), root,
+                             h_->comm, stream_));
+  });
+}
+
+WorkPtr NcclCommunicator::do_barrier(uint64_t seq) {
+  // A one-element all-reduce: completes only once every rank reached it.
+  return launch("barrier", seq, {barrier_buf_}, [&] {
+    CHECK_NCCL(ncclAllReduce(barrier_buf_.data_ptr(), barrier_buf_.data_ptr(), 1, ncclInt32, ncclSum, h_->comm,
+                             stream_));
+  });
+}
+
+std::shared_ptr<Communicator> NcclCommunicator::do_split(int color, int key, const std::string& name) {
+  MPI_Comm child_mpi = MPI_COMM_NULL;
+  try {
+    mpi_agree(mpi_, timeout(), state()->where() + ", op split");
+  } catch (const TimeoutError& e) {
+    state()->mark_broken(e.what());
+    throw;
+  }
+  CHECK_MPI(MPI_Comm_split(mpi_, color < 0 ? MPI_UNDEFINED : color, key, &child_mpi));
+  ::st::cuda::DeviceGuard guard(device_);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t child = nullptr;
+  CHECK_NCCL(ncclCommSplit(h_->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config));
+  try {
+    nccl_wait_ready(h_->comm, timeout(), state()->where() + ", op split");
+    if (child) nccl_wait_ready(child, timeout(), "group '" + name + "' initialisation (ncclCommSplit)");
+  } catch (const CommError& e) {
+    if (child) ncclCommAbort(child);
+    state()->mark_broken(e.what());
+    throw;
+  }
+  if (child_mpi == MPI_COMM_NULL || !child) return nullptr;
+  return std::make_shared<NcclCommunicator>(child, child_mpi, device_, name, timeout());
+}
+
+WorkPtr NcclCommunicator::do_batch_p2p(const std::vector<P2POp>& ops, const std::string& op_name, uint64_t seq) {
+  std::vector<Tensor> keep;
+  for (const auto& o : ops) {
+    require_cuda(o.tensor, op_name.c_str());
+    keep.push_back(o.tensor);
+  }
+  // One NCCL group: every send and receive is issued together, so neighbours cannot deadlock on
+  // order. NCCL matches p2p by (peer, order), not by tag; tags are checked by the caller's order.
+  return launch(op_name.c_str(), seq, std::move(keep), [&] {
+    CHECK_NCCL(ncclGroupStart());
+    for (const auto& o : ops) {
+      const size_t n = static_cast<size_t>(o.tensor.numel());
+      if (o.kind == P2POp::Kind::send)
+        CHECK_NCCL(ncclSend(o.tensor.data_ptr(), n, nccl_type(o.tensor.dtype()), o.peer, h_->comm, stream_));
+      else
+        CHECK_NCCL(ncclRecv(o.tensor.data_ptr(), n, nccl_type(o.tensor.dtype()), o.peer, h_->comm, stream_));
+    }
+    CHECK_NCCL(ncclGroupEnd());
+  });
+}
+
+}  // namespace st::comm

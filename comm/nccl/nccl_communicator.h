@@ -1,0 +1,55 @@
+// NCCL backend: CUDA tensors, one communication stream per communicator. Each operation waits
+// (cudaStreamWaitEvent) for an event recorded on the caller's compute stream, runs on the comm
+// stream, and records a completion event; Work::wait polls cudaEventQuery and
+// ncclCommGetAsyncError against the deadline, then orders the compute stream after the event.
+// The NCCL communicator is non-blocking (config.blocking = 0) so that ncclCommAbort, run by the
+// watchdog on a timeout or an asynchronous error, can cancel operations in flight. A private MPI
+// communicator over the same ranks carries the unique id, split agreement and debug signatures.
+#pragma once
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+
+namespace st::comm {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Adopts both communicators; `nccl` must be initialised (not in progress).
+  NcclCommunicator(ncclComm_t nccl, MPI_Comm mpi, int device, const std::string& name, Millis timeout);
+  ~NcclCommunicator() override;
+
+  const char* backend() const override { return "nccl"; }
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+
+ protected:
+  std::vector<CollectiveSignature> exchange_signatures(const CollectiveSignature& mine) override;
+  WorkPtr do_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) override;
+  WorkPtr do_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) override;
+  WorkPtr do_all_gather(const Tensor& in, const Tensor& out, uint64_t seq) override;
+  WorkPtr do_broadcast(const Tensor& t, int root, uint64_t seq) override;
+  WorkPtr do_barrier(uint64_t seq) override;
+  std::shared_ptr<Communicator> do_split(int color, int key, const std::string& name) override;
+  WorkPtr do_batch_p2p(const std::vector<P2POp>& ops, const std::string& op_name, uint64_t seq) override;
+
+ private:
+  // Orders the comm stream after the compute stream, runs `enqueue` (NCCL calls on stream_),
+  // records the completion event and wraps it in a Work holding `keep` alive.
+  WorkPtr launch(const char* op, uint64_t seq, std::vector<Tensor> keep, const std::function<void()>& enqueue);
+  void require_cuda(const Tensor& t, const char* op) const;
+
+  struct Handle;  // the ncclComm_t, shared with Works and the abort hook
+  std::shared_ptr<Handle> h_;
+  MPI_Comm mpi_;
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  Tensor barrier_buf_;  // (1) i32 on the device
+};
+
+}  // namespace st::comm

@@ -1,0 +1,183 @@
+// Collectives against closed forms, for every dtype, in place and out of place, on every backend
+// this build and machine offer (MPI always; NCCL where each rank has a GPU).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/comm/comm_test_util.h"
+
+namespace st::comm::test {
+namespace {
+
+class Collectives : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    world = make_world(GetParam());
+    N = world->size();
+    R = world->rank();
+    dev = backend_device(GetParam());
+  }
+  Tensor T(const std::vector<double>& v, DType t) const { return make_tensor(v, t, dev); }
+  std::shared_ptr<Communicator> world;
+  int N = 0, R = 0;
+  Device dev = Device::cpu;
+};
+
+constexpr int kN = 7;  // elements per tensor
+
+// x_i = rank + i  →  Σ = N(N−1)/2 + N·i (exact in every dtype for N ≤ 4).
+TEST_P(Collectives, AllReduceSumEveryDtypeInPlaceAndOut) {
+  for (DType dt : all_dtypes()) {
+    std::vector<double> x(kN);
+    for (int i = 0; i < kN; ++i) x[i] = R + i;
+    Tensor a = T(x, dt);
+    Tensor in = T(x, dt), out = Tensor::zeros({kN}, dt, dev);
+    world->allReduce(a)->wait();
+    world->allReduce(in, out)->wait();
+    std::vector<double> got_a = a.to_double(), got_out = out.to_double(), got_in = in.to_double();
+    for (int i = 0; i < kN; ++i) {
+      double want = N * (N - 1) / 2.0 + N * i;
+      EXPECT_EQ(got_a[i], want) << dtype_name(dt) << " in place, i=" << i;
+      EXPECT_EQ(got_out[i], want) << dtype_name(dt) << " out of place, i=" << i;
+      EXPECT_EQ(got_in[i], x[i]) << dtype_name(dt) << " input untouched";
+    }
+  }
+}
+
+// avg: (N−1)/2 + i; max of a rotated value ((r+1) mod N) + i: N − 1 + i.
+TEST_P(Collectives, AllReduceAvgAndMax) {
+  for (DType dt : all_dtypes()) {
+    std::vector<double> x(kN), y(kN);
+    for (int i = 0; i < kN; ++i) {
+      x[i] = R + i;
+      y[i] = (R + 1) % N + i;
+    }
+    Tensor m = T(y, dt);
+    world->allReduce(m, ReduceOp::max)->wait();
+    for (int i = 0; i < kN; ++i) EXPECT_EQ(m.to_double()[i], N - 1 + i) << dtype_name(dt);
+    if (!is_floating(dt)) {
+      EXPECT_THROW(world->allReduce(T(x, dt), ReduceOp::avg), DTypeError);
+      continue;
+    }
+    Tensor a = T(x, dt), out = Tensor::zeros({kN}, dt, dev);
+    world->allReduce(a, out, ReduceOp::avg)->wait();
+    for (int i = 0; i < kN; ++i) EXPECT_EQ(out.to_double()[i], (N - 1) / 2.0 + i) << dtype_name(dt);
+  }
+}
+
+// in[j] = 10·rank + j (j < N·n); rank r gets out[k] = 10·N(N−1)/2 + N·(r·n + k).
+TEST_P(Collectives, ReduceScatterLayout) {
+  const int n = 3;
+  for (DType dt : all_dtypes()) {
+    for (bool in_place : {false, true}) {
+      std::vector<double> x(N * n);
+      for (int j = 0; j < N * n; ++j) x[j] = 10 * R + j;
+      Tensor in = T(x, dt);
+      Tensor out = in_place ? in.narrow(0, R * n, n) : Tensor::zeros({n}, dt, dev);
+      world->reduceScatter(in, out)->wait();
+      std::vector<double> got = out.to_double();
+      for (int k = 0; k < n; ++k)
+        EXPECT_EQ(got[k], 10.0 * N * (N - 1) / 2 + N * (R * n + k)) << dtype_name(dt) << " in_place " << in_place;
+    }
+    if (is_floating(dt)) {  // avg: 5(N−1) + r·n + k
+      std::vector<double> x(N * n);
+      for (int j = 0; j < N * n; ++j) x[j] = 10 * R + j;
+      Tensor out = Tensor::zeros({n}, dt, dev);
+      world->reduceScatter(T(x, dt), out, ReduceOp::avg)->wait();
+      for (int k = 0; k < n; ++k) EXPECT_EQ(out.to_double()[k], 5.0 * (N - 1) + R * n + k) << dtype_name(dt);
+    }
+  }
+}
+
+// in[k] = 10·rank + k  →  out[r·n + k] = 10·r + k; in place when in is out's own chunk.
+TEST_P(Collectives, AllGatherLayout) {
+  const int n = 3;
+  for (DType dt : all_dtypes()) {
+    for (bool in_place : {false, true}) {
+      std::vector<double> x(n);
+      for (int k = 0; k < n; ++k) x[k] = 10 * R + k;
+      Tensor out = Tensor::full({N * n}, -1.0, dt, dev);
+      Tensor in = T(x, dt);
+      if (in_place) {
+        in = out.narrow(0, R * n, n);
+        in.copy_(T(x, dt));
+      }
+      world->allGather(in, out)->wait();
+      std::vector<double> got = out.to_double();
+      for (int r = 0; r < N; ++r)
+        for (int k = 0; k < n; ++k)
+          EXPECT_EQ(got[r * n + k], 10 * r + k) << dtype_name(dt) << " in_place " << in_place;
+    }
+  }
+}
+
+TEST_P(Collectives, BroadcastFromEveryRoot) {
+  for (DType dt : all_dtypes()) {
+    for (int root = 0; root < N; ++root) {
+      std::vector<double> x(kN);
+      for (int i = 0; i < kN; ++i) x[i] = R == root ? 10 * root + i : 0;
+      Tensor t = T(x, dt);
+      world->broadcast(t, root)->wait();
+      std::vector<double> got = t.to_double();
+      for (int i = 0; i < kN; ++i) EXPECT_EQ(got[i], 10 * root + i) << dtype_name(dt) << " root " << root;
+    }
+  }
+}
+
+TEST_P(Collectives, WorkHandlesCarryOpAndSequence) {
+  // Several operations in flight at once, on distinct buffers, waited for in reverse order.
+  Tensor t = Tensor::ones({4}, DType::f32, dev), u = Tensor::full({4}, 2.0, DType::f32, dev);
+  WorkPtr a = world->allReduce(t);
+  WorkPtr b = world->barrier();
+  WorkPtr c = world->allReduce(u);
+  EXPECT_EQ(a->op(), "allreduce");
+  EXPECT_EQ(b->op(), "barrier");
+  EXPECT_EQ(a->seq() + 1, b->seq());
+  EXPECT_EQ(b->seq() + 1, c->seq());
+  c->wait();
+  b->wait();
+  a->wait();
+  EXPECT_TRUE(a->isCompleted());
+  a->wait();  // a finished Work returns at once
+  EXPECT_EQ(t.to_double()[0], 1.0 * N);
+  EXPECT_EQ(u.to_double()[3], 2.0 * N);
+  EXPECT_NE(a->describe().find("rank " + std::to_string(R)), std::string::npos);
+  EXPECT_NE(a->describe().find("'world'"), std::string::npos);
+}
+
+// Rank 0 sleeps 300 ms after a barrier, then joins; the others' wait() must not return earlier.
+TEST_P(Collectives, WaitReallyWaits) {
+  Tensor t = T(std::vector<double>(kN, R + 1), DType::f32);
+  world->barrier()->wait();
+  auto t0 = std::chrono::steady_clock::now();
+  if (R == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  WorkPtr w = world->allReduce(t);
+  if (R != 0) {
+    EXPECT_FALSE(w->isCompleted());
+  }
+  w->wait();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(ms, 250.0) << "wait() returned before rank 0 joined";
+  EXPECT_TRUE(w->isCompleted());
+  EXPECT_EQ(t.to_double()[kN - 1], N * (N + 1) / 2.0);
+}
+
+TEST_P(Collectives, BrokenCommunicatorRefusesWork) {
+  auto c = world->split(0, R, "doomed");
+  ASSERT_TRUE(c);
+  c->abort("test abort");
+  EXPECT_TRUE(c->broken());
+  try {
+    c->allReduce(Tensor::ones({1}, DType::f32, dev));
+    ADD_FAILURE() << "no CommError";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("broken: test abort"), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Collectives, ::testing::ValuesIn(test_backends()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace st::comm::test
