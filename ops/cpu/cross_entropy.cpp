@@ -32,14 +32,14 @@ void cross_entropy_fwd(const Tensor& logits, const Tensor& targets, int64_t igno
     for (int64_t c = 0; c < V; ++c) mx = std::max(mx, xr[c]);
     double s = 0;
     for (int64_t c = 0; c < V; ++c) s += std::exp(xr[c] - mx);
-    const float l = mx + static_cast<float>(std::log(s));
-    plse[n] = l;
+    const double ls = std::log(s);
+    plse[n] = mx + static_cast<float>(ls);
     const int64_t t = target(targets, n);
     if (t == ignore_index) continue;
     if (t < 0 || t >= V)
       ST_THROW(ValueError, "cross_entropy: target " << t << " at position " << n << " is outside [0, V = " << V
                                                     << ") and is not ignore_index " << ignore_index);
-    total += static_cast<double>(l) - static_cast<double>(xr[t]);
+    total += ls - static_cast<double>(xr[t] - mx);  // lse − x_t without cancellation at large x
     ++counted;
   }
   loss.data<float>()[0] = static_cast<float>(total / static_cast<double>(counted));

@@ -26,8 +26,8 @@ void softmax_fwd(const Tensor& x, Tensor& y, bool log) {
       sum += e;
     }
     if (log) {
-      const float lse = mx + static_cast<float>(std::log(sum));
-      for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] - lse;
+      const float ls = static_cast<float>(std::log(sum));  // (x − max) − log Σ: no cancellation at large x
+      for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - mx) - ls;
     } else {
       const float inv = static_cast<float>(1.0 / sum);
       for (int64_t c = 0; c < C; ++c) yr[c] *= inv;

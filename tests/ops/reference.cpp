@@ -1,6 +1,9 @@
 #include "tests/ops/reference.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "tensor/philox.h"
 
 namespace st::test::ref {
 namespace {
@@ -63,6 +66,92 @@ Vec matmul(const Vec& a, const Vec& b, int64_t batch, int64_t M, int64_t N, int6
       }
   }
   return c;
+}
+
+Vec gelu(const Vec& x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = 0.5 * x[i] * (1.0 + std::tanh(k * (x[i] + 0.044715 * x[i] * x[i] * x[i])));
+  return y;
+}
+
+Vec relu(const Vec& x) {
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] > 0 ? x[i] : 0.0;
+  return y;
+}
+
+Vec softmax(const Vec& x, int64_t C, bool log) {
+  Vec y(x.size());
+  for (size_t r = 0; r < x.size() / C; ++r) {
+    double mx = -INFINITY, s = 0;
+    for (int64_t c = 0; c < C; ++c) mx = std::max(mx, x[r * C + c]);
+    for (int64_t c = 0; c < C; ++c) s += std::exp(x[r * C + c] - mx);
+    for (int64_t c = 0; c < C; ++c)
+      y[r * C + c] = log ? x[r * C + c] - mx - std::log(s) : std::exp(x[r * C + c] - mx) / s;
+  }
+  return y;
+}
+
+Vec cross_entropy(const Vec& logits, int64_t V, const std::vector<int64_t>& targets, int64_t ignore) {
+  Vec lsm = softmax(logits, V, true);
+  double total = 0;
+  int64_t count = 0;
+  for (size_t n = 0; n < targets.size(); ++n) {
+    if (targets[n] == ignore) continue;
+    total -= lsm[n * V + targets[n]];
+    ++count;
+  }
+  return {total / static_cast<double>(count)};
+}
+
+Vec layernorm(const Vec& x, const Vec& w, const Vec& b, int64_t C, double eps) {
+  Vec y(x.size());
+  for (size_t r = 0; r < x.size() / C; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t c = 0; c < C; ++c) mu += x[r * C + c];
+    mu /= static_cast<double>(C);
+    for (int64_t c = 0; c < C; ++c) var += (x[r * C + c] - mu) * (x[r * C + c] - mu);
+    var /= static_cast<double>(C);
+    for (int64_t c = 0; c < C; ++c) y[r * C + c] = (x[r * C + c] - mu) / std::sqrt(var + eps) * w[c] + b[c];
+  }
+  return y;
+}
+
+Vec embedding(const Vec& weight, int64_t C, const std::vector<int64_t>& idx) {
+  Vec y;
+  for (int64_t t : idx)
+    for (int64_t c = 0; c < C; ++c) y.push_back(weight[t * C + c]);
+  return y;
+}
+
+Vec causal_attention(const Vec& q, const Vec& k, const Vec& v, int64_t BH, int64_t T, int64_t D) {
+  Vec out(q.size(), 0.0);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  for (int64_t i = 0; i < BH; ++i) {
+    const int64_t o = i * T * D;
+    for (int64_t t = 0; t < T; ++t) {
+      Vec sc(static_cast<size_t>(t + 1));
+      double mx = -INFINITY, sum = 0;
+      for (int64_t s = 0; s <= t; ++s) {
+        double d = 0;
+        for (int64_t j = 0; j < D; ++j) d += q[o + t * D + j] * k[o + s * D + j];
+        sc[s] = d * scale;
+        mx = std::max(mx, sc[s]);
+      }
+      for (int64_t s = 0; s <= t; ++s) sum += (sc[s] = std::exp(sc[s] - mx));
+      for (int64_t s = 0; s <= t; ++s)
+        for (int64_t j = 0; j < D; ++j) out[o + t * D + j] += sc[s] / sum * v[o + s * D + j];
+    }
+  }
+  return out;
+}
+
+Vec dropout(const Vec& x, double p, uint64_t seed, uint64_t offset) {
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    y[i] = philox_uniform(seed, offset + i) < p ? 0.0 : x[i] / (1.0 - p);
+  return y;
 }
 
 }  // namespace st::test::ref

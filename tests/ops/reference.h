@@ -17,4 +17,21 @@ Vec reduce(const Shape& s, const Vec& x, const std::vector<int64_t>& dims, bool 
 // batch × (op(a) (M,K) · op(b) (K,N)); b shared over the batch when b_shared.
 Vec matmul(const Vec& a, const Vec& b, int64_t batch, int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool b_shared);
 
+// GELU (tanh form) and ReLU, elementwise.
+Vec gelu(const Vec& x);
+Vec relu(const Vec& x);
+// Softmax (or log-softmax) over rows of length C.
+Vec softmax(const Vec& x, int64_t C, bool log);
+// Mean cross-entropy of logits (N, V) against targets (N); rows whose target is `ignore` are
+// skipped. Returns one value.
+Vec cross_entropy(const Vec& logits, int64_t V, const std::vector<int64_t>& targets, int64_t ignore);
+// Layer norm over rows of length C: x (N, C), w (C), b (C).
+Vec layernorm(const Vec& x, const Vec& w, const Vec& b, int64_t C, double eps);
+// Row lookup: weight (V, C), idx (N) → (N, C).
+Vec embedding(const Vec& weight, int64_t C, const std::vector<int64_t>& idx);
+// Causal attention on (B·H) slices of (T, D): softmax(q·kᵀ/√D, masked s ≤ t)·v.
+Vec causal_attention(const Vec& q, const Vec& k, const Vec& v, int64_t BH, int64_t T, int64_t D);
+// Inverted dropout with the Philox mask of (seed, offset): x_i·[u_i ≥ p]/(1 − p).
+Vec dropout(const Vec& x, double p, uint64_t seed, uint64_t offset);
+
 }  // namespace st::test::ref

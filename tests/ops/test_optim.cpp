@@ -1,0 +1,143 @@
+// Optimizer kernels against closed forms written out in double: AdamW (DESIGN.md, PyTorch's
+// decoupled decay, bias-corrected moments) and SGD with momentum for three steps each, decay
+// only where the caller asks; plus sum_squares, has_inf_nan and scale_.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/optim.h"
+
+using namespace st;
+
+namespace {
+
+struct AdamRef {  // the textbook update in double
+  std::vector<double> p, m, v;
+  void step(const std::vector<double>& g, double lr, double b1, double b2, double eps, double wd, int t) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      p[i] *= 1 - lr * wd;
+      m[i] = b1 * m[i] + (1 - b1) * g[i];
+      v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+      const double mh = m[i] / (1 - std::pow(b1, t)), vh = v[i] / (1 - std::pow(b2, t));
+      p[i] -= lr * mh / (std::sqrt(vh) + eps);
+    }
+  }
+};
+
+const std::vector<std::vector<double>> kGrads = {
+    {0.5, -0.25, 1e-3, 2.0, -3.0}, {0.1, 0.4, -2e-3, -1.0, -2.5}, {-0.3, 0.2, 5e-4, 0.5, 1.0}};
+const std::vector<double> kP0 = {1.0, -0.5, 0.25, 2.0, -1.5};
+
+}  // namespace
+
+TEST(Optim, AdamWThreeStepsClosedForm) {
+  for (float wd : {0.f, 0.1f}) {  // decay only when the caller passes wd > 0
+    SCOPED_TRACE("weight_decay " + std::to_string(wd));
+    ops::AdamWParams hp{1e-2f, 0.9f, 0.999f, 1e-8f, wd};
+    Tensor p = Tensor::from_vector(kP0, {5}), m = Tensor::zeros({5}), v = Tensor::zeros({5});
+    Tensor lp = Tensor::zeros({5}, DType::bf16);
+    AdamRef r{kP0, std::vector<double>(5, 0.0), std::vector<double>(5, 0.0)};
+    for (int t = 1; t <= 3; ++t) {
+      Tensor g = Tensor::from_vector(kGrads[t - 1], {5});
+      ops::adamw_step(p, g, m, v, hp, t, lp);
+      r.step(kGrads[t - 1], 1e-2, 0.9, 0.999, 1e-8, wd == 0.f ? 0.0 : 0.1, t);
+      auto pd = p.to_double(), md = m.to_double(), vd = v.to_double();
+      for (size_t i = 0; i < 5; ++i) {
+        EXPECT_NEAR(pd[i], r.p[i], 2e-6 * std::max(1.0, std::fabs(r.p[i]))) << "step " << t << " p " << i;
+        EXPECT_NEAR(md[i], r.m[i], 1e-6 * std::max(1e-3, std::fabs(r.m[i]))) << "step " << t << " m " << i;
+        EXPECT_NEAR(vd[i], r.v[i], 1e-6 * std::max(1e-6, std::fabs(r.v[i]))) << "step " << t << " v " << i;
+      }
+      EXPECT_EQ(lp.to_double(), p.to(DType::bf16).to_double()) << "low-precision copy is p rounded once";
+    }
+    // without decay the first step moves each p by lr·sign(g) (|g| ≫ eps)
+    if (wd == 0.f) EXPECT_NE(p.to_double()[0], kP0[0]);
+  }
+}
+
+TEST(Optim, AdamWDecayIsDecoupled) {
+  // zero gradient: moments stay 0, the update is 0/(0 + eps) = 0, so only p·(1 − lr·wd) acts
+  ops::AdamWParams hp{0.5f, 0.9f, 0.999f, 1e-8f, 0.2f};
+  Tensor p = Tensor::from_vector(std::vector<double>{2.0, -4.0}, {2}), m = Tensor::zeros({2}), v = Tensor::zeros({2});
+  for (int t = 1; t <= 3; ++t) ops::adamw_step(p, Tensor::zeros({2}, DType::bf16), m, v, hp, t);
+  EXPECT_NEAR(p.to_double()[0], 2.0 * std::pow(0.9, 3), 1e-6);
+  EXPECT_NEAR(p.to_double()[1], -4.0 * std::pow(0.9, 3), 1e-6);
+}
+
+TEST(Optim, AdamWLowPrecisionGradAndBadCalls) {
+  ops::AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.f};
+  Tensor p = Tensor::from_vector(kP0, {5}), m = Tensor::zeros({5}), v = Tensor::zeros({5});
+  ops::adamw_step(p, Tensor::from_vector(kGrads[0], {5}, DType::f16), m, v, hp, 1);
+  auto pd = p.to_double();
+  for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(pd[i], kP0[i] - 1e-3 * (kGrads[0][i] > 0 ? 1 : -1), 1e-6);
+  try {
+    Tensor bad = Tensor::zeros({4});
+    ops::adamw_step(p, Tensor::zeros({5}), bad, v, hp, 2);
+    FAIL();
+  } catch (const ShapeError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("adamw_step"), std::string::npos);
+    EXPECT_NE(msg.find("(4,)"), std::string::npos);
+    EXPECT_NE(msg.find("(5,)"), std::string::npos);
+  }
+  Tensor pb = Tensor::zeros({5}, DType::bf16);
+  EXPECT_THROW(ops::adamw_step(pb, Tensor::zeros({5}), m, v, hp, 2), DTypeError);
+  EXPECT_THROW(ops::adamw_step(p, Tensor::zeros({5}), m, v, hp, 0), ValueError);
+}
+
+TEST(Optim, DecimalWideningMatchesPythonLiterals) {
+  EXPECT_EQ(ops::decimal_widen(1e-3f), 0.001);
+  EXPECT_EQ(ops::decimal_widen(0.9f), 0.9);
+  EXPECT_EQ(ops::decimal_widen(0.999f), 0.999);
+  EXPECT_EQ(ops::decimal_widen(6e-4f), 6e-4);
+  ops::AdamWScalars s = ops::adamw_scalars({1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f}, 2);
+  EXPECT_EQ(s.decay, static_cast<float>(1.0 - 0.001 * 0.1));
+  EXPECT_EQ(s.neg_step_size, static_cast<float>(-(0.001 / (1.0 - std::pow(0.9, 2.0)))));
+  EXPECT_EQ(s.bc2_sqrt, static_cast<float>(std::sqrt(1.0 - std::pow(0.999, 2.0))));
+}
+
+TEST(Optim, SgdMomentumThreeStepsClosedForm) {
+  const double lr = 0.1, mu = 0.9, wd = 0.01;
+  Tensor p = Tensor::from_vector(kP0, {5}), buf = Tensor::zeros({5});
+  std::vector<double> rp = kP0, rb(5, 0.0);
+  for (int t = 0; t < 3; ++t) {
+    ops::sgd_step(p, Tensor::from_vector(kGrads[t], {5}), buf, 0.1f, 0.9f, 0.01f, t == 0);
+    for (size_t i = 0; i < 5; ++i) {
+      const double g = kGrads[t][i] + wd * rp[i];
+      rb[i] = t == 0 ? g : mu * rb[i] + g;
+      rp[i] -= lr * rb[i];
+    }
+    auto pd = p.to_double(), bd = buf.to_double();
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_NEAR(pd[i], rp[i], 2e-6 * std::max(1.0, std::fabs(rp[i]))) << "step " << t << " p " << i;
+      EXPECT_NEAR(bd[i], rb[i], 2e-6 * std::max(1.0, std::fabs(rb[i]))) << "step " << t << " buf " << i;
+    }
+  }
+}
+
+TEST(Optim, SgdWithoutMomentumNeedsNoBuffer) {
+  Tensor p = Tensor::from_vector(kP0, {5}), none;
+  ops::sgd_step(p, Tensor::from_vector(kGrads[0], {5}, DType::bf16), none, 0.5f, 0.f, 0.f, true);
+  auto pd = p.to_double();
+  for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(pd[i], kP0[i] - 0.5 * kGrads[0][i], 1e-6);
+}
+
+TEST(Optim, SumSquaresInfNanAndScale) {
+  EXPECT_EQ(ops::sum_squares(Tensor::from_vector(std::vector<float>{0.5f, -1.5f, 2.f}, {3}, DType::f16)), 6.5);
+  const int64_t n = 100000;
+  const double tenth = static_cast<double>(0.1f);
+  EXPECT_NEAR(ops::sum_squares(Tensor::full({n}, 0.1)), n * tenth * tenth, 1e-7);  // f32 accumulation would be off by ~1e-2
+
+  EXPECT_FALSE(ops::has_inf_nan(Tensor::ones({7})));
+  EXPECT_TRUE(ops::has_inf_nan(Tensor::from_vector(std::vector<float>{1.f, INFINITY}, {2})));
+  EXPECT_TRUE(ops::has_inf_nan(Tensor::from_vector(std::vector<float>{NAN, 0.f}, {2}, DType::bf16)));
+  EXPECT_TRUE(ops::has_inf_nan(Tensor::from_vector(std::vector<float>{1e6f}, {1}, DType::f16)));  // overflows f16
+
+  Tensor h = Tensor::from_vector(std::vector<float>{1.f, -3.f, 0.25f}, {3}, DType::f16);
+  ops::scale_(h, 0.5);
+  EXPECT_EQ(h.dtype(), DType::f16);
+  EXPECT_EQ(h.to_double(), (std::vector<double>{0.5, -1.5, 0.125}));
+  Tensor f = Tensor::from_vector(std::vector<float>{2.f, 4.f}, {2});
+  ops::scale_(f, 3.0);
+  EXPECT_EQ(f.to_double(), (std::vector<double>{6.0, 12.0}));
+  EXPECT_THROW(ops::sum_squares(Tensor::zeros({2}, DType::i64)), DTypeError);
+}
