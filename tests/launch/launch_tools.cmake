@@ -1,0 +1,8 @@
+# Tests of the launch tooling that lives in runtime/ (trace, progress bar, sampler), the plot
+# script and the installed package. Included from tests/launch/CMakeLists.txt.
+st_add_test(test_launch_trace LABEL cpu SOURCES test_trace.cpp LIBS st_runtime)
+st_add_test(test_launch_progress LABEL cpu SOURCES test_progress.cpp LIBS st_runtime)
+if(TARGET st_models AND EXISTS ${PROJECT_SOURCE_DIR}/runtime/sampler.cpp)
+  st_add_test(test_launch_sampler LABEL cpu SOURCES test_sampler.cpp LIBS st_runtime st_models)
+  target_compile_definitions(test_launch_sampler PRIVATE ST_FIXTURE_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures/hf_gpt2_tiny")
+endif()

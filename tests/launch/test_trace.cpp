@@ -1,0 +1,141 @@
+// runtime/trace: scopes nest and record nothing while disabled, part files of several ranks
+// merge into one Chrome trace JSON with one pid per rank, named tracks and aligned clocks.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "runtime/trace.h"
+#include "tensor/error.h"
+
+namespace fs = std::filesystem;
+namespace tr = st::runtime::trace;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("st_trace_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void sleep_us(int us) { std::this_thread::sleep_for(std::chrono::microseconds(us)); }
+
+}  // namespace
+
+TEST(Trace, DisabledRecordsNothing) {
+  tr::start(0);
+  tr::stop();
+  { tr::Scope s("forward", "compute", 1); }
+  tr::record("x", "comm", 0, 5);
+  tr::mark("m", "comm");
+  EXPECT_FALSE(tr::enabled());
+  EXPECT_TRUE(tr::events().empty());
+}
+
+TEST(Trace, ScopesNestAndNameMicroBatches) {
+  tr::start(2);
+  {
+    tr::Scope outer("step", "compute");
+    sleep_us(200);
+    {
+      tr::Scope inner("forward", "compute", 3);
+      sleep_us(500);
+    }
+    sleep_us(200);
+  }
+  tr::stop();
+  auto ev = tr::events();
+  ASSERT_EQ(ev.size(), 2u);
+  // The inner scope ends first, so it is recorded first.
+  EXPECT_EQ(ev[0].name, "forward mb3");
+  EXPECT_EQ(ev[1].name, "step");
+  EXPECT_EQ(ev[0].track, "compute");
+  EXPECT_GE(ev[0].dur_us, 500);
+  EXPECT_GE(ev[1].dur_us, 900);
+  EXPECT_GE(ev[0].begin_us, ev[1].begin_us + 200);
+  EXPECT_LE(ev[0].begin_us + ev[0].dur_us, ev[1].begin_us + ev[1].dur_us - 200);
+  EXPECT_EQ(tr::rank(), 2);
+}
+
+TEST(Trace, PartsMergeIntoOneChromeTrace) {
+  fs::path dir = temp_dir("merge");
+  std::string path = (dir / "sub" / "trace.json").string();
+  // Rank 0 starts first; rank 1 about 20 ms later (wall clock), so its events shift by >= 20 ms.
+  tr::start(0);
+  { tr::Scope a("forward", "compute", 0); sleep_us(300); }
+  { tr::Scope b(std::string("allreduce bucket 0"), "comm"); sleep_us(300); }
+  tr::stop();
+  tr::write_part(path);
+  int64_t wall0 = tr::wall_start_us();
+  sleep_us(20000);
+  tr::start(1);
+  { tr::Scope a("backward", "compute", 1); sleep_us(300); }
+  { tr::Scope c("adamw", "optimizer"); sleep_us(100); }
+  { tr::Scope d("bubble", "custom-track"); }
+  tr::stop();
+  tr::write_part(path);
+  int64_t wall1 = tr::wall_start_us();
+  EXPECT_TRUE(fs::exists(tr::part_path(path, 0)));
+  EXPECT_TRUE(fs::exists(tr::part_path(path, 1)));
+
+  tr::merge_parts(path, 2);
+  EXPECT_FALSE(fs::exists(tr::part_path(path, 0)));
+  EXPECT_FALSE(fs::exists(tr::part_path(path, 1)));
+  std::ifstream f(path);
+  nlohmann::json doc = nlohmann::json::parse(f);  // throws (fails the test) if not valid JSON
+  ASSERT_TRUE(doc.contains("traceEvents"));
+  std::map<int, int> x_per_pid;
+  std::map<std::pair<int, int>, std::string> thread_names;
+  std::map<int, std::string> process_names;
+  int64_t rank1_backward_ts = -1;
+  for (const auto& e : doc["traceEvents"]) {
+    int pid = e.at("pid").get<int>();
+    if (e.at("ph") == "X") {
+      ++x_per_pid[pid];
+      EXPECT_GE(e.at("ts").get<int64_t>(), 0);
+      EXPECT_GE(e.at("dur").get<int64_t>(), 0);
+      if (e.at("name") == "backward mb1") rank1_backward_ts = e.at("ts").get<int64_t>();
+      if (e.at("name") == "forward mb0") { EXPECT_EQ(pid, 0); EXPECT_EQ(e.at("tid").get<int>(), 1); }
+      if (e.at("name") == "allreduce bucket 0") { EXPECT_EQ(pid, 0); EXPECT_EQ(e.at("tid").get<int>(), 2); }
+      if (e.at("name") == "adamw") { EXPECT_EQ(pid, 1); EXPECT_EQ(e.at("tid").get<int>(), 3); }
+      if (e.at("name") == "bubble") {
+        EXPECT_EQ(e.at("tid").get<int>(), 5);
+      }
+    } else if (e.at("ph") == "M" && e.at("name") == "thread_name") {
+      thread_names[{pid, e.at("tid").get<int>()}] = e.at("args").at("name");
+    } else if (e.at("ph") == "M" && e.at("name") == "process_name") {
+      process_names[pid] = e.at("args").at("name");
+    }
+  }
+  EXPECT_EQ(x_per_pid[0], 2);
+  EXPECT_EQ(x_per_pid[1], 3);
+  EXPECT_EQ(process_names[0], "rank 0");
+  EXPECT_EQ(process_names[1], "rank 1");
+  EXPECT_EQ((thread_names[{0, 2}]), "comm");
+  EXPECT_EQ((thread_names[{1, 3}]), "optimizer");
+  EXPECT_EQ((thread_names[{1, 5}]), "custom-track");
+  // Rank 1's first event sits at its wall-clock offset from rank 0's start.
+  EXPECT_GE(rank1_backward_ts, wall1 - wall0);
+  EXPECT_LE(rank1_backward_ts, wall1 - wall0 + 5000);
+  fs::remove_all(dir);
+}
+
+TEST(Trace, MergeNamesAMissingPart) {
+  fs::path dir = temp_dir("missing");
+  std::string path = (dir / "t.json").string();
+  tr::start(0);
+  tr::stop();
+  tr::write_part(path);
+  try {
+    tr::merge_parts(path, 2);
+    FAIL() << "expected IOError";
+  } catch (const st::IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
