@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "tensor/error.h"
 
@@ -45,6 +46,9 @@ class DeviceGuard {
 size_t bytes_in_use();
 size_t bytes_peak();
 void reset_peak();
+size_t bytes_cached();      // held in the cache, free for reuse on their stream
+uint64_t malloc_count();    // cudaMalloc calls so far (flat in the steady state)
+void empty_cache();         // synchronises the device, then returns cached blocks to CUDA
 void synchronize();  // the current stream; for benchmarks and tests, never inside ops
 
 }  // namespace st::cuda

@@ -1,0 +1,146 @@
+// Stream-aware caching allocator behind Storage on the GPU.
+//
+// A block belongs to the stream that was current when it was first handed out. Freed blocks go
+// back to the cache of (device, stream, size class) and are reused only for requests on that same
+// stream, so stream order alone makes reuse safe (no events, no host sync). Size classes: 512 B
+// granules below 1 MiB, 2 MiB granules above, so that the steady state of a training step (the
+// same shapes every step) is served from the cache with no cudaMalloc/cudaFree at all.
+// When cudaMalloc fails the cache is released and the call retried once; a second failure throws
+// OutOfMemoryError naming the bytes asked and the bytes free on the device.
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "tensor/cuda/runtime.h"
+#include "tensor/storage.h"
+
+namespace st::cuda {
+namespace {
+
+struct Key {
+  int device;
+  cudaStream_t stream;
+  size_t size;
+  bool operator==(const Key& o) const { return device == o.device && stream == o.stream && size == o.size; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    return std::hash<size_t>()(k.size) ^ (std::hash<const void*>()(k.stream) * 31) ^ (static_cast<size_t>(k.device) << 56);
+  }
+};
+struct Block {
+  Key key;
+  size_t requested;
+};
+
+size_t size_class(size_t bytes) {
+  constexpr size_t kSmall = 512, kLarge = 2u << 20, kSplit = 1u << 20;
+  size_t g = bytes < kSplit ? kSmall : kLarge;
+  return (bytes + g - 1) / g * g;
+}
+
+class CachingAllocator {
+ public:
+  void* alloc(size_t bytes) {
+    int device = current_device();
+    Key key{device, current_stream(), size_class(bytes)};
+    std::lock_guard<std::mutex> lock(mu_);
+    void* p = nullptr;
+    auto it = cache_.find(key);
+    if (it != cache_.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+      cached_bytes_ -= key.size;
+    } else {
+      p = raw_malloc(key.size, bytes);
+    }
+    live_[p] = Block{key, bytes};
+    in_use_ += bytes;
+    if (in_use_ > peak_) peak_ = in_use_;
+    return p;
+  }
+
+  void free(void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(p);
+    if (it == live_.end()) return;  // not ours: nothing to give back
+    in_use_ -= it->second.requested;
+    cache_[it->second.key].push_back(p);
+    cached_bytes_ += it->second.key.size;
+    live_.erase(it);
+  }
+
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_cache_locked();
+  }
+
+  size_t in_use() const { std::lock_guard<std::mutex> l(mu_); return in_use_; }
+  size_t peak() const { std::lock_guard<std::mutex> l(mu_); return peak_; }
+  void reset_peak() { std::lock_guard<std::mutex> l(mu_); peak_ = in_use_; }
+  size_t cached() const { std::lock_guard<std::mutex> l(mu_); return cached_bytes_; }
+  uint64_t mallocs() const { std::lock_guard<std::mutex> l(mu_); return mallocs_; }
+
+ private:
+  void* raw_malloc(size_t rounded, size_t asked) {
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, rounded);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      release_cache_locked();
+      e = cudaMalloc(&p, rounded);
+    }
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      ST_THROW(OutOfMemoryError, "CUDA out of memory: asked for " << asked << " bytes (" << rounded
+                                  << " rounded), " << free_b << " bytes free of " << total_b << " on device "
+                                  << current_device() << "; " << in_use_ << " bytes in use by tensors");
+    }
+    CHECK_CUDA(e);
+    ++mallocs_;
+    return p;
+  }
+
+  void release_cache_locked() {
+    bool synced = false;
+    for (auto& [key, blocks] : cache_) {
+      if (blocks.empty()) continue;
+      if (!synced) {  // blocks may still be read by queued kernels of their stream
+        cudaDeviceSynchronize();
+        synced = true;
+      }
+      for (void* p : blocks) cudaFree(p);
+      cached_bytes_ -= key.size * blocks.size();
+      blocks.clear();
+    }
+  }
+
+  mutable std::mutex mu_;
+  std::unordered_map<Key, std::vector<void*>, KeyHash> cache_;
+  std::unordered_map<void*, Block> live_;
+  size_t in_use_ = 0, peak_ = 0, cached_bytes_ = 0;
+  uint64_t mallocs_ = 0;
+};
+
+// Leaked on purpose: tensors held by other statics are freed after any static allocator would be.
+CachingAllocator& allocator() {
+  static CachingAllocator* a = new CachingAllocator();
+  return *a;
+}
+
+}  // namespace
+
+void* device_alloc(size_t bytes) { return allocator().alloc(bytes); }
+void device_free(void* p, size_t) { allocator().free(p); }
+
+size_t bytes_in_use() { return allocator().in_use(); }
+size_t bytes_peak() { return allocator().peak(); }
+void reset_peak() { allocator().reset_peak(); }
+size_t bytes_cached() { return allocator().cached(); }
+uint64_t malloc_count() { return allocator().mallocs(); }
+void empty_cache() { allocator().empty_cache(); }
+
+}  // namespace st::cuda
