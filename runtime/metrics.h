@@ -1,0 +1,40 @@
+// Per-step metrics: the JSONL line of DESIGN.md's contract (rank 0 writes it) and the stdout
+// step line. A non-finite value (the grad norm of a skipped fp16 step) is written as null.
+//   {"step": 1, "loss": 5.55, "grad_norm": 1.55, "lr": 0.001, "loss_scale": 65536,
+//    "skipped": false, "tokens_per_s": 1234.5, "step_ms": 12.3, "mfu": 0.0, "mem_bytes": 123456}
+// plus "val_loss" on evaluation steps. loss_scale is the scale the step ran with (1 unless fp16).
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace st::runtime {
+
+struct StepMetrics {
+  int64_t step = 0;  // from 1
+  double loss = 0, grad_norm = 0, lr = 0, loss_scale = 1;
+  bool skipped = false;
+  double tokens_per_s = 0, step_ms = 0, mfu = 0;
+  int64_t mem_bytes = 0;
+  std::optional<double> val_loss;
+  nlohmann::ordered_json to_json() const;  // keys in the contract's order
+  std::string line(int64_t total_steps) const;  // "step 3/10 | loss 5.5358 | lr 1.00e-03 | ..."
+};
+
+// Appends one JSON object per line; opened lazily, flushed every line. Path "" = disabled.
+class MetricsWriter {
+ public:
+  MetricsWriter(const std::string& path, bool append);
+  void write(const StepMetrics& m);
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+// Reads a metrics file back (tests, tools); throws IOError naming the file and line.
+std::vector<nlohmann::json> read_metrics(const std::string& path);
+
+}  // namespace st::runtime

@@ -1,0 +1,253 @@
+// The training loop (see the header for the step order).
+#include "runtime/trainer.h"
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <limits>
+
+#include "ops/optim.h"
+#include "runtime/checkpoint_dir.h"
+#include "runtime/grad_clip.h"
+#include "runtime/model_registry.h"
+#include "tensor/autograd.h"
+
+namespace st::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+Device parse_device(const std::string& d) {
+  if (d == "cpu") return Device::cpu;
+  if (d == "cuda") return Device::cuda;
+  ST_THROW(ValueError, "device '" << d << "' is not one of cpu, cuda");
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& cfg, NamedTensors params, DType compute) {
+  if (cfg.optimizer == "adamw")
+    return std::make_unique<AdamW>(std::move(params),
+                                   AdamWOptions{cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay}, compute);
+  if (cfg.optimizer == "sgd")
+    return std::make_unique<Sgd>(std::move(params), SgdOptions{cfg.lr, cfg.momentum, cfg.weight_decay}, compute);
+  ST_THROW(ValueError, "optimizer '" << cfg.optimizer << "' is not one of adamw, sgd");
+}
+
+}  // namespace
+
+Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
+  ST_CHECK(cfg.tp == 1 && cfg.pp == 1 && (cfg.dp == 0 || cfg.dp == 1), ValueError,
+           "the single-process trainer runs dp = tp = pp = 1 (got dp " << cfg.dp << ", tp " << cfg.tp << ", pp "
+                                                                       << cfg.pp << ")");
+  ST_CHECK(!cfg.data.empty(), ValueError, "train: no token file (--data)");
+  std::string resume_path;
+  if (cfg.resume) {
+    ST_CHECK(!cfg.checkpoint_dir.empty(), ValueError, "--resume needs --checkpoint-dir");
+    resume_path = CheckpointDir(cfg.checkpoint_dir).latest();
+  }
+  Generator init_gen(cfg.seed);
+  if (!resume_path.empty()) {
+    TrainState st = TrainState::from_json(read_state(resume_path), resume_path + "/state.json");
+    model_ = build_model_from_json(st.model);
+    ST_CHECK(model_->family() == cfg.model, ValueError,
+             "--resume: the checkpoint " << resume_path << " holds a " << model_->family() << " model, --model is "
+                                         << cfg.model);
+  } else {
+    model_ = build_model(cfg, init_gen);
+  }
+  const Device device = parse_device(cfg.device);
+  auto data = std::make_shared<TokenData>(cfg.data);
+  const int64_t max_tok = data->max_token();
+  ST_CHECK(max_tok < model_->vocab_size(), ValueError,
+           cfg.data << " holds token id " << max_tok << ", outside the model's vocabulary of " << model_->vocab_size());
+  BatchLayout layout;
+  layout.micro_batch = cfg.micro_batch;
+  layout.grad_accum = cfg.grad_accum;
+  layout.seq_len = cfg.seq_len > 0 ? cfg.seq_len : model_->context_length();
+  ST_CHECK(layout.seq_len <= model_->context_length(), ValueError,
+           "--seq-len " << layout.seq_len << " exceeds the model's context length " << model_->context_length());
+  model_->move_parameters(device);
+  parts_.source = std::make_unique<LocalGradientSource>(model_, data, layout, device);
+  parts_.layout = layout;
+  init(resume_path);
+}
+
+Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<LanguageModel> model, TrainerParts parts,
+                 const std::string& resume_from)
+    : cfg_(cfg), model_(std::move(model)), parts_(std::move(parts)) {
+  ST_CHECK(parts_.source != nullptr, ValueError, "trainer: no gradient source");
+  init(resume_from);
+}
+
+void Trainer::init(const std::string& resume_path) {
+  if (!parts_.loss_reduction) parts_.loss_reduction = std::make_shared<LocalReductions>();
+  if (!parts_.grad_reduction) parts_.grad_reduction = std::make_shared<LocalReductions>();
+  precision_ = parse_precision(cfg_.precision);
+  scaler_ = LossScaler(precision_ == Precision::fp16);
+  schedule_ = LrSchedule{cfg_.lr_schedule, cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
+  schedule_.at(0);  // validates the kind
+  ST_CHECK(cfg_.steps >= 0 && cfg_.clip >= 0, ValueError, "--steps and --clip must be ≥ 0");
+  LoadedCheckpoint ckpt;
+  if (!resume_path.empty()) {
+    ckpt = load_train_checkpoint(resume_path);
+    try {
+      model_->load_state_dict(ckpt.model, /*strict=*/true);
+    } catch (const ValueError& e) {
+      ST_THROW(ValueError, resume_path << "/model.safetensors: " << e.what());
+    }
+  }
+  opt_ = make_optimizer(cfg_, model_->named_parameters(), compute_dtype(precision_));
+  if (!resume_path.empty()) {
+    const TrainState& st = ckpt.state;
+    ST_CHECK(st.precision == cfg_.precision && st.optimizer == cfg_.optimizer, ValueError,
+             "--resume: " << resume_path << " was written by a " << st.precision << "/" << st.optimizer
+                          << " run, this one is " << cfg_.precision << "/" << cfg_.optimizer);
+    ST_CHECK(st.global_batch == parts_.source->global_batch() && st.seq_len == parts_.source->seq_len(), ValueError,
+             "--resume: " << resume_path << " has global batch " << st.global_batch << " × seq-len " << st.seq_len
+                          << ", this run " << parts_.source->global_batch() << " × " << parts_.source->seq_len()
+                          << " (the data order would change)");
+    try {
+      opt_->load_state_dict(ckpt.optimizer);
+    } catch (const ValueError& e) {
+      ST_THROW(ValueError, resume_path << "/optimizer.safetensors: " << e.what());
+    }
+    step_ = st.step;
+    if (model_->generator()) model_->generator()->set_state(st.rng_seed, st.rng_offset);
+    scaler_.set_state(st.loss_scale, st.loss_scale_good_steps);
+    resumed_from_ = resume_path;
+  }
+  model_->train(true);
+  if (!cfg_.val_data.empty() && cfg_.eval_every > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
+}
+
+std::vector<Tensor> Trainer::collect_grads() {
+  NoGradGuard ng;
+  std::vector<Tensor> grads;
+  const double inv_scale = 1.0 / scaler_.scale();
+  for (auto& [name, p] : opt_->params()) {
+    Tensor g = p.grad();
+    if (!g.defined())
+      g = Tensor::zeros(p.shape(), DType::f32, p.device());  // unused parameter: zero gradient
+    else if (g.dtype() != DType::f32)
+      g = g.to(DType::f32);  // fresh f32 copy (fp16/bf16)
+    if (scaler_.enabled()) ops::scale_(g, inv_scale);
+    grads.push_back(g);
+  }
+  return grads;
+}
+
+StepMetrics Trainer::train_step() {
+  const auto t0 = Clock::now();
+  StepMetrics m;
+  m.step = step_ + 1;
+  m.loss_scale = scaler_.scale();
+  m.lr = schedule_.at(step_);
+  model_->zero_grad(/*set_to_none=*/true);
+  const double local_loss = parts_.source->compute_gradients(step_, scaler_.scale());
+  if (parts_.gradients_complete) parts_.gradients_complete();
+  std::vector<Tensor> grads = collect_grads();
+  bool found_inf = false;
+  if (scaler_.enabled()) found_inf = parts_.grad_reduction->allreduce_max(any_inf_nan(grads) ? 1.0 : 0.0) > 0.0;
+  m.loss = parts_.loss_reduction->allreduce_sum(local_loss);
+  if (found_inf) {
+    m.skipped = scaler_.update(true);
+    m.grad_norm = std::numeric_limits<double>::quiet_NaN();
+  } else {
+    m.grad_norm = std::sqrt(parts_.grad_reduction->allreduce_sum(local_sum_squares(grads)));
+    clip_by_global_norm(grads, m.grad_norm, cfg_.clip);
+    opt_->step(grads, m.lr);
+    scaler_.update(false);
+  }
+  grads.clear();
+  model_->zero_grad(/*set_to_none=*/true);
+  ++step_;
+  m.step_ms = ms_since(t0);
+  const double tokens = static_cast<double>(parts_.source->global_batch() * parts_.source->seq_len());
+  m.tokens_per_s = m.step_ms > 0 ? tokens / (m.step_ms / 1000.0) : 0.0;
+  m.mfu = 0.0;  // reported on the GPU only
+  m.mem_bytes = static_cast<int64_t>(cpu_bytes_peak());
+  return m;
+}
+
+double Trainer::evaluate(const TokenData& val, int64_t max_batches) {
+  const int64_t B = parts_.layout.micro_batch, T = parts_.source->seq_len();
+  const int64_t n = std::min<int64_t>(max_batches, val.num_sequences(T) / B);
+  ST_CHECK(n >= 1, ValueError, val.path() << " is too short for one validation batch of " << B << " × " << T);
+  const Device device = model_->parameters().front().device();
+  NoGradGuard ng;
+  model_->eval();
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    TokenBatch b = val.read(i * B, B, T);
+    sum += lm_loss(model_->forward(b.inputs.to(device)), b.targets.to(device)).item();
+  }
+  model_->train(true);
+  return sum / static_cast<double>(n);
+}
+
+TrainState Trainer::state() const {
+  TrainState s;
+  s.step = step_;
+  s.global_batch = parts_.source->global_batch();
+  s.seq_len = parts_.source->seq_len();
+  if (model_->generator()) {
+    s.rng_seed = model_->generator()->seed();
+    s.rng_offset = model_->generator()->offset();
+  }
+  s.loss_scale = scaler_.scale();
+  s.loss_scale_good_steps = scaler_.good_steps();
+  s.precision = cfg_.precision;
+  s.optimizer = cfg_.optimizer;
+  const BatchLayout& l = parts_.layout;
+  s.layout = {{"dp", l.dp}, {"tp", cfg_.tp}, {"pp", cfg_.pp}, {"micro_batch", l.micro_batch}, {"grad_accum", l.grad_accum}};
+  s.model = {{"family", model_->family()}, {"config", model_->config_json()}};
+  return s;
+}
+
+std::string Trainer::save_checkpoint() {
+  ST_CHECK(!cfg_.checkpoint_dir.empty(), ValueError, "save_checkpoint: no --checkpoint-dir");
+  return save_train_checkpoint(cfg_.checkpoint_dir, state(), *model_, *opt_, cfg_.keep_checkpoints);
+}
+
+void Trainer::run() {
+  const bool lead = parts_.rank == 0;
+  MetricsWriter metrics(lead ? cfg_.metrics : "", /*append=*/!resumed_from_.empty());
+  nlohmann::json trace = nlohmann::json::array();
+  if (lead) {
+    std::cout << "model " << model_->family() << ": " << model_->num_parameters() << " parameters, "
+              << model_->layers().size() << " layers | " << cfg_.precision << " | global batch "
+              << parts_.source->global_batch() << " × " << parts_.source->seq_len() << " tokens | " << cfg_.optimizer
+              << " lr " << cfg_.lr << " (" << cfg_.lr_schedule << ")\n";
+    if (!resumed_from_.empty()) std::cout << "resumed from " << resumed_from_ << " at step " << step_ << "\n";
+  }
+  const auto run_start = Clock::now();
+  while (step_ < cfg_.steps) {
+    const double start_us = std::chrono::duration<double, std::micro>(Clock::now() - run_start).count();
+    StepMetrics m = train_step();
+    if (val_data_ && step_ % cfg_.eval_every == 0) m.val_loss = evaluate(*val_data_);
+    const bool ckpt_due = !cfg_.checkpoint_dir.empty() &&
+                          ((cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0) || step_ == cfg_.steps);
+    if (ckpt_due && lead) save_checkpoint();
+    if (lead) {
+      metrics.write(m);
+      if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || step_ == cfg_.steps))
+        std::cout << m.line(cfg_.steps) << std::endl;
+      if (!cfg_.trace.empty())
+        trace.push_back({{"name", "step " + std::to_string(m.step)}, {"ph", "X"}, {"ts", start_us},
+                         {"dur", m.step_ms * 1000.0}, {"pid", parts_.rank}, {"tid", 0}});
+    }
+  }
+  if (lead && !cfg_.trace.empty()) {
+    std::ofstream out(cfg_.trace);
+    out << nlohmann::json{{"traceEvents", trace}}.dump() << "\n";
+    ST_CHECK(out.good(), IOError, "trace: cannot write " << cfg_.trace);
+  }
+}
+
+int run_training(const TrainConfig& cfg) {
+  Trainer trainer(cfg);
+  trainer.run();
+  return 0;
+}
+
+}  // namespace st::runtime

@@ -1,0 +1,85 @@
+// The training loop. One optimizer step, in DESIGN.md's order, each part a separate function so
+// that data parallelism and pipelines plug in (TrainerParts):
+//   1. zero the gradients
+//   2. GradientSource::compute_gradients — forward/backward over this rank's micro-batches, loss
+//      scaled by loss_scale/(K·dp) (runtime/gradient_source.h; a pipeline replaces this)
+//   3. the gradients-complete hook (the DP reducer waits for its bucket all-reduces here)
+//   4. gradients to f32, unscaled (fp16); the inf/NaN flag agreed by grad_reduction.allreduce_max
+//   5. skipped step (fp16 overflow): the scale halves, nothing else changes
+//      else: global norm² by grad_reduction.allreduce_sum, clip, lr from the schedule, optimizer
+//      step (f32 masters, low-precision copies rewritten), loss scaler update
+//   6. metrics: loss (loss_reduction.allreduce_sum of the local shares), JSONL + stdout on rank 0
+// Checkpoints (runtime/train_checkpoint.h) every cfg.checkpoint_every steps and at the end;
+// --resume takes the newest complete one and continues bit-exactly (same data order, same
+// dropout stream, same optimizer and scaler state).
+#pragma once
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "runtime/gradient_source.h"
+#include "runtime/language_model.h"
+#include "runtime/lr_schedule.h"
+#include "runtime/metrics.h"
+#include "runtime/mixed_precision.h"
+#include "runtime/optimizer.h"
+#include "runtime/reductions.h"
+#include "runtime/train_checkpoint.h"
+#include "runtime/train_config.h"
+
+namespace st::runtime {
+
+// What a distributed trainer replaces. Defaults: one process.
+struct TrainerParts {
+  std::unique_ptr<GradientSource> source;          // required
+  std::shared_ptr<Reductions> loss_reduction;      // null: identity
+  std::shared_ptr<Reductions> grad_reduction;      // null: identity
+  std::function<void()> gradients_complete;        // null: nothing to wait for
+  int rank = 0;                                    // rank 0 writes metrics, stdout and checkpoints
+  BatchLayout layout;                              // recorded in checkpoints
+};
+
+class Trainer {
+ public:
+  // One process: builds the model (cfg.model / cfg.init_from, or the newest checkpoint under
+  // cfg.checkpoint_dir with cfg.resume), the data (cfg.data, required) and the parts.
+  explicit Trainer(const TrainConfig& cfg);
+  // With a model built by the caller in f32 (parameters on cfg.device) and the parts wired to
+  // it. `resume_from`: a checkpoint directory to restore, "" for none.
+  Trainer(const TrainConfig& cfg, std::shared_ptr<LanguageModel> model, TrainerParts parts,
+          const std::string& resume_from = "");
+
+  StepMetrics train_step();           // runs step number step() (from 0) and returns its metrics
+  void run();                         // steps until cfg.steps, logging and checkpointing
+  std::string save_checkpoint();      // under cfg.checkpoint_dir; returns the directory
+  double evaluate(const TokenData& val, int64_t max_batches = 8);  // mean loss, no gradients
+
+  int64_t step() const { return step_; }
+  LanguageModel& model() { return *model_; }
+  Optimizer& optimizer() { return *opt_; }
+  LossScaler& scaler() { return scaler_; }
+  const TrainConfig& config() const { return cfg_; }
+  const std::string& resumed_from() const { return resumed_from_; }
+  TrainState state() const;
+
+ private:
+  void init(const std::string& resume_from);
+  std::vector<Tensor> collect_grads();  // f32, unscaled, aligned with the optimizer's params
+
+  TrainConfig cfg_;
+  std::shared_ptr<LanguageModel> model_;
+  TrainerParts parts_;
+  std::unique_ptr<Optimizer> opt_;
+  LossScaler scaler_{false};
+  Precision precision_ = Precision::fp32;
+  LrSchedule schedule_;
+  int64_t step_ = 0;
+  std::string resumed_from_;
+  std::shared_ptr<const TokenData> val_data_;
+};
+
+// `shardtrain train` (launch/ fills cfg, including cfg.data): trains, returns 0. Errors throw.
+int run_training(const TrainConfig& cfg);
+
+}  // namespace st::runtime
