@@ -28,8 +28,9 @@ inline constexpr Millis kCommTimeout{-1};
 
 class CommState {
  public:
-  CommState(int rank, int size, std::string name, Millis timeout)
-      : rank_(rank), size_(size), name_(std::move(name)), timeout_(timeout) {}
+  CommState(int rank, int size, std::string name, Millis timeout) : rank_(rank), size_(size), name_(std::move(name)) {
+    set_timeout(timeout);
+  }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -50,8 +51,7 @@ class CommState {
   int rank_;
   int size_;
   std::string name_;
-  Millis timeout_;
-  std::atomic<int64_t> timeout_ms_{timeout_.count()};
+  std::atomic<int64_t> timeout_ms_{0};
   std::atomic<bool> broken_{false};
   mutable std::mutex mu_;
   std::string reason_;

@@ -1,0 +1,97 @@
+// bench_comm: all-reduce bus bandwidth, shardtrain's Communicator against the raw MPI library in
+// the same run, from 4 KB to 256 MB of f32 (a program, not a test; run under mpirun).
+//
+//   mpirun -np 2 build/tests/bench/bench_comm [--max-mb 256]
+//
+// Bus bandwidth = 2(n−1)/n × bytes / time (the NCCL-tests convention: what each link carries in
+// a ring all-reduce). Time per call = the slowest rank's, best of 3 rounds; the three methods run
+// interleaved on the same buffer so that they see the same memory and cache state.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "comm/mpi/mpi_communicator.h"
+
+using namespace st;
+using namespace st::comm;
+
+namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Seconds per call of `fn` (slowest rank), after a barrier.
+double time_calls(int iters, const std::function<void()>& fn) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = now_s();
+  for (int i = 0; i < iters; ++i) fn();
+  double dt = (now_s() - t0) / iters, worst = 0;
+  MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return worst;
+}
+
+std::string human(size_t bytes) {
+  char buf[32];
+  if (bytes >= (1u << 20))
+    std::snprintf(buf, sizeof buf, "%zu MB", bytes >> 20);
+  else
+    std::snprintf(buf, sizeof buf, "%zu KB", bytes >> 10);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  size_t max_mb = 256;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--max-mb") == 0) max_mb = std::stoul(argv[i + 1]);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  auto comm = MpiCommunicator::dup(MPI_COMM_WORLD, "bench", Millis(120000));
+  MPI_Comm raw;
+  MPI_Comm_dup(MPI_COMM_WORLD, &raw);
+
+  if (rank == 0) {
+    std::printf("all-reduce f32, %d ranks, bus bandwidth GB/s = 2(n-1)/n x bytes / time (best of 3)\n\n", size);
+    std::printf("| size | shardtrain allReduce | raw MPI_Iallreduce+MPI_Wait | raw MPI_Allreduce | overhead vs Iallreduce | vs Allreduce |\n");
+    std::printf("|---:|---:|---:|---:|---:|---:|\n");
+  }
+  const double factor = 2.0 * (size - 1) / size;
+  for (size_t bytes = 4096; bytes <= max_mb * (size_t(1) << 20); bytes *= 4) {
+    const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
+    Tensor t = Tensor::zeros({n}, DType::f32);  // (n); zeros stay zeros under repeated sums
+    float* p = t.data<float>();
+    const int iters = static_cast<int>(std::clamp<size_t>((size_t(1) << 30) / bytes, 5, 500));
+    std::vector<std::function<void()>> methods{
+        [&] { comm->allReduce(t)->wait(); },
+        [&] {
+          MPI_Request r;
+          MPI_Iallreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM, raw, &r);
+          MPI_Wait(&r, MPI_STATUS_IGNORE);
+        },
+        [&] { MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM, raw); },
+    };
+    std::vector<double> best(methods.size(), 1e30);
+    for (auto& m : methods) m();  // warm-up
+    for (int round = 0; round < 3; ++round)
+      for (size_t k = 0; k < methods.size(); ++k) best[k] = std::min(best[k], time_calls(iters, methods[k]));
+    if (rank == 0) {
+      auto bw = [&](double s) { return factor * static_cast<double>(bytes) / s / 1e9; };
+      std::printf("| %s | %.2f | %.2f | %.2f | %+.1f%% | %+.1f%% |\n", human(bytes).c_str(), bw(best[0]), bw(best[1]),
+                  bw(best[2]), 100.0 * (best[0] / best[1] - 1.0), 100.0 * (best[0] / best[2] - 1.0));
+      std::fflush(stdout);
+    }
+  }
+  comm.reset();
+  MPI_Comm_free(&raw);
+  MPI_Finalize();
+  return 0;
+}
