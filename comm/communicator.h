@@ -64,7 +64,7 @@ enum class CollectiveKind : int64_t { allreduce = 1, reduce_scatter, all_gather,
 const char* collective_name(CollectiveKind k);
 std::string describe_signature(const CollectiveSignature& s);  // "allreduce(sum) f32 ×4 seq 3"
 
-class Communicator : public std::enable_shared_from_this<Communicator> {
+class Communicator {
  public:
   virtual ~Communicator() = default;
   Communicator(const Communicator&) = delete;

@@ -4,8 +4,9 @@
 //   mpirun -np 2 build/tests/bench/bench_comm [--max-mb 256]
 //
 // Bus bandwidth = 2(n−1)/n × bytes / time (the NCCL-tests convention: what each link carries in
-// a ring all-reduce). Time per call = the slowest rank's, best of 3 rounds; the three methods run
-// interleaved on the same buffer so that they see the same memory and cache state.
+// a ring all-reduce). Time per call = the slowest rank's, best of kRounds rounds (the machine may
+// be shared); the three methods run interleaved on the same buffer, so they see the same memory,
+// cache state and background load.
 #include <mpi.h>
 
 #include <algorithm>
@@ -22,6 +23,8 @@ using namespace st;
 using namespace st::comm;
 
 namespace {
+
+constexpr int kRounds = 5;
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -60,7 +63,7 @@ int main(int argc, char** argv) {
   MPI_Comm_dup(MPI_COMM_WORLD, &raw);
 
   if (rank == 0) {
-    std::printf("all-reduce f32, %d ranks, bus bandwidth GB/s = 2(n-1)/n x bytes / time (best of 3)\n\n", size);
+    std::printf("all-reduce f32, %d ranks, bus bandwidth GB/s = 2(n-1)/n x bytes / time (best of %d rounds)\n\n", size, kRounds);
     std::printf("| size | shardtrain allReduce | raw MPI_Iallreduce+MPI_Wait | raw MPI_Allreduce | overhead vs Iallreduce | vs Allreduce |\n");
     std::printf("|---:|---:|---:|---:|---:|---:|\n");
   }
@@ -69,7 +72,7 @@ int main(int argc, char** argv) {
     const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
     Tensor t = Tensor::zeros({n}, DType::f32);  // (n); zeros stay zeros under repeated sums
     float* p = t.data<float>();
-    const int iters = static_cast<int>(std::clamp<size_t>((size_t(1) << 30) / bytes, 5, 500));
+    const int iters = static_cast<int>(std::clamp<size_t>((size_t(1) << 27) / bytes, 3, 200));
     std::vector<std::function<void()>> methods{
         [&] { comm->allReduce(t)->wait(); },
         [&] {
@@ -81,7 +84,7 @@ int main(int argc, char** argv) {
     };
     std::vector<double> best(methods.size(), 1e30);
     for (auto& m : methods) m();  // warm-up
-    for (int round = 0; round < 3; ++round)
+    for (int round = 0; round < kRounds; ++round)
       for (size_t k = 0; k < methods.size(); ++k) best[k] = std::min(best[k], time_calls(iters, methods[k]));
     if (rank == 0) {
       auto bw = [&](double s) { return factor * static_cast<double>(bytes) / s / 1e9; };

@@ -144,6 +144,10 @@ TEST_P(Collectives, WorkHandlesCarryOpAndSequence) {
   EXPECT_EQ(u.to_double()[3], 2.0 * N);
   EXPECT_NE(a->describe().find("rank " + std::to_string(R)), std::string::npos);
   EXPECT_NE(a->describe().find("'world'"), std::string::npos);
+  // A Work dropped unwaited finishes in its destructor: the result is in place afterwards.
+  Tensor v = Tensor::full({3}, 1.0, DType::f32, dev);
+  world->allReduce(v);
+  EXPECT_EQ(v.to_double()[2], 1.0 * N);
 }
 
 // Rank 0 sleeps 300 ms after a barrier, then joins; the others' wait() must not return earlier.
