@@ -1,0 +1,51 @@
+// CUDA GELU (tanh form) and ReLU, forward and backward, through the vectorised pointwise map
+// (ops/cuda/pointwise.cuh). Same formulas as ops/cpu/activation.cpp; backward writes dx (=).
+#include "ops/activation.h"
+#include "ops/cuda/pointwise.cuh"
+
+namespace st::ops::cuda {
+namespace {
+constexpr float kBeta = 0.7978845608028654f;  // √(2/π)
+constexpr float kKappa = 0.044715f;
+
+// kernels (functors run inside map1_kernel / map2_kernel)
+
+struct GeluFwd {
+  __device__ float operator()(int64_t, float v) const {
+    return 0.5f * v * (1.f + tanhf(kBeta * (v + kKappa * v * v * v)));
+  }
+};
+struct GeluBwd {  // (x, dy) → dx
+  __device__ float operator()(int64_t, float v, float g) const {
+    const float v2 = v * v;
+    const float t = tanhf(kBeta * (v + kKappa * v2 * v));
+    return g * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * kBeta * (1.f + 3.f * kKappa * v2));
+  }
+};
+struct ReluFwd {
+  __device__ float operator()(int64_t, float v) const { return v > 0.f ? v : 0.f; }
+};
+struct ReluBwd {
+  __device__ float operator()(int64_t, float v, float g) const { return v > 0.f ? g : 0.f; }
+};
+
+// launchers
+
+template <class F>
+void unary(const char* op, const Tensor& x, Tensor& y, F f) {
+  check_contiguous_cuda(op, {&x, &y});
+  visit_float_dtype(x.dtype(), op, [&](auto tag) { map1<decltype(tag)>(x, y, f); });
+}
+template <class F>
+void binary(const char* op, const Tensor& x, const Tensor& dy, Tensor& dx, F f) {
+  check_contiguous_cuda(op, {&x, &dy, &dx});
+  visit_float_dtype(x.dtype(), op, [&](auto tag) { map2<decltype(tag)>(x, dy, dx, f); });
+}
+}  // namespace
+
+void gelu_fwd(const Tensor& x, Tensor& y) { unary("gelu", x, y, GeluFwd{}); }
+void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) { binary("gelu", x, dy, dx, GeluBwd{}); }
+void relu_fwd(const Tensor& x, Tensor& y) { unary("relu", x, y, ReluFwd{}); }
+void relu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) { binary("relu", x, dy, dx, ReluBwd{}); }
+
+}  // namespace st::ops::cuda

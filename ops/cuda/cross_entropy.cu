@@ -1,0 +1,180 @@
+// CUDA fused softmax + cross-entropy. The logits (N, V) are read in their own dtype, never
+// copied to f32:
+//   fwd: one block per row, one pass with an online max / Σ exp per thread (merged across the
+//        block), lse (N) f32 and the row loss; then one small block sums the counted rows in
+//        double and writes loss () = total / count and count (). An out-of-range target is
+//        flagged in device memory and raised as ValueError after the kernels (this one host
+//        sync is the contract's price for the named error).
+//   bwd: one pass per row, dlogits = (exp(x − lse) − onehot(t)) · dloss / count, written (=);
+//        dloss and count are read from device memory, so no host sync.
+#include "ops/cross_entropy.h"
+#include "ops/cuda/common.cuh"
+
+namespace st::ops::cuda {
+namespace {
+
+constexpr int kThreads = 512;
+
+__device__ inline void online_merge(float& m, float& s, float m2, float s2) {
+  const float mm = fmaxf(m, m2);
+  if (mm == -INFINITY) return;  // both empty
+  s = s * expf(m - mm) + s2 * expf(m2 - mm);
+  m = mm;
+}
+
+// kernels
+
+// logits (N, V), targets (N) → lse (N), row_loss (N) (NaN-free; 0 on ignored rows), valid (N),
+// bad[0..1] = (row, target) of the first out-of-range target
+template <class T, class I>
+__global__ void cross_entropy_fwd_kernel(const T* logits, const I* targets, int64_t N, int64_t V, int64_t ignore,
+                                         float* lse, float* row_loss, float* valid, unsigned long long* bad) {
+  __shared__ float sm[32], ss[32];
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const T* xr = logits + n * V;
+    float m = -INFINITY, s = 0.f;
+    for (int64_t c = threadIdx.x; c < V; c += blockDim.x) {
+      const float v = to_float(xr[c]);
+      if (v > m) {
+        s = s * expf(m - v) + 1.f;
+        m = v;
+      } else {
+        s += expf(v - m);
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+      online_merge(m, s, m2, s2);
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    if (lane == 0) {
+      sm[warp] = m;
+      ss[warp] = s;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float M = sm[0], S = ss[0];
+      for (int w = 1; w < nw; ++w) online_merge(M, S, sm[w], ss[w]);
+      const float ls = logf(S);
+      lse[n] = M + ls;
+      const int64_t t = static_cast<int64_t>(targets[n]);
+      float loss = 0.f, ok = 0.f;
+      if (t != ignore) {
+        if (t < 0 || t >= V) {
+          if (atomicCAS(bad, ~0ull, static_cast<unsigned long long>(n)) == ~0ull)
+            bad[1] = static_cast<unsigned long long>(t);
+        } else {
+          loss = ls - (to_float(xr[t]) - M);
+          ok = 1.f;
+        }
+      }
+      row_loss[n] = loss;
+      valid[n] = ok;
+    }
+    __syncthreads();
+  }
+}
+
+// row_loss, valid (N) → loss () = Σ loss / Σ valid, count () = Σ valid
+__global__ void cross_entropy_mean_kernel(const float* row_loss, const float* valid, int64_t N, float* loss,
+                                          float* count) {
+  __shared__ double scratch[32];
+  double a = 0, c = 0;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
+    a += row_loss[n];
+    c += valid[n];
+  }
+  a = block_sum(a, scratch);
+  c = block_sum(c, scratch);
+  if (threadIdx.x == 0) {
+    *loss = static_cast<float>(a / c);
+    *count = static_cast<float>(c);
+  }
+}
+
+// logits, dlogits (N, V); lse (N); count, dloss () on the device
+template <class T, class I>
+__global__ void cross_entropy_bwd_kernel(const T* logits, const I* targets, const float* lse, const float* count,
+                                         const float* dloss, int64_t N, int64_t V, int64_t ignore, T* dlogits) {
+  const float cnt = *count;
+  const float k = cnt > 0.f ? *dloss / cnt : 0.f;
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const T* xr = logits + n * V;
+    T* dr = dlogits + n * V;
+    const int64_t t = static_cast<int64_t>(targets[n]);
+    const float l = lse[n];
+    if (t == ignore) {
+      for (int64_t c = threadIdx.x; c < V; c += blockDim.x) dr[c] = from_float<T>(0.f);
+      continue;
+    }
+    for (int64_t c = threadIdx.x; c < V; c += blockDim.x) {
+      float d = expf(to_float(xr[c]) - l) * k;
+      if (c == t) d -= k;
+      dr[c] = from_float<T>(d);
+    }
+  }
+}
+
+template <class Fn>
+void visit_index(const Tensor& t, Fn&& fn) {
+  if (t.dtype() == DType::i32)
+    fn(int32_t{});
+  else if (t.dtype() == DType::i64)
+    fn(int64_t{});
+  else
+    ST_THROW(DTypeError, "cross_entropy: targets must be i32/i64, got " << t.describe());
+}
+
+}  // namespace
+
+// launchers
+
+void cross_entropy_fwd(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& loss, Tensor& lse,
+                       Tensor& count) {
+  check_contiguous_cuda("cross_entropy", {&logits, &targets, &loss, &lse, &count});
+  const int64_t N = logits.size(0), V = logits.size(1);
+  cudaStream_t stream = current_stream();
+  Tensor row_loss = Tensor::empty({N}, DType::f32, Device::cuda);  // (N)
+  Tensor valid = Tensor::empty({N}, DType::f32, Device::cuda);     // (N)
+  Tensor bad = Tensor::full({2}, -1.0, DType::i64, Device::cuda);  // (row, target) or all ones
+  if (N > 0) {
+    visit_float_dtype(logits.dtype(), "cross_entropy", [&](auto tag) {
+      using T = decltype(tag);
+      visit_index(targets, [&](auto itag) {
+        using I = decltype(itag);
+        cross_entropy_fwd_kernel<T, I><<<grid_for(N, 1), kThreads, 0, stream>>>(
+            static_cast<const T*>(logits.data_ptr()), static_cast<const I*>(targets.data_ptr()), N, V, ignore_index,
+            lse.data<float>(), row_loss.data<float>(), valid.data<float>(),
+            static_cast<unsigned long long*>(bad.data_ptr()));
+        CHECK_LAUNCH();
+      });
+    });
+  }
+  cross_entropy_mean_kernel<<<1, 1024, 0, stream>>>(row_loss.data<float>(), valid.data<float>(), N,
+                                                    loss.data<float>(), count.data<float>());
+  CHECK_LAUNCH();
+  std::vector<double> b = bad.to_double();  // synchronises the stream
+  if (b[0] >= 0)
+    ST_THROW(ValueError, "cross_entropy: target " << static_cast<int64_t>(b[1]) << " at position "
+                                                  << static_cast<int64_t>(b[0]) << " is outside [0, V = " << V
+                                                  << ") and is not ignore_index " << ignore_index);
+}
+
+void cross_entropy_bwd(const Tensor& logits, const Tensor& targets, const Tensor& lse, const Tensor& count,
+                       const Tensor& dloss, int64_t ignore_index, Tensor& dlogits) {
+  check_contiguous_cuda("cross_entropy", {&logits, &targets, &lse, &count, &dloss, &dlogits});
+  const int64_t N = logits.size(0), V = logits.size(1);
+  if (N == 0) return;
+  visit_float_dtype(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    visit_index(targets, [&](auto itag) {
+      using I = decltype(itag);
+      cross_entropy_bwd_kernel<T, I><<<grid_for(N, 1), kThreads, 0, current_stream()>>>(
+          static_cast<const T*>(logits.data_ptr()), static_cast<const I*>(targets.data_ptr()), lse.data<float>(),
+          count.data<float>(), dloss.data<float>(), N, V, ignore_index, static_cast<T*>(dlogits.data_ptr()));
+      CHECK_LAUNCH();
+    });
+  });
+}
+
+}  // namespace st::ops::cuda

@@ -1,0 +1,166 @@
+// CUDA layer normalisation over the last dim, fused per direction:
+//   fwd: one warp per row (N, C): mean, then the centred variance (a second pass over the row,
+//        which is in L1), then y = (x − mean)·rstd·w + b; saves mean, rstd (N) f32.
+//   bwd: dx in one warp per row (Σ g and Σ g·n̂ with g = dy·w, llm.c's formula), written (=);
+//        dw = Σ_rows dy·n̂ and db = Σ_rows dy by a column kernel: 32 columns × 8 row lanes per
+//        block over a slice of rows, partials (S, C) in f32, then a fixed-order sum over the S
+//        slices. No atomics, so dw/db are bit-reproducible run to run.
+#include "ops/cuda/common.cuh"
+#include "ops/layernorm.h"
+
+namespace st::ops::cuda {
+namespace {
+
+constexpr int kRowsPerBlock = 8;  // warps per block in the row kernels
+
+// kernels
+
+// x, y (N, C); w, b (C); mean, rstd (N)
+template <class T>
+__global__ void layernorm_fwd_kernel(const T* x, const T* w, const T* b, float eps, T* y, float* mean, float* rstd,
+                                     int64_t N, int64_t C) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = blockIdx.x * (int64_t)kRowsPerBlock + (threadIdx.x >> 5);
+  if (r >= N) return;
+  const T* xr = x + r * C;
+  float s = 0.f;
+  for (int64_t c = lane; c < C; c += 32) s += to_float(xr[c]);
+  const float mu = warp_sum(s) / static_cast<float>(C);
+  float v = 0.f;
+  for (int64_t c = lane; c < C; c += 32) {
+    const float d = to_float(xr[c]) - mu;
+    v += d * d;
+  }
+  const float rs = rsqrtf(warp_sum(v) / static_cast<float>(C) + eps);
+  T* yr = y + r * C;
+  for (int64_t c = lane; c < C; c += 32)
+    yr[c] = from_float<T>((to_float(xr[c]) - mu) * rs * to_float(w[c]) + to_float(b[c]));
+  if (lane == 0) {
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+}
+
+// x, dy, dx (N, C); w (C); mean, rstd (N)
+template <class T>
+__global__ void layernorm_bwd_dx_kernel(const T* x, const T* w, const float* mean, const float* rstd, const T* dy,
+                                        T* dx, int64_t N, int64_t C) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = blockIdx.x * (int64_t)kRowsPerBlock + (threadIdx.x >> 5);
+  if (r >= N) return;
+  const T* xr = x + r * C;
+  const T* gr = dy + r * C;
+  const float mu = mean[r], rs = rstd[r];
+  float sg = 0.f, sgn = 0.f;
+  for (int64_t c = lane; c < C; c += 32) {
+    const float g = to_float(gr[c]) * to_float(w[c]);
+    sg += g;
+    sgn += g * (to_float(xr[c]) - mu) * rs;
+  }
+  const float mg = warp_sum(sg) / static_cast<float>(C), mgn = warp_sum(sgn) / static_cast<float>(C);
+  T* dr = dx + r * C;
+  for (int64_t c = lane; c < C; c += 32) {
+    const float g = to_float(gr[c]) * to_float(w[c]);
+    const float nh = (to_float(xr[c]) - mu) * rs;
+    dr[c] = from_float<T>(rs * (g - mg - nh * mgn));
+  }
+}
+
+// Column partial sums over the rows of slice blockIdx.y: part_w, part_b (S, C) f32.
+// Block (32, 8): threadIdx.x a column of the tile, threadIdx.y a row lane.
+template <class T>
+__global__ void layernorm_bwd_dwdb_partial_kernel(const T* x, const float* mean, const float* rstd, const T* dy,
+                                                  float* part_w, float* part_b, int64_t N, int64_t C,
+                                                  int64_t rows_per_slice) {
+  __shared__ float sw[8][33], sb[8][33];
+  const int64_t c = blockIdx.x * 32LL + threadIdx.x;
+  const int64_t r0 = blockIdx.y * rows_per_slice, r1 = min(N, r0 + rows_per_slice);
+  float aw = 0.f, ab = 0.f;
+  if (c < C) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
+      const float g = to_float(dy[r * C + c]);
+      aw += g * (to_float(x[r * C + c]) - mean[r]) * rstd[r];
+      ab += g;
+    }
+  }
+  sw[threadIdx.y][threadIdx.x] = aw;
+  sb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    float tw = 0.f, tb = 0.f;
+    for (int k = 0; k < 8; ++k) {
+      tw += sw[k][threadIdx.x];
+      tb += sb[k][threadIdx.x];
+    }
+    part_w[blockIdx.y * C + c] = tw;
+    part_b[blockIdx.y * C + c] = tb;
+  }
+}
+
+// part_w, part_b (S, C) → dw, db (C), summed in slice order
+template <class T>
+__global__ void layernorm_bwd_dwdb_final_kernel(const float* part_w, const float* part_b, int64_t S, int64_t C, T* dw,
+                                                T* db) {
+  const int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float tw = 0.f, tb = 0.f;
+  for (int64_t s = 0; s < S; ++s) {
+    tw += part_w[s * C + c];
+    tb += part_b[s * C + c];
+  }
+  dw[c] = from_float<T>(tw);
+  db[c] = from_float<T>(tb);
+}
+
+}  // namespace
+
+// launchers
+
+void layernorm_fwd(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
+  check_contiguous_cuda("layernorm", {&x, &w, &b, &y, &mean, &rstd});
+  const int64_t C = x.size(-1), N = C ? x.numel() / C : 0;
+  if (N == 0) return;
+  visit_float_dtype(x.dtype(), "layernorm", [&](auto tag) {
+    using T = decltype(tag);
+    layernorm_fwd_kernel<T><<<grid_for(N, kRowsPerBlock, INT32_MAX), 32 * kRowsPerBlock, 0, current_stream()>>>(
+        static_cast<const T*>(x.data_ptr()), static_cast<const T*>(w.data_ptr()), static_cast<const T*>(b.data_ptr()),
+        eps, static_cast<T*>(y.data_ptr()), mean.data<float>(), rstd.data<float>(), N, C);
+    CHECK_LAUNCH();
+  });
+}
+
+void layernorm_bwd(const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd, const Tensor& dy,
+                   Tensor& dx, Tensor& dw, Tensor& db) {
+  check_contiguous_cuda("layernorm", {&x, &w, &mean, &rstd, &dy, &dx, &dw, &db});
+  const int64_t C = x.size(-1), N = C ? x.numel() / C : 0;
+  if (C == 0) return;
+  cudaStream_t stream = current_stream();
+  // Slices: enough blocks to fill the GPU (~4 per SM over the column tiles), ≥ 32 rows each.
+  const int64_t tiles = (C + 31) / 32;
+  int64_t S = std::max<int64_t>(1, std::min<int64_t>((4 * 132 + tiles - 1) / tiles, (N + 31) / 32));
+  S = std::min<int64_t>(S, 65535);
+  const int64_t rows_per_slice = N > 0 ? (N + S - 1) / S : 1;
+  Tensor part_w = Tensor::empty({S, C}, DType::f32, Device::cuda);  // (S, C)
+  Tensor part_b = Tensor::empty({S, C}, DType::f32, Device::cuda);  // (S, C)
+  visit_float_dtype(x.dtype(), "layernorm", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = static_cast<const T*>(x.data_ptr());
+    const T* pdy = static_cast<const T*>(dy.data_ptr());
+    if (N > 0) {
+      layernorm_bwd_dx_kernel<T><<<grid_for(N, kRowsPerBlock, INT32_MAX), 32 * kRowsPerBlock, 0, stream>>>(
+          px, static_cast<const T*>(w.data_ptr()), mean.data<float>(), rstd.data<float>(), pdy,
+          static_cast<T*>(dx.data_ptr()), N, C);
+      CHECK_LAUNCH();
+    }
+    layernorm_bwd_dwdb_partial_kernel<T><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(S)), dim3(32, 8), 0,
+                                           stream>>>(px, mean.data<float>(), rstd.data<float>(), pdy,
+                                                     part_w.data<float>(), part_b.data<float>(), N, C, rows_per_slice);
+    CHECK_LAUNCH();
+    layernorm_bwd_dwdb_final_kernel<T><<<grid_for(C, 256), 256, 0, stream>>>(
+        part_w.data<float>(), part_b.data<float>(), S, C, static_cast<T*>(dw.data_ptr()),
+        static_cast<T*>(db.data_ptr()));
+    CHECK_LAUNCH();
+  });
+}
+
+}  // namespace st::ops::cuda

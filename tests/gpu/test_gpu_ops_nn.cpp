@@ -1,0 +1,113 @@
+// CUDA network ops against the CPU ops: activations, dropout (same mask), softmax, fused
+// cross-entropy (ignore_index, out-of-range target), layernorm, embedding (repeated indices,
+// bad index), causal attention (T = 1000, D = 64 and an odd D). f32 / f16 / bf16, fwd and bwd.
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/cross_entropy.h"
+#include "ops/dropout.h"
+#include "ops/embedding.h"
+#include "ops/layernorm.h"
+#include "ops/reduce.h"
+#include "ops/softmax.h"
+#include "tests/gpu/gpu_cases.h"
+
+using namespace st;
+using namespace st::test;
+
+namespace {
+Tensor targets_for(int64_t n, int64_t V, int64_t ignore_every, DType dt) {
+  std::vector<int64_t> t(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) t[i] = (ignore_every && i % ignore_every == 3) ? -100 : (i * 7919 + 13) % V;
+  return Tensor::from_vector(t, {n}).to(dt);
+}
+}  // namespace
+
+TEST(GpuOpsNN, Activations) {
+  check_gpu({.name = "gelu", .shapes = {{1000, 257}}, .op = [](auto& x) { return ops::gelu(x[0]); }, .lo = -4, .hi = 4});
+  check_gpu({.name = "relu", .shapes = {{1000, 257}}, .op = [](auto& x) { return ops::relu(x[0]); }});
+  check_gpu({.name = "gelu odd size", .shapes = {{13}}, .op = [](auto& x) { return ops::gelu(x[0]); }});
+}
+
+TEST(GpuOpsNN, DropoutDrawsTheCpuMask) {
+  check_gpu({.name = "dropout p=0.3", .shapes = {{1000, 257}}, .op = [](auto& x) {
+               Generator g(99, 12345);
+               return ops::dropout(x[0], 0.3f, g, true);
+             }},
+            {.f32 = 0, .f16 = 1e-2, .bf16 = 4e-2});
+}
+
+TEST(GpuOpsNN, Softmax) {
+  check_gpu({.name = "softmax", .shapes = {{3, 333, 257}}, .op = [](auto& x) { return ops::softmax(x[0]); }, .lo = -5, .hi = 5});
+  check_gpu({.name = "log_softmax", .shapes = {{77, 1000}}, .op = [](auto& x) { return ops::log_softmax(x[0]); },
+             .lo = -5, .hi = 5});
+}
+
+TEST(GpuOpsNN, CrossEntropyWithIgnoredRows) {
+  for (DType it : {DType::i32, DType::i64}) {
+    Tensor t = targets_for(4 * 250, 1000, 17, it).view({4, 250});
+    check_gpu({.name = std::string("cross_entropy V=1000 targets ") + dtype_name(it), .shapes = {{4, 250, 1000}},
+               .op = [t](auto& x) { return ops::cross_entropy(x[0], t.to(x[0].device())); }, .lo = -4, .hi = 4});
+  }
+  Tensor t2 = targets_for(50, 50257, 0, DType::i64);
+  check_gpu({.name = "cross_entropy GPT-2 vocabulary", .shapes = {{50, 50257}},
+             .op = [t2](auto& x) { return ops::cross_entropy(x[0], t2.to(x[0].device())); }, .lo = -2, .hi = 2});
+}
+
+TEST(GpuOpsNN, CrossEntropyRejectsAnOutOfRangeTarget) {
+  Tensor logits = Tensor::zeros({4, 10}, DType::f32, Device::cuda);
+  Tensor t = Tensor::from_vector(std::vector<int64_t>{1, 2, 10, 3}, {4}, Device::cuda);
+  try {
+    ops::cross_entropy(logits, t);
+    FAIL() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("target 10 at position 2"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GpuOpsNN, Layernorm) {
+  check_gpu({.name = "layernorm C=257", .shapes = {{3, 333, 257}, {257}, {257}},
+             .op = [](auto& x) { return ops::layernorm(x[0], x[1], x[2]); }});
+  check_gpu({.name = "layernorm C=768 many rows", .shapes = {{4, 1000, 768}, {768}, {768}},
+             .op = [](auto& x) { return ops::layernorm(x[0], x[1], x[2]); }});
+}
+
+TEST(GpuOpsNN, LayernormWeightGradIsDeterministic) {
+  Generator g(3);
+  Tensor x = Tensor::empty({2000, 257}, DType::f32, Device::cuda), w = Tensor::empty({257}, DType::f32, Device::cuda),
+         b = Tensor::empty({257}, DType::f32, Device::cuda);
+  fill_uniform(x, g);
+  fill_uniform(w, g);
+  fill_uniform(b, g);
+  std::vector<double> first;
+  for (int rep = 0; rep < 3; ++rep) {
+    Tensor wr = w.detach().requires_grad_();
+    ops::sum(ops::layernorm(x, wr, b)).backward();
+    if (rep == 0) first = wr.grad().to_double();
+    else EXPECT_EQ(wr.grad().to_double(), first);
+  }
+}
+
+TEST(GpuOpsNN, EmbeddingRepeatedIndices) {
+  std::vector<int64_t> ids(7 * 100);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * i + 3) % 97);  // many repeats
+  Tensor idx = Tensor::from_vector(ids, {7, 100});
+  check_gpu({.name = "embedding (500,257)", .shapes = {{500, 257}},
+             .op = [idx](auto& x) { return ops::embedding(x[0], idx.to(x[0].device())); }});
+  Tensor w = Tensor::zeros({10, 4}, DType::f32, Device::cuda);
+  try {
+    ops::embedding(w, Tensor::from_vector(std::vector<int32_t>{1, -1}, {2}, Device::cuda));
+    FAIL() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("index -1 at position 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GpuOpsNN, CausalAttention) {
+  check_gpu({.name = "attention T=1000 D=64", .shapes = {{1, 2, 1000, 64}, {1, 2, 1000, 64}, {1, 2, 1000, 64}},
+             .op = [](auto& x) { return ops::causal_attention(x[0], x[1], x[2]); }},
+            {.f32 = 1e-5, .f16 = 1e-2, .bf16 = 4e-2});
+  check_gpu({.name = "attention T=77 D=40", .shapes = {{2, 3, 77, 40}, {2, 3, 77, 40}, {2, 3, 77, 40}},
+             .op = [](auto& x) { return ops::causal_attention(x[0], x[1], x[2]); }, .lo = -2, .hi = 2});
+  check_gpu({.name = "attention T=130 D=128", .shapes = {{1, 1, 130, 128}, {1, 1, 130, 128}, {1, 1, 130, 128}},
+             .op = [](auto& x) { return ops::causal_attention(x[0], x[1], x[2]); }});
+}
