@@ -1,0 +1,200 @@
+// Tensor-parallel GPT-2: layers from runtime/tp_layers.h, full-tensor init / load / gather by name.
+#include "models/gpt_tp.h"
+
+#include <cmath>
+#include <set>
+
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "tensor/autograd.h"
+
+namespace st::models {
+namespace {
+
+double param_bytes(const runtime::Module& m) {
+  double b = 0;
+  for (auto& [n, p] : m.named_parameters()) b += static_cast<double>(p.nbytes());
+  return b;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+// ---- embedding --------------------------------------------------------------------------------
+
+TpGptEmbedding::TpGptEmbedding(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen)
+    : drop_(c.embd_pdrop, std::move(gen)) {
+  wte = register_module("wte", std::make_shared<runtime::VocabParallelEmbedding>(c.vocab_size, c.n_embd, tp));
+  wpe = register_module("wpe", std::make_shared<Embedding>(c.n_positions, c.n_embd));
+}
+
+Tensor TpGptEmbedding::forward(const Tensor& ids) {
+  ST_CHECK(ids.dim() == 2, ShapeError, "GPT: token ids must be (B, T), got " << shape_str(ids.shape()));
+  const int64_t T = ids.size(1);
+  ST_CHECK(T <= wpe->weight.size(0), ShapeError,
+           "GPT: sequence length " << T << " exceeds the context length " << wpe->weight.size(0));
+  Tensor tok = wte->forward(ids);            // (B, T, C), summed over the tp group
+  Tensor pos = wpe->weight.narrow(0, 0, T);  // (T, C), broadcast over B
+  return drop_.forward(ops::add(tok, pos), is_training());
+}
+
+runtime::LayerCost TpGptEmbedding::cost(int64_t) const {
+  return {param_bytes(*this), static_cast<double>(wpe->weight.size(1))};
+}
+
+// ---- block ------------------------------------------------------------------------------------
+
+TpGptBlock::TpGptBlock(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen)
+    : n_embd_(c.n_embd), drop_(c.resid_pdrop, std::move(gen)) {
+  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c.n_embd, c.layer_norm_epsilon));
+  attn = register_module("attn", std::make_shared<runtime::TpSelfAttention>(c.n_embd, c.n_head, tp));
+  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c.n_embd, c.layer_norm_epsilon));
+  mlp = register_module("mlp", std::make_shared<runtime::TpMlp>(c.n_embd, 4 * c.n_embd, tp));
+}
+
+Tensor TpGptBlock::forward(const Tensor& x) {
+  ST_CHECK(x.dim() == 3 && x.size(2) == n_embd_, ShapeError,
+           "GPT block: input must be (B, T, " << n_embd_ << "), got " << shape_str(x.shape()));
+  Tensor h = ops::add(x, drop_.forward(attn->forward(ln_1->forward(x)), is_training()));
+  return ops::add(h, drop_.forward(mlp->forward(ln_2->forward(h)), is_training()));
+}
+
+runtime::LayerCost TpGptBlock::cost(int64_t seq_len) const {
+  const double C = static_cast<double>(n_embd_), T = static_cast<double>(seq_len);
+  const double A = static_cast<double>(attn->local_heads * attn->head_dim);
+  const double F = static_cast<double>(mlp->c_fc->out_local);
+  double matmuls = 2.0 * (C * 3 * A + A * C + C * F + F * C);
+  double scores = 4.0 * T * A;  // q·kᵀ and p·v of this rank's heads
+  return {param_bytes(*this), matmuls + scores};
+}
+
+// ---- head -------------------------------------------------------------------------------------
+
+TpGptHead::TpGptHead(const GptConfig& c, runtime::TpGroup tp, Tensor wte_shard)
+    : wte(std::move(wte_shard)), tp_(std::move(tp)) {
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, c.layer_norm_epsilon));
+  register_parameter("wte.weight", wte);  // the embedding's shard (tied)
+}
+
+// h (B, T, C) → ln_f → copy_to_tp (grad all-reduced) → · wte_shardᵀ (C, Vp/tp) → (B, T, Vp/tp)
+Tensor TpGptHead::forward(const Tensor& h) {
+  return ops::matmul(runtime::copy_to_tp(ln_f->forward(h), tp_), wte, false, true);
+}
+
+runtime::LayerCost TpGptHead::cost(int64_t) const {
+  return {param_bytes(*this), 2.0 * static_cast<double>(wte.size(0) * wte.size(1))};
+}
+
+// ---- model ------------------------------------------------------------------------------------
+
+TpGpt::TpGpt(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen) : cfg_(c), tp_(std::move(tp)) {
+  const int p = runtime::tp_size(tp_);
+  ST_CHECK(c.n_layer >= 1 && c.n_embd >= 1 && c.n_head >= 1 && c.vocab_size >= 1 && c.n_positions >= 1, ValueError,
+           "GPT: sizes must be positive (layers " << c.n_layer << ", d_model " << c.n_embd << ", heads " << c.n_head
+                                                  << ", vocab " << c.vocab_size << ", positions " << c.n_positions << ")");
+  ST_CHECK(c.n_embd % c.n_head == 0, ValueError,
+           "GPT: d_model " << c.n_embd << " is not divisible by heads " << c.n_head);
+  ST_CHECK(c.n_head % p == 0, ValueError, "GPT: heads " << c.n_head << " are not divisible by tp " << p);
+  set_generator(gen);
+  auto emb = std::make_shared<TpGptEmbedding>(c, tp_, gen);
+  add_layer("transformer", emb);
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    add_layer("transformer.h." + std::to_string(i), std::make_shared<TpGptBlock>(c, tp_, gen));
+  add_layer("transformer", std::make_shared<TpGptHead>(c, tp_, emb->wte->weight));
+}
+
+Shape TpGpt::full_shape(const std::string& name) const {
+  const runtime::ShardSpec s = shard_rule()(name);
+  Shape shape = parameter(name).shape();
+  if (s.kind == runtime::ShardSpec::Kind::replicated) return shape;
+  const int64_t d = wrap_dim(s.dim, static_cast<int64_t>(shape.size()), "full_shape");
+  shape[d] = s.pad_to_tp ? s.full_size : shape[d] * runtime::tp_size(tp_);
+  return shape;
+}
+
+// Same rule and order as Gpt::init_weights, on full tensors, then sharded.
+void TpGpt::init_weights(Generator& gen) {
+  const float std_ = 0.02f, proj_std = static_cast<float>(0.02 / std::sqrt(2.0 * static_cast<double>(cfg_.n_layer)));
+  const runtime::ShardRule rule = shard_rule();
+  const int p = runtime::tp_size(tp_), r = runtime::tp_rank(tp_);
+  NoGradGuard ng;
+  for (auto& [name, param] : named_parameters()) {
+    Tensor full = Tensor::empty(full_shape(name), param.dtype(), param.device());
+    const bool is_bias = ends_with(name, ".bias");
+    const bool is_ln = name.find(".ln_") != std::string::npos;
+    if (is_ln)
+      full.fill_(is_bias ? 0.0 : 1.0);
+    else if (is_bias)
+      full.fill_(0.0);
+    else if (name.find(".c_proj.weight") != std::string::npos)
+      fill_normal(full, gen, 0.f, proj_std);
+    else
+      fill_normal(full, gen, 0.f, std_);
+    param.detach().copy_(runtime::shard_tensor(full, rule(name), p, r));
+  }
+}
+
+void TpGpt::load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict) {
+  const runtime::ShardRule rule = shard_rule();
+  const int p = runtime::tp_size(tp_), r = runtime::tp_rank(tp_);
+  std::map<std::string, Tensor> local;
+  std::set<std::string> mine;
+  for (auto& [name, param] : named_parameters()) {  // check everything before sharding anything
+    mine.insert(name);
+    auto it = full.find(name);
+    ST_CHECK(it != full.end(), ValueError, "load_full_state_dict: missing key '" << name << "'");
+    ST_CHECK(it->second.shape() == full_shape(name), ValueError,
+             "load_full_state_dict: '" << name << "' has shape " << shape_str(it->second.shape())
+                                       << ", the full model expects " << shape_str(full_shape(name)));
+  }
+  if (strict)
+    for (auto& [name, t] : full)
+      ST_CHECK(mine.count(name), ValueError, "load_full_state_dict: unexpected key '" << name << "'");
+  for (const std::string& name : mine) local[name] = runtime::shard_tensor(full.at(name), rule(name), p, r);
+  load_state_dict(local, true);
+}
+
+runtime::NamedTensors TpGpt::full_state_dict() const {
+  if (runtime::tp_size(tp_) == 1) return state_dict();
+  return runtime::gather_state_dict(state_dict(), shard_rule(), *tp_);
+}
+
+Tensor TpGpt::loss(const Tensor& local_logits, const Tensor& targets, int64_t ignore_index) const {
+  return runtime::vocab_parallel_cross_entropy(local_logits, targets, tp_, cfg_.vocab_size, ignore_index);
+}
+
+Tensor TpGpt::gather_logits(const Tensor& local_logits) const {
+  Tensor all = runtime::gather_from_tp(local_logits, tp_);  // (B, T, Vp)
+  return all.narrow(-1, 0, cfg_.vocab_size);                // (B, T, V)
+}
+
+// The HF config.json of the full model (the same object Gpt::config_json writes; the TP test
+// compares the two).
+nlohmann::json TpGpt::config_json() const {
+  return {{"activation_function", "gelu_new"},
+          {"architectures", {"GPT2LMHeadModel"}},
+          {"attn_pdrop", 0.0},
+          {"bos_token_id", cfg_.vocab_size - 1},
+          {"embd_pdrop", cfg_.embd_pdrop},
+          {"eos_token_id", cfg_.vocab_size - 1},
+          {"initializer_range", 0.02},
+          {"layer_norm_epsilon", cfg_.layer_norm_epsilon},
+          {"model_type", "gpt2"},
+          {"n_embd", cfg_.n_embd},
+          {"n_head", cfg_.n_head},
+          {"n_inner", nullptr},
+          {"n_layer", cfg_.n_layer},
+          {"n_positions", cfg_.n_positions},
+          {"resid_pdrop", cfg_.resid_pdrop},
+          {"scale_attn_by_inverse_layer_idx", false},
+          {"scale_attn_weights", true},
+          {"reorder_and_upcast_attn", false},
+          {"tie_word_embeddings", true},
+          {"torch_dtype", "float32"},
+          {"vocab_size", cfg_.vocab_size}};
+}
+
+}  // namespace st::models

@@ -1,0 +1,113 @@
+// Sharding by name without ranks: the c_attn q/k/v layout and a row split in closed form, vocab
+// padding, exact shard → unshard round trips of every GPT parameter for tp 1…4, and named errors.
+#include <gtest/gtest.h>
+
+#include "models/gpt.h"
+#include "runtime/tp_shard.h"
+#include "tp_test_util.h"
+
+using namespace st;
+using namespace st::runtime;
+using st::tptest::exactly_equal;
+
+namespace {
+
+// t[i, j] = 100·i + j
+Tensor index_matrix(int64_t rows, int64_t cols) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) v.push_back(static_cast<float>(100 * i + j));
+  return Tensor::from_vector(v, {rows, cols});
+}
+
+}  // namespace
+
+TEST(TpShard, CAttnTakesEachRanksQkvColumns) {
+  const ShardRule rule = gpt_tp_shard_rule(10);
+  const ShardSpec s = rule("transformer.h.0.attn.c_attn.weight");
+  EXPECT_EQ(s, ShardSpec::split(-1, 3));
+  Tensor w = index_matrix(4, 12);  // C = 4: q = cols 0..3, k = 4..7, v = 8..11
+  const std::vector<std::vector<int64_t>> cols{{0, 1, 4, 5, 8, 9}, {2, 3, 6, 7, 10, 11}};
+  for (int r = 0; r < 2; ++r) {
+    Tensor sh = shard_tensor(w, s, 2, r);
+    ASSERT_EQ(sh.shape(), (Shape{4, 6}));
+    std::vector<double> v = sh.to_double();
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 6; ++j) EXPECT_EQ(v[i * 6 + j], 100.0 * i + cols[r][j]) << "rank " << r;
+  }
+  // bias (3C): the same columns
+  Tensor b = Tensor::arange(12, DType::f32);
+  EXPECT_TRUE(exactly_equal(shard_tensor(b, rule("transformer.h.3.attn.c_attn.bias"), 2, 1),
+                            Tensor::from_vector(std::vector<float>{2, 3, 6, 7, 10, 11}, {6})));
+}
+
+TEST(TpShard, RowParallelWeightsSplitRowsAndTheirBiasesReplicate) {
+  const ShardRule rule = gpt_tp_shard_rule(10);
+  Tensor w = index_matrix(6, 2);
+  Tensor sh = shard_tensor(w, rule("transformer.h.1.mlp.c_proj.weight"), 3, 2);  // rows 4, 5
+  EXPECT_TRUE(exactly_equal(sh, Tensor::from_vector(std::vector<float>{400, 401, 500, 501}, {2, 2})));
+  EXPECT_EQ(rule("transformer.h.1.attn.c_proj.weight"), ShardSpec::split(0));
+  EXPECT_EQ(rule("transformer.h.1.attn.c_proj.bias").kind, ShardSpec::Kind::replicated);
+  EXPECT_EQ(rule("transformer.h.1.mlp.c_proj.bias").kind, ShardSpec::Kind::replicated);
+  EXPECT_EQ(rule("transformer.h.0.mlp.c_fc.weight"), ShardSpec::split(-1));
+  EXPECT_EQ(rule("transformer.h.0.mlp.c_fc.bias"), ShardSpec::split(0));
+  for (const char* n : {"transformer.wpe.weight", "transformer.h.0.ln_1.weight", "transformer.h.0.ln_2.bias",
+                        "transformer.ln_f.weight", "transformer.ln_f.bias"})
+    EXPECT_EQ(rule(n).kind, ShardSpec::Kind::replicated) << n;
+}
+
+TEST(TpShard, VocabRowsArePaddedToAMultipleOfTp) {
+  const ShardRule rule = gpt_tp_shard_rule(10);
+  const ShardSpec s = rule("transformer.wte.weight");
+  Tensor w = index_matrix(10, 3);
+  EXPECT_EQ(shard_shape(w.shape(), s, 3), (Shape{4, 3}));  // Vp = 12
+  Tensor last = shard_tensor(w, s, 3, 2);                   // rows 8, 9, then two zero rows
+  EXPECT_TRUE(exactly_equal(last, Tensor::from_vector(std::vector<float>{800, 801, 802, 900, 901, 902, 0, 0, 0, 0, 0, 0},
+                                                      {4, 3})));
+  std::vector<Tensor> shards;
+  for (int r = 0; r < 3; ++r) shards.push_back(shard_tensor(w, s, 3, r));
+  EXPECT_TRUE(exactly_equal(unshard_tensor(shards, s), w));
+}
+
+TEST(TpShard, EveryGptParameterRoundTripsExactlyForTp1To4) {
+  models::GptConfig c;
+  c.n_layer = 2;
+  c.n_embd = 12;
+  c.n_head = 6;
+  c.vocab_size = 10;
+  c.n_positions = 8;
+  auto gen = std::make_shared<Generator>(7);
+  models::Gpt m(c, gen);
+  m.init_weights(*gen);
+  const ShardRule rule = gpt_tp_shard_rule(c.vocab_size);
+  const NamedTensors full = m.state_dict();
+  ASSERT_EQ(full.size(), 4u + 12u * 2u);
+  for (int tp = 1; tp <= 4; ++tp) {
+    std::vector<NamedTensors> per_rank;
+    for (int r = 0; r < tp; ++r) per_rank.push_back(shard_state_dict(full, rule, tp, r));
+    for (size_t i = 0; i < full.size(); ++i) {
+      const auto& [name, t] = full[i];
+      std::vector<Tensor> shards;
+      int64_t local_numel = 0;
+      for (int r = 0; r < tp; ++r) {
+        ASSERT_EQ(per_rank[r][i].first, name);
+        ASSERT_EQ(per_rank[r][i].second.shape(), shard_shape(t.shape(), rule(name), tp)) << name;
+        shards.push_back(per_rank[r][i].second);
+        local_numel += per_rank[r][i].second.numel();
+      }
+      EXPECT_TRUE(exactly_equal(unshard_tensor(shards, rule(name)), t)) << name << " tp " << tp;
+      if (rule(name).kind == ShardSpec::Kind::split && !rule(name).pad_to_tp) {
+        EXPECT_EQ(local_numel, t.numel()) << name;  // a partition: nothing duplicated or lost
+      }
+    }
+  }
+}
+
+TEST(TpShard, NamedErrors) {
+  const ShardRule rule = gpt_tp_shard_rule(10);
+  EXPECT_THROW(rule("lm_head.weight"), ValueError);
+  EXPECT_THROW(rule("transformer.h.0.attn.bias"), ValueError);
+  EXPECT_THROW(shard_tensor(Tensor::zeros({4, 10}), ShardSpec::split(-1), 3, 0), ShapeError);
+  EXPECT_THROW(shard_tensor(Tensor::zeros({4, 12}), ShardSpec::split(-1, 3), 8, 0), ShapeError);
+  EXPECT_THROW(shard_tensor(Tensor::zeros({4, 12}), ShardSpec::split(-1), 2, 2), ValueError);
+}
