@@ -1,0 +1,39 @@
+"""PyTorch SDPA causal attention fwd+bwd on the shapes of bench_ops_cuda (the comparison for
+ops/cuda/attention.cu). CUDA-event medians of 10 runs after 3 warm-ups, random inputs.
+Usage: python3 bench_attention_torch.py [B=8] [T=1024]"""
+import sys
+
+import torch
+import torch.nn.functional as F
+
+B = int(sys.argv[1]) if len(sys.argv) > 1 else 8
+T = int(sys.argv[2]) if len(sys.argv) > 2 else 1024
+H, D = 12, 64
+
+
+def median_ms(fn, reps=10, warm=3):
+    for _ in range(warm):
+        fn()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+for dt in (torch.bfloat16, torch.float32):
+    q, k, v = (torch.rand(B, H, T, D, device="cuda", dtype=dt, requires_grad=True) * 2 - 1 for _ in range(3))
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    do = torch.rand(B, H, T, D, device="cuda", dtype=dt) * 2 - 1
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    fwd = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    bwd = median_ms(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True))
+    flops = 2.0 * B * H * T * T * D
+    print(f"torch sdpa causal {str(dt).split('.')[-1]} B={B} H={H} T={T} D={D}  fwd {fwd:8.3f} ms "
+          f"({flops / fwd / 1e9:6.1f} TFLOP/s)  bwd {bwd:8.3f} ms ({2.5 * flops / bwd / 1e9:6.1f} TFLOP/s)  "
+          f"fwd+bwd {fwd + bwd:8.3f} ms")

@@ -1,0 +1,163 @@
+// CUDA op benchmark (a program, not a test): ceilings first (device-to-device copy, an 8192³
+// cuBLAS bf16 product), then GEMM on GPT-2 124M shapes, layernorm / cross-entropy / AdamW as
+// GB/s against the copy, and causal attention fwd+bwd time (compare with
+// tests/bench/bench_attention_torch.py, PyTorch SDPA on the same shapes).
+// Times are CUDA-event medians of 20 runs after 3 warm-ups, on random inputs (never zeros).
+// Usage: bench_ops_cuda [B=8] [T=1024]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "ops/attention.h"
+#include "ops/cross_entropy.h"
+#include "ops/cuda/gemm_config.h"
+#include "ops/layernorm.h"
+#include "ops/matmul.h"
+#include "ops/optim.h"
+#include "tensor/cuda/runtime.h"
+#include "tensor/rng.h"
+
+using namespace st;
+
+namespace {
+
+Generator g_gen(2026);
+
+Tensor rnd(const Shape& s, DType dt, float lo = -1.f, float hi = 1.f) {
+  Tensor t = Tensor::empty(s, dt, Device::cuda);
+  fill_uniform(t, g_gen, lo, hi);
+  return t;
+}
+
+// Median milliseconds of fn over `reps` runs (events on the current stream).
+double time_ms(const std::function<void()>& fn, int reps = 20, int warm = 3) {
+  for (int i = 0; i < warm; ++i) fn();
+  cudaStream_t s = cuda::current_stream();
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    CHECK_CUDA(cudaEventRecord(a, s));
+    fn();
+    CHECK_CUDA(cudaEventRecord(b, s));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float t = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void gemm_row(const char* name, int64_t M, int64_t N, int64_t K, bool tb, DType dt, bool tf32 = false) {
+  Tensor a = rnd({M, K}, dt), b = tb ? rnd({N, K}, dt) : rnd({K, N}, dt), c = Tensor::empty({M, N}, dt, Device::cuda);
+  ops::cuda::set_gemm_allow_tf32(tf32);
+  double ms = time_ms([&] { ops::cuda::gemm(a, b, c, false, tb, 1, M, N, K, false); });
+  ops::cuda::set_gemm_allow_tf32(false);
+  std::printf("gemm  %-22s %-5s%s M=%-6ld N=%-6ld K=%-5ld %8.3f ms %8.1f TFLOP/s\n", name, dtype_name(dt),
+              tf32 ? "+tf32" : "     ", (long)M, (long)N, (long)K, ms, 2.0 * M * N * K / ms / 1e9);
+}
+
+void bw_row(const char* name, double bytes, double ms, double copy_gbs) {
+  const double gbs = bytes / ms / 1e6;
+  std::printf("mem   %-40s %8.3f ms %8.1f GB/s  (%.0f%% of copy)\n", name, ms, gbs, 100.0 * gbs / copy_gbs);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t B = argc > 1 ? std::atol(argv[1]) : 8, T = argc > 2 ? std::atol(argv[2]) : 1024;
+  const int64_t C = 768, V = 50257, BT = B * T, H = 12, D = 64;
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, cuda::current_device()));
+  std::printf("device %s, %d SMs; GPT-2 124M shapes B=%ld T=%ld\n", prop.name, prop.multiProcessorCount, (long)B,
+              (long)T);
+
+  // ---- ceilings
+  const int64_t copy_n = int64_t{1} << 30;  // 1 GiB each way
+  Tensor src = rnd({copy_n / 4}, DType::f32), dst = Tensor::empty({copy_n / 4}, DType::f32, Device::cuda);
+  double copy_ms = time_ms([&] { dst.copy_(src); });
+  const double copy_gbs = 2.0 * copy_n / copy_ms / 1e6;
+  std::printf("ceil  device-to-device copy 1 GiB        %8.3f ms %8.1f GB/s (read + write)\n", copy_ms, copy_gbs);
+  src = Tensor();
+  dst = Tensor();
+  gemm_row("cuBLAS 8192^3", 8192, 8192, 8192, false, DType::bf16);
+
+  // ---- GEMM on GPT-2 124M shapes (forward products; backward has the same shapes transposed)
+  for (DType dt : {DType::bf16, DType::f32}) {
+    for (bool tf32 : {false, true}) {
+      if (tf32 && dt != DType::f32) continue;
+      gemm_row("attn qkv", BT, 3 * C, C, false, dt, tf32);
+      gemm_row("attn proj", BT, C, C, false, dt, tf32);
+      gemm_row("mlp fc", BT, 4 * C, C, false, dt, tf32);
+      gemm_row("mlp proj", BT, C, 4 * C, false, dt, tf32);
+      gemm_row("lm head (tied wte^T)", BT, V, C, true, dt, tf32);
+    }
+  }
+
+  // ---- layernorm (BT, C)
+  for (DType dt : {DType::bf16, DType::f32}) {
+    Tensor x = rnd({BT, C}, dt), w = rnd({C}, dt), b = rnd({C}, dt), y = x.empty_like();
+    Tensor mean = Tensor::empty({BT}, DType::f32, Device::cuda), rstd = mean.empty_like();
+    Tensor dy = rnd({BT, C}, dt), dx = x.empty_like(), dw = w.empty_like(), db = w.empty_like();
+    const double es = static_cast<double>(dtype_size(dt)), n = static_cast<double>(BT * C);
+    double f = time_ms([&] { ops::cuda::layernorm_fwd(x, w, b, 1e-5f, y, mean, rstd); });
+    double bw = time_ms([&] { ops::cuda::layernorm_bwd(x, w, mean, rstd, dy, dx, dw, db); });
+    char name[64];
+    std::snprintf(name, sizeof name, "layernorm fwd %s (x, y)", dtype_name(dt));
+    bw_row(name, 2 * n * es, f, copy_gbs);
+    std::snprintf(name, sizeof name, "layernorm bwd %s (x, dy, dx)", dtype_name(dt));
+    bw_row(name, 3 * n * es, bw, copy_gbs);
+  }
+
+  // ---- fused cross-entropy (BT, V)
+  for (DType dt : {DType::bf16, DType::f32}) {
+    Tensor logits = rnd({BT, V}, dt, -3.f, 3.f);
+    std::vector<int64_t> tv(static_cast<size_t>(BT));
+    for (int64_t i = 0; i < BT; ++i) tv[i] = (i * 7919) % V;
+    Tensor targets = Tensor::from_vector(tv, {BT}, Device::cuda);
+    Tensor loss = Tensor::empty({}, DType::f32, Device::cuda), cnt = loss.empty_like(), dloss = Tensor::ones({}, DType::f32, Device::cuda);
+    Tensor lse = Tensor::empty({BT}, DType::f32, Device::cuda), dlogits = logits.empty_like();
+    const double n = static_cast<double>(BT * V) * dtype_size(dt);
+    double f = time_ms([&] { ops::cuda::cross_entropy_fwd(logits, targets, -100, loss, lse, cnt); }, 10);
+    double bw = time_ms([&] { ops::cuda::cross_entropy_bwd(logits, targets, lse, cnt, dloss, -100, dlogits); }, 10);
+    char name[64];
+    std::snprintf(name, sizeof name, "cross-entropy fwd %s (logits)", dtype_name(dt));
+    bw_row(name, n, f, copy_gbs);
+    std::snprintf(name, sizeof name, "cross-entropy bwd %s (logits, dlogits)", dtype_name(dt));
+    bw_row(name, 2 * n, bw, copy_gbs);
+  }
+
+  // ---- AdamW over 124M parameters (f32 master, m, v, f32 grad, bf16 copy)
+  {
+    const int64_t P = 124439808;
+    Tensor p = rnd({P}, DType::f32), g = rnd({P}, DType::f32), m = rnd({P}, DType::f32, -0.01f, 0.01f),
+           v = rnd({P}, DType::f32, 0.f, 1e-4f), lp = Tensor::empty({P}, DType::bf16, Device::cuda);
+    ops::AdamWScalars s = ops::adamw_scalars({6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f}, 10);
+    double ms = time_ms([&] { ops::cuda::adamw_step(p, g, m, v, s, lp); });
+    bw_row("adamw 124M (p g m v read, p m v lp write)", static_cast<double>(P) * (4 * 4 + 3 * 4 + 2), ms, copy_gbs);
+    double n2 = time_ms([&] { ops::cuda::sum_squares(g); });
+    bw_row("sum_squares 124M f32 (incl. host sync)", static_cast<double>(P) * 4, n2, copy_gbs);
+  }
+
+  // ---- causal attention (B, H, T, D)
+  for (DType dt : {DType::bf16, DType::f32}) {
+    Tensor q = rnd({B, H, T, D}, dt), k = rnd({B, H, T, D}, dt), v = rnd({B, H, T, D}, dt), o = q.empty_like();
+    Tensor lse = Tensor::empty({B, H, T}, DType::f32, Device::cuda);
+    Tensor dO = rnd({B, H, T, D}, dt), dq = q.empty_like(), dk = q.empty_like(), dv = q.empty_like();
+    double f = time_ms([&] { ops::cuda::attention_fwd(q, k, v, o, lse); }, 10);
+    double bw = time_ms([&] { ops::cuda::attention_bwd(q, k, v, o, lse, dO, dq, dk, dv); }, 10);
+    const double flops_f = 2.0 * B * H * T * T * D;  // causal: half of 4·B·H·T²·D
+    std::printf("attn  causal %s B=%ld H=%ld T=%ld D=%ld  fwd %8.3f ms (%6.1f TFLOP/s)  bwd %8.3f ms (%6.1f TFLOP/s)  "
+                "fwd+bwd %8.3f ms\n",
+                dtype_name(dt), (long)B, (long)H, (long)T, (long)D, f, flops_f / f / 1e9, bw, 2.5 * flops_f / bw / 1e9,
+                f + bw);
+  }
+  std::printf("peak bytes in use %.2f GiB\n", cuda::bytes_peak() / double(1 << 30));
+  return 0;
+}
