@@ -162,8 +162,8 @@ runtime::NamedTensors TpGpt::full_state_dict() const {
   return runtime::gather_state_dict(state_dict(), shard_rule(), *tp_);
 }
 
-Tensor TpGpt::loss(const Tensor& local_logits, const Tensor& targets, int64_t ignore_index) const {
-  return runtime::vocab_parallel_cross_entropy(local_logits, targets, tp_, cfg_.vocab_size, ignore_index);
+Tensor TpGpt::loss(const Tensor& local_logits, const Tensor& targets) const {
+  return runtime::vocab_parallel_cross_entropy(local_logits, targets, tp_, cfg_.vocab_size);
 }
 
 Tensor TpGpt::gather_logits(const Tensor& local_logits) const {

@@ -92,7 +92,8 @@ class TpGpt : public runtime::LanguageModel {
 
   // logits (B, T, Vp/tp) from forward, targets (B, T) → mean cross-entropy () f32 over the full
   // vocabulary, the same on every tp rank (collective).
-  Tensor loss(const Tensor& local_logits, const Tensor& targets, int64_t ignore_index = -100) const;
+  // Targets equal to -100 are ignored (ops::cross_entropy's default).
+  Tensor loss(const Tensor& local_logits, const Tensor& targets) const;
   // logits (B, T, Vp/tp) → (B, T, V) full logits on every rank (collective; differentiable).
   Tensor gather_logits(const Tensor& local_logits) const;
 

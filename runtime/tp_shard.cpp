@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "ops/optim.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -126,6 +127,16 @@ NamedTensors gather_state_dict(const NamedTensors& local, const ShardRule& rule,
     out.emplace_back(name, unshard_tensor(shards, s));
   }
   return out;
+}
+
+double tp_local_sum_squares(const NamedTensors& grads, const ShardRule& rule, int tp_rank) {
+  double total = 0;
+  for (const auto& [name, g] : grads) {
+    if (!g.defined()) continue;  // no gradient reached it: contributes 0
+    if (rule(name).kind == ShardSpec::Kind::replicated && tp_rank != 0) continue;
+    total += ops::sum_squares(g);
+  }
+  return total;
 }
 
 }  // namespace st::runtime

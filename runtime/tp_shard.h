@@ -64,4 +64,10 @@ NamedTensors shard_state_dict(const NamedTensors& full, const ShardRule& rule, i
 // they are. Waits on each collective with the communicator's deadline.
 NamedTensors gather_state_dict(const NamedTensors& local, const ShardRule& rule, comm::Communicator& tp);
 
+// This rank's share of the full model's Σ g² (accumulated in double, any float dtype/device):
+// split tensors always, replicated tensors only on tp rank 0 (every tp rank holds the same full
+// gradient for them). Summed over the tp group (the trainer's grad_reduction) it is the Σ g² of
+// the single-process model, so the global norm and clipping match. No communication.
+double tp_local_sum_squares(const NamedTensors& grads, const ShardRule& rule, int tp_rank);
+
 }  // namespace st::runtime

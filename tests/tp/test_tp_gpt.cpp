@@ -10,6 +10,7 @@
 #include "models/gpt.h"
 #include "models/gpt_tp.h"
 #include "ops/cross_entropy.h"
+#include "runtime/grad_clip.h"
 #include "tp_test_util.h"
 
 using namespace st;
@@ -93,6 +94,14 @@ void compare_with_single_process(double pdrop) {
   NamedTensors full_grads = gather_state_dict(grads, tpm.shard_rule(), *tp_group());
   std::map<std::string, Tensor> ref_params = as_map(full.named_parameters());
   for (auto& [n, g] : full_grads) EXPECT_TRUE(close_rel(g, ref_params.at(n).grad(), kRtol)) << n;
+  // the global gradient norm: Σ over the tp group of each rank's share = the one-process Σ g²
+  std::vector<Tensor> ref_grads;
+  for (auto& [n, t] : full.named_parameters()) ref_grads.push_back(t.grad());
+  Tensor share = Tensor::from_vector(
+      std::vector<float>{static_cast<float>(tp_local_sum_squares(grads, tpm.shard_rule(), tp_rank(tp_group())))}, {1});
+  const double norm_sq = tp_size(tp_group()) > 1 ? tp_all_reduce_sum(share, *tp_group()).item() : share.item();
+  const double want_sq = local_sum_squares(ref_grads);
+  EXPECT_NEAR(norm_sq, want_sq, 1e-5 * want_sq);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "models/gpt.h"
+#include "ops/optim.h"
+#include "tensor/autograd.h"
 #include "runtime/tp_shard.h"
 #include "tp_test_util.h"
 
@@ -100,6 +102,31 @@ TEST(TpShard, EveryGptParameterRoundTripsExactlyForTp1To4) {
         EXPECT_EQ(local_numel, t.numel()) << name;  // a partition: nothing duplicated or lost
       }
     }
+  }
+}
+
+TEST(TpShard, LocalSumSquaresCountReplicatedTensorsOnce) {
+  models::GptConfig c;
+  c.n_layer = 1;
+  c.n_embd = 12;
+  c.n_head = 6;
+  c.vocab_size = 10;
+  c.n_positions = 8;
+  auto gen = std::make_shared<Generator>(3);
+  models::Gpt m(c, gen);
+  m.init_weights(*gen);
+  NamedTensors full = m.state_dict();  // stands in for gradients: any tensors by name
+  {
+    NoGradGuard ng;
+    for (auto& [n, t] : full) t = t.clone().add_(Tensor::full(t.shape(), 0.5));  // no zero tensors (LN biases)
+  }
+  double want = 0;
+  for (auto& [n, t] : full) want += ops::sum_squares(t);
+  const ShardRule rule = gpt_tp_shard_rule(c.vocab_size);
+  for (int tp = 1; tp <= 4; ++tp) {
+    double got = 0;
+    for (int r = 0; r < tp; ++r) got += tp_local_sum_squares(shard_state_dict(full, rule, tp, r), rule, r);
+    EXPECT_NEAR(got, want, 1e-12 * want) << "tp " << tp;  // wte padding rows are zero
   }
 }
 
