@@ -40,7 +40,10 @@ void mpi_wait_deadline(MPI_Request* req, Millis timeout, const std::string& what
          << std::chrono::duration<double>(timeout).count() << " s (a peer is dead or stuck)";
       throw TimeoutError(os.str());
     }
-    if (now - start < std::chrono::milliseconds(200))
+    const auto waited = now - start;
+    if (waited < std::chrono::milliseconds(1))
+      continue;  // spin: most operations finish here, and a yield can cost a time slice
+    if (waited < std::chrono::milliseconds(200))
       std::this_thread::yield();
     else
       std::this_thread::sleep_for(std::chrono::microseconds(100));

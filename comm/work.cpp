@@ -93,8 +93,8 @@ void Work::wait(Millis timeout) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   const auto deadline = start + timeout;
-  // Spin (MPI's nonblocking collectives only progress inside MPI calls), yield so oversubscribed
-  // ranks share cores, and after a while poll more gently.
+  // Spin for 1 ms (MPI's nonblocking collectives only progress inside MPI calls), then yield so
+  // oversubscribed ranks share cores, and after 200 ms poll every 100 us.
   for (uint64_t i = 0;; ++i) {
     if (poll_and_finish()) return;
     if (state_->broken()) fail_broken();
@@ -109,7 +109,10 @@ void Work::wait(Millis timeout) {
       state_->mark_broken(os.str());
       throw TimeoutError(os.str());
     }
-    if (now - start < std::chrono::milliseconds(200))
+    const auto waited = now - start;
+    if (waited < std::chrono::milliseconds(1))
+      continue;  // spin: most operations finish here, and a yield can cost a time slice
+    if (waited < std::chrono::milliseconds(200))
       std::this_thread::yield();
     else
       std::this_thread::sleep_for(std::chrono::microseconds(100));
