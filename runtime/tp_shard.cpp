@@ -45,6 +45,18 @@ ShardRule gpt_tp_shard_rule(int64_t vocab_size) {
   };
 }
 
+ShardRule optimizer_state_shard_rule(ShardRule param_rule) {
+  return [param_rule = std::move(param_rule)](const std::string& n) -> ShardSpec {
+    if (n == "step") return ShardSpec::replicate();
+    for (const char* prefix : {"exp_avg.", "exp_avg_sq.", "momentum_buffer.", "master."}) {
+      const std::string p = prefix;
+      if (n.compare(0, p.size(), p) == 0) return param_rule(n.substr(p.size()));
+    }
+    ST_THROW(ValueError, "tensor parallel: '" << n << "' is not an optimizer state key (step, exp_avg.*, "
+                                              << "exp_avg_sq.*, momentum_buffer.*, master.*)");
+  };
+}
+
 Shape shard_shape(const Shape& full, const ShardSpec& s, int tp) {
   if (s.kind == ShardSpec::Kind::replicated) return full;
   ST_CHECK(tp >= 1 && s.chunks >= 1 && !(s.pad_to_tp && s.chunks != 1), ValueError,

@@ -48,6 +48,10 @@ std::string describe(const ShardSpec& s);  // "split dim 1 ×3 chunks", "replica
 using ShardRule = std::function<ShardSpec(const std::string& name)>;
 // The GPT-2 rule above; vocab_size is the unpadded V of wte.
 ShardRule gpt_tp_shard_rule(int64_t vocab_size);
+// The rule for an optimizer's state_dict (runtime/optimizer.h): "step" replicated;
+// "exp_avg.<p>", "exp_avg_sq.<p>", "momentum_buffer.<p>", "master.<p>" split like parameter <p>
+// (param_rule). Another key is a ValueError.
+ShardRule optimizer_state_shard_rule(ShardRule param_rule);
 
 // Local shape of a full tensor shaped `full` on each of tp ranks. Throws ShapeError naming the
 // sizes when the dim (padded if asked) does not divide into chunks · tp.

@@ -4,6 +4,7 @@
 
 #include "models/gpt.h"
 #include "ops/optim.h"
+#include "runtime/optimizer.h"
 #include "tensor/autograd.h"
 #include "runtime/tp_shard.h"
 #include "tp_test_util.h"
@@ -127,6 +128,38 @@ TEST(TpShard, LocalSumSquaresCountReplicatedTensorsOnce) {
     double got = 0;
     for (int r = 0; r < tp; ++r) got += tp_local_sum_squares(shard_state_dict(full, rule, tp, r), rule, r);
     EXPECT_NEAR(got, want, 1e-12 * want) << "tp " << tp;  // wte padding rows are zero
+  }
+}
+
+TEST(TpShard, OptimizerStateShardsLikeItsParameters) {
+  models::GptConfig c;
+  c.n_layer = 1;
+  c.n_embd = 12;
+  c.n_head = 6;
+  c.vocab_size = 10;
+  c.n_positions = 8;
+  auto gen = std::make_shared<Generator>(4);
+  models::Gpt m(c, gen);
+  m.init_weights(*gen);
+  AdamW opt(m.named_parameters(), AdamWOptions{}, DType::bf16);  // bf16: master.* keys too
+  std::vector<Tensor> grads;
+  for (auto& [n, p] : opt.params()) grads.push_back(tptest::randn(p.shape(), 1000 + grads.size()));
+  opt.step(grads, 1e-3);  // non-zero moments
+  const NamedTensors sd = opt.state_dict();
+  ASSERT_EQ(sd.size(), 1 + 3 * opt.size());  // step, exp_avg.*, exp_avg_sq.*, master.*
+  const ShardRule prule = gpt_tp_shard_rule(c.vocab_size), rule = optimizer_state_shard_rule(prule);
+  EXPECT_EQ(rule("step").kind, ShardSpec::Kind::replicated);
+  EXPECT_EQ(rule("exp_avg.transformer.h.0.attn.c_attn.weight"), ShardSpec::split(-1, 3));
+  EXPECT_EQ(rule("master.transformer.wte.weight"), prule("transformer.wte.weight"));
+  EXPECT_THROW(rule("velocity.transformer.wte.weight"), ValueError);
+  for (int tp = 2; tp <= 3; ++tp) {
+    std::vector<NamedTensors> per_rank;
+    for (int r = 0; r < tp; ++r) per_rank.push_back(shard_state_dict(sd, rule, tp, r));
+    for (size_t i = 0; i < sd.size(); ++i) {
+      std::vector<Tensor> shards;
+      for (int r = 0; r < tp; ++r) shards.push_back(per_rank[r][i].second);
+      EXPECT_TRUE(exactly_equal(unshard_tensor(shards, rule(sd[i].first)), sd[i].second)) << sd[i].first;
+    }
   }
 }
 
