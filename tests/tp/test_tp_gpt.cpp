@@ -137,6 +137,31 @@ TEST(TpGpt, LoadFullStateDictShardsAndFullStateDictGathers) {
   EXPECT_NO_THROW(a.load_full_state_dict(extra, /*strict=*/false));
 }
 
+TEST(TpGpt, Bf16ParametersRunAndStayCloseToOneProcessBf16) {
+  // Low-precision compute (the trainer's bf16 mode): partial sums are rounded to bf16 before the
+  // all-reduce, so only closeness at bf16's precision is expected.
+  const models::GptConfig c = config(0.0);
+  auto gen = std::make_shared<Generator>(9);
+  models::Gpt full(c, gen);
+  Generator g(31);
+  full.init_weights(g);
+  models::TpGpt tpm(c, tp_group(), gen);
+  tpm.load_full_state_dict(as_map(full.state_dict()));
+  full.cast_parameters(DType::bf16);
+  tpm.cast_parameters(DType::bf16);
+  const Tensor ids = tokens(2, 8, c.vocab_size, 3), targets = tokens(2, 8, c.vocab_size, 4);
+  Tensor logits_r = full.forward(ids);
+  Tensor loss_r = ops::cross_entropy(logits_r, targets);
+  loss_r.backward();
+  Tensor local = tpm.forward(ids);
+  EXPECT_EQ(local.dtype(), DType::bf16);
+  EXPECT_TRUE(close_rel(tpm.gather_logits(local), logits_r, 3e-2));
+  Tensor loss = tpm.loss(local, targets);
+  EXPECT_NEAR(loss.item(), loss_r.item(), 1e-2 * loss_r.item());
+  loss.backward();
+  for (auto& [n, t] : tpm.named_parameters()) EXPECT_EQ(t.grad().dtype(), DType::bf16) << n;
+}
+
 TEST(TpGpt, HeadsMustDivideByTp) {
   models::GptConfig c = config(0.0);
   c.n_head = 5;
