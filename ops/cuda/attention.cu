@@ -8,9 +8,10 @@
 //         in registers; a second per query block accumulates dQ over the keys s ≤ t. Each
 //         gradient element is written once (=), no atomics: deterministic.
 // Scores and accumulators are f32; q, k, v are widened on their way into shared memory. These
-// are CUDA-core kernels (no tensor cores): correct for every T and D ≤ 128, but several times
-// slower than cuDNN / FlashAttention-2 on Hopper (docs/PERFORMANCE.md).
+// are the CUDA-core kernels, used for f32 and for head dims other than 64 (any D ≤ 128); f16/bf16
+// with D = 64 (GPT-2) go to the tensor-core kernels of ops/cuda/attention_tc.cu.
 #include "ops/attention.h"
+#include "ops/cuda/attention_tc.h"
 #include "ops/cuda/common.cuh"
 
 namespace st::ops::cuda {
@@ -234,6 +235,12 @@ void visit_head_dim(int D, Fn&& fn) {
   ST_THROW(ShapeError, "causal_attention: the CUDA kernel takes head dims up to 128, got " << D);
 }
 
+bool use_tensor_cores(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (!st::cuda::aligned16(t->data_ptr())) return false;
+  return attention_tc_supported(**ts.begin());
+}
+
 template <class K>
 void set_smem(K kernel, size_t bytes) {
   CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
@@ -248,6 +255,7 @@ void attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& ou
   const int64_t BH = q.size(0) * q.size(1), Tn = q.size(2);
   const int D = static_cast<int>(q.size(3));
   if (BH == 0 || Tn == 0) return;
+  if (use_tensor_cores({&q, &k, &v, &out})) return attention_fwd_tc(q, k, v, out, lse, current_stream());
   const float scale = 1.f / sqrtf(static_cast<float>(D));
   const dim3 grid(static_cast<unsigned>((Tn + kB - 1) / kB), static_cast<unsigned>(BH));
   const size_t smem = (2 * kB * D + kB * (kB + 1)) * sizeof(float);
@@ -286,6 +294,8 @@ void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
     attention_delta_kernel<T><<<grid_for(BH * Tn, 8, INT32_MAX), 256, 0, stream>>>(
         pg, static_cast<const T*>(out.data_ptr()), delta.data<float>(), BH * Tn, D);
     CHECK_LAUNCH();
+    if (use_tensor_cores({&q, &k, &v, &dout, &dq, &dk, &dv}))
+      return attention_bwd_tc(q, k, v, lse, delta, dout, dq, dk, dv, stream);
     visit_head_dim(D, [&](auto md) {
       constexpr int MD = decltype(md)::value;
       auto kv = attention_bwd_dkdv_kernel<T, MD>;

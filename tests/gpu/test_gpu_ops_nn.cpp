@@ -106,6 +106,8 @@ TEST(GpuOpsNN, CausalAttention) {
   check_gpu({.name = "attention T=1000 D=64", .shapes = {{1, 2, 1000, 64}, {1, 2, 1000, 64}, {1, 2, 1000, 64}},
              .op = [](auto& x) { return ops::causal_attention(x[0], x[1], x[2]); }},
             {.f32 = 1e-5, .f16 = 1e-2, .bf16 = 4e-2});
+  check_gpu({.name = "attention T=17 D=64 (one partial tile)", .shapes = {{3, 1, 17, 64}, {3, 1, 17, 64}, {3, 1, 17, 64}},
+             .op = [](auto& x) { return ops::causal_attention(x[0], x[1], x[2]); }, .lo = -3, .hi = 3});
   check_gpu({.name = "attention T=77 D=40", .shapes = {{2, 3, 77, 40}, {2, 3, 77, 40}, {2, 3, 77, 40}},
              .op = [](auto& x) { return ops::causal_attention(x[0], x[1], x[2]); }, .lo = -2, .hi = 2});
   check_gpu({.name = "attention T=130 D=128", .shapes = {{1, 1, 130, 128}, {1, 1, 130, 128}, {1, 1, 130, 128}},
