@@ -95,6 +95,30 @@ TEST(Optim, DecimalWideningMatchesPythonLiterals) {
   EXPECT_EQ(s.bc2_sqrt, static_cast<float>(std::sqrt(1.0 - std::pow(0.999, 2.0))));
 }
 
+TEST(Optim, AdamWFollowsPyTorchOperationOrderBitwise) {
+  // torch/optim/adamw.py (_single_tensor_adamw) transcribed line by line: Python scalars are
+  // doubles, each f32 tensor op rounds once, lerp_ is vec::fmadd on CPU. Pins the order (and so
+  // the last bits) that the CPU and CUDA kernels must both keep.
+  const double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1;
+  Tensor p = Tensor::from_vector(kP0, {5}), m = Tensor::zeros({5}), v = Tensor::zeros({5});
+  std::vector<float> rp(kP0.begin(), kP0.end()), rm(5, 0.f), rv(5, 0.f);
+  for (int t = 1; t <= 3; ++t) {
+    std::vector<float> g(kGrads[t - 1].begin(), kGrads[t - 1].end());
+    ops::adamw_step(p, Tensor::from_vector(g, {5}), m, v, {1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f}, t);
+    const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+    for (size_t i = 0; i < 5; ++i) {
+      rp[i] = rp[i] * static_cast<float>(1 - lr * wd);                                    // param.mul_
+      rm[i] = std::fma(static_cast<float>(1 - b1), g[i] - rm[i], rm[i]);                   // exp_avg.lerp_
+      rv[i] = rv[i] * static_cast<float>(b2);                                              // exp_avg_sq.mul_
+      rv[i] = rv[i] + static_cast<float>(1 - b2) * g[i] * g[i];                            // .addcmul_
+      const float denom = std::sqrt(rv[i]) / static_cast<float>(std::pow(bc2, 0.5)) + static_cast<float>(eps);
+      rp[i] = rp[i] + static_cast<float>(-(lr / bc1)) * rm[i] / denom;                     // param.addcdiv_
+    }
+    auto pd = p.to_float();
+    for (size_t i = 0; i < 5; ++i) EXPECT_EQ(pd[i], rp[i]) << "step " << t << " element " << i;
+  }
+}
+
 TEST(Optim, SgdMomentumThreeStepsClosedForm) {
   const double lr = 0.1, mu = 0.9, wd = 0.01;
   Tensor p = Tensor::from_vector(kP0, {5}), buf = Tensor::zeros({5});
