@@ -18,7 +18,7 @@ constexpr int kThreads = 512;
 __device__ inline void online_merge(float& m, float& s, float m2, float s2) {
   const float mm = fmaxf(m, m2);
   if (mm == -INFINITY) return;  // both empty
-  s = s * expf(m - mm) + s2 * expf(m2 - mm);
+  s = s * __expf(m - mm) + s2 * __expf(m2 - mm);
   m = mm;
 }
 
@@ -32,15 +32,23 @@ __global__ void cross_entropy_fwd_kernel(const T* logits, const I* targets, int6
   __shared__ float sm[32], ss[32];
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const T* xr = logits + n * V;
+    // each thread takes runs of 8 consecutive logits (a warp reads 8 contiguous runs), one
+    // rescale of its running sum per run
     float m = -INFINITY, s = 0.f;
-    for (int64_t c = threadIdx.x; c < V; c += blockDim.x) {
-      const float v = to_float(xr[c]);
-      if (v > m) {
-        s = s * expf(m - v) + 1.f;
-        m = v;
-      } else {
-        s += expf(v - m);
+    for (int64_t c = threadIdx.x * 8LL; c < V; c += blockDim.x * 8LL) {
+      float x[8];
+      float lm = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        x[j] = c + j < V ? to_float(xr[c + j]) : -INFINITY;
+        lm = fmaxf(lm, x[j]);
       }
+      if (lm > m) {
+        s *= __expf(m - lm);
+        m = lm;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s += __expf(x[j] - m);
     }
     for (int o = 16; o > 0; o >>= 1) {
       float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
@@ -107,10 +115,17 @@ __global__ void cross_entropy_bwd_kernel(const T* logits, const I* targets, cons
       for (int64_t c = threadIdx.x; c < V; c += blockDim.x) dr[c] = from_float<T>(0.f);
       continue;
     }
-    for (int64_t c = threadIdx.x; c < V; c += blockDim.x) {
-      float d = expf(to_float(xr[c]) - l) * k;
-      if (c == t) d -= k;
-      dr[c] = from_float<T>(d);
+    for (int64_t c0 = threadIdx.x * 8LL; c0 < V; c0 += blockDim.x * 8LL) {
+      float x[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) x[j] = c0 + j < V ? to_float(xr[c0 + j]) : 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        if (c0 + j >= V) break;
+        float d = __expf(x[j] - l) * k;
+        if (c0 + j == t) d -= k;
+        dr[c0 + j] = from_float<T>(d);
+      }
     }
   }
 }
