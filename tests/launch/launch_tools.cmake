@@ -8,3 +8,7 @@ if(TARGET st_models AND EXISTS ${PROJECT_SOURCE_DIR}/runtime/sampler.cpp)
 endif()
 add_test(NAME test_launch_plot COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/plot_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_launch_plot PROPERTIES LABELS cpu TIMEOUT 120)
+# The installed package: needs the whole build (cmake --install), as test.sh does before ctest.
+add_test(NAME test_launch_install
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install_test.sh ${CMAKE_COMMAND} ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_launch_install PROPERTIES LABELS cpu TIMEOUT 300)
