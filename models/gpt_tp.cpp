@@ -94,7 +94,8 @@ TpGpt::TpGpt(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator>
   const int p = runtime::tp_size(tp_);
   ST_CHECK(c.n_layer >= 1 && c.n_embd >= 1 && c.n_head >= 1 && c.vocab_size >= 1 && c.n_positions >= 1, ValueError,
            "GPT: sizes must be positive (layers " << c.n_layer << ", d_model " << c.n_embd << ", heads " << c.n_head
-                                                  << ", vocab " << c.vocab_size << ", positions " << c.n_positions << ")");
+                                                  << ", vocab " << c.vocab_size << ", positions " << c.n_positions
+                                                  << ")");
   ST_CHECK(c.n_embd % c.n_head == 0, ValueError,
            "GPT: d_model " << c.n_embd << " is not divisible by heads " << c.n_head);
   ST_CHECK(c.n_head % p == 0, ValueError, "GPT: heads " << c.n_head << " are not divisible by tp " << p);

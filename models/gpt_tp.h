@@ -47,7 +47,7 @@ class TpGptEmbedding : public runtime::Layer {
 class TpGptBlock : public runtime::Layer {
  public:
   TpGptBlock(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen);
-  Tensor forward(const Tensor& x) override;  // x (B, T, C) replicated → (B, T, C) replicated
+  Tensor forward(const Tensor& x) override;                 // x (B, T, C) replicated → (B, T, C) replicated
   runtime::LayerCost cost(int64_t seq_len) const override;  // this rank's share
   std::shared_ptr<LayerNorm> ln_1, ln_2;
   std::shared_ptr<runtime::TpSelfAttention> attn;

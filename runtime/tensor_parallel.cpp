@@ -10,8 +10,9 @@ namespace {
 bool trivial(const TpGroup& tp) { return tp == nullptr || tp->size() == 1; }
 
 void check_last_dim(const Tensor& x, const char* op) {
-  ST_CHECK(x.defined() && x.dim() >= 1, ShapeError, op << ": needs a tensor of at least one dim, got "
-                                                         << (x.defined() ? x.describe() : std::string("undefined")));
+  ST_CHECK(
+      x.defined() && x.dim() >= 1, ShapeError,
+      op << ": needs a tensor of at least one dim, got " << (x.defined() ? x.describe() : std::string("undefined")));
 }
 
 Tensor all_reduce(const Tensor& x, comm::Communicator& tp, comm::ReduceOp op) {
@@ -34,19 +35,20 @@ Tensor tp_all_gather_last_dim(const Tensor& x, comm::Communicator& tp) {
   check_last_dim(x, "all_gather_last_dim");
   NoGradGuard ng;
   const int64_t p = tp.size(), n = x.size(-1), M = x.numel(), R = n > 0 ? M / n : 0;
-  Tensor src = x.detach().contiguous();                             // (..., n)
-  Tensor buf = Tensor::empty({p, R, n}, x.dtype(), x.device());     // (tp, rows, n): rank r's block r
+  Tensor src = x.detach().contiguous();                          // (..., n)
+  Tensor buf = Tensor::empty({p, R, n}, x.dtype(), x.device());  // (tp, rows, n): rank r's block r
   tp.allGather(src.view({M}), buf.view({p * M}))->wait();
   Shape out_shape = x.shape();
   out_shape.back() = p * n;
-  return buf.permute({1, 0, 2}).contiguous().view(out_shape);      // (rows, tp, n) → (..., tp·n)
+  return buf.permute({1, 0, 2}).contiguous().view(out_shape);  // (rows, tp, n) → (..., tp·n)
 }
 
 Tensor copy_to_tp(const Tensor& x, const TpGroup& tp) {
   if (trivial(tp)) return x;
   Tensor out = x.detach();  // (...) same storage, own autograd node
   // backward: dy (...) → dx = Σ_ranks dy (...)
-  attach_grad_fn(out, "copy_to_tp", {x}, [tp](const Tensor& g) { return std::vector<Tensor>{tp_all_reduce_sum(g, *tp)}; });
+  attach_grad_fn(out, "copy_to_tp", {x},
+                 [tp](const Tensor& g) { return std::vector<Tensor>{tp_all_reduce_sum(g, *tp)}; });
   return out;
 }
 
@@ -64,9 +66,8 @@ Tensor gather_from_tp(const Tensor& x, const TpGroup& tp) {
   const int64_t n = x.size(-1), r = tp->rank();
   Tensor out = tp_all_gather_last_dim(x, *tp);  // (..., tp·n)
   // backward: dy (..., tp·n) → dx = dy[..., r·n : (r+1)·n] (..., n)
-  attach_grad_fn(out, "gather_from_tp", {x}, [n, r](const Tensor& g) {
-    return std::vector<Tensor>{g.narrow(-1, r * n, n).contiguous()};
-  });
+  attach_grad_fn(out, "gather_from_tp", {x},
+                 [n, r](const Tensor& g) { return std::vector<Tensor>{g.narrow(-1, r * n, n).contiguous()}; });
   return out;
 }
 
@@ -83,9 +84,8 @@ Tensor scatter_to_tp(const Tensor& x, const TpGroup& tp) {
     out = x.detach().narrow(-1, r * n, n).contiguous();  // (..., n), a copy unless x has one row
   }
   // backward: dy (..., n) → dx = all-gather along the last dim (..., tp·n)
-  attach_grad_fn(out, "scatter_to_tp", {x}, [tp](const Tensor& g) {
-    return std::vector<Tensor>{tp_all_gather_last_dim(g, *tp)};
-  });
+  attach_grad_fn(out, "scatter_to_tp", {x},
+                 [tp](const Tensor& g) { return std::vector<Tensor>{tp_all_gather_last_dim(g, *tp)}; });
   return out;
 }
 

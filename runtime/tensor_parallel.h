@@ -42,8 +42,8 @@ Tensor gather_from_tp(const Tensor& x, const TpGroup& tp);
 Tensor scatter_to_tp(const Tensor& x, const TpGroup& tp);
 
 // The collectives themselves, outside autograd (fresh, contiguous results; inputs untouched).
-Tensor tp_all_reduce_sum(const Tensor& x, comm::Communicator& tp);          // (...) → (...)
-Tensor tp_all_reduce_max(const Tensor& x, comm::Communicator& tp);          // (...) → (...)
-Tensor tp_all_gather_last_dim(const Tensor& x, comm::Communicator& tp);     // (..., n) → (..., tp·n)
+Tensor tp_all_reduce_sum(const Tensor& x, comm::Communicator& tp);       // (...) → (...)
+Tensor tp_all_reduce_max(const Tensor& x, comm::Communicator& tp);       // (...) → (...)
+Tensor tp_all_gather_last_dim(const Tensor& x, comm::Communicator& tp);  // (..., n) → (..., tp·n)
 
 }  // namespace st::runtime

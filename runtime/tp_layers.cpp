@@ -33,6 +33,30 @@ std::vector<int64_t> host_ids(const Tensor& t, const char* op) {
   return out;
 }
 
+// What the vocab-parallel cross-entropy keeps for backward (host, f32).
+struct VocabCeSaved {
+  Tensor x;                     // (N, Vl) this rank's logits
+  std::vector<float> lse;       // (N) global log-sum-exp per row
+  std::vector<int64_t> target;  // (N) global target ids
+  int64_t counted, N, Vl, start, nvalid, ignore_index;
+};
+
+// dlogits (N, Vl) f32 host = (exp(x − lse) − [c = t − start])·dloss/count on the valid columns,
+// 0 on padded columns and on ignored rows.
+Tensor vocab_ce_grad(const VocabCeSaved& s, double dloss) {
+  const float k = s.counted > 0 ? static_cast<float>(dloss / static_cast<double>(s.counted)) : 0.f;
+  const float* px = s.x.data<float>();
+  Tensor d = Tensor::zeros({s.N, s.Vl}, DType::f32);  // (N, Vl)
+  float* pd = d.data<float>();
+  for (int64_t n = 0; n < s.N; ++n) {
+    const int64_t t = s.target[static_cast<size_t>(n)];
+    if (t == s.ignore_index) continue;
+    for (int64_t c = 0; c < s.nvalid; ++c) pd[n * s.Vl + c] = std::exp(px[n * s.Vl + c] - s.lse[n]) * k;
+    if (t - s.start >= 0 && t - s.start < s.nvalid) pd[n * s.Vl + (t - s.start)] -= k;
+  }
+  return d;
+}
+
 }  // namespace
 
 int64_t pad_vocab(int64_t vocab, int tp) {
@@ -48,7 +72,7 @@ ColumnParallelLinear::ColumnParallelLinear(int64_t in_, int64_t out_full_, TpGro
   ST_CHECK(out_full % p == 0, ValueError,
            "ColumnParallelLinear: output width " << out_full << " does not divide by tp " << p);
   out_local = out_full / p;
-  weight = register_parameter("weight", Tensor::zeros({in, out_local}));  // (in, out/tp)
+  weight = register_parameter("weight", Tensor::zeros({in, out_local}));        // (in, out/tp)
   if (has_bias) bias = register_parameter("bias", Tensor::zeros({out_local}));  // (out/tp)
 }
 
@@ -62,7 +86,8 @@ Tensor ColumnParallelLinear::forward(const Tensor& x) const {
 RowParallelLinear::RowParallelLinear(int64_t in_full_, int64_t out_, TpGroup tp, bool has_bias, bool parallel_in)
     : in_full(in_full_), out(out_), input_is_parallel(parallel_in), tp_(std::move(tp)) {
   const int p = tp_size(tp_);
-  ST_CHECK(in_full % p == 0, ValueError, "RowParallelLinear: input width " << in_full << " does not divide by tp " << p);
+  ST_CHECK(in_full % p == 0, ValueError,
+           "RowParallelLinear: input width " << in_full << " does not divide by tp " << p);
   in_local = in_full / p;
   weight = register_parameter("weight", Tensor::zeros({in_local, out}));  // (in/tp, out)
   if (has_bias) bias = register_parameter("bias", Tensor::zeros({out}));  // (out) replicated
@@ -73,7 +98,7 @@ Tensor RowParallelLinear::forward(const Tensor& x) const {
   ST_CHECK(xin.dim() >= 1 && xin.size(-1) == in_local, ShapeError,
            "RowParallelLinear: local input must be (..., " << in_local << "), got " << shape_str(xin.shape()));
   Tensor y = reduce_from_tp(ops::linear(xin, weight), tp_);  // (..., out) Σ over ranks
-  return bias.defined() ? ops::add(y, bias) : y;              // bias once, after the sum
+  return bias.defined() ? ops::add(y, bias) : y;             // bias once, after the sum
 }
 
 // ---- attention and MLP ------------------------------------------------------------------------
@@ -97,8 +122,8 @@ Tensor TpSelfAttention::forward(const Tensor& h) const {
     return qkv.narrow(2, i * A, A).reshape({B, T, local_heads, head_dim}).transpose(1, 2).contiguous();
   };
   Tensor y = ops::causal_attention(heads(0), heads(1), heads(2));  // (B, Hl, T, D)
-  y = y.transpose(1, 2).contiguous().reshape({B, T, A});            // (B, T, A) this rank's heads
-  return c_proj->forward(y);                                        // (B, T, C)
+  y = y.transpose(1, 2).contiguous().reshape({B, T, A});           // (B, T, A) this rank's heads
+  return c_proj->forward(y);                                       // (B, T, C)
 }
 
 TpMlp::TpMlp(int64_t c, int64_t f, TpGroup tp) {
@@ -132,9 +157,9 @@ Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
     local[static_cast<size_t>(i)] = mine ? id - vocab_start : 0;
     keep[static_cast<size_t>(i)] = mine ? 1.f : 0.f;
   }
-  Tensor lid = Tensor::from_vector(local, {N}, weight.device());                            // (N) i64
-  Tensor mask = Tensor::from_vector(keep, {N, 1}, weight.dtype(), weight.device());         // (N, 1)
-  Tensor part = ops::mul(ops::embedding(weight, lid), mask);  // (N, C), rows of other ranks zero
+  Tensor lid = Tensor::from_vector(local, {N}, weight.device());                     // (N) i64
+  Tensor mask = Tensor::from_vector(keep, {N, 1}, weight.dtype(), weight.device());  // (N, 1)
+  Tensor part = ops::mul(ops::embedding(weight, lid), mask);                         // (N, C), rows of other ranks zero
   Shape oshape = ids.shape();
   oshape.push_back(C);
   return reduce_from_tp(part, tp_).view(oshape);  // (..., C)
@@ -169,8 +194,8 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
                   << ") and is not ignore_index " << ignore_index);
     ++counted;
   }
-  auto x = std::make_shared<Tensor>(logits.detach().to(Device::cpu).to(DType::f32).contiguous());  // (N, Vl) host f32
-  const float* px = x->data<float>();
+  Tensor x = logits.detach().to(Device::cpu).to(DType::f32).contiguous();  // (N, Vl) host f32
+  const float* px = x.data<float>();
 
   // 1. row max over the valid columns of every rank
   std::vector<float> mx(static_cast<size_t>(N), -std::numeric_limits<float>::infinity());
@@ -192,33 +217,22 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
   if (p > 1) gst = tp_all_reduce_sum(gst, *tp);
   st = gst.to_float();
   // 3. loss = Σ_counted (log Σexp − (x_t − max)) / count, the same on every rank
-  auto lse = std::make_shared<std::vector<float>>(static_cast<size_t>(N));  // (N) log-sum-exp
+  std::vector<float> lse(static_cast<size_t>(N));  // (N) log-sum-exp
   double total = 0;
   for (int64_t n = 0; n < N; ++n) {
     const double ls = std::log(static_cast<double>(st[n]));
-    (*lse)[n] = mx[n] + static_cast<float>(ls);
+    lse[n] = mx[n] + static_cast<float>(ls);
     if (tgt[static_cast<size_t>(n)] != ignore_index) total += ls - static_cast<double>(st[N + n] - mx[n]);
   }
   Tensor loss = Tensor::from_vector(std::vector<float>{static_cast<float>(total / static_cast<double>(counted))}, {},
                                     DType::f32, dev);  // ()
   // backward: dloss () → dlogits (..., Vl) = (softmax − onehot)·dloss/count on valid columns, fresh
-  auto tg = std::make_shared<std::vector<int64_t>>(std::move(tgt));
-  attach_grad_fn(loss, name,
-                 {logits}, [x, lse, tg, counted, N, Vl, start, nvalid, ignore_index, dev, dt = logits.dtype(),
-                            shape = logits.shape()](const Tensor& g) {
-                   const double k = counted > 0 ? g.detach().to(Device::cpu).item() / static_cast<double>(counted) : 0.0;
-                   const float kf = static_cast<float>(k);
-                   const float* px = x->data<float>();
-                   Tensor d = Tensor::zeros({N, Vl}, DType::f32);  // (N, Vl) host
-                   float* pd = d.data<float>();
-                   for (int64_t n = 0; n < N; ++n) {
-                     const int64_t t = (*tg)[static_cast<size_t>(n)];
-                     if (t == ignore_index) continue;
-                     for (int64_t c = 0; c < nvalid; ++c) pd[n * Vl + c] = std::exp(px[n * Vl + c] - (*lse)[n]) * kf;
-                     if (t - start >= 0 && t - start < nvalid) pd[n * Vl + (t - start)] -= kf;
-                   }
-                   return std::vector<Tensor>{d.to(dt).to(dev).view(shape)};
-                 });
+  auto saved = std::make_shared<VocabCeSaved>(
+      VocabCeSaved{x, std::move(lse), std::move(tgt), counted, N, Vl, start, nvalid, ignore_index});
+  attach_grad_fn(loss, name, {logits}, [saved, dev, dt = logits.dtype(), shape = logits.shape()](const Tensor& g) {
+    const double dloss = g.detach().to(Device::cpu).item();
+    return std::vector<Tensor>{vocab_ce_grad(*saved, dloss).to(dt).to(dev).view(shape)};
+  });
   return loss;
 }
 

@@ -62,7 +62,7 @@ class TpSelfAttention : public Module {
  public:
   // Throws ValueError unless n_head divides by tp and n_embd by n_head.
   TpSelfAttention(int64_t n_embd, int64_t n_head, TpGroup tp);
-  Tensor forward(const Tensor& h) const;  // h (B, T, C) → (B, T, C), c_proj applied (bias included)
+  Tensor forward(const Tensor& h) const;         // h (B, T, C) → (B, T, C), c_proj applied (bias included)
   std::shared_ptr<ColumnParallelLinear> c_attn;  // (C, 3C/tp) [q_r | k_r | v_r]
   std::shared_ptr<RowParallelLinear> c_proj;     // (C/tp, C)
   int64_t n_embd, n_head, local_heads, head_dim;
@@ -71,7 +71,7 @@ class TpSelfAttention : public Module {
 class TpMlp : public Module {
  public:
   TpMlp(int64_t n_embd, int64_t ffn, TpGroup tp);
-  Tensor forward(const Tensor& h) const;  // h (B, T, C) → (B, T, C)
+  Tensor forward(const Tensor& h) const;       // h (B, T, C) → (B, T, C)
   std::shared_ptr<ColumnParallelLinear> c_fc;  // (C, F/tp)
   std::shared_ptr<RowParallelLinear> c_proj;   // (F/tp, C)
 };

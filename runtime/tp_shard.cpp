@@ -104,7 +104,8 @@ Tensor unshard_tensor(const std::vector<Tensor>& shards, const ShardSpec& s) {
   const int64_t piece = shards[0].size(d) / s.chunks;
   std::vector<Tensor> parts;  // chunk j = pieces j of ranks 0 … tp−1
   for (int64_t j = 0; j < s.chunks; ++j)
-    for (int64_t r = 0; r < tp; ++r) parts.push_back(shards[static_cast<size_t>(r)].detach().narrow(d, j * piece, piece));
+    for (int64_t r = 0; r < tp; ++r)
+      parts.push_back(shards[static_cast<size_t>(r)].detach().narrow(d, j * piece, piece));
   Tensor full = Tensor::cat(parts, d);
   if (!s.pad_to_tp) return full;
   ST_CHECK(s.full_size >= 0 && s.full_size <= full.size(d), ShapeError,
@@ -131,8 +132,8 @@ NamedTensors gather_state_dict(const NamedTensors& local, const ShardRule& rule,
       continue;
     }
     const int64_t M = t.numel();
-    Tensor src = t.detach().contiguous();                             // (local shape)
-    Tensor buf = Tensor::empty({p * M}, t.dtype(), t.device());       // (tp · M): rank r's shard at r·M
+    Tensor src = t.detach().contiguous();                        // (local shape)
+    Tensor buf = Tensor::empty({p * M}, t.dtype(), t.device());  // (tp · M): rank r's shard at r·M
     tp.allGather(src.view({M}), buf)->wait();
     std::vector<Tensor> shards;
     for (int64_t r = 0; r < p; ++r) shards.push_back(buf.narrow(0, r * M, M).view(t.shape()));

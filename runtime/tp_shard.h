@@ -34,10 +34,10 @@ namespace st::runtime {
 struct ShardSpec {
   enum class Kind : uint8_t { replicated, split };
   Kind kind = Kind::replicated;
-  int64_t dim = 0;          // split dim (negative counts from the end)
-  int64_t chunks = 1;       // equal pieces along dim, each split separately
-  bool pad_to_tp = false;   // pad dim with zeros to a multiple of tp (chunks must be 1)
-  int64_t full_size = -1;   // with pad_to_tp: the unpadded size along dim (restored by unshard)
+  int64_t dim = 0;         // split dim (negative counts from the end)
+  int64_t chunks = 1;      // equal pieces along dim, each split separately
+  bool pad_to_tp = false;  // pad dim with zeros to a multiple of tp (chunks must be 1)
+  int64_t full_size = -1;  // with pad_to_tp: the unpadded size along dim (restored by unshard)
   bool operator==(const ShardSpec&) const = default;
   static ShardSpec replicate() { return {}; }
   static ShardSpec split(int64_t dim, int64_t chunks = 1) { return {Kind::split, dim, chunks, false, -1}; }

@@ -5,12 +5,12 @@
 // gather_state_dict inverts shard_state_dict exactly.
 #include <gtest/gtest.h>
 
+#include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/matmul.h"
-#include "ops/activation.h"
 #include "ops/reduce.h"
 #include "runtime/tp_layers.h"
 #include "runtime/tp_shard.h"

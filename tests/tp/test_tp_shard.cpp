@@ -5,8 +5,8 @@
 #include "models/gpt.h"
 #include "ops/optim.h"
 #include "runtime/optimizer.h"
-#include "tensor/autograd.h"
 #include "runtime/tp_shard.h"
+#include "tensor/autograd.h"
 #include "tp_test_util.h"
 
 using namespace st;
@@ -64,9 +64,9 @@ TEST(TpShard, VocabRowsArePaddedToAMultipleOfTp) {
   const ShardSpec s = rule("transformer.wte.weight");
   Tensor w = index_matrix(10, 3);
   EXPECT_EQ(shard_shape(w.shape(), s, 3), (Shape{4, 3}));  // Vp = 12
-  Tensor last = shard_tensor(w, s, 3, 2);                   // rows 8, 9, then two zero rows
-  EXPECT_TRUE(exactly_equal(last, Tensor::from_vector(std::vector<float>{800, 801, 802, 900, 901, 902, 0, 0, 0, 0, 0, 0},
-                                                      {4, 3})));
+  Tensor last = shard_tensor(w, s, 3, 2);                  // rows 8, 9, then two zero rows
+  EXPECT_TRUE(exactly_equal(
+      last, Tensor::from_vector(std::vector<float>{800, 801, 802, 900, 901, 902, 0, 0, 0, 0, 0, 0}, {4, 3})));
   std::vector<Tensor> shards;
   for (int r = 0; r < 3; ++r) shards.push_back(shard_tensor(w, s, 3, r));
   EXPECT_TRUE(exactly_equal(unshard_tensor(shards, s), w));
