@@ -40,6 +40,7 @@ double LocalGradientSource::compute_gradients(int64_t step, double loss_scale) {
   const double factor = loss_scale / static_cast<double>(layout_.grad_accum * layout_.dp);
   std::vector<Tensor> losses;  // () f32 each; read once at the end (one host sync per step)
   for (int64_t k = 0; k < layout_.grad_accum; ++k) {
+    if (hook_) hook_(k, k == layout_.grad_accum - 1);
     TokenBatch b = micro_batch(step, k);
     Tensor loss = lm_loss(model_->forward(b.inputs), b.targets);  // () f32, micro-batch mean
     Tensor scaled = factor == 1.0 ? loss : ops::scale(loss, factor);

@@ -12,6 +12,7 @@
 // is the global mean loss.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "runtime/language_model.h"
@@ -50,12 +51,16 @@ class LocalGradientSource : public GradientSource {
   int64_t seq_len() const override { return layout_.seq_len; }
   // Micro-batch k of step `step` for this replica (inputs, targets on the device).
   TokenBatch micro_batch(int64_t step, int64_t k) const;
+  // Called before each micro-batch's forward with (k, k == K − 1): a DP reducer turns its
+  // communication on for the last one (GradReducer::set_sync).
+  void set_micro_batch_hook(std::function<void(int64_t k, bool last)> hook) { hook_ = std::move(hook); }
 
  private:
   std::shared_ptr<LanguageModel> model_;
   std::shared_ptr<const TokenData> data_;
   BatchLayout layout_;
   Device device_;
+  std::function<void(int64_t, bool)> hook_;
 };
 
 }  // namespace st::runtime

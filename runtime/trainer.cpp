@@ -35,41 +35,50 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& cfg, NamedTensors p
 
 }  // namespace
 
+TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp, int64_t replica) {
+  ST_CHECK(!cfg.data.empty(), ValueError, "train: no token file (--data)");
+  TrainInputs in;
+  if (cfg.resume) {
+    ST_CHECK(!cfg.checkpoint_dir.empty(), ValueError, "--resume needs --checkpoint-dir");
+    in.resume_path = CheckpointDir(cfg.checkpoint_dir).latest();
+  }
+  Generator init_gen(cfg.seed);
+  if (!in.resume_path.empty()) {
+    TrainState st = TrainState::from_json(read_state(in.resume_path), in.resume_path + "/state.json");
+    in.model = build_model_from_json(st.model);
+    ST_CHECK(in.model->family() == cfg.model, ValueError,
+             "--resume: the checkpoint " << in.resume_path << " holds a " << in.model->family()
+                                         << " model, --model is " << cfg.model);
+  } else {
+    in.model = build_model(cfg, init_gen);
+  }
+  in.device = parse_device(cfg.device);
+  in.data = std::make_shared<TokenData>(cfg.data);
+  const int64_t max_tok = in.data->max_token();
+  ST_CHECK(max_tok < in.model->vocab_size(), ValueError,
+           cfg.data << " holds token id " << max_tok << ", outside the model's vocabulary of "
+                    << in.model->vocab_size());
+  in.layout.micro_batch = cfg.micro_batch;
+  in.layout.grad_accum = cfg.grad_accum;
+  in.layout.dp = dp;
+  in.layout.replica = replica;
+  in.layout.seq_len = cfg.seq_len > 0 ? cfg.seq_len : in.model->context_length();
+  ST_CHECK(in.layout.seq_len <= in.model->context_length(), ValueError,
+           "--seq-len " << in.layout.seq_len << " exceeds the model's context length "
+                        << in.model->context_length());
+  in.model->move_parameters(in.device);
+  return in;
+}
+
 Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
   ST_CHECK(cfg.tp == 1 && cfg.pp == 1 && (cfg.dp == 0 || cfg.dp == 1), ValueError,
            "the single-process trainer runs dp = tp = pp = 1 (got dp " << cfg.dp << ", tp " << cfg.tp << ", pp "
                                                                        << cfg.pp << ")");
-  ST_CHECK(!cfg.data.empty(), ValueError, "train: no token file (--data)");
-  std::string resume_path;
-  if (cfg.resume) {
-    ST_CHECK(!cfg.checkpoint_dir.empty(), ValueError, "--resume needs --checkpoint-dir");
-    resume_path = CheckpointDir(cfg.checkpoint_dir).latest();
-  }
-  Generator init_gen(cfg.seed);
-  if (!resume_path.empty()) {
-    TrainState st = TrainState::from_json(read_state(resume_path), resume_path + "/state.json");
-    model_ = build_model_from_json(st.model);
-    ST_CHECK(model_->family() == cfg.model, ValueError,
-             "--resume: the checkpoint " << resume_path << " holds a " << model_->family() << " model, --model is "
-                                         << cfg.model);
-  } else {
-    model_ = build_model(cfg, init_gen);
-  }
-  const Device device = parse_device(cfg.device);
-  auto data = std::make_shared<TokenData>(cfg.data);
-  const int64_t max_tok = data->max_token();
-  ST_CHECK(max_tok < model_->vocab_size(), ValueError,
-           cfg.data << " holds token id " << max_tok << ", outside the model's vocabulary of " << model_->vocab_size());
-  BatchLayout layout;
-  layout.micro_batch = cfg.micro_batch;
-  layout.grad_accum = cfg.grad_accum;
-  layout.seq_len = cfg.seq_len > 0 ? cfg.seq_len : model_->context_length();
-  ST_CHECK(layout.seq_len <= model_->context_length(), ValueError,
-           "--seq-len " << layout.seq_len << " exceeds the model's context length " << model_->context_length());
-  model_->move_parameters(device);
-  parts_.source = std::make_unique<LocalGradientSource>(model_, data, layout, device);
-  parts_.layout = layout;
-  init(resume_path);
+  TrainInputs in = prepare_training(cfg);
+  model_ = in.model;
+  parts_.source = std::make_unique<LocalGradientSource>(model_, in.data, in.layout, in.device);
+  parts_.layout = in.layout;
+  init(in.resume_path);
 }
 
 Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<LanguageModel> model, TrainerParts parts,
@@ -142,7 +151,10 @@ StepMetrics Trainer::train_step() {
   m.step = step_ + 1;
   m.loss_scale = scaler_.scale();
   m.lr = schedule_.at(step_);
-  model_->zero_grad(/*set_to_none=*/true);
+  if (parts_.zero_grad)
+    parts_.zero_grad();
+  else
+    model_->zero_grad(/*set_to_none=*/true);
   const double local_loss = parts_.source->compute_gradients(step_, scaler_.scale());
   if (parts_.gradients_complete) parts_.gradients_complete();
   std::vector<Tensor> grads = collect_grads();
@@ -159,7 +171,7 @@ StepMetrics Trainer::train_step() {
     scaler_.update(false);
   }
   grads.clear();
-  model_->zero_grad(/*set_to_none=*/true);
+  if (!parts_.zero_grad) model_->zero_grad(/*set_to_none=*/true);  // free the memory between steps
   ++step_;
   m.step_ms = ms_since(t0);
   const double tokens = static_cast<double>(parts_.source->global_batch() * parts_.source->seq_len());

@@ -30,12 +30,26 @@
 
 namespace st::runtime {
 
+// What prepare_training() sets up for one replica: the model in f32 on its device (fresh, from
+// --init-from, or shaped like the newest checkpoint when resuming), the token file (its ids
+// checked against the vocabulary) and the batch layout.
+struct TrainInputs {
+  std::shared_ptr<LanguageModel> model;
+  std::shared_ptr<TokenData> data;
+  BatchLayout layout;
+  std::string resume_path;  // newest complete checkpoint under cfg.checkpoint_dir with --resume, else ""
+  Device device = Device::cpu;
+};
+TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp = 1, int64_t replica = 0);
+
 // What a distributed trainer replaces. Defaults: one process.
 struct TrainerParts {
   std::unique_ptr<GradientSource> source;          // required
   std::shared_ptr<Reductions> loss_reduction;      // null: identity
   std::shared_ptr<Reductions> grad_reduction;      // null: identity
   std::function<void()> gradients_complete;        // null: nothing to wait for
+  std::function<void()> zero_grad;                 // null: drop every .grad() (a DP reducer instead
+                                                   // zeroes its buckets, keeping grads as views)
   int rank = 0;                                    // rank 0 writes metrics, stdout and checkpoints
   BatchLayout layout;                              // recorded in checkpoints
 };
@@ -60,6 +74,9 @@ class Trainer {
   Optimizer& optimizer() { return *opt_; }
   LossScaler& scaler() { return scaler_; }
   const TrainConfig& config() const { return cfg_; }
+  // The parts may be rewired after construction (e.g. a DP reducer built over the parameters
+  // once the optimizer has cast them to the compute dtype).
+  TrainerParts& parts() { return parts_; }
   const std::string& resumed_from() const { return resumed_from_; }
   TrainState state() const;
 
