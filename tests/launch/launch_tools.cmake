@@ -12,3 +12,4 @@ set_tests_properties(test_launch_plot PROPERTIES LABELS cpu TIMEOUT 120)
 add_test(NAME test_launch_install
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install_test.sh ${CMAKE_COMMAND} ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_launch_install PROPERTIES LABELS cpu TIMEOUT 300)
+st_add_mpi_test(test_launch_trace_mpi NP 2 3 SOURCES test_trace_mpi.cpp LIBS st_runtime)
