@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kThreads) attention_fwd_tc_kernel(const T* q, 
   float* Os = Ss + kFloatTile;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t bh = blockIdx.y, base = bh * Tn * kD;
-  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int64_t q0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kTile;  // longest rows first
   load_tile(Qs, q + base + q0 * kD, Tn - q0);
   const int r = 16 * warp + (lane >> 1), c0 = (lane & 1) * 32;  // this lane's row and half row
   const int64_t t = q0 + r;
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kThreads) attention_bwd_dq_tc_kernel(const T* 
   float* DPs = Ss + kFloatTile;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t bh = blockIdx.y, base = bh * Tn * kD;
-  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int64_t q0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kTile;  // longest rows first
   load_tile(Qs, q + base + q0 * kD, Tn - q0);
   load_tile(dOs, dout + base + q0 * kD, Tn - q0);
   const int r = 16 * warp + (lane >> 1), c0 = (lane & 1) * 32;

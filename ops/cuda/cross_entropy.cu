@@ -115,17 +115,12 @@ __global__ void cross_entropy_bwd_kernel(const T* logits, const I* targets, cons
       for (int64_t c = threadIdx.x; c < V; c += blockDim.x) dr[c] = from_float<T>(0.f);
       continue;
     }
-    for (int64_t c0 = threadIdx.x * 8LL; c0 < V; c0 += blockDim.x * 8LL) {
-      float x[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) x[j] = c0 + j < V ? to_float(xr[c0 + j]) : 0.f;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        if (c0 + j >= V) break;
-        float d = __expf(x[j] - l) * k;
-        if (c0 + j == t) d -= k;
-        dr[c0 + j] = from_float<T>(d);
-      }
+    // stride-1 across the block so that the stores coalesce (runs of 8 per thread measured 2.2×
+    // slower here: each warp store then touched 512 bytes in 2-byte pieces)
+    for (int64_t c = threadIdx.x; c < V; c += blockDim.x) {
+      float d = __expf(to_float(xr[c]) - l) * k;
+      if (c == t) d -= k;
+      dr[c] = from_float<T>(d);
     }
   }
 }

@@ -1,6 +1,7 @@
 // CUDA layer normalisation over the last dim, fused per direction:
 //   fwd: one warp per row (N, C): mean, then the centred variance (a second pass over the row,
-//        which is in L1), then y = (x − mean)·rstd·w + b; saves mean, rstd (N) f32.
+//        which is in L1), then y = (x − mean)·rstd·w + b; saves mean, rstd (N) f32. Rows of whole
+//        16-byte packs take the vectorised twins of the row kernels.
 //   bwd: dx in one warp per row (Σ g and Σ g·n̂ with g = dy·w, llm.c's formula), written (=);
 //        dw = Σ_rows dy·n̂ and db = Σ_rows dy by a column kernel: 32 columns × 8 row lanes per
 //        block over a slice of rows, partials (S, C) in f32, then a fixed-order sum over the S
@@ -66,6 +67,86 @@ __global__ void layernorm_bwd_dx_kernel(const T* x, const T* w, const float* mea
   }
 }
 
+// Vectorised twins of the two row kernels for rows that are whole 16-byte packs (C a multiple of
+// 8 halves / 4 floats, 16-byte aligned bases): each lane moves 16 bytes per load.
+template <class T>
+__global__ void layernorm_fwd_vec_kernel(const T* x, const T* w, const T* b, float eps, T* y, float* mean,
+                                         float* rstd, int64_t N, int64_t C) {
+  using st::cuda::load_pack;
+  using st::cuda::Pack;
+  constexpr int NP = Pack<T>::N;
+  const int lane = threadIdx.x & 31;
+  const int64_t r = blockIdx.x * (int64_t)kRowsPerBlock + (threadIdx.x >> 5);
+  if (r >= N) return;
+  const int64_t P = C / NP;
+  const T* xr = x + r * C;
+  float s = 0.f;
+  for (int64_t p = lane; p < P; p += 32) {
+    Pack<T> xv = load_pack(xr + p * NP);
+#pragma unroll
+    for (int j = 0; j < NP; ++j) s += to_float(xv.v[j]);
+  }
+  const float mu = warp_sum(s) / static_cast<float>(C);
+  float v = 0.f;
+  for (int64_t p = lane; p < P; p += 32) {
+    Pack<T> xv = load_pack(xr + p * NP);
+#pragma unroll
+    for (int j = 0; j < NP; ++j) {
+      const float d = to_float(xv.v[j]) - mu;
+      v += d * d;
+    }
+  }
+  const float rs = rsqrtf(warp_sum(v) / static_cast<float>(C) + eps);
+  T* yr = y + r * C;
+  for (int64_t p = lane; p < P; p += 32) {
+    Pack<T> xv = load_pack(xr + p * NP), wv = load_pack(w + p * NP), bv = load_pack(b + p * NP), o;
+#pragma unroll
+    for (int j = 0; j < NP; ++j)
+      o.v[j] = from_float<T>((to_float(xv.v[j]) - mu) * rs * to_float(wv.v[j]) + to_float(bv.v[j]));
+    st::cuda::store_pack(yr + p * NP, o);
+  }
+  if (lane == 0) {
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+}
+
+template <class T>
+__global__ void layernorm_bwd_dx_vec_kernel(const T* x, const T* w, const float* mean, const float* rstd, const T* dy,
+                                            T* dx, int64_t N, int64_t C) {
+  using st::cuda::load_pack;
+  using st::cuda::Pack;
+  constexpr int NP = Pack<T>::N;
+  const int lane = threadIdx.x & 31;
+  const int64_t r = blockIdx.x * (int64_t)kRowsPerBlock + (threadIdx.x >> 5);
+  if (r >= N) return;
+  const int64_t P = C / NP;
+  const T* xr = x + r * C;
+  const T* gr = dy + r * C;
+  const float mu = mean[r], rs = rstd[r];
+  float sg = 0.f, sgn = 0.f;
+  for (int64_t p = lane; p < P; p += 32) {
+    Pack<T> xv = load_pack(xr + p * NP), gv = load_pack(gr + p * NP), wv = load_pack(w + p * NP);
+#pragma unroll
+    for (int j = 0; j < NP; ++j) {
+      const float g = to_float(gv.v[j]) * to_float(wv.v[j]);
+      sg += g;
+      sgn += g * (to_float(xv.v[j]) - mu) * rs;
+    }
+  }
+  const float mg = warp_sum(sg) / static_cast<float>(C), mgn = warp_sum(sgn) / static_cast<float>(C);
+  T* dr = dx + r * C;
+  for (int64_t p = lane; p < P; p += 32) {
+    Pack<T> xv = load_pack(xr + p * NP), gv = load_pack(gr + p * NP), wv = load_pack(w + p * NP), o;
+#pragma unroll
+    for (int j = 0; j < NP; ++j) {
+      const float g = to_float(gv.v[j]) * to_float(wv.v[j]);
+      o.v[j] = from_float<T>(rs * (g - mg - (to_float(xv.v[j]) - mu) * rs * mgn));
+    }
+    st::cuda::store_pack(dr + p * NP, o);
+  }
+}
+
 // Column partial sums over the rows of slice blockIdx.y: part_w, part_b (S, C) f32.
 // Block (32, 8): threadIdx.x a column of the tile, threadIdx.y a row lane.
 template <class T>
@@ -112,6 +193,14 @@ __global__ void layernorm_bwd_dwdb_final_kernel(const float* part_w, const float
   db[c] = from_float<T>(tb);
 }
 
+template <class T>
+bool vec_ok(int64_t C, std::initializer_list<const Tensor*> ts) {
+  if (C % st::cuda::Pack<T>::N != 0) return false;
+  for (const Tensor* t : ts)
+    if (!st::cuda::aligned16(t->data_ptr())) return false;
+  return true;
+}
+
 }  // namespace
 
 // launchers
@@ -122,7 +211,8 @@ void layernorm_fwd(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
   if (N == 0) return;
   visit_float_dtype(x.dtype(), "layernorm", [&](auto tag) {
     using T = decltype(tag);
-    layernorm_fwd_kernel<T><<<grid_for(N, kRowsPerBlock, INT32_MAX), 32 * kRowsPerBlock, 0, current_stream()>>>(
+    auto kernel = vec_ok<T>(C, {&x, &w, &b, &y}) ? layernorm_fwd_vec_kernel<T> : layernorm_fwd_kernel<T>;
+    kernel<<<grid_for(N, kRowsPerBlock, INT32_MAX), 32 * kRowsPerBlock, 0, current_stream()>>>(
         static_cast<const T*>(x.data_ptr()), static_cast<const T*>(w.data_ptr()), static_cast<const T*>(b.data_ptr()),
         eps, static_cast<T*>(y.data_ptr()), mean.data<float>(), rstd.data<float>(), N, C);
     CHECK_LAUNCH();
@@ -147,7 +237,8 @@ void layernorm_bwd(const Tensor& x, const Tensor& w, const Tensor& mean, const T
     const T* px = static_cast<const T*>(x.data_ptr());
     const T* pdy = static_cast<const T*>(dy.data_ptr());
     if (N > 0) {
-      layernorm_bwd_dx_kernel<T><<<grid_for(N, kRowsPerBlock, INT32_MAX), 32 * kRowsPerBlock, 0, stream>>>(
+      auto kernel = vec_ok<T>(C, {&x, &w, &dy, &dx}) ? layernorm_bwd_dx_vec_kernel<T> : layernorm_bwd_dx_kernel<T>;
+      kernel<<<grid_for(N, kRowsPerBlock, INT32_MAX), 32 * kRowsPerBlock, 0, stream>>>(
           px, static_cast<const T*>(w.data_ptr()), mean.data<float>(), rstd.data<float>(), pdy,
           static_cast<T*>(dx.data_ptr()), N, C);
       CHECK_LAUNCH();
