@@ -1,5 +1,7 @@
 #include "runtime/train_checkpoint.h"
 
+#include <set>
+
 #include "runtime/checkpoint_dir.h"
 #include "runtime/json_io.h"
 #include "runtime/safetensors.h"
@@ -41,11 +43,28 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& whe
 
 std::string save_train_checkpoint(const std::string& root, const TrainState& state, const LanguageModel& model,
                                   const Optimizer& opt, int64_t keep) {
+  return save_train_checkpoint(root, state, model.config_json(), opt.master_weights(), opt.state_dict(), keep);
+}
+
+std::map<std::string, Tensor> filter_optimizer_state(const std::map<std::string, Tensor>& state,
+                                                     const NamedTensors& params) {
+  std::set<std::string> names;
+  for (auto& [n, p] : params) names.insert(n);
+  std::map<std::string, Tensor> out;
+  for (auto& [key, t] : state) {
+    const size_t dot = key.find('.');
+    if (dot == std::string::npos ? key == "step" : names.count(key.substr(dot + 1)) > 0) out.emplace(key, t);
+  }
+  return out;
+}
+
+std::string save_train_checkpoint(const std::string& root, const TrainState& state, const nlohmann::json& model_config,
+                                  const NamedTensors& weights, const NamedTensors& optimizer_state, int64_t keep) {
   CheckpointDir dir(root);
   const std::string tmp = dir.begin(state.step);
-  save_safetensors(tmp + "/model.safetensors", opt.master_weights(), {{"format", "pt"}});
-  write_json_file(tmp + "/config.json", model.config_json());
-  save_safetensors(tmp + "/optimizer.safetensors", opt.state_dict());
+  save_safetensors(tmp + "/model.safetensors", weights, {{"format", "pt"}});
+  write_json_file(tmp + "/config.json", model_config);
+  save_safetensors(tmp + "/optimizer.safetensors", optimizer_state);
   write_state(tmp, state.to_json());
   std::string final_path = dir.commit(state.step);
   dir.keep_last(keep);

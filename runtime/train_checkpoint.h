@@ -36,6 +36,15 @@ struct TrainState {
 std::string save_train_checkpoint(const std::string& root, const TrainState& state, const LanguageModel& model,
                                   const Optimizer& opt, int64_t keep);
 
+// The same from tensors the caller gathered (sharded layouts): weights and optimizer state by name.
+std::string save_train_checkpoint(const std::string& root, const TrainState& state, const nlohmann::json& model_config,
+                                  const NamedTensors& weights, const NamedTensors& optimizer_state, int64_t keep);
+
+// The entries of an optimizer state_dict() that concern `params` ("step" and "<slot>.<name>" for
+// their names): what one pipeline stage loads from a full checkpoint.
+std::map<std::string, Tensor> filter_optimizer_state(const std::map<std::string, Tensor>& state,
+                                                     const NamedTensors& params);
+
 struct LoadedCheckpoint {
   std::string path;
   TrainState state;

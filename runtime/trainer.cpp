@@ -2,6 +2,7 @@
 #include "runtime/trainer.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -100,7 +101,7 @@ void Trainer::init(const std::string& resume_path) {
   if (!resume_path.empty()) {
     ckpt = load_train_checkpoint(resume_path);
     try {
-      model_->load_state_dict(ckpt.model, /*strict=*/true);
+      model_->load_state_dict(ckpt.model, /*strict=*/!parts_.partial_state);
     } catch (const ValueError& e) {
       ST_THROW(ValueError, resume_path << "/model.safetensors: " << e.what());
     }
@@ -115,6 +116,7 @@ void Trainer::init(const std::string& resume_path) {
              "--resume: " << resume_path << " has global batch " << st.global_batch << " × seq-len " << st.seq_len
                           << ", this run " << parts_.source->global_batch() << " × " << parts_.source->seq_len()
                           << " (the data order would change)");
+    if (parts_.partial_state) ckpt.optimizer = filter_optimizer_state(ckpt.optimizer, opt_->params());
     try {
       opt_->load_state_dict(ckpt.optimizer);
     } catch (const ValueError& e) {
@@ -165,7 +167,14 @@ StepMetrics Trainer::train_step() {
     m.skipped = scaler_.update(true);
     m.grad_norm = std::numeric_limits<double>::quiet_NaN();
   } else {
-    m.grad_norm = std::sqrt(parts_.grad_reduction->allreduce_sum(local_sum_squares(grads)));
+    double local = 0;
+    if (parts_.norm_weight) {
+      for (size_t i = 0; i < grads.size(); ++i)
+        if (double w = parts_.norm_weight(opt_->params()[i].first); w != 0) local += w * ops::sum_squares(grads[i]);
+    } else {
+      local = local_sum_squares(grads);
+    }
+    m.grad_norm = std::sqrt(parts_.grad_reduction->allreduce_sum(local));
     clip_by_global_norm(grads, m.grad_norm, cfg_.clip);
     opt_->step(grads, m.lr);
     scaler_.update(false);
@@ -218,7 +227,14 @@ TrainState Trainer::state() const {
 
 std::string Trainer::save_checkpoint() {
   ST_CHECK(!cfg_.checkpoint_dir.empty(), ValueError, "save_checkpoint: no --checkpoint-dir");
-  return save_train_checkpoint(cfg_.checkpoint_dir, state(), *model_, *opt_, cfg_.keep_checkpoints);
+  if (!parts_.gather_state)
+    return save_train_checkpoint(cfg_.checkpoint_dir, state(), *model_, *opt_, cfg_.keep_checkpoints);
+  // every rank takes part; rank 0 writes the union
+  NamedTensors weights = parts_.gather_state(opt_->master_weights(), "model");
+  NamedTensors opt_state = parts_.gather_state(opt_->state_dict(), "optimizer");
+  if (parts_.rank != 0) return "";
+  return save_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), weights, opt_state,
+                               cfg_.keep_checkpoints);
 }
 
 void Trainer::run() {
@@ -239,7 +255,7 @@ void Trainer::run() {
     if (val_data_ && step_ % cfg_.eval_every == 0) m.val_loss = evaluate(*val_data_);
     const bool ckpt_due = !cfg_.checkpoint_dir.empty() &&
                           ((cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0) || step_ == cfg_.steps);
-    if (ckpt_due && lead) save_checkpoint();
+    if (ckpt_due && (lead || parts_.gather_state)) save_checkpoint();
     if (lead) {
       metrics.write(m);
       if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || step_ == cfg_.steps))
@@ -250,6 +266,9 @@ void Trainer::run() {
     }
   }
   if (lead && !cfg_.trace.empty()) {
+    std::error_code ec;
+    auto parent = std::filesystem::path(cfg_.trace).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
     std::ofstream out(cfg_.trace);
     out << nlohmann::json{{"traceEvents", trace}}.dump() << "\n";
     ST_CHECK(out.good(), IOError, "trace: cannot write " << cfg_.trace);

@@ -52,6 +52,16 @@ struct TrainerParts {
                                                    // zeroes its buckets, keeping grads as views)
   int rank = 0;                                    // rank 0 writes metrics, stdout and checkpoints
   BatchLayout layout;                              // recorded in checkpoints
+  // ---- sharded layouts (pipeline stages) ---------------------------------------------------
+  // Weight of a parameter's squared gradient in this rank's share of the global norm (0 for a
+  // copy that another rank of grad_reduction's group also counts); null: 1 for every parameter.
+  std::function<double(const std::string& name)> norm_weight;
+  // Collective over all ranks: the union of every rank's tensors by name, on rank 0 (weights,
+  // optimizer state); null: this rank holds everything and rank 0 saves alone.
+  std::function<NamedTensors(const NamedTensors& local, const std::string& what)> gather_state;
+  // This rank's model is a part of the checkpoint (a pipeline stage): resume loads the names it
+  // holds instead of insisting on an exact match.
+  bool partial_state = false;
 };
 
 class Trainer {

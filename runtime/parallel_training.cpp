@@ -1,0 +1,167 @@
+#include "runtime/parallel_training.h"
+
+#include <algorithm>
+#include <iostream>
+#include <set>
+
+#include "comm/make_communicator.h"
+#include "comm/process_grid.h"
+#include "runtime/grad_reducer.h"
+#include "runtime/layer_profile.h"
+#include "runtime/pipeline_source.h"
+#include "runtime/state_gather.h"
+#include "runtime/trainer.h"
+#include "tensor/autograd.h"
+
+namespace st::runtime {
+namespace {
+
+// Scalar sums and maxima over a communicator (f32 on the wire: the values are a handful of
+// per-rank shares, so one f32 rounding is far below the 1e-5 the layouts must agree to).
+class CommReductions : public Reductions {
+ public:
+  explicit CommReductions(std::shared_ptr<comm::Communicator> c) : c_(std::move(c)) {}
+  double allreduce_sum(double x) override { return reduce(x, comm::ReduceOp::sum); }
+  double allreduce_max(double x) override { return reduce(x, comm::ReduceOp::max); }
+
+ private:
+  double reduce(double x, comm::ReduceOp op) {
+    if (!c_ || c_->size() == 1) return x;
+    // split into two f32 parts so the sum keeps ~48 bits: hi + lo == x to double precision
+    const float hi = static_cast<float>(x);
+    const float lo = static_cast<float>(x - static_cast<double>(hi));
+    Tensor t = Tensor::from_vector(std::vector<float>{hi, lo}, {2});
+    if (op == comm::ReduceOp::max) t = Tensor::from_vector(std::vector<float>{hi, 0.f}, {2});
+    c_->allReduce(t, op)->wait();
+    auto v = t.to_double();
+    return v[0] + v[1];
+  }
+  std::shared_ptr<comm::Communicator> c_;
+};
+
+DType comm_dtype_of(const std::string& s) {
+  if (s == "fp32" || s == "f32") return DType::f32;
+  if (s == "bf16") return DType::bf16;
+  if (s == "fp16" || s == "f16") return DType::f16;
+  ST_THROW(ValueError, "--grad-comm-dtype '" << s << "' is not one of fp32, bf16, fp16");
+}
+
+}  // namespace
+
+int run_parallel_training(const TrainConfig& cfg) {
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000));
+  comm::CommSetup setup = comm::make_communicator(cfg.comm, timeout);
+  auto world = setup.world;
+  const bool lead = world->rank() == 0;
+  comm::GridLayout grid_layout = comm::GridLayout::make(world->size(), static_cast<int>(cfg.dp),
+                                                        static_cast<int>(cfg.tp), static_cast<int>(cfg.pp));
+  if (world->size() == 1) return run_training(cfg);
+  ST_CHECK(cfg.tp == 1, ValueError, "--tp " << cfg.tp << ": tensor parallelism is not wired into training yet");
+  if (lead) std::cout << "layout: " << grid_layout.str() << " | comm " << setup.reason << std::endl;
+  comm::ProcessGrid grid(world, grid_layout.dp, grid_layout.tp, grid_layout.pp);
+  const comm::GridCoord me = grid.coord();
+  const int pp = grid_layout.pp, dp = grid_layout.dp;
+
+  TrainInputs in = prepare_training(cfg, dp, me.dp);
+  std::shared_ptr<LanguageModel> model = in.model;
+  std::shared_ptr<StageModel> stage;
+  std::vector<std::string> tied;
+  TrainerParts parts;
+  LocalGradientSource* local_source = nullptr;
+  PipelineGradientSource* pipe_source = nullptr;
+  if (pp > 1) {
+    std::vector<double> costs;
+    if (cfg.partition == "profile")
+      costs = profile_layers(*in.model, in.layout.micro_batch, in.layout.seq_len, in.device, world.get());
+    Partition part = choose_partition(cfg.partition, *in.model, pp, in.layout.seq_len, costs);
+    if (lead) {
+      std::vector<double> shown = costs;
+      if (shown.empty())
+        for (auto& l : in.model->layers()) shown.push_back(l->cost(in.layout.seq_len).param_bytes);
+      std::cout << "partition (" << cfg.partition << "): " << part.describe(shown) << std::endl;
+    }
+    stage = std::make_shared<StageModel>(in.model, part.begin(me.pp), part.end(me.pp));
+    model = stage;
+    tied = tied_across_stages(*in.model, part);
+    auto src = std::make_unique<PipelineGradientSource>(stage, in.data, in.layout, in.device, grid.pp_group(),
+                                                        cfg.schedule, /*count_loss=*/me.tp == 0);
+    pipe_source = src.get();
+    parts.source = std::move(src);
+    parts.partial_state = true;
+    const bool first_stage = stage->is_first();
+    std::set<std::string> tied_set(tied.begin(), tied.end());
+    parts.norm_weight = [tied_set, first_stage](const std::string& name) {
+      return (!first_stage && tied_set.count(name)) ? 0.0 : 1.0;  // the first stage counts tied weights
+    };
+    const std::string ckdir = cfg.checkpoint_dir;
+    const bool contribute = me.dp == 0 && me.tp == 0;
+    parts.gather_state = [world, ckdir, contribute](const NamedTensors& local, const std::string& what) {
+      return gather_named_tensors(local, contribute, *world, ckdir, what);
+    };
+  } else {
+    auto src = std::make_unique<LocalGradientSource>(in.model, in.data, in.layout, in.device);
+    local_source = src.get();
+    parts.source = std::move(src);
+  }
+  parts.loss_reduction = std::make_shared<CommReductions>(world);
+  // the ranks of one DP replica hold different parts of the gradient (stages); replicas hold copies
+  std::shared_ptr<comm::Communicator> replica_group = world->split(me.dp, world->rank(), "replica");
+  parts.grad_reduction = std::make_shared<CommReductions>(replica_group);
+  parts.rank = world->rank();
+  parts.layout = in.layout;
+
+  Trainer trainer(cfg, model, std::move(parts), in.resume_path);
+
+  // Built after the trainer: the optimizer has cast the parameters to the compute dtype.
+  std::shared_ptr<GradReducer> reducer;
+  if (dp > 1) {
+    ReducerOptions ro;
+    ro.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * (1 << 20));
+    ro.first_bucket_bytes = std::min<size_t>(ro.bucket_bytes, 1u << 20);
+    ro.comm_dtype = comm_dtype_of(cfg.grad_comm_dtype);
+    reducer = std::make_shared<GradReducer>(model->named_parameters(), grid.dp_group(), ro);
+    trainer.parts().zero_grad = [reducer] {
+      reducer->zero_grad();
+      reducer->set_sync(false);
+    };
+    if (local_source) local_source->set_micro_batch_hook([reducer](int64_t, bool last) { reducer->set_sync(last); });
+    if (pipe_source) pipe_source->set_on_last_backward([reducer] { reducer->set_sync(true); });
+  }
+  // wte & co.: the first and the last stage of one (dp, tp) position sum their gradients
+  std::shared_ptr<comm::Communicator> tied_group;
+  if (pp > 1) {
+    const bool ends = stage->is_first() || stage->is_last();
+    const int color = ends && !tied.empty() ? me.dp * grid_layout.tp + me.tp : -1;
+    tied_group = world->split(color, me.pp, "tied");
+  }
+  std::vector<Tensor> tied_params;
+  if (tied_group)
+    for (auto& [name, p] : model->named_parameters())
+      if (std::find(tied.begin(), tied.end(), name) != tied.end()) tied_params.push_back(p);
+  trainer.parts().gradients_complete = [reducer, tied_group, tied_params] {
+    if (reducer) reducer->finalize();
+    for (const Tensor& p : tied_params) {
+      Tensor g = p.grad();
+      if (!g.defined()) {
+        g = Tensor::zeros(p.shape(), p.dtype(), p.device());
+        Tensor(p).set_grad(g);
+      }
+      tied_group->allReduce(g, comm::ReduceOp::sum)->wait();
+    }
+  };
+  trainer.run();
+  if (lead && reducer && reducer->stats().buckets_launched > 0) {
+    const ReducerStats& s = reducer->stats();
+    std::cout << "data parallel: " << s.buckets_launched << " bucket all-reduces, "
+              << s.bytes / (1 << 20) << " MiB; communication " << s.comm_ms << " ms, exposed after backward "
+              << s.exposed_ms << " ms (" << (s.comm_ms > 0 ? 100.0 * (1.0 - s.exposed_ms / s.comm_ms) : 0.0)
+              << "% hidden)" << std::endl;
+  }
+  if (lead && pipe_source)
+    std::cout << "pipeline stage 0: compute " << pipe_source->stats().compute_ms << " ms, waiting "
+              << pipe_source->stats().wait_ms << " ms in the last step" << std::endl;
+  world->barrier()->wait();
+  return 0;
+}
+
+}  // namespace st::runtime

@@ -1,0 +1,175 @@
+#include "runtime/pipeline_source.h"
+
+#include <chrono>
+
+#include "ops/elementwise.h"
+#include "runtime/trace.h"
+#include "tensor/autograd.h"
+
+namespace st::runtime {
+namespace {
+using Clock = std::chrono::steady_clock;
+// Tag of the one-off shape handshake; micro-batch tags are 2·mb and 2·mb + 1 (MPI guarantees 32767).
+constexpr int kShapeTag = 32767;
+double ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+// The activation shape a stage receives: run the stage's predecessors' layers symbolically is not
+// possible, so it is agreed once: every stage forwards a zero micro-batch in eval mode (no
+// dropout draw) and sends its output's shape to the next stage.
+Shape exchange_shape(StageModel& stage, comm::Communicator& pp, int64_t B, int64_t T, Device device, DType* dtype) {
+  NoGradGuard ng;
+  const bool was_training = stage.is_training();
+  stage.eval();
+  Shape in_shape{B, T};
+  DType in_dtype = DType::i64;
+  if (!stage.is_first()) {
+    Tensor meta = Tensor::zeros({5}, DType::i64);
+    pp.recv(meta, pp.rank() - 1, kShapeTag)->wait();
+    auto v = meta.to_double();
+    in_shape = {static_cast<int64_t>(v[0]), static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
+    in_dtype = static_cast<DType>(static_cast<int>(v[3]));
+  }
+  Tensor x = Tensor::zeros(in_shape, in_dtype, device);
+  for (auto& l : stage.layers()) x = l->forward(x);
+  if (!stage.is_last()) {
+    ST_CHECK(x.dim() == 3, ShapeError, "pipeline: stage output " << shape_str(x.shape()) << " is not (B, T, C)");
+    std::vector<int64_t> m{x.size(0), x.size(1), x.size(2), static_cast<int64_t>(x.dtype()), 0};
+    pp.send(Tensor::from_vector(m, {5}), pp.rank() + 1, kShapeTag)->wait();
+  }
+  stage.train(was_training);
+  *dtype = in_dtype;
+  return in_shape;
+}
+}  // namespace
+
+PipelineGradientSource::PipelineGradientSource(std::shared_ptr<StageModel> stage, std::shared_ptr<const TokenData> data,
+                                               BatchLayout layout, Device device,
+                                               std::shared_ptr<comm::Communicator> pp_group, std::string schedule,
+                                               bool count_loss)
+    : stage_(std::move(stage)), data_(std::move(data)), layout_(layout), device_(device), pp_(std::move(pp_group)),
+      count_loss_(count_loss) {
+  ST_CHECK(pp_ != nullptr, ValueError, "pipeline: no pp group");
+  actions_ = make_schedule(schedule, pp_->rank(), pp_->size(), static_cast<int>(layout_.grad_accum));
+  recv_shape_ = exchange_shape(*stage_, *pp_, layout_.micro_batch, layout_.seq_len, device_, &act_dtype_);
+}
+
+double PipelineGradientSource::compute_gradients(int64_t step, double loss_scale) {
+  const int64_t K = layout_.grad_accum, B = layout_.micro_batch;
+  const double factor = loss_scale / static_cast<double>(K * layout_.dp);
+  const int prev = pp_->rank() - 1, next = pp_->rank() + 1;
+  const bool first = stage_->is_first(), last = stage_->is_last();
+
+  struct Micro {
+    TokenBatch batch;
+    Tensor input;        // received activation (leaf, requires grad), or token ids
+    Tensor output;       // stage output (non-last) or scaled loss (last)
+    Tensor grad_output;  // received gradient of output
+    Tensor loss;         // unscaled micro-batch mean (last stage)
+  };
+  std::vector<Micro> mbs(static_cast<size_t>(K));
+  std::vector<comm::WorkPtr> pending_sends;
+  std::vector<Tensor> losses;
+  size_t last_backward = 0;
+  for (size_t i = 0; i < actions_.size(); ++i)
+    if (actions_[i].op == PipeOp::Backward) last_backward = i;
+
+  stats_ = {};
+  const size_t mem0 = cpu_bytes_in_use();
+  int64_t in_flight = 0;
+  auto load = [&](int mb) {
+    if (mbs[mb].batch.inputs.defined()) return;
+    const int64_t firstseq = (layout_.replica * K + mb) * B;
+    TokenBatch b = data_->sequences(step, layout_.global_batch(), firstseq, B, layout_.seq_len);
+    if (device_ != Device::cpu) {
+      b.inputs = b.inputs.to(device_);
+      b.targets = b.targets.to(device_);
+    }
+    mbs[mb].batch = b;
+  };
+
+  for (size_t i = 0; i < actions_.size();) {
+    const PipeAction& a = actions_[i];
+    if (is_comm(a.op)) {
+      std::vector<comm::P2POp> sends, recvs;
+      size_t j = i;
+      for (; j < actions_.size() && is_comm(actions_[j].op); ++j) {
+        const PipeAction& c = actions_[j];
+        Micro& m = mbs[c.micro];
+        switch (c.op) {
+          case PipeOp::SendAct:
+            sends.push_back(comm::P2POp::send(m.output.detach().contiguous(), next, 2 * c.micro));
+            break;
+          case PipeOp::SendGrad:
+            sends.push_back(comm::P2POp::send(m.input.grad().contiguous(), prev, 2 * c.micro + 1));
+            m.input = Tensor();  // done with this micro-batch's input
+            break;
+          case PipeOp::RecvAct:
+            m.input = Tensor::empty(recv_shape_, act_dtype_, device_);
+            recvs.push_back(comm::P2POp::recv(m.input, prev, 2 * c.micro));
+            break;
+          case PipeOp::RecvGrad:
+            m.grad_output = Tensor::empty(m.output.shape(), m.output.dtype(), device_);
+            recvs.push_back(comm::P2POp::recv(m.grad_output, next, 2 * c.micro + 1));
+            break;
+          default: break;
+        }
+      }
+      if (!sends.empty()) pending_sends.push_back(pp_->batchP2P(sends));
+      if (!recvs.empty()) {
+        trace::Scope ts("recv", "comm");
+        auto t0 = Clock::now();
+        pp_->batchP2P(recvs)->wait();
+        stats_.wait_ms += ms(t0, Clock::now());
+      }
+      i = j;
+      continue;
+    }
+    Micro& m = mbs[a.micro];
+    auto t0 = Clock::now();
+    if (a.op == PipeOp::Forward) {
+      trace::Scope ts("forward", "compute", a.micro);
+      load(a.micro);
+      Tensor x;
+      if (first) {
+        x = m.batch.inputs;
+      } else {
+        m.input.requires_grad_(true);
+        x = m.input;
+      }
+      for (auto& l : stage_->layers()) x = l->forward(x);
+      if (last) {
+        m.loss = lm_loss(x, m.batch.targets);  // () f32
+        m.output = factor == 1.0 ? m.loss : ops::scale(m.loss, factor);
+        losses.push_back(m.loss.detach());
+      } else {
+        m.output = x;
+      }
+      stats_.peak_in_flight = std::max(stats_.peak_in_flight, ++in_flight);
+      stats_.peak_activation_bytes =
+          std::max(stats_.peak_activation_bytes, static_cast<int64_t>(cpu_bytes_in_use()) - static_cast<int64_t>(mem0));
+    } else {  // Backward
+      trace::Scope ts("backward", "compute", a.micro);
+      if (i == last_backward && on_last_backward_) on_last_backward_();
+      if (last)
+        m.output.backward();
+      else
+        m.output.backward(m.grad_output);
+      m.output = Tensor();
+      m.grad_output = Tensor();
+      m.batch = TokenBatch{};
+      --in_flight;
+    }
+    stats_.compute_ms += ms(t0, Clock::now());
+    ++i;
+  }
+  {
+    trace::Scope ts("send wait", "comm");
+    for (auto& w : pending_sends) w->wait();
+  }
+  if (!last || !count_loss_) return 0.0;
+  double sum = 0;
+  for (auto& l : losses) sum += l.item();
+  return sum / static_cast<double>(K * layout_.dp);
+}
+
+}  // namespace st::runtime
