@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "tensor/error.h"
 
@@ -59,6 +60,9 @@ std::string StepMetrics::line(int64_t total_steps) const {
 
 MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
   if (path_.empty()) return;
+  std::error_code ec;
+  auto parent = std::filesystem::path(path_).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);  // an error shows up in open()
   out_.open(path_, append ? std::ios::app : std::ios::trunc);
   ST_CHECK(out_.good(), IOError, "metrics: cannot open " << path_ << " for writing");
 }
