@@ -1,12 +1,12 @@
 """PyTorch SDPA causal attention fwd+bwd on the shapes of bench_ops_cuda (the comparison for
 ops/cuda/attention.cu). CUDA-event medians of 10 runs after 3 warm-ups, random inputs.
-Usage: python3 bench_attention_torch.py [B=8] [T=1024]"""
+Usage: python3 bench_attention_torch.py [B=16] [T=1024]"""
 import sys
 
 import torch
 import torch.nn.functional as F
 
-B = int(sys.argv[1]) if len(sys.argv) > 1 else 8
+B = int(sys.argv[1]) if len(sys.argv) > 1 else 16
 T = int(sys.argv[2]) if len(sys.argv) > 2 else 1024
 H, D = 12, 64
 
@@ -26,7 +26,7 @@ def median_ms(fn, reps=10, warm=3):
     return times[len(times) // 2]
 
 
-for dt in (torch.bfloat16, torch.float32):
+for dt in (torch.float16, torch.bfloat16, torch.float32):
     q, k, v = (torch.rand(B, H, T, D, device="cuda", dtype=dt, requires_grad=True) * 2 - 1 for _ in range(3))
     q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
     do = torch.rand(B, H, T, D, device="cuda", dtype=dt) * 2 - 1

@@ -3,7 +3,9 @@
 // GB/s against the copy, and causal attention fwd+bwd time (compare with
 // tests/bench/bench_attention_torch.py, PyTorch SDPA on the same shapes).
 // Times are CUDA-event medians of 20 runs after 3 warm-ups, on random inputs (never zeros).
-// Usage: bench_ops_cuda [B=8] [T=1024]
+// Shapes are issue 3's: B·T = 16384 tokens, C = 768, V = 50304 (padded; 50257 shown too), and
+// attention B=16, 12 heads, T=1024, D=64 in f16 (bf16 and f32 too).
+// Usage: bench_ops_cuda [B=16] [T=1024]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -71,8 +73,8 @@ void bw_row(const char* name, double bytes, double ms, double copy_gbs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int64_t B = argc > 1 ? std::atol(argv[1]) : 8, T = argc > 2 ? std::atol(argv[2]) : 1024;
-  const int64_t C = 768, V = 50257, BT = B * T, H = 12, D = 64;
+  const int64_t B = argc > 1 ? std::atol(argv[1]) : 16, T = argc > 2 ? std::atol(argv[2]) : 1024;
+  const int64_t C = 768, V = 50304, BT = B * T, H = 12, D = 64;
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, cuda::current_device()));
   std::printf("device %s, %d SMs; GPT-2 124M shapes B=%ld T=%ld\n", prop.name, prop.multiProcessorCount, (long)B,
@@ -97,6 +99,7 @@ int main(int argc, char** argv) {
       gemm_row("mlp fc", BT, 4 * C, C, false, dt, tf32);
       gemm_row("mlp proj", BT, C, 4 * C, false, dt, tf32);
       gemm_row("lm head (tied wte^T)", BT, V, C, true, dt, tf32);
+      gemm_row("lm head, V=50257", BT, 50257, C, true, dt, tf32);
     }
   }
 
@@ -146,7 +149,7 @@ int main(int argc, char** argv) {
   }
 
   // ---- causal attention (B, H, T, D)
-  for (DType dt : {DType::bf16, DType::f32}) {
+  for (DType dt : {DType::f16, DType::bf16, DType::f32}) {
     Tensor q = rnd({B, H, T, D}, dt), k = rnd({B, H, T, D}, dt), v = rnd({B, H, T, D}, dt), o = q.empty_like();
     Tensor lse = Tensor::empty({B, H, T}, DType::f32, Device::cuda);
     Tensor dO = rnd({B, H, T, D}, dt), dq = q.empty_like(), dk = q.empty_like(), dv = q.empty_like();
