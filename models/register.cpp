@@ -13,8 +13,14 @@ namespace {
 
 int64_t seq_or(const runtime::TrainConfig& cfg, int64_t dflt) { return cfg.seq_len > 0 ? cfg.seq_len : dflt; }
 
+// The dropout stream: its own seed (derived from the run's), so masks are not the numbers that
+// initialised the weights; the trainer checkpoints its (seed, offset).
+std::shared_ptr<Generator> dropout_generator(const Generator& init) {
+  return std::make_shared<Generator>(init.seed() ^ 0x9E3779B97F4A7C15ull, 0);
+}
+
 std::shared_ptr<runtime::LanguageModel> gpt_from_config(const runtime::TrainConfig& cfg, Generator& gen) {
-  auto dropout_gen = std::make_shared<Generator>(gen.seed(), 0);
+  auto dropout_gen = dropout_generator(gen);
   if (!cfg.init_from.empty()) return load_hf_gpt2(cfg.init_from, dropout_gen);
   GptConfig c;
   c.n_layer = cfg.layers;
@@ -34,7 +40,7 @@ std::shared_ptr<runtime::LanguageModel> st_from_config(const runtime::TrainConfi
   c.heads = cfg.heads;
   c.vocab = cfg.vocab;
   c.max_len = seq_or(cfg, 64);
-  auto m = std::make_shared<SimpleTransformer>(c, std::make_shared<Generator>(gen.seed(), 0));
+  auto m = std::make_shared<SimpleTransformer>(c, dropout_generator(gen));
   m->init_weights(gen);
   return m;
 }

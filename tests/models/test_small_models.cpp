@@ -11,6 +11,7 @@
 #include "models/gpt.h"
 #include "models/mlp_lm.h"
 #include "models/simple_transformer.h"
+#include "runtime/json_io.h"
 #include "runtime/model_registry.h"
 #include "runtime/token_data.h"
 #include "runtime/trainer.h"
@@ -91,6 +92,42 @@ TEST_F(SmallModels, MlpTrainsWithAdamWAndSgd) {
   auto s = losses(cfg);
   std::cout << "mlp sgd loss " << s.front() << " → " << s.back() << "\n";
   EXPECT_LT(s.back(), 0.8 * s.front());
+}
+
+TEST_F(SmallModels, RunWritesMetricsValidationAndTrace) {
+  runtime::TrainConfig cfg;
+  cfg.model = "mlp";
+  cfg.vocab = 64;
+  cfg.d_model = 32;
+  cfg.layers = 1;
+  cfg.seq_len = 16;
+  cfg.micro_batch = 4;
+  cfg.data = pattern_tokens(dir_, 64, 4096);
+  cfg.val_data = cfg.data;
+  cfg.eval_every = 3;
+  cfg.steps = 6;
+  cfg.lr = 3e-2;
+  cfg.log_every = 0;
+  cfg.metrics = dir_ + "/out/metrics.jsonl";
+  cfg.trace = dir_ + "/out/trace.json";
+  runtime::Trainer t(cfg);
+  t.run();
+  auto lines = runtime::read_metrics(cfg.metrics);
+  ASSERT_EQ(lines.size(), 6u);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i]["step"], static_cast<int>(i + 1));
+    for (const char* k : {"loss", "grad_norm", "lr", "loss_scale", "skipped", "tokens_per_s", "step_ms", "mfu", "mem_bytes"})
+      EXPECT_TRUE(lines[i].contains(k)) << k;
+    EXPECT_EQ(lines[i].contains("val_loss"), (i + 1) % 3 == 0) << i;
+    EXPECT_GT(lines[i]["mem_bytes"].get<int64_t>(), 0);
+  }
+  EXPECT_LT(lines[5]["val_loss"].get<double>(), lines[2]["val_loss"].get<double>());
+  // the validation loss is the mean loss of the first batches: at step 3 it is close to the
+  // training loss of step 4, which ran on the same weights (same distribution of tokens)
+  EXPECT_NEAR(lines[2]["val_loss"].get<double>(), lines[3]["loss"].get<double>(), 0.05);
+  auto trace = runtime::read_json_file(cfg.trace);
+  ASSERT_EQ(trace["traceEvents"].size(), 6u);
+  EXPECT_EQ(trace["traceEvents"][0]["ph"], "X");
 }
 
 void check_layer_contract(runtime::LanguageModel& m, int64_t vocab, int64_t C) {
