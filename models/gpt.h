@@ -10,7 +10,8 @@
 // stage's copy gets a gradient that must be summed with the first stage's (runtime/language_model.h).
 // Initialisation is HF's: normal(0, 0.02) for wte, wpe and every Conv1D weight, std
 // 0.02/√(2L) for the residual projections (attn.c_proj, mlp.c_proj), biases 0, LayerNorm 1/0;
-// drawn from the Philox Generator in parameter order.
+// drawn from the Philox Generator in parameter order. Backward: ops write fresh gradients (=),
+// parameters accumulate (+=) — the tied wte receives the sum of the embedding's and the head's.
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>

@@ -5,7 +5,9 @@
 //   Embedding  weight (V, C), ids (...) i64 → (..., C)
 //   Dropout    x → x with probability-p zeros, scaled by 1/(1−p) in training; identity in eval
 //              or at p = 0 (then the generator is not advanced).
-// Initialisation is the caller's (models/init.h); constructors create zeros / LN ones.
+// Initialisation is the caller's (each model's init_weights); constructors create zeros / LN ones.
+// Backward is the ops' (each writes fresh tensors, =); the autograd engine accumulates (+=) into
+// the parameters' .grad(), so K micro-batches' backward calls sum their gradients.
 #pragma once
 #include <memory>
 
