@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
     std::printf("|---:|---:|---:|---:|---:|---:|\n");
   }
   const double factor = 2.0 * (size - 1) / size;
+  double raw_1mb_s = 0;  // raw MPI_Iallreduce time of a 1 MB call, for the overhead line below
   for (size_t bytes = 4096; bytes <= max_mb * (size_t(1) << 20); bytes *= 4) {
     const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
     Tensor t = Tensor::zeros({n}, DType::f32);  // (n); zeros stay zeros under repeated sums
@@ -89,12 +90,42 @@ int main(int argc, char** argv) {
         size_t k = (j + round) % methods.size();
         best[k] = std::min(best[k], time_calls(iters, methods[k]));
       }
+    if (bytes == (size_t(1) << 20)) raw_1mb_s = best[1];
     if (rank == 0) {
       auto bw = [&](double s) { return factor * static_cast<double>(bytes) / s / 1e9; };
       std::printf("| %s | %.2f | %.2f | %.2f | %+.1f%% | %+.1f%% |\n", human(bytes).c_str(), bw(best[0]), bw(best[1]),
                   bw(best[2]), 100.0 * (best[0] / best[1] - 1.0), 100.0 * (best[0] / best[2] - 1.0));
       std::fflush(stdout);
     }
+  }
+  // Fixed cost per call, free of transport and scheduling noise: a 4 KB all-reduce on a one-rank
+  // communicator (MPI_COMM_SELF) is pure call overhead, through shardtrain and raw.
+  if (rank == 0) {
+    auto self = MpiCommunicator::dup(MPI_COMM_SELF, "self", Millis(120000));
+    MPI_Comm raw_self;
+    MPI_Comm_dup(MPI_COMM_SELF, &raw_self);
+    Tensor t = Tensor::zeros({1024}, DType::f32);
+    float* p = t.data<float>();
+    const int calls = 100000;
+    auto per_call_us = [&](const std::function<void()>& fn) {
+      double best_us = 1e30;
+      for (int round = 0; round < kRounds; ++round) {
+        double t0 = now_s();
+        for (int i = 0; i < calls; ++i) fn();
+        best_us = std::min(best_us, (now_s() - t0) / calls * 1e6);
+      }
+      return best_us;
+    };
+    double ours = per_call_us([&] { self->allReduce(t)->wait(); });
+    double theirs = per_call_us([&] {
+      MPI_Request r;
+      MPI_Iallreduce(MPI_IN_PLACE, p, 1024, MPI_FLOAT, MPI_SUM, raw_self, &r);
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    });
+    std::printf("\nfixed cost per call (4 KB, one rank): shardtrain %.2f us, raw MPI_Iallreduce+MPI_Wait %.2f us, "
+                "difference %.2f us = %.3f%% of a raw 1 MB call here\n",
+                ours, theirs, ours - theirs, raw_1mb_s > 0 ? 100.0 * (ours - theirs) * 1e-6 / raw_1mb_s : 0.0);
+    MPI_Comm_free(&raw_self);
   }
   comm.reset();
   MPI_Comm_free(&raw);
