@@ -1,0 +1,226 @@
+// Zero1 under mpirun (np 1–4): the ownership partition (contiguous, covering, byte-balanced
+// against a brute-force optimum, fewer parameters than ranks), reduce-scattered gradients after
+// two accumulated backward passes against the closed-form sum over ranks, all-gathered
+// parameters against each owner's closed-form values; f32, f16 and bf16.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "comm/make_communicator.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "runtime/zero1.h"
+#include "tensor/autograd.h"
+
+using namespace st;
+using namespace st::runtime;
+
+namespace {
+std::shared_ptr<comm::Communicator> world() {
+  static std::shared_ptr<comm::Communicator> w = comm::make_communicator("mpi", std::chrono::seconds(60)).world;
+  return w;
+}
+
+const std::vector<Shape> kShapes = {{3, 5}, {17}, {4, 4}, {100}, {2, 3, 4}, {9}, {31}};
+
+NamedTensors make_params(size_t count, DType dt) {
+  NamedTensors ps;
+  for (size_t i = 0; i < count; ++i) {
+    Tensor t = Tensor::zeros(kShapes[i % kShapes.size()], dt);
+    t.requires_grad_();
+    ps.push_back({"layer" + std::to_string(i) + ".w", t});
+  }
+  return ps;
+}
+
+// c_i[j] = factor·((rank + 1)(i + 1) + j mod 5): ∂loss/∂p_i[j] for loss = Σ_i Σ_j p_i[j]·c_i[j]
+double coef(int rank, size_t i, int64_t j, double factor) { return factor * ((rank + 1.0) * (i + 1.0) + j % 5); }
+
+Tensor loss_of(const NamedTensors& ps, int rank, double factor) {
+  Tensor total;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const Tensor& p = ps[i].second;
+    std::vector<double> c(static_cast<size_t>(p.numel()));
+    for (int64_t j = 0; j < p.numel(); ++j) c[static_cast<size_t>(j)] = coef(rank, i, j, factor);
+    Tensor term = ops::sum(ops::mul(p, Tensor::from_vector(c, p.shape()).to(p.dtype())));
+    total = total.defined() ? ops::add(total, term.to(DType::f32)) : term.to(DType::f32);
+  }
+  return total;
+}
+
+// value the owner writes into parameter i, element j
+double owned_value(int owner, size_t i, int64_t j) { return 100.0 * (owner + 1) + 10.0 * i + j % 7 + 0.25; }
+
+double tol(DType dt, double want) {
+  if (dt == DType::bf16) return std::abs(want) / 128.0;
+  if (dt == DType::f16) return std::abs(want) / 1024.0;
+  return 0.0;
+}
+
+// Smallest possible largest run over all cuts of `bytes` into `parts` contiguous non-empty runs.
+double brute_force_bottleneck(const std::vector<double>& bytes, int parts) {
+  std::function<double(size_t, int)> best = [&](size_t from, int left) -> double {
+    if (left == 1) {
+      double s = 0;
+      for (size_t k = from; k < bytes.size(); ++k) s += bytes[k];
+      return s;
+    }
+    double out = 1e300, run = 0;
+    for (size_t k = from; k + left <= bytes.size(); ++k) {
+      run += bytes[k];
+      out = std::min(out, std::max(run, best(k + 1, left - 1)));
+    }
+    return out;
+  };
+  return best(0, parts);
+}
+
+std::vector<int> all_ints(int v) {
+  std::vector<int> out(static_cast<size_t>(world()->size()));
+  MPI_Allgather(&v, 1, MPI_INT, out.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  return out;
+}
+
+void check_partition(const Zero1& z, const NamedTensors& ps) {
+  const int n = world()->size(), rank = world()->rank();
+  const int count = static_cast<int>(ps.size());
+  // contiguous and covering: runs follow each other from 0 to count
+  EXPECT_EQ(z.begin(0), 0);
+  EXPECT_EQ(z.end(n - 1), count);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_LE(z.begin(r), z.end(r));
+    if (r + 1 < n) {
+      EXPECT_EQ(z.end(r), z.begin(r + 1));
+    }
+  }
+  // each parameter has exactly one owner, the run that holds it
+  for (int k = 0; k < count; ++k) {
+    int owner = z.owner(ps[static_cast<size_t>(k)].first);
+    EXPECT_TRUE(z.begin(owner) <= k && k < z.end(owner)) << ps[static_cast<size_t>(k)].first;
+    EXPECT_EQ(z.owns(ps[static_cast<size_t>(k)].first), owner == rank);
+  }
+  // owned() is this rank's run, in order, the same tensors
+  ASSERT_EQ(static_cast<int>(z.owned().size()), z.end(rank) - z.begin(rank));
+  for (size_t m = 0; m < z.owned().size(); ++m) {
+    EXPECT_EQ(z.owned()[m].first, ps[static_cast<size_t>(z.begin(rank)) + m].first);
+    EXPECT_TRUE(z.owned()[m].second.same(ps[static_cast<size_t>(z.begin(rank)) + m].second));
+  }
+  // every rank agrees on the cut, and the owned counts add up to all parameters
+  auto begins = all_ints(z.begin(rank));
+  auto owned = all_ints(static_cast<int>(z.owned().size()));
+  int total = 0;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(begins[static_cast<size_t>(r)], z.begin(r));
+    total += owned[static_cast<size_t>(r)];
+  }
+  EXPECT_EQ(total, count);
+}
+
+void run_step(DType dt, size_t count) {
+  const int n = world()->size(), rank = world()->rank();
+  auto ps = make_params(count, dt);
+  Zero1 z(ps, world());
+  check_partition(z, ps);
+
+  // two accumulated backward passes, then reduce-scatter
+  z.zero_grad();
+  loss_of(ps, rank, 1.0).backward();
+  loss_of(ps, rank, 2.0).backward();
+  z.reduce_scatter();
+  for (auto& [name, p] : z.owned()) {
+    const size_t i = std::stoul(name.substr(5));
+    auto g = p.grad().to_double();
+    ASSERT_EQ(static_cast<int64_t>(g.size()), p.numel());
+    for (int64_t j = 0; j < p.numel(); ++j) {
+      double want = 0;
+      for (int r = 0; r < n; ++r) want += coef(r, i, j, 1.0) + coef(r, i, j, 2.0);
+      EXPECT_NEAR(g[static_cast<size_t>(j)], want, tol(dt, want)) << name << "[" << j << "]";
+    }
+  }
+  if (n > 1) {
+    EXPECT_EQ(z.stats().bytes_reduced, static_cast<int64_t>(n * z.chunk_numel() * dtype_size(dt)));
+  }
+
+  // owners write closed-form values; all_gather brings them to every rank
+  {
+    NoGradGuard ng;
+    for (auto& [name, p] : z.owned()) {
+      const size_t i = std::stoul(name.substr(5));
+      std::vector<double> v(static_cast<size_t>(p.numel()));
+      for (int64_t j = 0; j < p.numel(); ++j) v[static_cast<size_t>(j)] = owned_value(rank, i, j);
+      p.detach().copy_(Tensor::from_vector(v, p.shape()));
+    }
+  }
+  z.all_gather();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const Tensor& p = ps[i].second;
+    const int owner = z.owner(ps[i].first);
+    EXPECT_EQ(p.dtype(), dt);
+    auto got = p.to_double();
+    for (int64_t j = 0; j < p.numel(); ++j) {
+      double want = owned_value(owner, i, j);
+      EXPECT_NEAR(got[static_cast<size_t>(j)], want, tol(dt, want)) << ps[i].first << "[" << j << "]";
+    }
+  }
+
+  // the next step starts from zero gradients everywhere
+  z.zero_grad();
+  for (auto& [name, p] : ps)
+    for (double g : p.grad().to_double()) ASSERT_EQ(g, 0.0) << name;
+}
+}  // namespace
+
+TEST(Zero1, PartitionIsContiguousBalancedAndCovering) {
+  const int n = world()->size();
+  auto ps = make_params(7, DType::f32);
+  Zero1 z(ps, world());
+  check_partition(z, ps);
+  std::vector<double> bytes;
+  for (auto& [name, p] : ps) bytes.push_back(static_cast<double>(p.nbytes()));
+  double largest = 0;
+  for (int r = 0; r < n; ++r) {
+    double run = 0;
+    for (int k = z.begin(r); k < z.end(r); ++k) run += bytes[static_cast<size_t>(k)];
+    largest = std::max(largest, run);
+    EXPECT_GT(run, 0) << "rank " << r << " owns nothing although there are enough parameters";
+  }
+  EXPECT_EQ(largest, brute_force_bottleneck(bytes, n));
+  EXPECT_EQ(z.chunk_numel() * 4, static_cast<int64_t>(largest));
+}
+
+TEST(Zero1, FewerParametersThanRanks) {
+  const int n = world()->size(), rank = world()->rank();
+  auto ps = make_params(2, DType::f32);
+  Zero1 z(ps, world());
+  check_partition(z, ps);
+  if (n >= 2) {
+    EXPECT_EQ(z.owner("layer0.w"), 0);
+    EXPECT_EQ(z.owner("layer1.w"), 1);
+    EXPECT_EQ(z.owned().size(), rank < 2 ? 1u : 0u);
+  }
+  EXPECT_THROW(z.owner("nope"), ValueError);
+}
+
+TEST(Zero1, StepF32) { run_step(DType::f32, 7); }
+TEST(Zero1, StepF16) { run_step(DType::f16, 7); }
+TEST(Zero1, StepBf16) { run_step(DType::bf16, 7); }
+TEST(Zero1, StepWithIdleRanks) { run_step(DType::f32, 2); }
+
+TEST(Zero1, RejectsMixedDtypes) {
+  auto ps = make_params(2, DType::f32);
+  ps[1].second = Tensor::zeros({3}, DType::bf16);
+  EXPECT_THROW(Zero1(ps, world()), DTypeError);
+}
+
+int main(int argc, char** argv) {
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  ::testing::InitGoogleTest(&argc, argv);
+  int rc = RUN_ALL_TESTS();
+  int any = 0;
+  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return any;
+}
