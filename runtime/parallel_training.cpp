@@ -27,7 +27,7 @@ class CommReductions : public Reductions {
  private:
   double reduce(double x, comm::ReduceOp op) {
     if (!c_ || c_->size() == 1) return x;
-    // split into two f32 parts so the sum keeps ~48 bits: hi + lo == x to double precision
+    // two f32 parts (x = hi + lo to ~48 bits) so no rank's value loses precision on the way
     const float hi = static_cast<float>(x);
     const float lo = static_cast<float>(x - static_cast<double>(hi));
     Tensor t = Tensor::from_vector(std::vector<float>{hi, lo}, {2});
@@ -104,6 +104,7 @@ int run_parallel_training(const TrainConfig& cfg) {
     parts.source = std::move(src);
   }
   parts.loss_reduction = std::make_shared<CommReductions>(world);
+  parts.flag_reduction = parts.loss_reduction;
   // the ranks of one DP replica hold different parts of the gradient (stages); replicas hold copies
   std::shared_ptr<comm::Communicator> replica_group = world->split(me.dp, world->rank(), "replica");
   parts.grad_reduction = std::make_shared<CommReductions>(replica_group);

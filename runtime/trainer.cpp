@@ -2,6 +2,7 @@
 #include "runtime/trainer.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -32,6 +33,18 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& cfg, NamedTensors p
   if (cfg.optimizer == "sgd")
     return std::make_unique<Sgd>(std::move(params), SgdOptions{cfg.lr, cfg.momentum, cfg.weight_decay}, compute);
   ST_THROW(ValueError, "optimizer '" << cfg.optimizer << "' is not one of adamw, sgd");
+}
+
+// Test hook (documented in docs/testing.md): SHARDTRAIN_TEST_INF_STEP=s (from 1) and
+// SHARDTRAIN_TEST_INF_RANK=r make rank r's first gradient infinite at step s, to check that every
+// rank skips the step together and the loss scale halves.
+void maybe_inject_overflow(std::vector<Tensor>& grads, int64_t step, int rank) {
+  const char* at_step = std::getenv("SHARDTRAIN_TEST_INF_STEP");
+  const char* at_rank = std::getenv("SHARDTRAIN_TEST_INF_RANK");
+  if (!at_step || grads.empty() || std::atoll(at_step) != step) return;
+  if (at_rank && std::atoi(at_rank) != rank) return;
+  NoGradGuard ng;
+  grads[0].flatten().narrow(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
 }
 
 }  // namespace
@@ -160,8 +173,9 @@ StepMetrics Trainer::train_step() {
   const double local_loss = parts_.source->compute_gradients(step_, scaler_.scale());
   if (parts_.gradients_complete) parts_.gradients_complete();
   std::vector<Tensor> grads = collect_grads();
+  maybe_inject_overflow(grads, step_ + 1, parts_.rank);
   bool found_inf = false;
-  if (scaler_.enabled()) found_inf = parts_.grad_reduction->allreduce_max(any_inf_nan(grads) ? 1.0 : 0.0) > 0.0;
+  if (scaler_.enabled()) found_inf = (parts_.flag_reduction ? parts_.flag_reduction : parts_.grad_reduction)->allreduce_max(any_inf_nan(grads) ? 1.0 : 0.0) > 0.0;
   m.loss = parts_.loss_reduction->allreduce_sum(local_loss);
   if (found_inf) {
     m.skipped = scaler_.update(true);

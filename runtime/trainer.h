@@ -47,6 +47,8 @@ struct TrainerParts {
   std::unique_ptr<GradientSource> source;          // required
   std::shared_ptr<Reductions> loss_reduction;      // null: identity
   std::shared_ptr<Reductions> grad_reduction;      // null: identity
+  // The fp16 inf/NaN verdict, agreed by every rank so all skip or step together; null: grad_reduction.
+  std::shared_ptr<Reductions> flag_reduction;
   std::function<void()> gradients_complete;        // null: nothing to wait for
   std::function<void()> zero_grad;                 // null: drop every .grad() (a DP reducer instead
                                                    // zeroes its buckets, keeping grads as views)
