@@ -13,3 +13,6 @@ add_test(NAME test_launch_install
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install_test.sh ${CMAKE_COMMAND} ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_launch_install PROPERTIES LABELS cpu TIMEOUT 300)
 st_add_mpi_test(test_launch_trace_mpi NP 2 3 SOURCES test_trace_mpi.cpp LIBS st_runtime)
+add_test(NAME test_launch_mpirun_wrapper
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpirun_wrapper_test.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:shardtrain>)
+set_tests_properties(test_launch_mpirun_wrapper PROPERTIES LABELS mpi TIMEOUT 120)
