@@ -10,6 +10,7 @@
 
 #include "models/hf_gpt2.h"
 #include "runtime/json_io.h"
+#include "runtime/model_registry.h"
 #include "runtime/safetensors.h"
 #include "train_helpers.h"
 
@@ -141,6 +142,31 @@ TEST_F(HfGpt2, RejectsBadWeightsNamingTheKey) {
   EXPECT_NE(e.find("missing key 'transformer.ln_f.bias'"), std::string::npos) << e;
   // a directory that is not there
   EXPECT_NE(load_error(dir_ + "/nowhere").find("not a directory"), std::string::npos);
+}
+
+TEST_F(HfGpt2, InitFromIsForTheGptOnly) {
+  runtime::TrainConfig cfg = testing::reference_config();
+  Generator g(1);
+  auto m = runtime::build_model(cfg, g);  // --init-from: the fixture's sizes, whatever the flags say
+  EXPECT_EQ(m->family(), "gpt");
+  EXPECT_EQ(m->context_length(), 32);
+  cfg.model = "mlp";
+  try {
+    runtime::build_model(cfg, g);
+    FAIL() << "an MLP was initialised from a GPT-2 directory";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("--model mlp"), std::string::npos) << e.what();
+  }
+  cfg.model = "transformer-xl";
+  cfg.init_from.clear();
+  try {
+    runtime::build_model(cfg, g);
+    FAIL();
+  } catch (const ValueError& e) {
+    std::string w = e.what();
+    EXPECT_NE(w.find("unknown model 'transformer-xl'"), std::string::npos) << w;
+    for (const char* f : {"gpt", "mlp", "simple-transformer"}) EXPECT_NE(w.find(f), std::string::npos) << w;
+  }
 }
 
 }  // namespace

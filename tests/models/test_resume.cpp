@@ -78,6 +78,14 @@ TEST(Resume, GptFp16IsBitExact) {
   expect_resume_bit_exact(cfg, "resume_fp16");
 }
 
+TEST(Resume, GptBf16IsBitExact) {
+  auto cfg = reference_config();
+  cfg.precision = "bf16";
+  cfg.optimizer = "sgd";  // and the other optimizer's state
+  cfg.lr = 0.05;
+  expect_resume_bit_exact(cfg, "resume_bf16");
+}
+
 // A token file whose next token is a function of the current one (period 16).
 std::string pattern_tokens(const std::string& dir, int64_t vocab, int64_t n) {
   std::vector<uint16_t> perm;

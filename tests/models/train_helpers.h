@@ -2,6 +2,8 @@
 // ../shared/anchors/hf_gpt2_reference.py's run (lr 1e-3, betas 0.9/0.95, eps 1e-8, wd 0.1,
 // clip 1.0, B 4, T 32, 5 steps, fp32, dropout off via the fixture's config).
 #pragma once
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 
