@@ -1,0 +1,80 @@
+// NCCL backend at world size 1 (label gpu; built only with NCCL, run on a machine with a GPU).
+// The multi-rank NCCL runs are the mpi tests themselves: test_comm instantiates every collective
+// and p2p case on NCCL wherever each rank has a GPU. Here: the plumbing (dtypes, layouts, in place
+// and out of place), ordering against the compute stream by events, split, abort, and auto choice.
+#include <gtest/gtest.h>
+
+#include "comm/make_communicator.h"
+#include "tests/comm/comm_test_util.h"
+
+namespace st::comm::test {
+namespace {
+
+TEST(NcclOneRank, AutoPicksNcclWithAGpuPerRank) {
+  ASSERT_GE(nccl_visible_devices(), 1);
+  CommSetup s = make_communicator("auto", kTestTimeout);
+  EXPECT_EQ(s.backend, "nccl") << s.reason;
+  EXPECT_EQ(s.reason.rfind("auto -> nccl: every rank owns a GPU", 0), 0u) << s.reason;
+  EXPECT_EQ(s.device, 0);
+  EXPECT_STREQ(s.world->backend(), "nccl");
+}
+
+TEST(NcclOneRank, EveryOpAndDtypeOnDeviceTensors) {
+  auto c = make_world("nccl");
+  ASSERT_EQ(c->size(), 1);
+  for (DType dt : all_dtypes()) {
+    std::vector<double> x{1, 2, 3, 4, 5, 6};
+    Tensor in = make_tensor(x, dt, Device::cuda), out = Tensor::zeros({6}, dt, Device::cuda);
+    c->allReduce(in, out)->wait();
+    EXPECT_EQ(out.to_double(), x) << dtype_name(dt);
+    c->allReduce(in, ReduceOp::max)->wait();
+    EXPECT_EQ(in.to_double(), x) << dtype_name(dt);
+    if (is_floating(dt)) {
+      Tensor a = Tensor::zeros({6}, dt, Device::cuda);
+      c->allReduce(in, a, ReduceOp::avg)->wait();
+      EXPECT_EQ(a.to_double(), x) << dtype_name(dt);
+    }
+    Tensor g = Tensor::zeros({6}, dt, Device::cuda), rs = Tensor::zeros({6}, dt, Device::cuda);
+    c->allGather(in, g)->wait();
+    c->reduceScatter(in, rs)->wait();
+    c->broadcast(in, 0)->wait();
+    EXPECT_EQ(g.to_double(), x) << dtype_name(dt);
+    EXPECT_EQ(rs.to_double(), x) << dtype_name(dt);
+    EXPECT_EQ(in.to_double(), x) << dtype_name(dt);
+  }
+  c->barrier()->wait();
+  EXPECT_THROW(c->allReduce(Tensor::ones({2}, DType::f32, Device::cpu)), DeviceError);
+}
+
+// A large fill enqueued on the compute stream, then at once an out-of-place all-reduce on the comm
+// stream: without the event wait the copy would read the old values.
+TEST(NcclOneRank, CommStreamWaitsForComputeStream) {
+  auto c = make_world("nccl");
+  const int64_t n = 1 << 26;
+  Tensor in = Tensor::zeros({n}, DType::f32, Device::cuda), out = Tensor::zeros({n}, DType::f32, Device::cuda);
+  for (int rep = 1; rep <= 3; ++rep) {
+    in.fill_(rep);  // asynchronous on the compute stream
+    c->allReduce(in, out)->wait();
+    std::vector<float> v = out.to_float();
+    EXPECT_EQ(v.front(), rep);
+    EXPECT_EQ(v.back(), rep);
+  }
+}
+
+TEST(NcclOneRank, SplitAndAbort) {
+  auto c = make_world("nccl");
+  auto child = c->split(0, 0, "child");
+  ASSERT_TRUE(child);
+  EXPECT_EQ(child->name(), "child");
+  Tensor t = Tensor::full({4}, 2.0, DType::f32, Device::cuda);
+  child->allReduce(t)->wait();
+  EXPECT_EQ(t.to_double()[3], 2.0);
+  EXPECT_EQ(c->split(-1, 0), nullptr);
+  child->abort("test abort");  // ncclCommAbort
+  EXPECT_THROW(child->allReduce(t), CommError);
+  c->allReduce(t)->wait();  // the parent is unaffected
+  EXPECT_EQ(t.to_double()[0], 2.0);
+}
+
+}  // namespace
+}  // namespace st::comm::test
