@@ -11,6 +11,7 @@
 #include "runtime/pipeline_source.h"
 #include "runtime/state_gather.h"
 #include "runtime/trainer.h"
+#include "runtime/zero1.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -87,16 +88,10 @@ int run_parallel_training(const TrainConfig& cfg) {
                                                         cfg.schedule, /*count_loss=*/me.tp == 0);
     pipe_source = src.get();
     parts.source = std::move(src);
-    parts.partial_state = true;
     const bool first_stage = stage->is_first();
     std::set<std::string> tied_set(tied.begin(), tied.end());
     parts.norm_weight = [tied_set, first_stage](const std::string& name) {
       return (!first_stage && tied_set.count(name)) ? 0.0 : 1.0;  // the first stage counts tied weights
-    };
-    const std::string ckdir = cfg.checkpoint_dir;
-    const bool contribute = me.dp == 0 && me.tp == 0;
-    parts.gather_state = [world, ckdir, contribute](const NamedTensors& local, const std::string& what) {
-      return gather_named_tensors(local, contribute, *world, ckdir, what);
     };
   } else {
     auto src = std::make_unique<LocalGradientSource>(in.model, in.data, in.layout, in.device);
@@ -107,7 +102,27 @@ int run_parallel_training(const TrainConfig& cfg) {
   parts.flag_reduction = parts.loss_reduction;
   // the ranks of one DP replica hold different parts of the gradient (stages); replicas hold copies
   std::shared_ptr<comm::Communicator> replica_group = world->split(me.dp, world->rank(), "replica");
-  parts.grad_reduction = std::make_shared<CommReductions>(replica_group);
+  parts.grad_reduction = std::make_shared<CommReductions>(cfg.zero && dp > 1 ? world : replica_group);
+  // ZeRO-1: ownership is fixed by the parameter sizes, so a first Zero1 over the f32 parameters
+  // tells the trainer which names its optimizer covers; the working one is built after the
+  // optimizer has cast the parameters to the compute dtype.
+  const bool zero = cfg.zero && dp > 1;
+  if (zero) {
+    std::set<std::string> owned;
+    {
+      Zero1 probe(model->named_parameters(), grid.dp_group());
+      for (auto& [name, p] : probe.owned()) owned.insert(name);
+    }
+    parts.optimizer_owns = [owned](const std::string& name) { return owned.count(name) > 0; };
+  }
+  if (pp > 1 || zero) {  // each rank holds a part of the checkpoint: gather it onto rank 0
+    parts.partial_state = true;
+    const std::string ckdir = cfg.checkpoint_dir;
+    const bool contribute = me.tp == 0 && (zero || me.dp == 0);  // ZeRO: every DP rank has a shard
+    parts.gather_state = [world, ckdir, contribute](const NamedTensors& local, const std::string& what) {
+      return gather_named_tensors(local, contribute, *world, ckdir, what);
+    };
+  }
   parts.rank = world->rank();
   parts.layout = in.layout;
 
@@ -115,7 +130,12 @@ int run_parallel_training(const TrainConfig& cfg) {
 
   // Built after the trainer: the optimizer has cast the parameters to the compute dtype.
   std::shared_ptr<GradReducer> reducer;
-  if (dp > 1) {
+  std::shared_ptr<Zero1> zero1;
+  if (zero) {
+    zero1 = std::make_shared<Zero1>(model->named_parameters(), grid.dp_group());
+    trainer.parts().zero_grad = [zero1] { zero1->zero_grad(); };
+    trainer.parts().after_step = [zero1] { zero1->all_gather(); };
+  } else if (dp > 1) {
     ReducerOptions ro;
     ro.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * (1 << 20));
     ro.first_bucket_bytes = std::min<size_t>(ro.bucket_bytes, 1u << 20);
@@ -139,8 +159,9 @@ int run_parallel_training(const TrainConfig& cfg) {
   if (tied_group)
     for (auto& [name, p] : model->named_parameters())
       if (std::find(tied.begin(), tied.end(), name) != tied.end()) tied_params.push_back(p);
-  trainer.parts().gradients_complete = [reducer, tied_group, tied_params] {
+  trainer.parts().gradients_complete = [reducer, zero1, tied_group, tied_params] {
     if (reducer) reducer->finalize();
+    // sums are linear: the tied pair can add its local (ZeRO: not yet reduced) gradients first
     for (const Tensor& p : tied_params) {
       Tensor g = p.grad();
       if (!g.defined()) {
@@ -149,6 +170,7 @@ int run_parallel_training(const TrainConfig& cfg) {
       }
       tied_group->allReduce(g, comm::ReduceOp::sum)->wait();
     }
+    if (zero1) zero1->reduce_scatter();
   };
   trainer.run();
   if (lead && reducer && reducer->stats().buckets_launched > 0) {

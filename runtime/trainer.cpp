@@ -119,7 +119,12 @@ void Trainer::init(const std::string& resume_path) {
       ST_THROW(ValueError, resume_path << "/model.safetensors: " << e.what());
     }
   }
-  opt_ = make_optimizer(cfg_, model_->named_parameters(), compute_dtype(precision_));
+  NamedTensors opt_params = model_->named_parameters();
+  if (parts_.optimizer_owns)
+    std::erase_if(opt_params, [&](const auto& np) { return !parts_.optimizer_owns(np.first); });
+  opt_ = make_optimizer(cfg_, opt_params, compute_dtype(precision_));
+  // parameters outside the optimizer's shard take the compute dtype too (no master for them)
+  if (parts_.optimizer_owns && compute_dtype(precision_) != DType::f32) model_->cast_parameters(compute_dtype(precision_));
   if (!resume_path.empty()) {
     const TrainState& st = ckpt.state;
     ST_CHECK(st.precision == cfg_.precision && st.optimizer == cfg_.optimizer, ValueError,
@@ -191,6 +196,7 @@ StepMetrics Trainer::train_step() {
     m.grad_norm = std::sqrt(parts_.grad_reduction->allreduce_sum(local));
     clip_by_global_norm(grads, m.grad_norm, cfg_.clip);
     opt_->step(grads, m.lr);
+    if (parts_.after_step) parts_.after_step();
     scaler_.update(false);
   }
   grads.clear();

@@ -64,6 +64,11 @@ struct TrainerParts {
   // This rank's model is a part of the checkpoint (a pipeline stage): resume loads the names it
   // holds instead of insisting on an exact match.
   bool partial_state = false;
+  // ---- ZeRO-1 --------------------------------------------------------------------------------
+  // The optimizer covers only the parameters this accepts (its shard); null: all of them.
+  std::function<bool(const std::string& name)> optimizer_owns;
+  // After each optimizer step that was taken (e.g. all-gather the updated shards).
+  std::function<void()> after_step;
 };
 
 class Trainer {

@@ -171,6 +171,57 @@ TEST(Layouts, DataTimesPipelineGrid) {
   expect_same(run_layout(c, "dp2pp2"), reference(c, 2), 1e-5, "dp 2 × pp 2");
 }
 
+TEST(Layouts, ZeroOneEqualsOneProcess) {
+  const int n = world_size();
+  TrainConfig c = base_config();
+  c.dp = n;
+  c.zero = true;
+  Curve want = reference(c, n);
+  expect_same(run_layout(c, "zero1"), want, 1e-5, "dp " + std::to_string(n) + " zero 1");
+  if (n % 2 == 0 && n > 2) {
+    c.dp = n / 2;
+    c.pp = 2;
+    expect_same(run_layout(c, "zero1_pp2"), reference(c, n / 2), 1e-5, "zero 1 with pp 2");
+  }
+  // bf16 with f32 masters sharded: within 2% of the f32 curve
+  c = base_config();
+  c.dp = n;
+  c.zero = true;
+  c.precision = "bf16";
+  Curve got = run_layout(c, "zero1_bf16");
+  ASSERT_EQ(got.loss.size(), want.loss.size());
+  for (size_t i = 0; i < got.loss.size(); ++i) EXPECT_NEAR(got.loss[i], want.loss[i], 0.02 * want.loss[i]);
+}
+
+TEST(Layouts, ResumeZeroCheckpointWithoutZero) {
+  const int n = world_size();
+  if (n < 2) GTEST_SKIP() << "needs dp ≥ 2";
+  TrainConfig c = base_config();
+  c.grad_accum = 1;
+  c.micro_batch = 2;
+  Curve want = reference(c, n);  // global batch 2n
+  TrainConfig a = c;
+  a.dp = n;
+  a.zero = true;
+  a.steps = 3;
+  a.checkpoint_dir = work_dir() + "/ckpt_zero";
+  if (world_rank() == 0) fs::remove_all(a.checkpoint_dir);
+  barrier();
+  run_layout(a, "zero_a");
+  TrainConfig b = c;
+  b.checkpoint_dir = a.checkpoint_dir;
+  b.resume = true;
+  b.dp = n;
+  b.zero = false;
+  if (n % 2 == 0) {  // dp n/2 with twice the micro-batch: the same global batch
+    b.dp = n / 2;
+    b.pp = 2;
+    b.micro_batch = 2;
+    b.grad_accum = 2;
+  }
+  expect_same(run_layout(b, "zero_b"), want, 1e-5, "resumed without zero", 3);
+}
+
 TEST(Layouts, Bf16GradientCommunicationWithinOnePercent) {
   const int n = world_size();
   if (n == 1) GTEST_SKIP() << "no communication with one rank";
