@@ -1,5 +1,6 @@
 #include "runtime/grad_reducer.h"
 
+#include "runtime/trace.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -117,19 +118,21 @@ void GradReducer::launch(Bucket& b) {
 
 void GradReducer::poll_in_flight() {
   for (auto& b : buckets_)
-    if (b.work && !b.timed && b.work->isCompleted()) {
-      stats_.comm_ms += ms_since(b.t_launch);
-      b.timed = true;
-    }
+    if (b.work && !b.timed && b.work->isCompleted()) note_done(b);
+}
+
+void GradReducer::note_done(Bucket& b) {
+  stats_.comm_ms += ms_since(b.t_launch);
+  b.timed = true;
+  if (trace::enabled())
+    trace::record("allreduce bucket " + std::to_string(&b - buckets_.data()), "comm",
+                  trace::now_us() - static_cast<int64_t>(ms_since(b.t_launch) * 1000), trace::now_us());
 }
 
 void GradReducer::complete(Bucket& b) {
   if (!b.work) return;
   b.work->wait();
-  if (!b.timed) {
-    stats_.comm_ms += ms_since(b.t_launch);
-    b.timed = true;
-  }
+  if (!b.timed) note_done(b);
   if (b.comm_buf.defined()) {
     NoGradGuard ng;
     b.flat.copy_(b.comm_buf);

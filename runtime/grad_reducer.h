@@ -76,6 +76,7 @@ class GradReducer {
   void launch(Bucket& b);
   void poll_in_flight();
   void complete(Bucket& b);
+  void note_done(Bucket& b);  // statistics and a trace event for a finished all-reduce
 
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<size_t> bucket_of_;  // param index → bucket index

@@ -124,6 +124,8 @@ int run_parallel_training(const TrainConfig& cfg) {
     };
   }
   parts.rank = world->rank();
+  parts.world_size = world->size();
+  parts.barrier = [world] { world->barrier()->wait(); };
   parts.layout = in.layout;
 
   Trainer trainer(cfg, model, std::move(parts), in.resume_path);

@@ -12,6 +12,8 @@
 #include "runtime/checkpoint_dir.h"
 #include "runtime/grad_clip.h"
 #include "runtime/model_registry.h"
+#include "runtime/progress.h"
+#include "runtime/trace.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -195,7 +197,10 @@ StepMetrics Trainer::train_step() {
     }
     m.grad_norm = std::sqrt(parts_.grad_reduction->allreduce_sum(local));
     clip_by_global_norm(grads, m.grad_norm, cfg_.clip);
-    opt_->step(grads, m.lr);
+    {
+      trace::Scope ts("optimizer step", "optimizer");
+      opt_->step(grads, m.lr);
+    }
     if (parts_.after_step) parts_.after_step();
     scaler_.update(false);
   }
@@ -260,38 +265,39 @@ std::string Trainer::save_checkpoint() {
 void Trainer::run() {
   const bool lead = parts_.rank == 0;
   MetricsWriter metrics(lead ? cfg_.metrics : "", /*append=*/!resumed_from_.empty());
-  nlohmann::json trace = nlohmann::json::array();
+  if (!cfg_.trace.empty()) trace::start(parts_.rank);
   if (lead) {
     std::cout << "model " << model_->family() << ": " << model_->num_parameters() << " parameters, "
               << model_->layers().size() << " layers | " << cfg_.precision << " | global batch "
               << parts_.source->global_batch() << " × " << parts_.source->seq_len() << " tokens | " << cfg_.optimizer
               << " lr " << cfg_.lr << " (" << cfg_.lr_schedule << ")\n";
     if (!resumed_from_.empty()) std::cout << "resumed from " << resumed_from_ << " at step " << step_ << "\n";
+    std::cout.flush();
   }
-  const auto run_start = Clock::now();
+  Progress bar(step_, cfg_.steps, lead && cfg_.progress);
   while (step_ < cfg_.steps) {
-    const double start_us = std::chrono::duration<double, std::micro>(Clock::now() - run_start).count();
-    StepMetrics m = train_step();
+    StepMetrics m;
+    {
+      trace::Scope ts("step " + std::to_string(step_ + 1), "pipeline");
+      m = train_step();
+    }
     if (val_data_ && step_ % cfg_.eval_every == 0) m.val_loss = evaluate(*val_data_);
     const bool ckpt_due = !cfg_.checkpoint_dir.empty() &&
                           ((cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0) || step_ == cfg_.steps);
-    if (ckpt_due && (lead || parts_.gather_state)) save_checkpoint();
+    if (ckpt_due && (lead || parts_.gather_state)) {
+      trace::Scope ts("checkpoint", "optimizer");
+      save_checkpoint();
+    }
     if (lead) {
       metrics.write(m);
-      if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || step_ == cfg_.steps))
-        std::cout << m.line(cfg_.steps) << std::endl;
-      if (!cfg_.trace.empty())
-        trace.push_back({{"name", "step " + std::to_string(m.step)}, {"ph", "X"}, {"ts", start_us},
-                         {"dur", m.step_ms * 1000.0}, {"pid", parts_.rank}, {"tid", 0}});
+      if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || step_ == cfg_.steps)) bar.line(m.line(cfg_.steps));
+      bar.update(step_);
     }
   }
-  if (lead && !cfg_.trace.empty()) {
-    std::error_code ec;
-    auto parent = std::filesystem::path(cfg_.trace).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    std::ofstream out(cfg_.trace);
-    out << nlohmann::json{{"traceEvents", trace}}.dump() << "\n";
-    ST_CHECK(out.good(), IOError, "trace: cannot write " << cfg_.trace);
+  bar.finish();
+  if (!cfg_.trace.empty()) {
+    trace::stop();
+    trace::finish(cfg_.trace, parts_.rank, parts_.world_size, parts_.barrier ? parts_.barrier : [] {});
   }
 }
 

@@ -53,6 +53,8 @@ struct TrainerParts {
   std::function<void()> zero_grad;                 // null: drop every .grad() (a DP reducer instead
                                                    // zeroes its buckets, keeping grads as views)
   int rank = 0;                                    // rank 0 writes metrics, stdout and checkpoints
+  int world_size = 1;                              // ranks taking part (the trace merges their parts)
+  std::function<void()> barrier;                   // over those ranks; null with one rank
   BatchLayout layout;                              // recorded in checkpoints
   // ---- sharded layouts (pipeline stages) ---------------------------------------------------
   // Weight of a parameter's squared gradient in this rank's share of the global norm (0 for a
