@@ -5,6 +5,8 @@
 # same settings (eager, then torch.compile), then two MPI ranks sharing the one GPU (--comm mpi
 # --dp 2) against one process on the same global batch. Logs go to $OUT (default ./gpu_out).
 #   usage: TORCH_BENCH=path/to/torch_gpt_bench.py launch/gpu/run_train_suite.sh
+# TEXT: a text file for the MPI runs' tokens (shardtrain prepare), default .carry/corpus.txt, else
+# the built-in corpus. COMMIT: the commit to report when the tree has no .git.
 # Settings: B (micro-batch, default 16), PREC (fp16; bf16 is tried when fp16 fails), STEPS (20),
 # BUDGET_S (570: every stage's time cap is cut to what is left of it).
 set -u
@@ -26,7 +28,7 @@ summary="$OUT/summary.txt"
 note() { echo "$*" | tee -a "$summary"; }
 cap() { local c=$(( BUDGET_S - SECONDS )); [ "$1" -lt "$c" ] && c=$1; echo $(( c > 5 ? c : 5 )); }
 
-note "date $(date -u +%FT%TZ)  commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+note "date $(date -u +%FT%TZ)  commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1 | tee -a "$summary"
 
 # 1. build
@@ -45,7 +47,12 @@ note "test_gpu_trainer rc=$? ($((SECONDS - t0)) s)"
 grep -E "^\[  (PASSED|FAILED) |^\[ +OK|FAILED|Failure|max \||worst|step 5|Expected|Which is" "$OUT/test.log" | head -30 | tee -a "$summary"
 
 # 3. several MPI ranks on the one GPU vs one process, same global batch (2 × 8 sequences)
-SMALL="--device cuda --comm mpi --layers 4 --d-model 256 --heads 4 --vocab 256 --seq-len 128 --steps 20
+DATA=""
+if [ -f "${TEXT:-.carry/corpus.txt}" ]; then
+  "$BUILD/shardtrain" prepare --text "${TEXT:-.carry/corpus.txt}" --out /tmp/st_corpus.bin 2>&1 | tee -a "$summary"
+  DATA="--data /tmp/st_corpus.bin"
+fi
+SMALL="$DATA --device cuda --comm mpi --layers 4 --d-model 256 --heads 4 --vocab 256 --seq-len 128 --steps 20
        --lr 1e-3 --bucket-mb 1 --log-every 5 --progress 0"
 t0=$SECONDS
 timeout "$(cap 90)" mpirun -np 1 --allow-run-as-root --oversubscribe "$BUILD/shardtrain" train $SMALL --dp 1 \
