@@ -82,18 +82,19 @@ class TpGpt : public runtime::LanguageModel {
   void init_weights(Generator& gen);
   // Full tensors by name (HF layout, e.g. a checkpoint's model.safetensors) → this rank's shards.
   // strict: unexpected keys throw (missing keys and wrong full shapes always do). No communication.
-  void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict = true);
+  void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict = true) override;
   // Collective over the tp group: every rank gets the full tensors by name (Gpt's names, order
   // and shapes). The local shards themselves are state_dict().
   runtime::NamedTensors full_state_dict() const;
   // Full shape of each parameter (what load_full_state_dict expects and full_state_dict returns).
   Shape full_shape(const std::string& name) const;
-  runtime::ShardRule shard_rule() const { return runtime::gpt_tp_shard_rule(cfg_.vocab_size); }
+  runtime::ShardRule shard_rule() const override { return runtime::gpt_tp_shard_rule(cfg_.vocab_size); }
+  std::shared_ptr<comm::Communicator> tensor_parallel_group() const override { return tp_; }
 
   // logits (B, T, Vp/tp) from forward, targets (B, T) → mean cross-entropy () f32 over the full
   // vocabulary, the same on every tp rank (collective).
   // Targets equal to -100 are ignored (ops::cross_entropy's default).
-  Tensor loss(const Tensor& local_logits, const Tensor& targets) const;
+  Tensor loss(const Tensor& local_logits, const Tensor& targets) const override;
   // logits (B, T, Vp/tp) → (B, T, V) full logits on every rank (collective; differentiable).
   Tensor gather_logits(const Tensor& local_logits) const;
 

@@ -3,10 +3,13 @@
 #include <memory>
 
 #include "models/gpt.h"
+#include "models/gpt_tp.h"
 #include "models/hf_gpt2.h"
 #include "models/mlp_lm.h"
 #include "models/simple_transformer.h"
+#include "runtime/json_io.h"
 #include "runtime/model_registry.h"
+#include "runtime/safetensors.h"
 
 namespace st::models {
 namespace {
@@ -30,6 +33,30 @@ std::shared_ptr<runtime::LanguageModel> gpt_from_config(const runtime::TrainConf
   c.n_positions = seq_or(cfg, 64);
   auto m = std::make_shared<Gpt>(c, dropout_gen);
   m->init_weights(gen);
+  return m;
+}
+
+// The GPT split over a tp group: the same numbers as gpt_from_config, sharded.
+std::shared_ptr<runtime::LanguageModel> gpt_tp_from_config(const runtime::TrainConfig& cfg, Generator& gen,
+                                                           std::shared_ptr<comm::Communicator> tp) {
+  auto dropout_gen = dropout_generator(gen);
+  GptConfig c;
+  std::map<std::string, Tensor> hf;
+  if (!cfg.init_from.empty()) {
+    c = gpt_config_from_hf(runtime::read_json_file(cfg.init_from + "/config.json"), cfg.init_from + "/config.json");
+    hf = hf_state_to_gpt(runtime::load_safetensors(cfg.init_from + "/model.safetensors"), cfg.init_from);
+  } else {
+    c.n_layer = cfg.layers;
+    c.n_embd = cfg.d_model;
+    c.n_head = cfg.heads;
+    c.vocab_size = cfg.vocab;
+    c.n_positions = seq_or(cfg, 64);
+  }
+  auto m = std::make_shared<TpGpt>(c, tp, dropout_gen);
+  if (hf.empty())
+    m->init_weights(gen);
+  else
+    m->load_full_state_dict(hf);
   return m;
 }
 
@@ -58,10 +85,16 @@ std::shared_ptr<runtime::LanguageModel> mlp_from_config(const runtime::TrainConf
 
 struct Registrar {
   Registrar() {
-    runtime::register_model("gpt", {gpt_from_config, [](const nlohmann::json& j) -> std::shared_ptr<runtime::LanguageModel> {
-                                      return std::make_shared<Gpt>(gpt_config_from_hf(j, "model config"),
-                                                                   std::make_shared<Generator>(0, 0));
-                                    }});
+    runtime::register_model(
+        "gpt", {gpt_from_config,
+                [](const nlohmann::json& j) -> std::shared_ptr<runtime::LanguageModel> {
+                  return std::make_shared<Gpt>(gpt_config_from_hf(j, "model config"), std::make_shared<Generator>(0, 0));
+                },
+                gpt_tp_from_config,
+                [](const nlohmann::json& j, std::shared_ptr<comm::Communicator> tp) -> std::shared_ptr<runtime::LanguageModel> {
+                  return std::make_shared<TpGpt>(gpt_config_from_hf(j, "model config"), tp,
+                                                 std::make_shared<Generator>(0, 0));
+                }});
     runtime::register_model("simple-transformer",
                             {st_from_config, [](const nlohmann::json& j) -> std::shared_ptr<runtime::LanguageModel> {
                                return std::make_shared<SimpleTransformer>(SimpleTransformer::config_from_json(j),

@@ -42,7 +42,7 @@ double LocalGradientSource::compute_gradients(int64_t step, double loss_scale) {
   for (int64_t k = 0; k < layout_.grad_accum; ++k) {
     if (hook_) hook_(k, k == layout_.grad_accum - 1);
     TokenBatch b = micro_batch(step, k);
-    Tensor loss = lm_loss(model_->forward(b.inputs), b.targets);  // () f32, micro-batch mean
+    Tensor loss = model_->loss(model_->forward(b.inputs), b.targets);  // () f32, micro-batch mean
     Tensor scaled = factor == 1.0 ? loss : ops::scale(loss, factor);
     scaled.backward();
     losses.push_back(loss.detach());

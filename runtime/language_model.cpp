@@ -3,6 +3,8 @@
 
 #include <map>
 
+#include "runtime/gradient_source.h"
+
 namespace st::runtime {
 
 Tensor LanguageModel::forward(const Tensor& tokens) {
@@ -16,6 +18,12 @@ void LanguageModel::add_layer(const std::string& scope, std::shared_ptr<Layer> l
   layer->set_scope(scope);
   register_module(scope, layer);
   layers_.push_back(std::move(layer));
+}
+
+Tensor LanguageModel::loss(const Tensor& logits, const Tensor& targets) const { return lm_loss(logits, targets); }
+
+void LanguageModel::load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict) {
+  load_state_dict(full, strict);
 }
 
 std::vector<std::string> LanguageModel::tied_names() const {

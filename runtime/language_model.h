@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/module.h"
+#include "runtime/tp_shard.h"
 #include "tensor/rng.h"
 
 namespace st::runtime {
@@ -37,6 +38,17 @@ class LanguageModel : public Module {
   // The generator the model's dropouts draw from (shared by all layers; null when the model has
   // no randomness). The trainer checkpoints its (seed, offset).
   const std::shared_ptr<Generator>& generator() const { return gen_; }
+
+  // Mean cross-entropy of this model's logits against targets (B, T) → () f32. A tensor-parallel
+  // model's logits are a vocabulary shard and its loss is collective over the tp group.
+  virtual Tensor loss(const Tensor& logits, const Tensor& targets) const;
+  // Loads full tensors by name (a checkpoint's model.safetensors); a tensor-parallel model keeps
+  // its shards. Default: load_state_dict.
+  virtual void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict = true);
+  // How each parameter splits over a tp group (null: every parameter whole on every rank).
+  virtual ShardRule shard_rule() const { return nullptr; }
+  // The tp group the model is split over (null: none).
+  virtual std::shared_ptr<comm::Communicator> tensor_parallel_group() const { return nullptr; }
 
  protected:
   // Appends `layer` as the next layer, registered (and scoped) under `scope`.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "runtime/language_model.h"
 #include "runtime/train_config.h"
 #include "tensor/rng.h"
@@ -21,6 +22,13 @@ struct ModelFactory {
   std::function<std::shared_ptr<LanguageModel>(const TrainConfig& cfg, Generator& gen)> from_config;
   // The same model shape from a LanguageModel::config_json() (checkpoints); weights uninitialised.
   std::function<std::shared_ptr<LanguageModel>(const nlohmann::json& config)> from_json;
+  // Tensor-parallel variants (null: the family has none): the same model split over `tp`, equal
+  // to the unsplit one from the same generator or checkpoint.
+  std::function<std::shared_ptr<LanguageModel>(const TrainConfig& cfg, Generator& gen,
+                                               std::shared_ptr<comm::Communicator> tp)>
+      from_config_tp;
+  std::function<std::shared_ptr<LanguageModel>(const nlohmann::json& config, std::shared_ptr<comm::Communicator> tp)>
+      from_json_tp;
 };
 
 // Registers `family` ("gpt", ...); registering a name twice replaces the factory.
@@ -30,8 +38,11 @@ std::vector<std::string> registered_models();
 const ModelFactory& model_factory(const std::string& family);
 
 // cfg.model's factory (the GPT's when cfg.init_from is set).
-std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, Generator& gen);
+// With a tp group of more than one rank: the family's tensor-parallel variant (ValueError if none).
+std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, Generator& gen,
+                                           std::shared_ptr<comm::Communicator> tp = nullptr);
 // From a checkpoint's state.json "model" object: {"family": ..., "config": config_json()}.
-std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& model_entry);
+std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& model_entry,
+                                                     std::shared_ptr<comm::Communicator> tp = nullptr);
 
 }  // namespace st::runtime

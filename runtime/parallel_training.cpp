@@ -21,8 +21,10 @@ namespace {
 // per-rank shares, so one f32 rounding is far below the 1e-5 the layouts must agree to).
 class CommReductions : public Reductions {
  public:
-  explicit CommReductions(std::shared_ptr<comm::Communicator> c) : c_(std::move(c)) {}
-  double allreduce_sum(double x) override { return reduce(x, comm::ReduceOp::sum); }
+  // sum_weight scales this rank's contribution to sums (0: a copy another rank already adds)
+  explicit CommReductions(std::shared_ptr<comm::Communicator> c, double sum_weight = 1.0)
+      : c_(std::move(c)), sum_weight_(sum_weight) {}
+  double allreduce_sum(double x) override { return reduce(sum_weight_ * x, comm::ReduceOp::sum); }
   double allreduce_max(double x) override { return reduce(x, comm::ReduceOp::max); }
 
  private:
@@ -38,6 +40,7 @@ class CommReductions : public Reductions {
     return v[0] + v[1];
   }
   std::shared_ptr<comm::Communicator> c_;
+  double sum_weight_;
 };
 
 DType comm_dtype_of(const std::string& s) {
@@ -57,13 +60,14 @@ int run_parallel_training(const TrainConfig& cfg) {
   comm::GridLayout grid_layout = comm::GridLayout::make(world->size(), static_cast<int>(cfg.dp),
                                                         static_cast<int>(cfg.tp), static_cast<int>(cfg.pp));
   if (world->size() == 1) return run_training(cfg);
-  ST_CHECK(cfg.tp == 1, ValueError, "--tp " << cfg.tp << ": tensor parallelism is not wired into training yet");
   if (lead) std::cout << "layout: " << grid_layout.str() << " | comm " << setup.reason << std::endl;
   comm::ProcessGrid grid(world, grid_layout.dp, grid_layout.tp, grid_layout.pp);
   const comm::GridCoord me = grid.coord();
   const int pp = grid_layout.pp, dp = grid_layout.dp;
 
-  TrainInputs in = prepare_training(cfg, dp, me.dp);
+  ST_CHECK(!(cfg.zero && grid_layout.tp > 1), ValueError, "--zero 1 with --tp > 1 is not supported yet");
+  TrainInputs in = prepare_training(cfg, dp, me.dp, grid.tp_group());
+  const ShardRule rule = in.model->shard_rule();  // null unless tp > 1
   std::shared_ptr<LanguageModel> model = in.model;
   std::shared_ptr<StageModel> stage;
   std::vector<std::string> tied;
@@ -88,17 +92,14 @@ int run_parallel_training(const TrainConfig& cfg) {
                                                         cfg.schedule, /*count_loss=*/me.tp == 0);
     pipe_source = src.get();
     parts.source = std::move(src);
-    const bool first_stage = stage->is_first();
-    std::set<std::string> tied_set(tied.begin(), tied.end());
-    parts.norm_weight = [tied_set, first_stage](const std::string& name) {
-      return (!first_stage && tied_set.count(name)) ? 0.0 : 1.0;  // the first stage counts tied weights
-    };
   } else {
     auto src = std::make_unique<LocalGradientSource>(in.model, in.data, in.layout, in.device);
     local_source = src.get();
     parts.source = std::move(src);
   }
-  parts.loss_reduction = std::make_shared<CommReductions>(world);
+  // every tp rank computes the same loss: only tp rank 0 adds it (the pipeline source already
+  // returns 0 on the other ranks)
+  parts.loss_reduction = std::make_shared<CommReductions>(world, pp > 1 || me.tp == 0 ? 1.0 : 0.0);
   parts.flag_reduction = parts.loss_reduction;
   // the ranks of one DP replica hold different parts of the gradient (stages); replicas hold copies
   std::shared_ptr<comm::Communicator> replica_group = world->split(me.dp, world->rank(), "replica");
@@ -115,13 +116,38 @@ int run_parallel_training(const TrainConfig& cfg) {
     }
     parts.optimizer_owns = [owned](const std::string& name) { return owned.count(name) > 0; };
   }
-  if (pp > 1 || zero) {  // each rank holds a part of the checkpoint: gather it onto rank 0
-    parts.partial_state = true;
+  // Each parameter counted once in the global norm: a weight tied across stages on its first
+  // stage only, a tensor replicated over the tp group on tp rank 0 only.
+  {
+    std::set<std::string> tied_set(tied.begin(), tied.end());
+    const bool first_stage = !stage || stage->is_first();
+    const int tp_rank = me.tp;
+    parts.norm_weight = [tied_set, first_stage, rule, tp_rank](const std::string& name) {
+      if (!first_stage && tied_set.count(name)) return 0.0;
+      if (rule && tp_rank != 0 && rule(name).kind == ShardSpec::Kind::replicated) return 0.0;
+      return 1.0;
+    };
+  }
+  if (pp > 1 || zero || rule) {  // each rank holds a part of the checkpoint: gather it onto rank 0
+    parts.partial_state = pp > 1 || zero;
     const std::string ckdir = cfg.checkpoint_dir;
     const bool contribute = me.tp == 0 && (zero || me.dp == 0);  // ZeRO: every DP rank has a shard
-    parts.gather_state = [world, ckdir, contribute](const NamedTensors& local, const std::string& what) {
-      return gather_named_tensors(local, contribute, *world, ckdir, what);
+    auto tp = grid.tp_group();
+    parts.gather_state = [world, tp, rule, ckdir, contribute](const NamedTensors& local, const std::string& what) {
+      NamedTensors full = local;
+      if (rule)  // tp shards → full tensors (collective over the tp group)
+        full = gather_state_dict(local, what == "optimizer" ? optimizer_state_shard_rule(rule) : rule, *tp);
+      return gather_named_tensors(full, contribute, *world, ckdir, what);
     };
+    if (rule) {
+      const int tp_size = grid_layout.tp, tp_rank = me.tp;
+      parts.shard_loaded_state = [rule, tp_size, tp_rank](const std::map<std::string, Tensor>& full) {
+        NamedTensors list(full.begin(), full.end());
+        std::map<std::string, Tensor> out;
+        for (auto& [n, t] : shard_state_dict(list, optimizer_state_shard_rule(rule), tp_size, tp_rank)) out.emplace(n, t);
+        return out;
+      };
+    }
   }
   parts.rank = world->rank();
   parts.world_size = world->size();

@@ -138,7 +138,7 @@ double PipelineGradientSource::compute_gradients(int64_t step, double loss_scale
       }
       for (auto& l : stage_->layers()) x = l->forward(x);
       if (last) {
-        m.loss = lm_loss(x, m.batch.targets);  // () f32
+        m.loss = stage_->loss(x, m.batch.targets);  // () f32
         m.output = factor == 1.0 ? m.loss : ops::scale(m.loss, factor);
         losses.push_back(m.loss.detach());
       } else {

@@ -18,6 +18,12 @@ StageModel::StageModel(std::shared_ptr<LanguageModel> full, int begin, int end)
   train(full_->is_training());
 }
 
+void StageModel::load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict) {
+  // the whole model takes what it holds (a tp shard), then nothing outside this stage is kept
+  (void)strict;
+  full_->load_full_state_dict(full, /*strict=*/false);
+}
+
 std::vector<std::string> tied_across_stages(const LanguageModel& full, const Partition& partition) {
   std::map<std::string, std::set<int>> stages_of;
   for (int s = 0; s < static_cast<int>(partition.first.size()); ++s)

@@ -18,6 +18,10 @@ class StageModel : public LanguageModel {
   int64_t vocab_size() const override { return full_->vocab_size(); }
   int64_t context_length() const override { return full_->context_length(); }
   nlohmann::json config_json() const override { return full_->config_json(); }
+  Tensor loss(const Tensor& logits, const Tensor& targets) const override { return full_->loss(logits, targets); }
+  void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict) override;
+  ShardRule shard_rule() const override { return full_->shard_rule(); }
+  std::shared_ptr<comm::Communicator> tensor_parallel_group() const override { return full_->tensor_parallel_group(); }
   int begin() const { return begin_; }
   int end() const { return end_; }
   bool is_first() const { return begin_ == 0; }

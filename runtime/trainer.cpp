@@ -51,7 +51,8 @@ void maybe_inject_overflow(std::vector<Tensor>& grads, int64_t step, int rank) {
 
 }  // namespace
 
-TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp, int64_t replica) {
+TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp, int64_t replica,
+                             std::shared_ptr<comm::Communicator> tp) {
   ST_CHECK(!cfg.data.empty(), ValueError, "train: no token file (--data)");
   TrainInputs in;
   if (cfg.resume) {
@@ -61,12 +62,12 @@ TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp, int64_t replica
   Generator init_gen(cfg.seed);
   if (!in.resume_path.empty()) {
     TrainState st = TrainState::from_json(read_state(in.resume_path), in.resume_path + "/state.json");
-    in.model = build_model_from_json(st.model);
+    in.model = build_model_from_json(st.model, tp);
     ST_CHECK(in.model->family() == cfg.model, ValueError,
              "--resume: the checkpoint " << in.resume_path << " holds a " << in.model->family()
                                          << " model, --model is " << cfg.model);
   } else {
-    in.model = build_model(cfg, init_gen);
+    in.model = build_model(cfg, init_gen, tp);
   }
   in.device = parse_device(cfg.device);
   in.data = std::make_shared<TokenData>(cfg.data);
@@ -116,7 +117,7 @@ void Trainer::init(const std::string& resume_path) {
   if (!resume_path.empty()) {
     ckpt = load_train_checkpoint(resume_path);
     try {
-      model_->load_state_dict(ckpt.model, /*strict=*/!parts_.partial_state);
+      model_->load_full_state_dict(ckpt.model, /*strict=*/!parts_.partial_state);
     } catch (const ValueError& e) {
       ST_THROW(ValueError, resume_path << "/model.safetensors: " << e.what());
     }
@@ -136,6 +137,7 @@ void Trainer::init(const std::string& resume_path) {
              "--resume: " << resume_path << " has global batch " << st.global_batch << " × seq-len " << st.seq_len
                           << ", this run " << parts_.source->global_batch() << " × " << parts_.source->seq_len()
                           << " (the data order would change)");
+    if (parts_.shard_loaded_state) ckpt.optimizer = parts_.shard_loaded_state(ckpt.optimizer);
     if (parts_.partial_state) ckpt.optimizer = filter_optimizer_state(ckpt.optimizer, opt_->params());
     try {
       opt_->load_state_dict(ckpt.optimizer);
@@ -225,7 +227,7 @@ double Trainer::evaluate(const TokenData& val, int64_t max_batches) {
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) {
     TokenBatch b = val.read(i * B, B, T);
-    sum += lm_loss(model_->forward(b.inputs.to(device)), b.targets.to(device)).item();
+    sum += model_->loss(model_->forward(b.inputs.to(device)), b.targets.to(device)).item();
   }
   model_->train(true);
   return sum / static_cast<double>(n);

@@ -40,7 +40,9 @@ struct TrainInputs {
   std::string resume_path;  // newest complete checkpoint under cfg.checkpoint_dir with --resume, else ""
   Device device = Device::cpu;
 };
-TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp = 1, int64_t replica = 0);
+// With a tp group of several ranks the model is the family's tensor-parallel variant.
+TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp = 1, int64_t replica = 0,
+                             std::shared_ptr<comm::Communicator> tp = nullptr);
 
 // What a distributed trainer replaces. Defaults: one process.
 struct TrainerParts {
@@ -66,6 +68,8 @@ struct TrainerParts {
   // This rank's model is a part of the checkpoint (a pipeline stage): resume loads the names it
   // holds instead of insisting on an exact match.
   bool partial_state = false;
+  // Full optimizer state by name → this rank's shards (tensor parallel); null: as loaded.
+  std::function<std::map<std::string, Tensor>(const std::map<std::string, Tensor>&)> shard_loaded_state;
   // ---- ZeRO-1 --------------------------------------------------------------------------------
   // The optimizer covers only the parameters this accepts (its shard); null: all of them.
   std::function<bool(const std::string& name)> optimizer_owns;
