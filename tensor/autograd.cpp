@@ -15,6 +15,8 @@ std::atomic<uint64_t> g_node_seq{0};
 bool grad_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
+EnableGradGuard::EnableGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = true; }
+EnableGradGuard::~EnableGradGuard() { t_grad_enabled = prev_; }
 
 bool any_requires_grad(std::initializer_list<Tensor> ts) {
   if (!t_grad_enabled) return false;
@@ -31,6 +33,18 @@ bool any_requires_grad(const std::vector<Tensor>& ts) {
 
 void attach_grad_fn(Tensor& out, std::string name, std::vector<Tensor> inputs, BackwardFn fn) {
   if (!any_requires_grad(inputs)) return;
+  auto node = std::make_shared<Node>();
+  node->name = std::move(name);
+  node->inputs = std::move(inputs);
+  node->backward = std::move(fn);
+  node->seq = g_node_seq.fetch_add(1);
+  TensorImpl* impl = out.impl_ptr();
+  impl->grad_fn = std::move(node);
+  impl->requires_grad = true;
+}
+
+void attach_grad_node(Tensor& out, std::string name, std::vector<Tensor> inputs, BackwardFn fn) {
+  if (!t_grad_enabled) return;
   auto node = std::make_shared<Node>();
   node->name = std::move(name);
   node->inputs = std::move(inputs);

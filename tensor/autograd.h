@@ -42,6 +42,18 @@ class NoGradGuard {
  private:
   bool prev_;
 };
+// EnableGradGuard switches grad mode on for its scope (inside a backward function that re-runs a
+// forward to build a graph, e.g. activation recompute: runtime/recompute.h).
+class EnableGradGuard {
+ public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
 
 // True when grad mode is on and any of the tensors requires grad.
 bool any_requires_grad(std::initializer_list<Tensor> ts);
@@ -49,6 +61,10 @@ bool any_requires_grad(const std::vector<Tensor>& ts);
 
 // Makes `out` the result of a differentiable op when any input requires grad (else does nothing).
 void attach_grad_fn(Tensor& out, std::string name, std::vector<Tensor> inputs, BackwardFn fn);
+// Like attach_grad_fn but attaches whenever grad mode is on, even when no input requires grad:
+// for a node whose backward has effects beyond its inputs (activation recompute's nested
+// backward accumulates into parameters that are not among `inputs`).
+void attach_grad_node(Tensor& out, std::string name, std::vector<Tensor> inputs, BackwardFn fn);
 
 // The engine; Tensor::backward calls this.
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
