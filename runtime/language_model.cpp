@@ -4,13 +4,19 @@
 #include <map>
 
 #include "runtime/gradient_source.h"
+#include "runtime/recompute.h"
 
 namespace st::runtime {
 
 Tensor LanguageModel::forward(const Tensor& tokens) {
   ST_CHECK(!layers_.empty(), ValueError, "LanguageModel::forward: the model has no layers");
-  Tensor x = tokens;
-  for (auto& l : layers_) x = l->forward(x);
+  return forward_layers(tokens, 0, layers_.size());
+}
+
+Tensor LanguageModel::forward_layers(const Tensor& x_in, size_t begin, size_t end) {
+  Tensor x = x_in;
+  for (size_t i = begin; i < end; ++i)
+    x = recompute_ && recomputable(i) ? forward_recomputed(*layers_[i], x, gen_.get()) : layers_[i]->forward(x);
   return x;
 }
 

@@ -25,6 +25,14 @@ class LanguageModel : public Module {
   const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
   // tokens (B, T) i64 → logits (B, T, V): every layer in order.
   Tensor forward(const Tensor& tokens);
+  // Layers [begin, end) on x; with recompute on, each recomputable layer keeps only its input
+  // and runs again in backward (runtime/recompute.h): same numbers, less memory.
+  Tensor forward_layers(const Tensor& x, size_t begin, size_t end);
+  void set_recompute(bool on) { recompute_ = on; }
+  bool recompute() const { return recompute_; }
+  // Layer i is recomputed (when recompute is on): every layer but the model's first and last,
+  // which hold the tied embedding (its gradient hook must fire once).
+  virtual bool recomputable(size_t i) const { return i != 0 && i + 1 != layers_.size(); }
 
   virtual std::string family() const = 0;    // "gpt" | "simple-transformer" | "mlp"
   virtual int64_t vocab_size() const = 0;
@@ -58,6 +66,7 @@ class LanguageModel : public Module {
  private:
   std::vector<std::shared_ptr<Layer>> layers_;
   std::shared_ptr<Generator> gen_;
+  bool recompute_ = false;
 };
 
 }  // namespace st::runtime

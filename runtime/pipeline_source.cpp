@@ -136,7 +136,7 @@ double PipelineGradientSource::compute_gradients(int64_t step, double loss_scale
         m.input.requires_grad_(true);
         x = m.input;
       }
-      for (auto& l : stage_->layers()) x = l->forward(x);
+      x = stage_->forward_layers(x, 0, stage_->layers().size());
       if (last) {
         m.loss = stage_->loss(x, m.batch.targets);  // () f32
         m.output = factor == 1.0 ? m.loss : ops::scale(m.loss, factor);

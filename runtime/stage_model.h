@@ -24,6 +24,7 @@ class StageModel : public LanguageModel {
   std::shared_ptr<comm::Communicator> tensor_parallel_group() const override { return full_->tensor_parallel_group(); }
   int begin() const { return begin_; }
   int end() const { return end_; }
+  bool recomputable(size_t i) const override { return full_->recomputable(begin_ + i); }
   bool is_first() const { return begin_ == 0; }
   bool is_last() const { return end_ == static_cast<int>(full_->layers().size()); }
   const LanguageModel& full() const { return *full_; }

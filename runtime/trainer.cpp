@@ -150,6 +150,7 @@ void Trainer::init(const std::string& resume_path) {
     resumed_from_ = resume_path;
   }
   model_->train(true);
+  model_->set_recompute(cfg_.recompute);
   if (!cfg_.val_data.empty() && cfg_.eval_every > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
 }
 

@@ -162,6 +162,29 @@ TEST(Layouts, PipelineBothSchedulesEqualOneProcess) {
   }
 }
 
+TEST(Layouts, RecomputeGivesTheSameCurve) {
+  const int n = world_size();
+  TrainConfig c = base_config();
+  c.recompute = true;
+  if (n == 1) {
+    expect_same(run_layout(c, "recompute"), reference(c, 1), 0.0, "recompute, one process");
+    return;
+  }
+  c.pp = n;
+  c.dp = 1;
+  c.schedule = "1f1b";
+  c.partition = "uniform";
+  expect_same(run_layout(c, "recompute_pp"), reference(c, 1), 1e-5, "recompute with pp " + std::to_string(n));
+  if (n % 2 == 0) {
+    c.pp = 1;
+    c.tp = 2;
+    c.dp = n / 2;
+    c.heads = 12;
+    c.d_model = 48;
+    expect_same(run_layout(c, "recompute_tp"), reference(c, n / 2), 1e-5, "recompute with tp 2");
+  }
+}
+
 TEST(Layouts, DataTimesPipelineGrid) {
   if (world_size() != 4) GTEST_SKIP() << "dp 2 × pp 2 needs 4 ranks";
   TrainConfig c = base_config();
