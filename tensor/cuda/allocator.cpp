@@ -133,7 +133,13 @@ CachingAllocator& allocator() {
 
 }  // namespace
 
-void* device_alloc(size_t bytes) { return allocator().alloc(bytes); }
+void* device_alloc(size_t bytes) {
+  // A CUDA build on a machine without a usable GPU: a clear DeviceError, as in a CPU-only build.
+  static const bool have_device = available();
+  if (!have_device)
+    ST_THROW(DeviceError, "CUDA allocation of " << bytes << " bytes: no CUDA device is available on this machine");
+  return allocator().alloc(bytes);
+}
 void device_free(void* p, size_t) { allocator().free(p); }
 
 size_t bytes_in_use() { return allocator().in_use(); }
