@@ -144,6 +144,7 @@ void device_free(void* p, size_t) { allocator().free(p); }
 
 size_t bytes_in_use() { return allocator().in_use(); }
 size_t bytes_peak() { return allocator().peak(); }
+size_t device_bytes_peak() { return allocator().peak(); }
 void reset_peak() { allocator().reset_peak(); }
 size_t bytes_cached() { return allocator().cached(); }
 uint64_t malloc_count() { return allocator().mallocs(); }
