@@ -50,10 +50,12 @@ PipelineGradientSource::PipelineGradientSource(std::shared_ptr<StageModel> stage
       count_loss_(count_loss) {
   ST_CHECK(pp_ != nullptr, ValueError, "pipeline: no pp group");
   actions_ = make_schedule(schedule, pp_->rank(), pp_->size(), static_cast<int>(layout_.grad_accum));
-  recv_shape_ = exchange_shape(*stage_, *pp_, layout_.micro_batch, layout_.seq_len, device_, &act_dtype_);
 }
 
 double PipelineGradientSource::compute_gradients(int64_t step, double loss_scale) {
+  // Agreed at the first step, once the optimizer has cast the parameters to the compute dtype.
+  if (recv_shape_.empty())
+    recv_shape_ = exchange_shape(*stage_, *pp_, layout_.micro_batch, layout_.seq_len, device_, &act_dtype_);
   const int64_t K = layout_.grad_accum, B = layout_.micro_batch;
   const double factor = loss_scale / static_cast<double>(K * layout_.dp);
   const int prev = pp_->rank() - 1, next = pp_->rank() + 1;

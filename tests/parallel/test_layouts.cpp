@@ -185,6 +185,24 @@ TEST(Layouts, RecomputeGivesTheSameCurve) {
   }
 }
 
+TEST(Layouts, LowPrecisionPipelineTracksF32) {
+  const int n = world_size();
+  if (n == 1) GTEST_SKIP() << "a pipeline needs 2 ranks or more";
+  TrainConfig c = base_config();
+  c.pp = n;
+  c.dp = 1;
+  Curve f32 = reference(c, 1);
+  for (const char* prec : {"bf16", "fp16"}) {
+    c.precision = prec;
+    Curve one = reference(c, 1), got = run_layout(c, std::string("pp_") + prec);
+    ASSERT_EQ(got.loss.size(), one.loss.size());
+    for (size_t i = 0; i < got.loss.size(); ++i) {
+      EXPECT_NEAR(got.loss[i], one.loss[i], 1e-3 * one.loss[i]) << prec << " step " << i + 1;  // one rounding order apart
+      EXPECT_NEAR(got.loss[i], f32.loss[i], 0.02 * f32.loss[i]) << prec << " vs f32, step " << i + 1;
+    }
+  }
+}
+
 TEST(Layouts, DataTimesPipelineGrid) {
   if (world_size() != 4) GTEST_SKIP() << "dp 2 × pp 2 needs 4 ranks";
   TrainConfig c = base_config();
