@@ -111,24 +111,28 @@ Gpt::Gpt(const GptConfig& c, std::shared_ptr<Generator> gen) : cfg_(c) {
   add_layer("transformer", std::make_shared<GptHead>(c, emb->wte->weight));
 }
 
+void gpt_init_parameter(const std::string& name, Tensor& t, Generator& gen, int64_t n_layer) {
+  const float std_ = 0.02f, proj_std = static_cast<float>(0.02 / std::sqrt(2.0 * static_cast<double>(n_layer)));
+  const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+  const bool is_ln = name.find(".ln_") != std::string::npos;
+  if (is_ln)
+    t.fill_(is_bias ? 0.0 : 1.0);
+  else if (is_bias)
+    t.fill_(0.0);
+  else if (name.find(".c_proj.weight") != std::string::npos)
+    fill_normal(t, gen, 0.f, proj_std);
+  else
+    fill_normal(t, gen, 0.f, std_);
+}
+
 void Gpt::init_weights(Generator& gen) {
-  const float std_ = 0.02f, proj_std = static_cast<float>(0.02 / std::sqrt(2.0 * static_cast<double>(cfg_.n_layer)));
   for (auto& [name, p] : named_parameters()) {
     Tensor t = p.detach();
-    bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-    bool is_ln = name.find(".ln_") != std::string::npos;
-    if (is_ln)
-      t.fill_(is_bias ? 0.0 : 1.0);
-    else if (is_bias)
-      t.fill_(0.0);
-    else if (name.find(".c_proj.weight") != std::string::npos)
-      fill_normal(t, gen, 0.f, proj_std);
-    else
-      fill_normal(t, gen, 0.f, std_);
+    gpt_init_parameter(name, t, gen, cfg_.n_layer);
   }
 }
 
-nlohmann::json Gpt::config_json() const {
+nlohmann::json gpt_hf_config_json(const GptConfig& cfg_) {
   return {{"activation_function", "gelu_new"},
           {"architectures", {"GPT2LMHeadModel"}},
           {"attn_pdrop", 0.0},
@@ -151,5 +155,7 @@ nlohmann::json Gpt::config_json() const {
           {"torch_dtype", "float32"},
           {"vocab_size", cfg_.vocab_size}};
 }
+
+nlohmann::json Gpt::config_json() const { return gpt_hf_config_json(cfg_); }
 
 }  // namespace st::models

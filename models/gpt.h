@@ -67,6 +67,13 @@ class GptHead : public runtime::Layer {
   Tensor wte;  // (V, C), the embedding's tensor
 };
 
+// HF GPT-2 initialisation of one parameter by its full name (normal 0.02, residual projections
+// 0.02/√(2L), biases 0, LayerNorm 1/0), drawing from `gen`: shared by Gpt and TpGpt so that both
+// draw the same numbers in the same order.
+void gpt_init_parameter(const std::string& name, Tensor& t, Generator& gen, int64_t n_layer);
+// The Hugging Face config.json of a GPT of these sizes.
+nlohmann::json gpt_hf_config_json(const GptConfig& c);
+
 class Gpt : public runtime::LanguageModel {
  public:
   // Parameters are zeros / LN ones; call init_weights() or load a state dict.

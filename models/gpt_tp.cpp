@@ -17,10 +17,6 @@ double param_bytes(const runtime::Module& m) {
   return b;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 // ---- embedding --------------------------------------------------------------------------------
@@ -118,22 +114,12 @@ Shape TpGpt::full_shape(const std::string& name) const {
 
 // Same rule and order as Gpt::init_weights, on full tensors, then sharded.
 void TpGpt::init_weights(Generator& gen) {
-  const float std_ = 0.02f, proj_std = static_cast<float>(0.02 / std::sqrt(2.0 * static_cast<double>(cfg_.n_layer)));
   const runtime::ShardRule rule = shard_rule();
   const int p = runtime::tp_size(tp_), r = runtime::tp_rank(tp_);
   NoGradGuard ng;
   for (auto& [name, param] : named_parameters()) {
     Tensor full = Tensor::empty(full_shape(name), param.dtype(), param.device());
-    const bool is_bias = ends_with(name, ".bias");
-    const bool is_ln = name.find(".ln_") != std::string::npos;
-    if (is_ln)
-      full.fill_(is_bias ? 0.0 : 1.0);
-    else if (is_bias)
-      full.fill_(0.0);
-    else if (name.find(".c_proj.weight") != std::string::npos)
-      fill_normal(full, gen, 0.f, proj_std);
-    else
-      fill_normal(full, gen, 0.f, std_);
+    gpt_init_parameter(name, full, gen, cfg_.n_layer);
     param.detach().copy_(runtime::shard_tensor(full, rule(name), p, r));
   }
 }
@@ -172,30 +158,6 @@ Tensor TpGpt::gather_logits(const Tensor& local_logits) const {
   return all.narrow(-1, 0, cfg_.vocab_size);                // (B, T, V)
 }
 
-// The HF config.json of the full model (the same object Gpt::config_json writes; the TP test
-// compares the two).
-nlohmann::json TpGpt::config_json() const {
-  return {{"activation_function", "gelu_new"},
-          {"architectures", {"GPT2LMHeadModel"}},
-          {"attn_pdrop", 0.0},
-          {"bos_token_id", cfg_.vocab_size - 1},
-          {"embd_pdrop", cfg_.embd_pdrop},
-          {"eos_token_id", cfg_.vocab_size - 1},
-          {"initializer_range", 0.02},
-          {"layer_norm_epsilon", cfg_.layer_norm_epsilon},
-          {"model_type", "gpt2"},
-          {"n_embd", cfg_.n_embd},
-          {"n_head", cfg_.n_head},
-          {"n_inner", nullptr},
-          {"n_layer", cfg_.n_layer},
-          {"n_positions", cfg_.n_positions},
-          {"resid_pdrop", cfg_.resid_pdrop},
-          {"scale_attn_by_inverse_layer_idx", false},
-          {"scale_attn_weights", true},
-          {"reorder_and_upcast_attn", false},
-          {"tie_word_embeddings", true},
-          {"torch_dtype", "float32"},
-          {"vocab_size", cfg_.vocab_size}};
-}
+nlohmann::json TpGpt::config_json() const { return gpt_hf_config_json(cfg_); }
 
 }  // namespace st::models
