@@ -1,6 +1,8 @@
-// `shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte]`: a user's text → tokens.
+// `shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte|gpt2 --vocab DIR]`: a user's
+// text → tokens. gpt2 reads DIR/vocab.json + DIR/merges.txt (GPT-2's own files, never downloaded).
 #include <iostream>
 
+#include "launch/bpe_tokenizer.h"
 #include "launch/byte_tokenizer.h"
 #include "launch/commands.h"
 #include "launch/options.h"
@@ -9,31 +11,45 @@
 namespace st::launch {
 
 int64_t prepare_tokens(const std::string& text_path, const std::string& out_path, const std::string& tokenizer) {
-  if (tokenizer != "byte") ST_THROW(UsageError, "prepare: unknown tokenizer '" << tokenizer << "' (available: byte)");
+  return prepare_tokens(text_path, out_path, tokenizer, "");
+}
+
+int64_t prepare_tokens(const std::string& text_path, const std::string& out_path, const std::string& tokenizer,
+                       const std::string& vocab_dir) {
+  if (tokenizer != "byte" && tokenizer != "gpt2")
+    ST_THROW(UsageError, "prepare: unknown tokenizer '" << tokenizer << "' (available: byte, gpt2)");
+  if (tokenizer == "gpt2" && vocab_dir.empty())
+    ST_THROW(UsageError, "prepare: --tokenizer gpt2 needs --vocab DIR (holding vocab.json and merges.txt)");
   const std::string text = read_text_file(text_path);
   if (text.empty()) ST_THROW(UsageError, "prepare: " << text_path << " is empty");
-  std::vector<uint16_t> tokens = byte_encode(text);
+  std::vector<uint16_t> tokens =
+      tokenizer == "byte" ? byte_encode(text) : BpeTokenizer::load(vocab_dir).encode_u16(text);
   runtime::write_token_file(out_path, tokens);
   return static_cast<int64_t>(tokens.size());
 }
 
 int cmd_prepare(const std::vector<std::string>& args) {
-  std::string text, out, tokenizer = "byte";
+  std::string text, out, tokenizer = "byte", vocab;
   OptionTable t("prepare", false);
   t.add({"text", "prepare", "FILE", "text file to tokenize (required)", false, OptionTable::bind(text), nullptr});
   t.add({"out", "prepare", "FILE.bin", "output token file, llm.c format (required)", false, OptionTable::bind(out), nullptr});
-  t.add({"tokenizer", "prepare", "byte", "tokenizer: byte-level (token = byte value, vocab 256)", false,
-         OptionTable::bind_choice(tokenizer, {"byte"}), [&tokenizer] { return tokenizer; }});
+  t.add({"tokenizer", "prepare", "byte",
+         "tokenizer: byte (token = byte value, vocab 256) or gpt2 (byte-level BPE, needs --vocab)", false,
+         OptionTable::bind_choice(tokenizer, {"byte", "gpt2"}), [&tokenizer] { return tokenizer; }});
+  t.add({"vocab", "prepare", "DIR", "gpt2 tokenizer: directory with GPT-2's vocab.json and merges.txt", false,
+         OptionTable::bind(vocab), nullptr});
   if (OptionTable::wants_help(args)) {
-    std::cout << t.help("shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte]");
+    std::cout << t.help("shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte|gpt2 --vocab DIR]");
     return 0;
   }
   t.parse_flags(args);
   if (text.empty()) ST_THROW(UsageError, "prepare: --text FILE is required");
   if (out.empty()) ST_THROW(UsageError, "prepare: --out FILE.bin is required");
-  const int64_t n = prepare_tokens(text, out, tokenizer);
-  std::cout << "prepare: " << n << " tokens (" << tokenizer << " tokenizer, vocab " << kByteVocab << ") from " << text
-            << " -> " << out << "\n";
+  const int64_t n = prepare_tokens(text, out, tokenizer, vocab);
+  std::cout << "prepare: " << n << " tokens (" << tokenizer << " tokenizer";
+  if (tokenizer == "byte") std::cout << ", vocab " << kByteVocab;
+  else std::cout << ", vocab " << vocab << "/vocab.json";
+  std::cout << ") from " << text << " -> " << out << "\n";
   return 0;
 }
 

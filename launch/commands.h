@@ -26,5 +26,8 @@ runtime::SampleConfig parse_sample_args(const std::vector<std::string>& args, st
 
 // Tokenizes a text file into an llm.c .bin file; returns the token count.
 int64_t prepare_tokens(const std::string& text_path, const std::string& out_path, const std::string& tokenizer);
+// tokenizer "gpt2" reads vocab_dir/vocab.json + vocab_dir/merges.txt (launch/bpe_tokenizer.h).
+int64_t prepare_tokens(const std::string& text_path, const std::string& out_path, const std::string& tokenizer,
+                       const std::string& vocab_dir);
 
 }  // namespace st::launch
