@@ -90,4 +90,20 @@ MPI_Datatype mpi_raw_type(int dtype) {
   ST_THROW(DTypeError, "comm: no MPI type for dtype " << dtype);
 }
 
+std::vector<CollectiveSignature> mpi_exchange_signatures(MPI_Comm comm, const CollectiveSignature& mine,
+                                                         CommState& state, Millis timeout) {
+  std::vector<int64_t> flat{mine.op, mine.dtype, mine.count, mine.arg, mine.seq};
+  std::vector<int64_t> all;
+  try {
+    all = mpi_allgather_i64(comm, flat, timeout, state.where() + ", debug signature exchange");
+  } catch (const TimeoutError& e) {
+    state.mark_broken(e.what());
+    throw;
+  }
+  std::vector<CollectiveSignature> out(all.size() / 5);
+  for (size_t r = 0; r < out.size(); ++r)
+    out[r] = {all[5 * r], all[5 * r + 1], all[5 * r + 2], all[5 * r + 3], all[5 * r + 4]};
+  return out;
+}
+
 }  // namespace st::comm

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "comm/work.h"
 #include "tensor/error.h"
 
@@ -25,6 +26,11 @@ void require_mpi(const char* who);
 void mpi_wait_deadline(MPI_Request* req, Millis timeout, const std::string& what);
 
 // Deadline-bounded allgather of `mine` (the same length on every rank) over `comm`.
+// Debug mode's exchange of collective signatures over `comm` (both backends bootstrap on MPI);
+// a timeout marks `state` broken before it propagates.
+std::vector<CollectiveSignature> mpi_exchange_signatures(MPI_Comm comm, const CollectiveSignature& mine,
+                                                         CommState& state, Millis timeout);
+
 std::vector<int64_t> mpi_allgather_i64(MPI_Comm comm, const std::vector<int64_t>& mine, Millis timeout,
                                        const std::string& what);
 

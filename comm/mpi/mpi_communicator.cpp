@@ -90,18 +90,7 @@ std::shared_ptr<MpiCommunicator> MpiCommunicator::dup(MPI_Comm parent, const std
 }
 
 std::vector<CollectiveSignature> MpiCommunicator::exchange_signatures(const CollectiveSignature& mine) {
-  std::vector<int64_t> flat{mine.op, mine.dtype, mine.count, mine.arg, mine.seq};
-  std::vector<int64_t> all;
-  try {
-    all = mpi_allgather_i64(comm_, flat, timeout(), state()->where() + ", debug signature exchange");
-  } catch (const TimeoutError& e) {
-    state()->mark_broken(e.what());
-    throw;
-  }
-  std::vector<CollectiveSignature> out(static_cast<size_t>(size()));
-  for (size_t r = 0; r < out.size(); ++r)
-    out[r] = {all[5 * r], all[5 * r + 1], all[5 * r + 2], all[5 * r + 3], all[5 * r + 4]};
-  return out;
+  return mpi_exchange_signatures(comm_, mine, *state(), timeout());
 }
 
 WorkPtr MpiCommunicator::do_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) {
