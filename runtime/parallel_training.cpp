@@ -18,7 +18,7 @@ namespace st::runtime {
 namespace {
 
 // Scalar sums and maxima over a communicator (f32 on the wire: the values are a handful of
-// per-rank shares, so one f32 rounding is far below the 1e-5 the layouts must agree to).
+// per-rank shares, so the f32 rounding of their sum is far below the 1e-5 the layouts agree to).
 class CommReductions : public Reductions {
  public:
   // sum_weight scales this rank's contribution to sums (0: a copy another rank already adds)
@@ -30,14 +30,9 @@ class CommReductions : public Reductions {
  private:
   double reduce(double x, comm::ReduceOp op) {
     if (!c_ || c_->size() == 1) return x;
-    // two f32 parts (x = hi + lo to ~48 bits) so no rank's value loses precision on the way
-    const float hi = static_cast<float>(x);
-    const float lo = static_cast<float>(x - static_cast<double>(hi));
-    Tensor t = Tensor::from_vector(std::vector<float>{hi, lo}, {2});
-    if (op == comm::ReduceOp::max) t = Tensor::from_vector(std::vector<float>{hi, 0.f}, {2});
+    Tensor t = Tensor::from_vector(std::vector<double>{x}, {1});  // () → f32
     c_->allReduce(t, op)->wait();
-    auto v = t.to_double();
-    return v[0] + v[1];
+    return t.item();
   }
   std::shared_ptr<comm::Communicator> c_;
   double sum_weight_;
@@ -103,11 +98,11 @@ int run_parallel_training(const TrainConfig& cfg) {
   parts.flag_reduction = parts.loss_reduction;
   // the ranks of one DP replica hold different parts of the gradient (stages); replicas hold copies
   std::shared_ptr<comm::Communicator> replica_group = world->split(me.dp, world->rank(), "replica");
-  parts.grad_reduction = std::make_shared<CommReductions>(cfg.zero && dp > 1 ? world : replica_group);
-  // ZeRO-1: ownership is fixed by the parameter sizes, so a first Zero1 over the f32 parameters
-  // tells the trainer which names its optimizer covers; the working one is built after the
-  // optimizer has cast the parameters to the compute dtype.
+  // ZeRO-1: DP ranks hold different shards too. Ownership is fixed by the parameter sizes, so a
+  // first Zero1 over the f32 parameters tells the trainer which names its optimizer covers; the
+  // working one is built after the optimizer has cast the parameters to the compute dtype.
   const bool zero = cfg.zero && dp > 1;
+  parts.grad_reduction = std::make_shared<CommReductions>(zero ? world : replica_group);
   if (zero) {
     std::set<std::string> owned;
     {
