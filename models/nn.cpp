@@ -41,12 +41,7 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t heads, int64_t head_dim)
   const int64_t A = heads * head_dim;
   ST_CHECK(qkv.dim() == 3 && qkv.size(2) == 3 * A, ShapeError,
            "attention: qkv must be (B, T, " << 3 * A << "), got " << shape_str(qkv.shape()));
-  const int64_t B = qkv.size(0), T = qkv.size(1);
-  auto split_heads = [&](int64_t i) {  // (B, T, A) slice → (B, H, T, D)
-    return qkv.narrow(2, i * A, A).reshape({B, T, heads, head_dim}).transpose(1, 2).contiguous();
-  };
-  Tensor y = ops::causal_attention(split_heads(0), split_heads(1), split_heads(2));  // (B, H, T, D)
-  return y.transpose(1, 2).contiguous().reshape({B, T, A});                          // (B, T, A)
+  return ops::causal_attention_qkv(qkv, heads);  // (B, T, A)
 }
 
 void init_linear(Linear& l, Generator& gen, float std) {

@@ -39,4 +39,37 @@ Tensor causal_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_
   return out;
 }
 
+Tensor causal_attention_qkv(const Tensor& qkv, int64_t heads) {
+  const char* name = "causal_attention_qkv";
+  check_defined(name, {qkv});
+  if (heads < 1 || qkv.dim() != 3 || qkv.size(2) % (3 * heads) != 0 || qkv.size(2) == 0)
+    ST_THROW(ShapeError, name << ": qkv " << shape_str(qkv.shape()) << " with " << heads
+                              << " heads (expected (B, T, 3·heads·D))");
+  const int64_t B = qkv.size(0), T = qkv.size(1), A = qkv.size(2) / 3, D = A / heads;
+  if (qkv.is_cuda() && (qkv.dtype() == DType::f16 || qkv.dtype() == DType::bf16)) {
+    Tensor x = qkv.contiguous().detach();                          // (B, T, 3A)
+    Tensor out = Tensor::empty({B, T, A}, x.dtype(), x.device());  // (B, T, A)
+    if (cuda::attention_qkv_supported(x, out, heads)) {
+      Tensor lse = Tensor::empty({B * heads, T}, DType::f32, x.device());  // (B·H, T)
+      {
+        NoGradGuard ng;
+        cuda::attention_qkv_fwd(x, out, lse, heads);
+      }
+      Tensor od = out.detach();
+      attach_grad_fn(out, name, {qkv}, [x, od, lse, heads](const Tensor& g) {
+        Tensor dout = contiguous_as(g, x.dtype());  // (B, T, A)
+        Tensor dqkv = x.empty_like();               // (B, T, 3A)
+        cuda::attention_qkv_bwd(x, od, lse, dout, dqkv, heads);
+        return std::vector<Tensor>{dqkv};
+      });
+      return out;
+    }
+  }
+  auto split_heads = [&](int64_t i) {  // (B, T, A) slice → (B, H, T, D)
+    return qkv.narrow(2, i * A, A).reshape({B, T, heads, D}).transpose(1, 2).contiguous();
+  };
+  Tensor y = causal_attention(split_heads(0), split_heads(1), split_heads(2));  // (B, H, T, D)
+  return y.transpose(1, 2).contiguous().reshape({B, T, A});                      // (B, T, A)
+}
+
 }  // namespace st::ops

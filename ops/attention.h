@@ -13,6 +13,13 @@ namespace st::ops {
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v);
 
+// The same on the packed projection a transformer block computes:
+//   qkv (B, T, 3·H·D) = [q | k | v], each (B, T, H, D) → out (B, T, H·D), heads joined.
+// On CUDA with f16/bf16 and D = 64 the flash kernels read q, k, v in place and the backward writes
+// dqkv (B, T, 3·H·D) as one tensor, so no head transposes are made; elsewhere it is the
+// composition split heads → causal_attention → join heads (identical results on the CPU).
+Tensor causal_attention_qkv(const Tensor& qkv, int64_t heads);
+
 // Backend kernels: q, k, v, out, dout, dq, dk, dv (B, H, T, D) contiguous, one dtype;
 // lse (B, H, T) f32.
 namespace cpu {
@@ -24,6 +31,11 @@ namespace cuda {
 void attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse);
 void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                    const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
+// packed: qkv, dqkv (B, T, 3·H·D), out, dout (B, T, H·D) contiguous; lse (B·H, T) f32
+bool attention_qkv_supported(const Tensor& qkv, const Tensor& out, int64_t heads);
+void attention_qkv_fwd(const Tensor& qkv, Tensor& out, Tensor& lse, int64_t heads);
+void attention_qkv_bwd(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout, Tensor& dqkv,
+                       int64_t heads);
 }  // namespace cuda
 
 }  // namespace st::ops

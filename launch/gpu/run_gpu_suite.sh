@@ -25,7 +25,7 @@ for stage in $stages; do
   build)
     t0=$SECONDS
     { cmake -S . -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release &&
-      cmake --build "$BUILD" -j"$JOBS" --target test_gpu_tensor test_gpu_ops test_gpu_ops_nn test_gpu_optim bench_ops_cuda
+      cmake --build "$BUILD" -j"$JOBS" --target test_gpu_tensor test_gpu_ops test_gpu_ops_nn test_gpu_optim test_gpu_attention bench_ops_cuda
     } > "$OUT/build.log" 2>&1
     rc=$?
     note "build rc=$rc ($((SECONDS - t0)) s)"
@@ -48,8 +48,8 @@ for stage in $stages; do
   memcheck)
     t0=$SECONDS
     : > "$OUT/memcheck.log"
-    left=4
-    for t in test_gpu_tensor test_gpu_optim test_gpu_ops test_gpu_ops_nn; do
+    left=5
+    for t in test_gpu_tensor test_gpu_optim test_gpu_ops test_gpu_ops_nn test_gpu_attention; do
       cap=$(( (${BUDGET_S:-570} - SECONDS) / left )); left=$((left - 1))
       [ $cap -ge 15 ] || { note "memcheck $t skipped: out of time"; continue; }
       timeout $cap compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \

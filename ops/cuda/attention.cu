@@ -9,10 +9,11 @@
 //         gradient element is written once (=), no atomics: deterministic.
 // Scores and accumulators are f32; q, k, v are widened on their way into shared memory. These
 // are the CUDA-core kernels, used for f32 and for head dims other than 64 (any D ≤ 128); f16/bf16
-// with D = 64 (GPT-2) go to the tensor-core kernels of ops/cuda/attention_tc.cu.
+// with D = 64 (GPT-2) go to the tensor-core flash kernels of ops/cuda/flash_attention.cu, which
+// also serve the packed op (attention_qkv_fwd/bwd: strided views into qkv, no transposes).
 #include "ops/attention.h"
-#include "ops/cuda/attention_tc.h"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/flash_attention.h"
 
 namespace st::ops::cuda {
 namespace {
@@ -235,10 +236,17 @@ void visit_head_dim(int D, Fn&& fn) {
   ST_THROW(ShapeError, "causal_attention: the CUDA kernel takes head dims up to 128, got " << D);
 }
 
-bool use_tensor_cores(std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    if (!st::cuda::aligned16(t->data_ptr())) return false;
-  return attention_tc_supported(**ts.begin());
+// (B, H, T, D) contiguous as a flash operand
+AttnOperand contiguous_operand(const Tensor& t) {
+  const int64_t H = t.size(1), Tn = t.size(2), D = t.size(3);
+  return {const_cast<void*>(t.data_ptr()), H * Tn * D, Tn * D, D};
+}
+
+// head h of part i ∈ {0 q, 1 k, 2 v} of x (B, T, parts·H·D) as a flash operand
+AttnOperand packed_operand(const Tensor& x, int64_t H, int64_t D, int i) {
+  const int64_t Tn = x.size(1), W = x.size(2);
+  auto* p = static_cast<unsigned char*>(const_cast<void*>(x.data_ptr())) + i * H * D * dtype_size(x.dtype());
+  return {p, Tn * W, D, W};
 }
 
 template <class K>
@@ -255,7 +263,13 @@ void attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& ou
   const int64_t BH = q.size(0) * q.size(1), Tn = q.size(2);
   const int D = static_cast<int>(q.size(3));
   if (BH == 0 || Tn == 0) return;
-  if (use_tensor_cores({&q, &k, &v, &out})) return attention_fwd_tc(q, k, v, out, lse, current_stream());
+  {
+    AttnOperand oq = contiguous_operand(q), ok = contiguous_operand(k), ov = contiguous_operand(v),
+                oo = contiguous_operand(out);
+    if (flash_attention_supported(q.dtype(), D, BH, {oq, ok, ov, oo}))
+      return flash_attention_fwd(q.dtype(), q.size(0), q.size(1), Tn, oq, ok, ov, oo, lse.data<float>(),
+                                 current_stream());
+  }
   const float scale = 1.f / sqrtf(static_cast<float>(D));
   const dim3 grid(static_cast<unsigned>((Tn + kB - 1) / kB), static_cast<unsigned>(BH));
   const size_t smem = (2 * kB * D + kB * (kB + 1)) * sizeof(float);
@@ -281,6 +295,14 @@ void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   if (BH == 0 || Tn == 0) return;
   const float scale = 1.f / sqrtf(static_cast<float>(D));
   cudaStream_t stream = current_stream();
+  {
+    AttnOperand oq = contiguous_operand(q), ok = contiguous_operand(k), ov = contiguous_operand(v),
+                oo = contiguous_operand(out), og = contiguous_operand(dout), dq_ = contiguous_operand(dq),
+                dk_ = contiguous_operand(dk), dv_ = contiguous_operand(dv);
+    if (flash_attention_supported(q.dtype(), D, BH, {oq, ok, ov, oo, og, dq_, dk_, dv_}))
+      return flash_attention_bwd(q.dtype(), q.size(0), q.size(1), Tn, oq, ok, ov, oo, og, lse.data<float>(), dq_,
+                                 dk_, dv_, stream);
+  }
   Tensor delta = Tensor::empty({BH, Tn}, DType::f32, Device::cuda);  // (BH, T)
   const dim3 grid(static_cast<unsigned>((Tn + kB - 1) / kB), static_cast<unsigned>(BH));
   const size_t smem_kv = (2 * kB * (D + 1) + 2 * kB * D + 2 * kB) * sizeof(float);
@@ -294,8 +316,6 @@ void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
     attention_delta_kernel<T><<<grid_for(BH * Tn, 8, INT32_MAX), 256, 0, stream>>>(
         pg, static_cast<const T*>(out.data_ptr()), delta.data<float>(), BH * Tn, D);
     CHECK_LAUNCH();
-    if (use_tensor_cores({&q, &k, &v, &dout, &dq, &dk, &dv}))
-      return attention_bwd_tc(q, k, v, lse, delta, dout, dq, dk, dv, stream);
     visit_head_dim(D, [&](auto md) {
       constexpr int MD = decltype(md)::value;
       auto kv = attention_bwd_dkdv_kernel<T, MD>;
@@ -310,6 +330,32 @@ void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
       CHECK_LAUNCH();
     });
   });
+}
+
+// qkv (B, T, 3·H·D) → out (B, T, H·D), lse (B·H, T): the flash kernels on strided views
+bool attention_qkv_supported(const Tensor& qkv, const Tensor& out, int64_t heads) {
+  const int64_t D = qkv.size(2) / (3 * heads);
+  return flash_attention_supported(qkv.dtype(), D, qkv.size(0) * heads,
+                                   {packed_operand(qkv, heads, D, 0), packed_operand(out, heads, D, 0)});
+}
+
+void attention_qkv_fwd(const Tensor& qkv, Tensor& out, Tensor& lse, int64_t heads) {
+  check_contiguous_cuda("causal_attention_qkv", {&qkv, &out, &lse});
+  const int64_t D = qkv.size(2) / (3 * heads);
+  flash_attention_fwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), packed_operand(qkv, heads, D, 0),
+                      packed_operand(qkv, heads, D, 1), packed_operand(qkv, heads, D, 2),
+                      packed_operand(out, heads, D, 0), lse.data<float>(), current_stream());
+}
+
+void attention_qkv_bwd(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout, Tensor& dqkv,
+                       int64_t heads) {
+  check_contiguous_cuda("causal_attention_qkv", {&qkv, &out, &lse, &dout, &dqkv});
+  const int64_t D = qkv.size(2) / (3 * heads);
+  flash_attention_bwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), packed_operand(qkv, heads, D, 0),
+                      packed_operand(qkv, heads, D, 1), packed_operand(qkv, heads, D, 2),
+                      packed_operand(out, heads, D, 0), packed_operand(dout, heads, D, 0), lse.data<float>(),
+                      packed_operand(dqkv, heads, D, 0), packed_operand(dqkv, heads, D, 1),
+                      packed_operand(dqkv, heads, D, 2), current_stream());
 }
 
 }  // namespace st::ops::cuda
