@@ -1,6 +1,11 @@
 // CUDA sum over dims: x (...) any strides → out (x's shape with reduced dims set to 1, keepdim),
-// out contiguous in x's dtype. One block per output element; each thread walks a slice of the
-// reduced index space and accumulates in double (as the CPU op does), then one block reduction.
+// out contiguous in x's dtype. Accumulates in double, as the CPU op does. Two paths:
+//   - column sum (the bias gradient): x contiguous and the reduced dims are its leading dims, so x
+//     is (M, N) and out (N). Threads of a warp take adjacent columns (16-byte packs when aligned
+//     and N allows), each block sums a slice of rows into part (S, N), then a second kernel sums
+//     the S slices in slice order. No atomics: bit-reproducible run to run.
+//   - anything else: one block per output element; each thread walks a slice of the reduced index
+//     space, then one block reduction.
 #include "ops/cuda/common.cuh"
 #include "ops/reduce.h"
 #include "tensor/cuda/strided.cuh"
@@ -8,7 +13,14 @@
 namespace st::ops::cuda {
 namespace {
 
+using st::cuda::load_pack;
+using st::cuda::Pack;
+
 constexpr int kThreads = 256;
+constexpr int kColX = 32, kColY = 8;      // column-sum block: 32 column packs × 8 row lanes
+// Column-sum grid: ~4 blocks of 8 warps per SM on an H200; more slices would add partial traffic
+// ((S, N) doubles written and read back) without adding loads in flight.
+constexpr int64_t kTargetBlocks = 512;
 
 // kernels
 
@@ -32,8 +44,79 @@ __global__ void sum_kernel(const T* x, T* out, st::cuda::Strided2 kept, st::cuda
   }
 }
 
+// x (M, N) contiguous → part (S, N): part[s][c] = Σ x[r][c] over the rows r of slice s
+// (rows_per_slice each). Block (kColX, kColY): threadIdx.x a pack of V adjacent columns,
+// threadIdx.y a row lane. V = Pack<T>::N needs x 16-byte aligned and N % V == 0; V = 1 otherwise.
+template <class T, int V>
+__global__ void sum_cols_partial_kernel(const T* x, double* part, int64_t M, int64_t N, int64_t rows_per_slice) {
+  __shared__ double sh[V][kColY][kColX];
+  const int64_t c0 = (blockIdx.x * (int64_t)kColX + threadIdx.x) * V;
+  const int64_t r0 = blockIdx.y * rows_per_slice, r1 = min(M, r0 + rows_per_slice);
+  double acc[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc[j] = 0;
+  if (c0 < N) {
+#pragma unroll 4
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kColY) {
+      if constexpr (V > 1) {
+        Pack<T> p = load_pack(x + r * N + c0);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += static_cast<double>(to_float(p.v[j]));
+      } else {
+        acc[0] += static_cast<double>(to_float(x[r * N + c0]));
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) sh[j][threadIdx.y][threadIdx.x] = acc[j];
+  __syncthreads();
+  if (threadIdx.y == 0 && c0 < N) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      double t = 0;
+      for (int k = 0; k < kColY; ++k) t += sh[j][k][threadIdx.x];  // fixed row-lane order
+      part[blockIdx.y * N + c0 + j] = t;
+    }
+  }
+}
+
+// part (S, N) → out (N), summed in slice order
+template <class T>
+__global__ void sum_cols_final_kernel(const double* part, T* out, int64_t S, int64_t N) {
+  const int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (c >= N) return;
+  double t = 0;
+  for (int64_t s = 0; s < S; ++s) t += part[s * N + c];
+  out[c] = from_float<T>(static_cast<float>(t));
+}
+
 // launchers
 
+// x (M, N) contiguous → out (N)
+template <class T>
+void sum_cols(const Tensor& x, Tensor& out, int64_t M, int64_t N) {
+  cudaStream_t stream = current_stream();
+  const T* px = static_cast<const T*>(x.data_ptr());
+  constexpr int VP = Pack<T>::N;
+  const bool vec = N % VP == 0 && st::cuda::aligned16(px);
+  const int64_t packs = vec ? N / VP : N;
+  const int64_t gx = (packs + kColX - 1) / kColX;
+  int64_t S = std::max<int64_t>(1, std::min<int64_t>((kTargetBlocks + gx - 1) / gx, (M + kColY - 1) / kColY));
+  S = std::min<int64_t>(S, 65535);
+  const int64_t rows_per_slice = (M + S - 1) / S;
+  S = (M + rows_per_slice - 1) / rows_per_slice;
+  // (S, N) doubles; i64 is the 8-byte dtype the allocator knows, the kernels read it as double.
+  Tensor part = Tensor::empty({S, N}, DType::i64, Device::cuda);
+  double* pp = static_cast<double*>(part.data_ptr());
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(S)), block(kColX, kColY);
+  if (vec)
+    sum_cols_partial_kernel<T, VP><<<grid, block, 0, stream>>>(px, pp, M, N, rows_per_slice);
+  else
+    sum_cols_partial_kernel<T, 1><<<grid, block, 0, stream>>>(px, pp, M, N, rows_per_slice);
+  CHECK_LAUNCH();
+  sum_cols_final_kernel<T><<<grid_for(N, kThreads), kThreads, 0, stream>>>(pp, static_cast<T*>(out.data_ptr()), S, N);
+  CHECK_LAUNCH();
+}
 
 }  // namespace
 
@@ -44,18 +127,24 @@ void sum_fwd(const Tensor& x, Tensor& out) {
   const int64_t n_out = out.numel();
   if (n_out == 0) return;
   Shape kshape, kstr, rshape, rstr;
+  bool leading = true;  // every reduced dim (of size > 1) comes before every kept dim (of size > 1)
   for (int64_t d = 0; d < x.dim(); ++d) {
     if (out.shape()[d] == 1 && x.shape()[d] != 1) {
+      if (!kshape.empty()) leading = false;
       rshape.push_back(x.shape()[d]);
       rstr.push_back(x.strides()[d]);
-    } else {
+    } else if (x.shape()[d] != 1) {
       kshape.push_back(x.shape()[d]);
       kstr.push_back(x.strides()[d]);
     }
   }
+  const int64_t n_red = shape_numel(rshape);
+  if (leading && x.is_contiguous() && n_red > 1 && n_out > 1) {
+    visit_float_dtype(x.dtype(), "sum", [&](auto tag) { sum_cols<decltype(tag)>(x, out, n_red, n_out); });
+    return;
+  }
   auto kept = st::cuda::make_strided2(kshape, kstr, kstr, "sum");
   auto red = st::cuda::make_strided2(rshape, rstr, rstr, "sum");
-  const int64_t n_red = shape_numel(rshape);
   visit_float_dtype(x.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
     int threads = n_red >= kThreads ? kThreads : 32;

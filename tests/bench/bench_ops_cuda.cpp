@@ -1,6 +1,7 @@
 // CUDA op benchmark (a program, not a test): ceilings first (device-to-device copy, an 8192³
-// cuBLAS bf16 product), then GEMM on GPT-2 124M shapes, layernorm / cross-entropy / AdamW as
-// GB/s against the copy, and causal attention fwd+bwd time (compare with
+// cuBLAS bf16 product), then GEMM on GPT-2 124M shapes, the elementwise kernels of the step
+// (bias add, bias-gradient column sum, add, add_, fill_, transpose and cast copies), layernorm /
+// cross-entropy / AdamW as GB/s against the copy, and causal attention fwd+bwd time (compare with
 // tests/bench/bench_attention_torch.py, PyTorch SDPA on the same shapes).
 // Times are CUDA-event medians of 20 runs after 3 warm-ups, on random inputs (never zeros).
 // Shapes are issue 3's: B·T = 16384 tokens, C = 768, V = 50304 (padded; 50257 shown too), and
@@ -14,10 +15,12 @@
 
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
 #include "ops/cuda/gemm_config.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
 #include "ops/optim.h"
+#include "ops/reduce.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/rng.h"
 
@@ -101,6 +104,28 @@ int main(int argc, char** argv) {
       gemm_row("lm head (tied wte^T)", BT, V, C, true, dt, tf32);
       gemm_row("lm head, V=50257", BT, 50257, C, true, dt, tf32);
     }
+  }
+
+  // ---- elementwise and tensor-core kernels of the training step (f16, as profiled)
+  {
+    const DType dt = DType::f16;
+    const double es = static_cast<double>(dtype_size(dt));
+    Tensor x = rnd({BT, 4 * C}, dt), bias = rnd({4 * C}, dt), y = x.empty_like();
+    Tensor be = ops::expand(bias, {BT, 4 * C}), col = Tensor::empty({1, 4 * C}, dt, Device::cuda);
+    const double n4 = static_cast<double>(BT * 4 * C), n1 = static_cast<double>(BT * C);
+    bw_row("bias add (BT,3072)+(3072) f16", 2 * n4 * es,
+           time_ms([&] { ops::cuda::binary_fwd(ops::BinaryOp::add, x, be, y); }), copy_gbs);
+    bw_row("bias grad sum dim 0 (BT,3072) f16", n4 * es, time_ms([&] { ops::cuda::sum_fwd(x, col); }), copy_gbs);
+    Tensor a = rnd({BT, C}, dt), b = rnd({BT, C}, dt), c = a.empty_like();
+    bw_row("same-shape add (BT,768) f16", 3 * n1 * es,
+           time_ms([&] { ops::cuda::binary_fwd(ops::BinaryOp::add, a, b, c); }), copy_gbs);
+    bw_row("add_ (grad accumulate) (BT,768) f16", 3 * n1 * es, time_ms([&] { c.add_(a); }), copy_gbs);
+    bw_row("fill_ (BT,3072) f16", n4 * es, time_ms([&] { y.fill_(0.0); }), copy_gbs);
+    Tensor q = rnd({B, T, H, D}, dt), qt = Tensor::empty({B, H, T, D}, dt, Device::cuda);
+    bw_row("copy (B,T,H,D)->(B,H,T,D) f16", 2 * n1 * es,
+           time_ms([&] { qt.copy_(q.permute({0, 2, 1, 3})); }), copy_gbs);
+    Tensor q32 = Tensor::empty({B, T, H, D}, DType::f32, Device::cuda);
+    bw_row("cast copy f16 -> f32 (BT,768)", n1 * (es + 4), time_ms([&] { q32.copy_(q); }), copy_gbs);
   }
 
   // ---- layernorm (BT, C)

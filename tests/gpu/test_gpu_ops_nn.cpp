@@ -1,10 +1,13 @@
 // CUDA network ops against the CPU ops: activations, dropout (same mask), softmax, fused
 // cross-entropy (ignore_index, out-of-range target), layernorm, embedding (repeated indices,
 // bad index), causal attention (T = 1000, D = 64 and an odd D). f32 / f16 / bf16, fwd and bwd.
+// Layernorm backward runs on both its fused kernel (every lane width up to C = 1024) and the
+// separate dx / dw-db kernels (C > 1024, misaligned x), and its fused gradients are bit-stable.
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
 #include "ops/dropout.h"
+#include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/layernorm.h"
 #include "ops/reduce.h"
@@ -71,6 +74,22 @@ TEST(GpuOpsNN, Layernorm) {
              .op = [](auto& x) { return ops::layernorm(x[0], x[1], x[2]); }});
 }
 
+TEST(GpuOpsNN, LayernormBackwardFusedAndFallbackShapes) {
+  // fused dx + dw/db (rows of whole packs, C ≤ 1024): every lane width, partial last slices,
+  // fewer rows than warps; C > 1024 and misaligned x take the separate kernels
+  for (int64_t C : {64, 200, 512, 768, 1024, 1032}) {
+    const int64_t N = C == 768 ? 16384 : 333;
+    check_gpu({.name = "layernorm (" + std::to_string(N) + "," + std::to_string(C) + ")", .shapes = {{N, C}, {C}, {C}},
+               .op = [](auto& x) { return ops::layernorm(x[0], x[1], x[2]); }});
+  }
+  check_gpu({.name = "layernorm 5 rows C=768", .shapes = {{5, 768}, {768}, {768}},
+             .op = [](auto& x) { return ops::layernorm(x[0], x[1], x[2]); }});
+  check_gpu({.name = "layernorm of a shifted x C=768", .shapes = {{1000 * 768 + 1}, {768}, {768}},
+             .op = [](auto& x) {
+               return ops::layernorm(x[0].narrow(0, 1, 1000 * 768).view({1000, 768}), x[1], x[2]);
+             }});
+}
+
 TEST(GpuOpsNN, LayernormWeightGradIsDeterministic) {
   Generator g(3);
   Tensor x = Tensor::empty({2000, 257}, DType::f32, Device::cuda), w = Tensor::empty({257}, DType::f32, Device::cuda),
@@ -84,6 +103,25 @@ TEST(GpuOpsNN, LayernormWeightGradIsDeterministic) {
     ops::sum(ops::layernorm(x, wr, b)).backward();
     if (rep == 0) first = wr.grad().to_double();
     else EXPECT_EQ(wr.grad().to_double(), first);
+  }
+}
+
+TEST(GpuOpsNN, LayernormFusedBackwardIsDeterministic) {
+  for (DType dt : {DType::f16, DType::f32}) {
+    Generator g(5);
+    Tensor x = Tensor::empty({16384, 768}, dt, Device::cuda), w = Tensor::empty({768}, dt, Device::cuda),
+           b = Tensor::empty({768}, dt, Device::cuda), u = Tensor::empty({16384, 768}, dt, Device::cuda);
+    for (Tensor* t : {&x, &w, &b, &u}) fill_uniform(*t, g);
+    std::vector<double> first[3];
+    for (int rep = 0; rep < 3; ++rep) {
+      Tensor xr = x.detach().requires_grad_(), wr = w.detach().requires_grad_(), br = b.detach().requires_grad_();
+      ops::sum(ops::mul(ops::layernorm(xr, wr, br), u)).backward();
+      std::vector<double> now[3] = {xr.grad().to_double(), wr.grad().to_double(), br.grad().to_double()};
+      for (int k = 0; k < 3; ++k) {
+        if (rep == 0) first[k] = now[k];
+        else EXPECT_EQ(now[k], first[k]) << dtype_name(dt) << " gradient " << k << " rep " << rep;
+      }
+    }
   }
 }
 
