@@ -337,13 +337,13 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_dq_kernel(Args<T> a) {
 constexpr size_t kDkdvSmem = 6 * kTileElems * 2 + 4 * kTile * sizeof(float);
 
 template <class T>
-__global__ void __launch_bounds__(kThreads) flash_bwd_dkdv_kernel(Args<T> a) {
+__global__ void __launch_bounds__(kThreads, 3) flash_bwd_dkdv_kernel(Args<T> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* sK = reinterpret_cast<T*>(smem);
   T* sV = sK + kTileElems;
   T* sQ = sV + kTileElems;         // [2][kTileElems]
   T* sG = sQ + 2 * kTileElems;     // [2][kTileElems]
-  float* sL = reinterpret_cast<float*>(sG + 2 * kTileElems);  // [2][kTile] lse
+  float* sL = reinterpret_cast<float*>(sG + 2 * kTileElems);  // [2][kTile] lse·log2 e
   float* sD = sL + 2 * kTile;                                 // [2][kTile] Δ
   const int kb = blockIdx.x;  // low key blocks see the most queries: launched first
   const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H, Tn = a.Tn, k0 = int64_t(kb) * kTile;
@@ -355,10 +355,11 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_dkdv_kernel(Args<T> a) {
     load_tile(sQ + buf * kTileElems, q, a.q.st, int64_t(qt) * kTile, Tn);
     load_tile(sG + buf * kTileElems, g, a.dout.st, int64_t(qt) * kTile, Tn);
   };
-  // lse (threads 0..63) or Δ (64..127) of query (qt·64 + thread % 64), 0 past the end
+  // lse·log2 e (threads 0..63) or Δ (64..127) of query (qt·64 + thread % 64), 0 past the end
   auto row_stat = [&](int qt) {
     const int64_t t = int64_t(qt) * kTile + (threadIdx.x & (kTile - 1));
-    return t < Tn ? (threadIdx.x < kTile ? a.lse_in : a.delta)[bh * Tn + t] : 0.f;
+    if (t >= Tn) return 0.f;
+    return threadIdx.x < kTile ? a.lse_in[bh * Tn + t] * kLog2e : a.delta[bh * Tn + t];
   };
   float* stat_dst = threadIdx.x < kTile ? sL : sD;  // + buf·64 + thread % 64
   load_tile(sK, a.k.at(b, h), a.k.st, k0, Tn);
@@ -390,13 +391,16 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_dkdv_kernel(Args<T> a) {
     float s[8][4] = {}, dp[8][4] = {};
     mma_abt<T>(s, kf, tq_);  // Sᵀ: rows keys, columns queries
     mma_abt<T>(dp, vf, tg);  // dPᵀ
+    // masks only where they can bite: the diagonal tile (query < key) and the tile past T
+    const bool diag = qt == kb, tail = r0 + kTile > Tn;
+    const int valid = static_cast<int>(Tn - r0);  // queries of this tile below T
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = j * 8 + 2 * tq + (e & 1);  // local query
-        const int64_t qi = r0 + col, ki = k0 + key_row + 8 * (e >> 1);
-        const float p = (qi < ki || qi >= Tn) ? 0.f : exp2f(fmaf(s[j][e], sl2, -L[col] * kLog2e));
+        float p = exp2f(fmaf(s[j][e], sl2, -L[col]));
+        if ((diag && col < key_row + 8 * (e >> 1)) || (tail && col >= valid)) p = 0.f;
         s[j][e] = p;
         dp[j][e] = p * (dp[j][e] - Dl[col]);  // dSᵀ
       }
