@@ -28,6 +28,10 @@ void check_state(const char* op, const Tensor& param, const Tensor& grad, std::i
   if (!param.is_contiguous()) ST_THROW(ValueError, op << ": param " << param.describe() << " must be contiguous");
 }
 
+GradScaleF32 to_f32(const GradScale& gs) {
+  return {static_cast<float>(gs.unscale), static_cast<float>(gs.clip)};
+}
+
 }  // namespace
 
 double decimal_widen(float f) {
@@ -56,7 +60,7 @@ AdamWScalars adamw_scalars(const AdamWParams& p, int64_t step) {
 }
 
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p, int64_t step,
-                Tensor param_lp) {
+                Tensor param_lp, const GradScale& gs) {
   check_state("adamw_step", param, grad, {m, v});
   if (param_lp.defined()) {
     check_device("adamw_step", param_lp, param.device());
@@ -67,22 +71,39 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
   AdamWScalars s = adamw_scalars(p, step);
   Tensor g = contiguous_as(grad, grad.dtype());
   if (param.is_cuda())
-    cuda::adamw_step(param, g, m, v, s, param_lp);
+    cuda::adamw_step(param, g, m, v, s, param_lp, to_f32(gs));
   else
-    cpu::adamw_step(param, g, m, v, s, param_lp);
+    cpu::adamw_step(param, g, m, v, s, param_lp, to_f32(gs));
 }
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum, float weight_decay,
-              bool first_step) {
+              bool first_step, const GradScale& gs) {
   if (momentum != 0.f)
     check_state("sgd_step", param, grad, {momentum_buf});
   else
     check_state("sgd_step", param, grad, {});
   Tensor g = contiguous_as(grad, grad.dtype());
   if (param.is_cuda())
-    cuda::sgd_step(param, g, momentum_buf, lr, momentum, weight_decay, first_step);
+    cuda::sgd_step(param, g, momentum_buf, lr, momentum, weight_decay, first_step, to_f32(gs));
   else
-    cpu::sgd_step(param, g, momentum_buf, lr, momentum, weight_decay, first_step);
+    cpu::sgd_step(param, g, momentum_buf, lr, momentum, weight_decay, first_step, to_f32(gs));
+}
+
+GradStats grad_stats(const std::vector<Tensor>& grads, const std::vector<double>& weights, double inv_scale) {
+  if (!weights.empty() && weights.size() != grads.size())
+    ST_THROW(ValueError, "grad_stats: " << weights.size() << " weights for " << grads.size() << " gradients");
+  if (grads.empty()) return {};
+  std::vector<Tensor> cs;
+  cs.reserve(grads.size());
+  for (const Tensor& g : grads) {
+    check_defined("grad_stats", {g});
+    check_floating("grad_stats", g);
+    check_device("grad_stats", g, grads.front().device());
+    cs.push_back(contiguous_as(g, g.dtype()));  // g itself when contiguous (views included)
+  }
+  const std::vector<double> w = weights.empty() ? std::vector<double>(grads.size(), 1.0) : weights;
+  const float fs = static_cast<float>(inv_scale);
+  return cs.front().is_cuda() ? cuda::grad_stats(cs, w, fs) : cpu::grad_stats(cs, w, fs);
 }
 
 double sum_squares(const Tensor& x) {

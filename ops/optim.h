@@ -16,8 +16,22 @@
 //
 // sgd_step is torch.optim.SGD (dampening 0, no Nesterov): g ← g + wd·p; buf ← g on the first
 // step, else μ·buf + g; p ← p − lr·buf (with μ = 0 buf is unused and may be undefined).
+//
+// Both take the raw gradient (any float dtype, e.g. the f16/bf16 .grad() of mixed precision)
+// and a GradScale applied as the kernel loads it, with the rounding of the separate passes it
+// replaces: g ← float(g)·float(unscale), then g ← g·float(clip), each product rounded to f32
+// (a factor of 1 changes nothing: x·1 is exact). So no unscaled or clipped copy is needed.
+//
+// grad_stats is the statistics pass of a training step over all gradients at once:
+//   sumsq = Σ_i w_i · Σ_j (float(g_ij)·float(inv_scale))²   (squares and sums in double)
+//   found_inf = any element of any tensor (whatever its weight) is ±inf/NaN after that product
+// w_i = 0 leaves tensor i out of the sum (a copy another rank counts). CPU: per-tensor sums in
+// element order, added in tensor order (equal to Σ_i w_i·sum_squares(g_i) bit for bit). CUDA:
+// one fixed-order reduction over a chunk table of all tensors (deterministic, no float atomics),
+// a few launches, one device→host read: the only host synchronisation of the call.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -27,10 +41,24 @@ struct AdamWParams {
   float lr, beta1, beta2, eps, weight_decay;
 };
 
+// Factors applied to a gradient as it is loaded, in this order (each rounded to f32 once).
+struct GradScale {
+  double unscale = 1.0;  // 1 / loss scale (fp16), else 1
+  double clip = 1.0;     // the global-norm clip coefficient when clipping applies, else 1
+};
+
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p, int64_t step,
-                Tensor param_lp = Tensor());
+                Tensor param_lp = Tensor(), const GradScale& gs = {});
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum, float weight_decay,
-              bool first_step);
+              bool first_step, const GradScale& gs = {});
+
+struct GradStats {
+  double sumsq = 0;        // weighted Σ of the unscaled squares
+  bool found_inf = false;  // any ±inf/NaN
+};
+// grads: defined float tensors of one device (any shapes, dtypes mixed allowed, views fine);
+// weights: one per grad, or empty for all 1. Empty grads → {0, false}.
+GradStats grad_stats(const std::vector<Tensor>& grads, const std::vector<double>& weights, double inv_scale = 1.0);
 double sum_squares(const Tensor& x);  // Σ x² accumulated in double, any float dtype
 bool has_inf_nan(const Tensor& x);    // any element ±inf or NaN, any float dtype
 void scale_(Tensor& x, double s);     // x ← x·s in place (f32 multiply by float(s), rounded once)
@@ -50,18 +78,28 @@ AdamWScalars adamw_scalars(const AdamWParams& p, int64_t step);
 double decimal_widen(float f);
 
 // Backend kernels: tensors contiguous on the backend's device, shapes equal (n elements).
+// gs: the GradScale factors already rounded to f32 (unscale, clip).
+struct GradScaleF32 {
+  float unscale = 1.f, clip = 1.f;
+};
 namespace cpu {
-void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s, Tensor& param_lp);
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s, Tensor& param_lp,
+                GradScaleF32 gs = {});
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum, float weight_decay,
-              bool first_step);
+              bool first_step, GradScaleF32 gs = {});
+// grads contiguous (any float dtype); weights aligned with grads
+GradStats grad_stats(const std::vector<Tensor>& grads, const std::vector<double>& weights, float inv_scale);
 double sum_squares(const Tensor& x);
 bool has_inf_nan(const Tensor& x);
 void scale_(Tensor& x, double s);
 }  // namespace cpu
 namespace cuda {
-void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s, Tensor& param_lp);
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s, Tensor& param_lp,
+                GradScaleF32 gs = {});
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum, float weight_decay,
-              bool first_step);
+              bool first_step, GradScaleF32 gs = {});
+// ops/cuda/grad_stats.cu; synchronises the current stream once (the result is read back)
+GradStats grad_stats(const std::vector<Tensor>& grads, const std::vector<double>& weights, float inv_scale);
 double sum_squares(const Tensor& x);  // synchronises the current stream
 bool has_inf_nan(const Tensor& x);    // synchronises the current stream
 void scale_(Tensor& x, double s);

@@ -30,7 +30,7 @@ Tensor Optimizer::lp_target(size_t i) const {
   return p.dtype() == DType::f32 ? Tensor() : p.detach();
 }
 
-void Optimizer::step(const std::vector<Tensor>& grads, double lr) {
+void Optimizer::step(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) {
   ST_CHECK(grads.size() == params_.size(), ValueError,
            "optimizer: " << grads.size() << " gradients for " << params_.size() << " parameters");
   for (size_t i = 0; i < grads.size(); ++i) {
@@ -41,7 +41,7 @@ void Optimizer::step(const std::vector<Tensor>& grads, double lr) {
   }
   NoGradGuard ng;
   ++step_;
-  for (size_t i = 0; i < grads.size(); ++i) update(i, grads[i], lr);
+  for (size_t i = 0; i < grads.size(); ++i) update(i, grads[i], lr, gs);
 }
 
 NamedTensors Optimizer::master_weights() const {
@@ -95,10 +95,10 @@ AdamW::AdamW(NamedTensors params, const AdamWOptions& opt, DType compute_dtype)
   }
 }
 
-void AdamW::update(size_t i, const Tensor& grad, double lr) {
+void AdamW::update(size_t i, const Tensor& grad, double lr, const ops::GradScale& gs) {
   ops::AdamWParams p{static_cast<float>(lr), static_cast<float>(opt_.beta1), static_cast<float>(opt_.beta2),
                      static_cast<float>(opt_.eps), decays(i) ? static_cast<float>(opt_.weight_decay) : 0.f};
-  ops::adamw_step(master_[i], grad, m_[i], v_[i], p, step_, lp_target(i));
+  ops::adamw_step(master_[i], grad, m_[i], v_[i], p, step_, lp_target(i), gs);
 }
 
 std::vector<std::pair<std::string, std::vector<Tensor>*>> AdamW::state_slots() {
@@ -112,9 +112,10 @@ Sgd::Sgd(NamedTensors params, const SgdOptions& opt, DType compute_dtype)
   for (auto& m : master_) buf_.push_back(Tensor::zeros(m.shape(), DType::f32, m.device()));
 }
 
-void Sgd::update(size_t i, const Tensor& grad, double lr) {
+void Sgd::update(size_t i, const Tensor& grad, double lr, const ops::GradScale& gs) {
   float wd = decays(i) ? static_cast<float>(opt_.weight_decay) : 0.f;
-  ops::sgd_step(master_[i], grad, buf_[i], static_cast<float>(lr), static_cast<float>(opt_.momentum), wd, step_ == 1);
+  ops::sgd_step(master_[i], grad, buf_[i], static_cast<float>(lr), static_cast<float>(opt_.momentum), wd, step_ == 1,
+                gs);
   Tensor lp = lp_target(i);
   if (lp.defined()) lp.copy_(master_[i]);
 }

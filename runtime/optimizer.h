@@ -8,9 +8,10 @@
 // the model's tensor in the same pass. In f32 the master IS the model's tensor.
 //
 // Weight decay applies only to tensors of ≥ 2 dims (matrices and embeddings; not biases or
-// LayerNorm), for both optimizers. Gradients given to step() are f32, already unscaled and
-// clipped, one per parameter in order. A skipped step (inf/NaN) simply does not call step(),
-// so the step count (bias correction) does not advance — PyTorch GradScaler's behaviour.
+// LayerNorm), for both optimizers. Gradients given to step() are raw (any float dtype, e.g. the
+// f16/bf16 .grad() itself), one per parameter in order; the GradScale (1/loss scale, clip
+// coefficient) is applied by the update kernel as it loads them (ops/optim.h). A skipped step
+// (inf/NaN) simply does not call step(), so the step count (bias correction) does not advance — PyTorch GradScaler's behaviour.
 //
 // state_dict(): "step" (i64 (1)), per parameter "exp_avg.<name>", "exp_avg_sq.<name>" (AdamW) or
 // "momentum_buffer.<name>" (SGD), and "master.<name>" for low-precision parameters; all f32.
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/optim.h"
 #include "runtime/safetensors.h"
 #include "tensor/tensor.h"
 
@@ -33,8 +35,8 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update at learning rate `lr`; grads[i] (f32, shaped like params()[i]) is final.
-  void step(const std::vector<Tensor>& grads, double lr);
+  // One update at learning rate `lr`; grads[i] (shaped like params()[i]) times `gs` is final.
+  void step(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs = {});
 
   const NamedTensors& params() const { return params_; }
   size_t size() const { return params_.size(); }
@@ -51,7 +53,7 @@ class Optimizer {
   void load_state_dict(const std::map<std::string, Tensor>& sd);
 
  protected:
-  virtual void update(size_t i, const Tensor& grad, double lr) = 0;  // step_ already advanced
+  virtual void update(size_t i, const Tensor& grad, double lr, const ops::GradScale& gs) = 0;  // step_ advanced
   // Per-parameter state tensors of this optimizer: (key prefix, tensors aligned with params).
   virtual std::vector<std::pair<std::string, std::vector<Tensor>*>> state_slots() = 0;
   Tensor lp_target(size_t i) const;  // the model tensor to receive the rounded update, or undefined
@@ -71,7 +73,7 @@ class AdamW : public Optimizer {
   const AdamWOptions& options() const { return opt_; }
 
  protected:
-  void update(size_t i, const Tensor& grad, double lr) override;
+  void update(size_t i, const Tensor& grad, double lr, const ops::GradScale& gs) override;
   std::vector<std::pair<std::string, std::vector<Tensor>*>> state_slots() override;
 
  private:
@@ -88,7 +90,7 @@ class Sgd : public Optimizer {
   Sgd(NamedTensors params, const SgdOptions& opt, DType compute_dtype = DType::f32);
 
  protected:
-  void update(size_t i, const Tensor& grad, double lr) override;
+  void update(size_t i, const Tensor& grad, double lr, const ops::GradScale& gs) override;
   std::vector<std::pair<std::string, std::vector<Tensor>*>> state_slots() override;
 
  private:

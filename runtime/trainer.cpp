@@ -157,17 +157,21 @@ void Trainer::init(const std::string& resume_path) {
 std::vector<Tensor> Trainer::collect_grads() {
   NoGradGuard ng;
   std::vector<Tensor> grads;
-  const double inv_scale = 1.0 / scaler_.scale();
+  grads.reserve(opt_->size());
   for (auto& [name, p] : opt_->params()) {
-    Tensor g = p.grad();
-    if (!g.defined())
-      g = Tensor::zeros(p.shape(), DType::f32, p.device());  // unused parameter: zero gradient
-    else if (g.dtype() != DType::f32)
-      g = g.to(DType::f32);  // fresh f32 copy (fp16/bf16)
-    if (scaler_.enabled()) ops::scale_(g, inv_scale);
+    Tensor g = p.grad();  // as accumulated (f16/bf16 under mixed precision), still loss-scaled
+    if (!g.defined()) g = Tensor::zeros(p.shape(), DType::f32, p.device());  // unused parameter: zero gradient
     grads.push_back(g);
   }
   return grads;
+}
+
+std::vector<double> Trainer::norm_weights() const {
+  if (!parts_.norm_weight) return {};  // 1 for every parameter
+  std::vector<double> w;
+  w.reserve(opt_->size());
+  for (auto& [name, p] : opt_->params()) w.push_back(parts_.norm_weight(name));
+  return w;
 }
 
 StepMetrics Trainer::train_step() {
@@ -184,25 +188,24 @@ StepMetrics Trainer::train_step() {
   if (parts_.gradients_complete) parts_.gradients_complete();
   std::vector<Tensor> grads = collect_grads();
   maybe_inject_overflow(grads, step_ + 1, parts_.rank);
+  // One pass over every gradient in its own dtype and one host read: this rank's unscaled
+  // weighted Σg² and inf/NaN flag. Unscaling and clipping happen inside the optimizer kernels.
+  const double inv_scale = scaler_.enabled() ? 1.0 / scaler_.scale() : 1.0;
+  const ops::GradStats stats = ops::grad_stats(grads, norm_weights(), inv_scale);
   bool found_inf = false;
-  if (scaler_.enabled()) found_inf = (parts_.flag_reduction ? parts_.flag_reduction : parts_.grad_reduction)->allreduce_max(any_inf_nan(grads) ? 1.0 : 0.0) > 0.0;
+  if (scaler_.enabled())
+    found_inf = (parts_.flag_reduction ? parts_.flag_reduction : parts_.grad_reduction)
+                    ->allreduce_max(stats.found_inf ? 1.0 : 0.0) > 0.0;
   m.loss = parts_.loss_reduction->allreduce_sum(local_loss);
   if (found_inf) {
     m.skipped = scaler_.update(true);
     m.grad_norm = std::numeric_limits<double>::quiet_NaN();
   } else {
-    double local = 0;
-    if (parts_.norm_weight) {
-      for (size_t i = 0; i < grads.size(); ++i)
-        if (double w = parts_.norm_weight(opt_->params()[i].first); w != 0) local += w * ops::sum_squares(grads[i]);
-    } else {
-      local = local_sum_squares(grads);
-    }
-    m.grad_norm = std::sqrt(parts_.grad_reduction->allreduce_sum(local));
-    clip_by_global_norm(grads, m.grad_norm, cfg_.clip);
+    m.grad_norm = std::sqrt(parts_.grad_reduction->allreduce_sum(stats.sumsq));
+    const ops::GradScale gs{inv_scale, clip_coefficient(m.grad_norm, cfg_.clip)};
     {
       trace::Scope ts("optimizer step", "optimizer");
-      opt_->step(grads, m.lr);
+      opt_->step(grads, m.lr, gs);
     }
     if (parts_.after_step) parts_.after_step();
     scaler_.update(false);

@@ -4,10 +4,13 @@
 //   2. GradientSource::compute_gradients — forward/backward over this rank's micro-batches, loss
 //      scaled by loss_scale/(K·dp) (runtime/gradient_source.h; a pipeline replaces this)
 //   3. the gradients-complete hook (the DP reducer waits for its bucket all-reduces here)
-//   4. gradients to f32, unscaled (fp16); the inf/NaN flag agreed by grad_reduction.allreduce_max
+//   4. one ops::grad_stats pass over the raw gradients (their own dtype, no copies): the
+//      unscaled local norm² and the inf/NaN flag, read to the host once; the flag agreed by
+//      flag_reduction (or grad_reduction).allreduce_max (fp16)
 //   5. skipped step (fp16 overflow): the scale halves, nothing else changes
-//      else: global norm² by grad_reduction.allreduce_sum, clip, lr from the schedule, optimizer
-//      step (f32 masters, low-precision copies rewritten), loss scaler update
+//      else: global norm² by grad_reduction.allreduce_sum, lr from the schedule, optimizer step
+//      on the raw gradients with 1/scale and the clip coefficient applied in its kernels (f32
+//      masters, low-precision copies rewritten), loss scaler update
 //   6. metrics: loss (loss_reduction.allreduce_sum of the local shares), JSONL + stdout on rank 0
 // Checkpoints (runtime/train_checkpoint.h) every cfg.checkpoint_every steps and at the end;
 // --resume takes the newest complete one and continues bit-exactly (same data order, same
@@ -105,7 +108,9 @@ class Trainer {
 
  private:
   void init(const std::string& resume_from);
-  std::vector<Tensor> collect_grads();  // f32, unscaled, aligned with the optimizer's params
+  // The raw gradients (dtype as accumulated, loss-scaled), aligned with the optimizer's params.
+  std::vector<Tensor> collect_grads();
+  std::vector<double> norm_weights() const;  // parts_.norm_weight per optimizer param; {} = all 1
 
   TrainConfig cfg_;
   std::shared_ptr<LanguageModel> model_;

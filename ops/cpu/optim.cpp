@@ -1,6 +1,8 @@
 // CPU optimizer kernels: one pass over contiguous f32 state. The operation order (and where a
 // fused multiply-add sits) follows PyTorch's CPU kernels: lerp and add-with-alpha are
-// vec::fmadd there, addcmul / addcdiv / mul are plain products.
+// vec::fmadd there, addcmul / addcdiv / mul are plain products. The GradScale factors are two
+// f32 products on the loaded gradient (×1 when unused: exact), as the passes they replace were.
+// grad_stats: per-tensor double sums in element order, then Σ w·sum in tensor order.
 #include <cmath>
 
 #include "ops/cpu/common.h"
@@ -10,7 +12,8 @@
 
 namespace st::ops::cpu {
 
-void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s, Tensor& param_lp) {
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s, Tensor& param_lp,
+                GradScaleF32 gs) {
   Tensor g32 = as_f32(grad);
   const int64_t n = param.numel();
   float* p = param.data<float>();
@@ -20,7 +23,8 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
   const bool small_w = std::fabs(s.lerp_w) < 0.5f;  // PyTorch's lerp picks its form by |w|
   for (int64_t i = 0; i < n; ++i) {
     float pi = p[i] * s.decay;
-    const float gi = g[i];
+    float gi = g[i] * gs.unscale;
+    gi = gi * gs.clip;
     pm[i] = small_w ? std::fma(s.lerp_w, gi - pm[i], pm[i]) : std::fma(s.lerp_w - 1.f, gi - pm[i], gi);
     pv[i] = pv[i] * s.beta2 + s.one_minus_b2 * gi * gi;
     const float denom = std::sqrt(pv[i]) / s.bc2_sqrt + s.eps;
@@ -34,20 +38,41 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
 }
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum, float weight_decay,
-              bool first_step) {
+              bool first_step, GradScaleF32 gs) {
   Tensor g32 = as_f32(grad);
   const int64_t n = param.numel();
   float* p = param.data<float>();
   const float* g = g32.data<float>();
   float* b = momentum != 0.f ? momentum_buf.data<float>() : nullptr;
   for (int64_t i = 0; i < n; ++i) {
-    float gi = weight_decay != 0.f ? std::fma(p[i], weight_decay, g[i]) : g[i];
+    float gi = g[i] * gs.unscale;
+    gi = gi * gs.clip;
+    if (weight_decay != 0.f) gi = std::fma(p[i], weight_decay, gi);
     if (b) {
       b[i] = first_step ? gi : b[i] * momentum + gi;
       gi = b[i];
     }
     p[i] = std::fma(gi, -lr, p[i]);
   }
+}
+
+GradStats grad_stats(const std::vector<Tensor>& grads, const std::vector<double>& weights, float inv_scale) {
+  GradStats out;
+  for (size_t t = 0; t < grads.size(); ++t) {
+    Tensor x32 = as_f32(grads[t]);  // f16/bf16 inf and NaN widen to f32 inf and NaN
+    const float* px = x32.data<float>();
+    const int64_t n = x32.numel();
+    double s = 0;
+    bool bad = false;
+    for (int64_t i = 0; i < n; ++i) {
+      const float xi = px[i] * inv_scale;
+      bad |= !std::isfinite(xi);
+      s += static_cast<double>(xi) * xi;
+    }
+    out.found_inf |= bad;
+    if (weights[t] != 0) out.sumsq += weights[t] * s;
+  }
+  return out;
 }
 
 double sum_squares(const Tensor& x) {

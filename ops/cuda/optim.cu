@@ -1,6 +1,7 @@
 // CUDA optimizer kernels, one pass each over contiguous state:
 //   adamw_step: PyTorch's single-tensor AdamW operation by operation, with the f32 master param,
-//     m, v updated and the optional f16/bf16 copy param_lp written in the same pass. Every
+//     m, v updated and the optional f16/bf16 copy param_lp written in the same pass; the raw
+//     gradient is unscaled and clipped as it is loaded (two _rn products, ×1 when unused). Every
 //     product and sum is an explicit _rn intrinsic (and fmaf where PyTorch fuses), so nvcc cannot
 //     contract differently from the CPU kernel: results match ops/cpu/optim.cpp bit for bit.
 //   sgd_step likewise; scale_ in place; sum_squares (double, fixed-order two-level reduction:
@@ -18,11 +19,12 @@ constexpr int kReduceBlocks = 1024;
 
 // param, m, v (n) f32; grad (n) any float; param_lp (n) f16/bf16 or null
 template <class G, class L>
-__global__ void adamw_kernel(float* p, const G* g, float* m, float* v, L* lp, int64_t n, AdamWScalars s) {
+__global__ void adamw_kernel(float* p, const G* g, float* m, float* v, L* lp, int64_t n, AdamWScalars s,
+                             GradScaleF32 gs) {
   const bool small_w = fabsf(s.lerp_w) < 0.5f;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     float pi = __fmul_rn(p[i], s.decay);
-    const float gi = to_float(g[i]);
+    const float gi = __fmul_rn(__fmul_rn(to_float(g[i]), gs.unscale), gs.clip);
     const float mi = small_w ? fmaf(s.lerp_w, __fsub_rn(gi, m[i]), m[i])
                              : fmaf(__fsub_rn(s.lerp_w, 1.f), __fsub_rn(gi, m[i]), gi);
     const float vi = __fadd_rn(__fmul_rn(v[i], s.beta2), __fmul_rn(__fmul_rn(s.one_minus_b2, gi), gi));
@@ -39,9 +41,9 @@ __global__ void adamw_kernel(float* p, const G* g, float* m, float* v, L* lp, in
 
 template <class G>
 __global__ void sgd_kernel(float* p, const G* g, float* buf, int64_t n, float lr, float momentum, float wd,
-                           bool first) {
+                           bool first, GradScaleF32 gs) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    float gi = to_float(g[i]);
+    float gi = __fmul_rn(__fmul_rn(to_float(g[i]), gs.unscale), gs.clip);
     if (wd != 0.f) gi = fmaf(p[i], wd, gi);
     if (buf) {
       buf[i] = first ? gi : __fadd_rn(__fmul_rn(buf[i], momentum), gi);
@@ -98,7 +100,8 @@ void visit_lp(const Tensor& lp, Fn&& fn) {
 
 // launchers
 
-void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s, Tensor& param_lp) {
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s, Tensor& param_lp,
+                GradScaleF32 gs) {
   check_contiguous_cuda("adamw_step", {&param, &grad, &m, &v, &param_lp});
   const int64_t n = param.numel();
   if (n == 0) return;
@@ -108,14 +111,14 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
       using L = decltype(ltag);
       L* lp = param_lp.defined() ? static_cast<L*>(param_lp.data_ptr()) : nullptr;
       adamw_kernel<G, L><<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(
-          param.data<float>(), static_cast<const G*>(grad.data_ptr()), m.data<float>(), v.data<float>(), lp, n, s);
+          param.data<float>(), static_cast<const G*>(grad.data_ptr()), m.data<float>(), v.data<float>(), lp, n, s, gs);
       CHECK_LAUNCH();
     });
   });
 }
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum, float weight_decay,
-              bool first_step) {
+              bool first_step, GradScaleF32 gs) {
   check_contiguous_cuda("sgd_step", {&param, &grad});
   const int64_t n = param.numel();
   if (n == 0) return;
@@ -123,7 +126,8 @@ void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr,
   visit_float_dtype(grad.dtype(), "sgd_step", [&](auto gtag) {
     using G = decltype(gtag);
     sgd_kernel<G><<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(
-        param.data<float>(), static_cast<const G*>(grad.data_ptr()), buf, n, lr, momentum, weight_decay, first_step);
+        param.data<float>(), static_cast<const G*>(grad.data_ptr()), buf, n, lr, momentum, weight_decay, first_step,
+        gs);
     CHECK_LAUNCH();
   });
 }

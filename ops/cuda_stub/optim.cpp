@@ -2,8 +2,11 @@
 #include "ops/optim.h"
 
 namespace st::ops::cuda {
-void adamw_step(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWScalars&, Tensor&) { no_cuda("adamw_step"); }
-void sgd_step(Tensor&, const Tensor&, Tensor&, float, float, float, bool) { no_cuda("sgd_step"); }
+void adamw_step(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWScalars&, Tensor&, GradScaleF32) {
+  no_cuda("adamw_step");
+}
+void sgd_step(Tensor&, const Tensor&, Tensor&, float, float, float, bool, GradScaleF32) { no_cuda("sgd_step"); }
+GradStats grad_stats(const std::vector<Tensor>&, const std::vector<double>&, float) { no_cuda("grad_stats"); }
 double sum_squares(const Tensor&) { no_cuda("sum_squares"); }
 bool has_inf_nan(const Tensor&) { no_cuda("has_inf_nan"); }
 void scale_(Tensor&, double) { no_cuda("scale_"); }

@@ -1,9 +1,12 @@
 // CUDA optimizer kernels against the CPU ones: AdamW (f32 master, with f16/bf16 grads and the
-// low-precision copy written in the same pass) and SGD bit for bit; sum_squares, has_inf_nan,
-// scale_.
+// low-precision copy written in the same pass) and SGD bit for bit, also with the in-kernel
+// GradScale (unscale, clip); sum_squares, has_inf_nan, scale_; the multi-tensor grad_stats over
+// many tensors of odd sizes, mixed dtypes and 16-byte-misaligned views (several launches of its
+// chunk table, vector and scalar paths, chunk tails).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "ops/optim.h"
 #include "tensor/rng.h"
@@ -67,4 +70,113 @@ TEST(GpuOptim, SumSquaresInfNanScale) {
     EXPECT_EQ(sg.to_double(), sc.to_double());
   }
   EXPECT_NEAR(ops::sum_squares(Tensor::full({3, 4}, 2.0, DType::f32, Device::cuda)), 48.0, 0);
+}
+
+namespace {
+// A tensor of `numel` values from rand(), as `dt` on the GPU; with offset > 0 a view starting
+// `offset` elements into a larger buffer (breaks 16-byte alignment for offset % 8 ≠ 0 in f16).
+Tensor gpu_grad(int64_t numel, uint64_t seed, DType dt, int64_t offset = 0, float amp = 1.f) {
+  Tensor base = rand({numel + offset}, seed, -amp, amp).to(dt).to(Device::cuda);
+  return offset == 0 ? base : base.narrow(0, offset, numel);
+}
+std::vector<Tensor> to_cpu(const std::vector<Tensor>& g) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : g) out.push_back(t.to(Device::cpu));
+  return out;
+}
+}  // namespace
+
+TEST(GpuOptim, GradStatsMatchesTheCpuOverManyTensors) {
+  // 150 tensors (3 launches of the chunk table): odd sizes, chunk-boundary sizes, mixed dtypes,
+  // views at odd offsets, weights 1 / 0 / 0.5; plus GPT-2-like aligned matrices
+  const DType dts[] = {DType::f16, DType::bf16, DType::f32};
+  std::vector<Tensor> g;
+  std::vector<double> w;
+  const int64_t sizes[] = {1, 7, 768, 1000 * 257, 32768, 32769, 65535, 3 * 768, 4099};
+  for (int i = 0; i < 150; ++i) {
+    const int64_t n = sizes[i % 9] + (i / 9);
+    const int64_t offset = i % 4 == 1 ? 1 : i % 4 == 3 ? 3 : 0;
+    g.push_back(gpu_grad(n, 100 + i, dts[i % 3], offset, 8.f));
+    w.push_back(i % 5 == 2 ? 0.0 : i % 7 == 3 ? 0.5 : 1.0);
+  }
+  g.push_back(gpu_grad(16384 * 768, 7, DType::f16));  // aligned, vector path
+  w.push_back(1.0);
+  g.push_back(gpu_grad(16384 * 768, 8, DType::bf16, 5));  // same size misaligned, scalar path
+  w.push_back(1.0);
+  const std::vector<Tensor> gc = to_cpu(g);
+  for (double inv : {1.0, 1.0 / 1024}) {
+    const ops::GradStats cpu = ops::cpu::grad_stats(gc, w, static_cast<float>(inv));
+    const ops::GradStats gpu = ops::grad_stats(g, w, inv);
+    EXPECT_NEAR(gpu.sumsq, cpu.sumsq, 1e-12 * cpu.sumsq) << "inv_scale " << inv;
+    EXPECT_GT(cpu.sumsq, 0.0);
+    EXPECT_FALSE(gpu.found_inf);
+    EXPECT_EQ(ops::grad_stats(g, w, inv).sumsq, gpu.sumsq) << "deterministic";
+    // each tensor alone against sum_squares of its unscaled f32 copy
+    for (size_t i : {0, 1, 3, 10, 77, 149}) {
+      Tensor c = gc[i].to(DType::f32).clone();
+      ops::scale_(c, inv);
+      const double want = ops::sum_squares(c);
+      EXPECT_NEAR(ops::grad_stats({g[i]}, {}, inv).sumsq, want, 1e-12 * want) << "tensor " << i;
+    }
+  }
+  // weights really act: the weight-0 tensors' sum is what separates these two
+  std::vector<double> ones(g.size(), 1.0);
+  const double all = ops::grad_stats(g, ones).sumsq, weighted = ops::grad_stats(g, w).sumsq;
+  double skipped = 0;
+  for (size_t i = 0; i < g.size(); ++i) skipped += (1.0 - w[i]) * ops::sum_squares(gc[i]);
+  EXPECT_NEAR(all - weighted, skipped, 1e-9 * all);
+}
+
+TEST(GpuOptim, GradStatsFindsInfNanAnywhere) {
+  const DType dts[] = {DType::f16, DType::bf16, DType::f32};
+  for (int where : {0, 32767, 32768, 70000, 99999}) {  // first element, chunk ends, tail
+    for (int k = 0; k < 3; ++k) {
+      std::vector<Tensor> g;
+      for (int i = 0; i < 70; ++i) g.push_back(gpu_grad(i == 66 ? 100000 : 1000 + i, 300 + i, dts[(i + k) % 3], i % 2));
+      std::vector<double> w(g.size(), 1.0);
+      w[66] = 0.0;  // a weight-0 tensor is still checked
+      EXPECT_FALSE(ops::grad_stats(g, w).found_inf);
+      g[66].narrow(0, where, 1).fill_(k == 2 ? NAN : INFINITY);
+      const ops::GradStats s = ops::grad_stats(g, w);
+      EXPECT_TRUE(s.found_inf) << "at " << where << " in " << dtype_name(g[66].dtype());
+      EXPECT_TRUE(std::isfinite(s.sumsq)) << "the weight-0 tensor stays out of the sum";
+    }
+  }
+  // overflow by the unscale factor (f32), and a finite f16 maximum that is fine
+  EXPECT_TRUE(ops::grad_stats({Tensor::full({3}, 3e38, DType::f32, Device::cuda)}, {}, 4.0).found_inf);
+  EXPECT_FALSE(ops::grad_stats({Tensor::full({3}, 65504.0, DType::f16, Device::cuda)}, {}).found_inf);
+  const ops::GradStats none = ops::grad_stats({}, {});
+  EXPECT_EQ(none.sumsq, 0.0);
+  EXPECT_FALSE(ops::grad_stats({Tensor::zeros({0}, DType::f16, Device::cuda)}, {}).found_inf);
+  EXPECT_NEAR(ops::grad_stats({Tensor::full({3, 4}, 2.0, DType::bf16, Device::cuda)}, {0.5}).sumsq, 24.0, 0);
+}
+
+TEST(GpuOptim, ScaledAdamWAndSgdMatchTheCpuBitForBit) {
+  // raw f16/bf16/f32 gradients with 1/scale and a clip coefficient applied in the kernel, also
+  // from a misaligned view; CPU with the same GradScale is the reference (it equals the old
+  // separate passes bit for bit: tests/ops/test_optim.cpp)
+  for (const Shape& s : {Shape{1000, 257}, Shape{16384, 768}}) {
+    for (DType gdt : {DType::f32, DType::bf16, DType::f16}) {
+      Tensor p = rand(s, 1), m = rand(s, 2, -0.1f, 0.1f), v = rand(s, 3, 0.f, 0.01f), buf = rand(s, 4);
+      Tensor pg = p.to(Device::cuda), mg = m.to(Device::cuda), vg = v.to(Device::cuda), bg = buf.to(Device::cuda);
+      Tensor q = p.clone(), qg = pg.clone();
+      Tensor lc = Tensor::empty(s, DType::f16), lg = Tensor::empty(s, DType::f16, Device::cuda);
+      ops::AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+      const ops::GradScale gs{1.0 / 4096, 0.3183};
+      for (int64_t step = 1; step <= 2; ++step) {
+        Tensor gg = gpu_grad(shape_numel(s), 40 + step, gdt, step == 2 ? 1 : 0, 3000.f).view(s);
+        Tensor g = gg.to(Device::cpu);
+        ops::adamw_step(p, g, m, v, hp, step, lc, gs);
+        ops::adamw_step(pg, gg, mg, vg, hp, step, lg, gs);
+        ops::sgd_step(q, g, buf, 0.1f, 0.9f, 0.01f, step == 1, gs);
+        ops::sgd_step(qg, gg, bg, 0.1f, 0.9f, 0.01f, step == 1, gs);
+      }
+      EXPECT_EQ(pg.to_double(), p.to_double()) << "grad " << dtype_name(gdt);
+      EXPECT_EQ(mg.to_double(), m.to_double());
+      EXPECT_EQ(vg.to_double(), v.to_double());
+      EXPECT_EQ(lg.to_double(), lc.to_double());
+      EXPECT_EQ(qg.to_double(), q.to_double());
+      EXPECT_EQ(bg.to_double(), buf.to_double());
+    }
+  }
 }

@@ -165,3 +165,116 @@ TEST(Optim, SumSquaresInfNanAndScale) {
   EXPECT_EQ(f.to_double(), (std::vector<double>{6.0, 12.0}));
   EXPECT_THROW(ops::sum_squares(Tensor::zeros({2}, DType::i64)), DTypeError);
 }
+
+// ---- grad_stats and the in-kernel GradScale ---------------------------------------------------
+
+namespace {
+// uniform in (−amp, amp) ((0, amp) when positive), deterministic
+Tensor random_grad(const Shape& s, uint64_t seed, DType dt, double amp = 1.0, bool positive = false) {
+  std::vector<double> v(static_cast<size_t>(shape_numel(s)));
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (double& e : v) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const double u = static_cast<double>(x >> 11) / 9007199254740992.0;
+    e = positive ? amp * u : amp * (2.0 * u - 1.0);
+  }
+  return Tensor::from_vector(v, s, dt);
+}
+}  // namespace
+
+TEST(GradStats, ClosedFormSumsAndWeights) {
+  const std::vector<float> vals{0.5f, -1.5f, 2.f};  // Σ² = 6.5, exact in every dtype
+  std::vector<Tensor> g{Tensor::from_vector(vals, {3}), Tensor::from_vector(vals, {3}, DType::f16),
+                        Tensor::from_vector(vals, {3}, DType::bf16)};
+  ops::GradStats s = ops::grad_stats(g, {});
+  EXPECT_EQ(s.sumsq, 3 * 6.5);
+  EXPECT_FALSE(s.found_inf);
+  EXPECT_EQ(ops::grad_stats(g, {1.0, 0.0, 2.0}).sumsq, 6.5 + 2 * 6.5);
+  EXPECT_EQ(ops::grad_stats(g, {0.0, 0.0, 0.0}).sumsq, 0.0);
+  EXPECT_EQ(ops::grad_stats(g, {1.0, 1.0, 1.0}, 0.5).sumsq, 3 * 6.5 / 4);  // unscaled before squaring
+  const int64_t n = 100000;  // double accumulation: f32 would be off by ~1e-2
+  const double tenth = static_cast<double>(0.1f);
+  EXPECT_NEAR(ops::grad_stats({Tensor::full({n}, 0.1)}, {}).sumsq, n * tenth * tenth, 1e-7);
+}
+
+TEST(GradStats, EqualsThePerTensorSequenceBitForBit) {
+  // the old trainer: f32 copy, scale_(1/scale), sum_squares per tensor, Σ w·s in tensor order
+  std::vector<Tensor> g;
+  for (int i = 0; i < 7; ++i) {
+    const DType dt = i % 3 == 0 ? DType::f32 : i % 3 == 1 ? DType::f16 : DType::bf16;
+    g.push_back(random_grad({37 * i + 5, 3}, i + 1, dt, 300));
+  }
+  const std::vector<double> w{1, 0, 1, 0.5, 1, 0, 1};
+  for (double inv : {1.0, 1.0 / 1024, 1.0 / 3}) {
+    double want = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      Tensor c = g[i].to(DType::f32).clone();
+      if (inv != 1.0) ops::scale_(c, inv);
+      if (w[i] != 0) want += w[i] * ops::sum_squares(c);
+    }
+    EXPECT_EQ(ops::grad_stats(g, w, inv).sumsq, want) << "inv_scale " << inv;
+  }
+}
+
+TEST(GradStats, InfNanInEveryDtypeWhateverTheWeight) {
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    for (float bad : {INFINITY, -INFINITY, NAN}) {
+      std::vector<Tensor> g{Tensor::ones({5}, dt), Tensor::from_vector(std::vector<float>{1.f, 2.f, bad}, {3}, dt)};
+      EXPECT_TRUE(ops::grad_stats(g, {1.0, 1.0}).found_inf) << dtype_name(dt) << " " << bad;
+      EXPECT_TRUE(ops::grad_stats(g, {1.0, 0.0}).found_inf) << "a weight-0 copy is still applied by the optimizer";
+      EXPECT_EQ(ops::grad_stats(g, {1.0, 0.0}).sumsq, 5.0);
+    }
+  }
+  EXPECT_TRUE(ops::grad_stats({Tensor::from_vector(std::vector<float>{1e6f}, {1}, DType::f16)}, {}).found_inf);
+  EXPECT_FALSE(ops::grad_stats({Tensor::from_vector(std::vector<float>{65504.f}, {1}, DType::f16)}, {}).found_inf);
+  // the unscaled value is what is checked: a finite f32 that the factor overflows counts
+  EXPECT_TRUE(ops::grad_stats({Tensor::from_vector(std::vector<float>{3e38f}, {1})}, {}, 4.0).found_inf);
+}
+
+TEST(GradStats, EmptyViewsAndBadCalls) {
+  ops::GradStats s = ops::grad_stats({}, {});
+  EXPECT_EQ(s.sumsq, 0.0);
+  EXPECT_FALSE(s.found_inf);
+  EXPECT_EQ(ops::grad_stats({Tensor::zeros({0}), Tensor::zeros({0, 4}, DType::bf16)}, {}).sumsq, 0.0);
+  Tensor base = Tensor::from_vector(std::vector<float>{9.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {7});
+  Tensor view = base.narrow(0, 1, 6).view({2, 3});  // storage offset 1
+  Tensor tr = view.transpose(0, 1);                  // not contiguous
+  EXPECT_EQ(ops::grad_stats({view, tr}, {}).sumsq, 2 * 91.0);
+  EXPECT_THROW(ops::grad_stats({Tensor::ones({2})}, {1.0, 1.0}), ValueError);
+  EXPECT_THROW(ops::grad_stats({Tensor::zeros({2}, DType::i64)}, {}), DTypeError);
+  EXPECT_THROW(ops::grad_stats({Tensor::ones({2}), Tensor()}, {}), ValueError);
+}
+
+TEST(GradScale, AdamWAndSgdEqualTheSeparatePassesBitForBit) {
+  // before: g32 = float(g); scale_(g32, 1/scale); scale_(g32, coef); step(g32). Now: step(g, gs).
+  const Shape s{41, 7};
+  for (DType gdt : {DType::f32, DType::f16, DType::bf16}) {
+    for (ops::GradScale gs : {ops::GradScale{}, ops::GradScale{1.0 / 65536, 1.0}, ops::GradScale{1.0, 0.37},
+                              ops::GradScale{1.0 / 3, 0.123456789}}) {
+      SCOPED_TRACE(std::string(dtype_name(gdt)) + " unscale " + std::to_string(gs.unscale) + " clip " +
+                   std::to_string(gs.clip));
+      Tensor p0 = random_grad(s, 1, DType::f32), m0 = random_grad(s, 2, DType::f32, 0.1);
+      Tensor v0 = random_grad(s, 3, DType::f32, 0.01, /*positive=*/true);
+      Tensor pa = p0.clone(), ma = m0.clone(), va = v0.clone(), pb = p0.clone(), mb = m0.clone(), vb = v0.clone();
+      Tensor la = Tensor::zeros(s, DType::bf16), lb = Tensor::zeros(s, DType::bf16);
+      Tensor ba = m0.clone(), bb = m0.clone(), qa = p0.clone(), qb = p0.clone();
+      const ops::AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+      for (int64_t t = 1; t <= 3; ++t) {
+        Tensor g = random_grad(s, 10 + t, gdt, 1000);
+        Tensor g32 = g.to(DType::f32).clone();
+        if (gs.unscale != 1.0) ops::scale_(g32, gs.unscale);
+        if (gs.clip != 1.0) ops::scale_(g32, gs.clip);
+        ops::adamw_step(pa, g32, ma, va, hp, t, la);
+        ops::adamw_step(pb, g, mb, vb, hp, t, lb, gs);
+        ops::sgd_step(qa, g32, ba, 0.1f, 0.9f, 0.01f, t == 1);
+        ops::sgd_step(qb, g, bb, 0.1f, 0.9f, 0.01f, t == 1, gs);
+      }
+      EXPECT_EQ(pb.to_double(), pa.to_double());
+      EXPECT_EQ(mb.to_double(), ma.to_double());
+      EXPECT_EQ(vb.to_double(), va.to_double());
+      EXPECT_EQ(lb.to_double(), la.to_double());
+      EXPECT_EQ(qb.to_double(), qa.to_double());
+      EXPECT_EQ(bb.to_double(), ba.to_double());
+    }
+  }
+}
