@@ -10,6 +10,7 @@
 #include "ops/embedding.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
+#include "ops/mlp.h"
 
 namespace st::models {
 namespace {
@@ -62,7 +63,10 @@ Tensor GptBlock::attention(const Tensor& h) const {
   return attn_proj->forward(causal_self_attention(c_attn->forward(h), n_head, head_dim));
 }
 
-Tensor GptBlock::mlp(const Tensor& h) const { return mlp_proj->forward(ops::gelu(c_fc->forward(h))); }
+// h (B, T, C) → gelu(h·W_fc + b_fc)·W_proj + b_proj (B, T, C), one op so CUDA can fuse it
+Tensor GptBlock::mlp(const Tensor& h) const {
+  return ops::mlp_gelu(h, c_fc->weight, c_fc->bias, mlp_proj->weight, mlp_proj->bias);
+}
 
 Tensor GptBlock::forward(const Tensor& x) {
   ST_CHECK(x.dim() == 3 && x.size(2) == n_embd, ShapeError,

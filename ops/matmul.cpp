@@ -64,6 +64,42 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   return out;
 }
 
+namespace {
+
+bool half_cuda(const Tensor& t) { return t.is_cuda() && (t.dtype() == DType::f16 || t.dtype() == DType::bf16); }
+
+// x2 (M, K) · w (K, N) + bias (N) with the bias in the GEMM's epilogue and, in backward, the bias
+// gradient in the weight-gradient GEMM's; undefined when cuBLASLt has no kernel for it.
+Tensor linear_fused(const Tensor& x2, const Tensor& w, const Tensor& bias) {
+  const int64_t M = x2.size(0), K = x2.size(1), N = w.size(1);
+  Tensor xd = x2.detach().contiguous(), wd = w.detach().contiguous(), bd = bias.detach().contiguous();
+  Tensor y = Tensor::empty({M, N}, xd.dtype(), xd.device());  // (M, N)
+  {
+    NoGradGuard ng;
+    if (!cuda::gemm_lt(xd, wd, y, false, false, M, N, K, cuda::LtEpilogue::bias, bd, Tensor(), Tensor()))
+      return Tensor();
+  }
+  const bool gx = x2.requires_grad(), gw = w.requires_grad(), gb = bias.requires_grad();
+  attach_grad_fn(y, "linear", {x2, w, bias}, [xd, wd, gx, gw, gb, M, N, K](const Tensor& g_in) {
+    NoGradGuard ng;
+    Tensor g = contiguous_as(g_in, xd.dtype());  // (M, N)
+    Tensor dx, dw, db;
+    if (gx) dx = matmul_raw(g, wd, false, true);  // (M, K)
+    if (gw || gb) {
+      dw = Tensor::empty({K, N}, xd.dtype(), xd.device());
+      db = Tensor::empty({N}, xd.dtype(), xd.device());
+      if (!cuda::gemm_lt(xd, g, dw, true, false, K, N, M, cuda::LtEpilogue::bgrad_b, Tensor(), Tensor(), db)) {
+        dw = matmul_raw(xd, g, true, false);
+        db = sum(g, {0});
+      }
+    }
+    return std::vector<Tensor>{dx, gw ? dw : Tensor(), gb ? db : Tensor()};
+  });
+  return y;
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   check_defined("linear", {x, w});
   if (w.dim() != 2 || x.size(-1) != w.size(0))
@@ -71,8 +107,15 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
                                           << " (expected (C_in, C_out))");
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != w.size(1)))
     ST_THROW(ShapeError, "linear: bias " << shape_str(bias.shape()) << " for weight " << shape_str(w.shape()));
-  Tensor y = matmul(x.dim() == 2 ? x : x.reshape({-1, x.size(-1)}), w);
-  if (bias.defined()) y = add(y, bias);
+  Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // (M, C_in)
+  Tensor y;
+  if (bias.defined() && half_cuda(x) && w.dtype() == x.dtype() && bias.dtype() == x.dtype() && w.is_cuda() &&
+      bias.is_cuda())
+    y = linear_fused(x2, w, bias);
+  if (!y.defined()) {
+    y = matmul(x2, w);
+    if (bias.defined()) y = add(y, bias);
+  }
   if (x.dim() != 2) {
     Shape s = x.shape();
     s.back() = w.size(1);

@@ -4,8 +4,11 @@
 //     (then a must not be transposed: the batch folds into M).
 //   linear(x, w, bias): x (..., C_in) · w (C_in, C_out) + bias (C_out) → (..., C_out).
 //     w is stored (in, out) like GPT-2's Conv1D, so HF weights load without transposes.
-// CPU: Eigen GEMM in f32 (f16/bf16 widened, rounded on store). CUDA: cuBLASLt with f32
-// accumulation. Backward writes fresh tensors (=).
+// CPU: Eigen GEMM in f32 (f16/bf16 widened, rounded on store). CUDA: cuBLAS with f32
+// accumulation; for f16/bf16 with a bias, linear adds the bias in the GEMM's epilogue and its
+// backward computes the bias gradient in the weight-gradient GEMM (cuBLASLt, gemm_lt), falling
+// back to a separate add / column sum where cuBLASLt has no kernel. Backward writes fresh
+// tensors (=).
 #pragma once
 #include "tensor/tensor.h"
 
@@ -22,6 +25,16 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t
 namespace cuda {
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t batch, int64_t M, int64_t N,
           int64_t K, bool b_shared);
+// One f16/bf16 GEMM c (M, N) = op(a) · op(b) with a fused epilogue (ops/cuda/gemm_lt.cu):
+//   bias:        c += bias (N)
+//   gelu_bias:   aux (M, N) = a·b + bias, c = gelu_tanh(aux)
+//   bgrad_b:     bias_grad (N) = column sums of b (K, N) (needs !tb)
+//   dgelu_bgrad: c = (a·b) ∘ gelu'(aux), bias_grad (N) = column sums of c
+// Returns false, leaving every output untouched, when cuBLASLt has no kernel for the case.
+enum class LtEpilogue { bias, gelu_bias, bgrad_b, dgelu_bgrad };
+bool gemm_lt(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+             LtEpilogue ep, const Tensor& bias, const Tensor& aux, const Tensor& bias_grad);
+int64_t gemm_lt_launches(LtEpilogue ep);  // fused GEMMs run so far, per epilogue (tests, benches)
 }  // namespace cuda
 
 }  // namespace st::ops

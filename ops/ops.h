@@ -8,6 +8,7 @@
 #include "ops/embedding.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
+#include "ops/mlp.h"
 #include "ops/optim.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"

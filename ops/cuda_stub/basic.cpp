@@ -10,4 +10,9 @@ void scale_fwd(const Tensor&, double, Tensor&) { no_cuda("scale"); }
 void gemm(const Tensor&, const Tensor&, Tensor&, bool, bool, int64_t, int64_t, int64_t, int64_t, bool) {
   no_cuda("matmul");
 }
+bool gemm_lt(const Tensor&, const Tensor&, Tensor&, bool, bool, int64_t, int64_t, int64_t, LtEpilogue, const Tensor&,
+             const Tensor&, const Tensor&) {
+  return false;  // no fused epilogues without CUDA: callers take the unfused path
+}
+int64_t gemm_lt_launches(LtEpilogue) { return 0; }
 }  // namespace st::ops::cuda

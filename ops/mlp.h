@@ -1,0 +1,15 @@
+// The transformer MLP as one op, so that CUDA can fuse its bias and GELU work into the GEMMs:
+//   mlp_gelu(x, w1, b1, w2, b2): x (..., C) → gelu_tanh(x·w1 + b1)·w2 + b2 (..., C_out)
+//   w1 (C, F), b1 (F), w2 (F, C_out), b2 (C_out), weights stored (in, out) as in ops::linear.
+// On CUDA in f16/bf16 the forward is two cuBLASLt GEMMs (bias + GELU epilogue that also saves the
+// pre-activation, then bias) and the backward four (dW2 with db2 in its epilogue; the GELU
+// gradient and db1 in the epilogue of dh = dy·w2ᵀ; dW1; dx), no separate GELU, bias-add or
+// column-sum kernels. Elsewhere, or where cuBLASLt has no kernel, it is linear → gelu → linear.
+#pragma once
+#include "tensor/tensor.h"
+
+namespace st::ops {
+
+Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2);
+
+}  // namespace st::ops
