@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "comm/mpi/cuda_aware.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi_wait.h"
 #include "comm/nccl_backend.h"
@@ -73,6 +74,7 @@ CommSetup make_communicator(const std::string& kind, Millis timeout, MPI_Comm pa
     s.device = gpus > 0 ? s.local.rank % gpus : -1;
     s.world = MpiCommunicator::dup(parent, "world", timeout);
     s.backend = "mpi";
+    if (gpus > 0) s.reason += "; " + mpi::cuda_path().note;  // how CUDA tensors reach MPI
   }
   return s;
 }

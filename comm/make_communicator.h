@@ -39,6 +39,7 @@ struct CommSetup {
   std::shared_ptr<Communicator> world;
   std::string backend;  // "mpi" | "nccl"
   std::string reason;   // one line for the log, e.g. "auto -> mpi: 4 ranks on this node share 1 GPU(s)"
+                        // (MPI with GPUs visible: then how CUDA tensors reach MPI, comm/mpi/cuda_aware.h)
   NodeLocal local;
   int device = -1;  // this rank's CUDA device, -1 if none
 };

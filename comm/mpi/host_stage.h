@@ -1,23 +1,72 @@
-// Host staging for the MPI backend: CUDA tensors travel through host copies (Tensor::to / copy_),
-// and f16 / bf16 reductions run in f32 (widened before the call, rounded once after it), which
-// is both the accuracy the issue asks for and the simplest correct use of MPI's built-in ops.
+// Where MPI reads and writes each tensor of an operation, and the f16 / bf16 widening.
+//
+// CPU tensors are used in place. CUDA tensors either go to MPI as device pointers (CUDA-aware
+// MPI, comm/mpi/cuda_aware.h) or are staged through page-locked blocks of the communicator's
+// StagingPool: device → host with cudaMemcpyAsync on the current stream, then the host waits for
+// that copy (ready()) before MPI sees the block; host → device after completion, again
+// asynchronous on the current stream (later work on that stream sees the values; the block's
+// next lease waits for the copy). No allocation per call once the pool has warmed up.
+//
+// f16 / bf16 reductions run in f32 on the host (widened before the call, rounded once after it),
+// on both paths: the accuracy the issue asks for, with MPI's built-in MPI_SUM / MPI_MAX.
 #pragma once
+#include <cstddef>
+
+#include "comm/mpi/staging_pool.h"
 #include "tensor/tensor.h"
 
 namespace st::comm::mpi {
 
-// A host tensor with `t`'s shape and dtype: t itself (detached) when it is on the CPU; else a copy
-// of its values (copy_in) or uninitialised host memory.
-Tensor host_view(const Tensor& t, bool copy_in);
-// Writes host values back into `dst` when dst is a CUDA tensor (no-op when host is dst's memory).
-void unstage(const Tensor& host, const Tensor& dst);
+// One tensor's memory as MPI sees it.
+struct Staged {
+  void* ptr = nullptr;        // what MPI reads or writes
+  StagingPool::Lease block;   // set when ptr is a staging block (ptr = block->data())
+  bool device = false;        // ptr is the CUDA tensor's own memory (CUDA-aware path)
+};
+
+// Which memory may serve a tensor.
+enum class Place {
+  any,       // the tensor's own memory where MPI can use it (CPU; CUDA with CUDA-aware MPI)
+  host,      // host memory: the tensor's own when on the CPU, else a staging block
+  separate,  // always a staging block (the tensor's memory aliases another buffer of the call)
+};
+
+class HostStage {
+ public:
+  explicit HostStage(bool cuda_aware) : aware_(cuda_aware) {}
+
+  // `t`'s values, readable by MPI once ready() returned (a staging block's download is enqueued).
+  Staged input(const Tensor& t, Place place);
+  // `whole`'s memory (Place::any) holding `chunk`'s values at byte `offset` — an in-place
+  // all-gather, where `chunk` is already that part of `whole`; staged, only the chunk is copied.
+  Staged input_chunk(const Tensor& whole, const Tensor& chunk, size_t offset);
+  // Memory of t's size that MPI may write (a staging block is uninitialised).
+  Staged output(const Tensor& t, Place place);
+  // A host block of at least `bytes` (f32 widenings).
+  Staged scratch(size_t bytes);
+  bool cuda_aware() const { return aware_; }
+  const StagingPool& pool() const { return pool_; }
+
+ private:
+  bool direct(const Tensor& t, Place place) const {
+    return place != Place::separate && (!t.is_cuda() || (aware_ && place == Place::any));
+  }
+  bool aware_;
+  StagingPool pool_;
+};
+
+// Before MPI sees `s`: waits for its download, or for the current stream when MPI reads or
+// writes the CUDA tensor's own memory (queued kernels may still touch it).
+void ready(const Staged& s);
+// After MPI wrote `s`: its values into `dst` (upload or memcpy; nothing when s is dst's memory).
+void writeback(const Staged& s, const Tensor& dst);
+// In place: t (n) f32 /= divisor where MPI left the values (`s`: t's memory or its block).
+void divide(const Staged& s, const Tensor& t, double divisor);
 
 bool is_half(DType t);  // f16 or bf16
-// f16 / bf16 host tensor (n) → f32 tensor (n), exact.
-Tensor widen_f32(const Tensor& host);
-// f32 (n) / divisor → `host_out` (n) of f16 / bf16, rounded to nearest even once.
-void narrow_from_f32(const Tensor& wide, const Tensor& host_out, double divisor);
-// In place: t /= divisor (f32 only; avg of non-half floats).
-void divide_f32(const Tensor& t, double divisor);
+// n f16 / bf16 values (`dtype`) at `src` → n f32 at `dst`, exact.
+void widen_f32(const void* src, DType dtype, float* dst, size_t n);
+// n f32 at `src`, / divisor → n f16 / bf16 (`dtype`) at `dst`, rounded to nearest even once.
+void narrow_from_f32(const float* src, void* dst, DType dtype, size_t n, double divisor);
 
 }  // namespace st::comm::mpi

@@ -1,24 +1,29 @@
-// MPI backend (see mpi_communicator.h). Every operation: stage the tensors on the host (a no-op
-// for CPU tensors), post one nonblocking MPI call, and return an MpiWork whose finish() scales
-// avg results, rounds widened f16 / bf16 values once, and copies results back to CUDA tensors.
+// MPI backend (see mpi_communicator.h). Every operation: decide where MPI reads and writes each
+// tensor (its own memory, or a pinned staging block: host_stage.h), enqueue the downloads and wait
+// for them, post one nonblocking MPI call, and return an MpiWork whose finish() scales avg
+// results, rounds widened f16 / bf16 values once, and uploads staged results to CUDA tensors.
 #include "comm/mpi/mpi_communicator.h"
 
 #include <functional>
 
+#include "comm/mpi/cuda_aware.h"
 #include "comm/mpi/host_stage.h"
 #include "comm/mpi_wait.h"
 
 namespace st::comm {
 namespace {
 
-using mpi::host_view;
 using mpi::is_half;
-using mpi::unstage;
+using mpi::Place;
+using mpi::ready;
+using mpi::Staged;
+using mpi::writeback;
 
 // Everything an in-flight MPI operation touches; outlives the Work if the Work is abandoned.
 struct MpiPayload {
   std::vector<MPI_Request> reqs;
-  std::vector<Tensor> keep;     // buffers MPI reads or writes
+  std::vector<Tensor> keep;     // the caller's tensors (MPI may read or write their memory)
+  std::vector<Staged> staged;   // staging blocks MPI reads or writes (leases)
   std::function<void()> after;  // runs once after completion
 };
 
@@ -41,7 +46,9 @@ class MpiWork final : public Work {
   }
   void finish() override {
     if (p_->after) p_->after();
+    p_->after = nullptr;  // returns the leases it holds to the pool
     p_->keep.clear();
+    p_->staged.clear();
   }
   void abandon() override { keep_alive_forever(p_); }
 
@@ -53,6 +60,7 @@ MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
 MPI_Datatype raw_type(const Tensor& t) { return mpi_raw_type(static_cast<int>(t.dtype())); }
 int count_of(const Tensor& t) { return static_cast<int>(t.numel()); }
 bool same_memory(const Tensor& a, const Tensor& b) { return a.storage() == b.storage(); }
+float* f32_ptr(const Staged& s) { return static_cast<float*>(s.ptr); }
 
 }  // namespace
 
@@ -69,7 +77,8 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, const std::string& name, Millis 
             return s;
           }(),
           name, timeout)),
-      comm_(comm) {
+      comm_(comm),
+      stage_(mpi::cuda_path().aware) {
   CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
 }
 
@@ -96,28 +105,35 @@ std::vector<CollectiveSignature> MpiCommunicator::exchange_signatures(const Coll
 WorkPtr MpiCommunicator::do_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) {
   auto p = std::make_shared<MpiPayload>();
   p->reqs.resize(1);
+  p->keep = {in, out};
   const int n = count_of(in);
   const double divisor = op == ReduceOp::avg ? size() : 1.0;
   if (is_half(in.dtype())) {
-    // in (n) f16/bf16 → wide (n) f32, reduced in place, rounded once into out (n).
-    Tensor wide = mpi::widen_f32(host_view(in, true));
-    p->keep = {wide};
-    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, wide.data_ptr(), n, MPI_FLOAT, mpi_op(op), comm_, p->reqs.data()));
-    p->after = [wide, out, divisor] {
-      Tensor hout = host_view(out, false);
-      mpi::narrow_from_f32(wide, hout, divisor);
-      unstage(hout, out);
+    // in (n) f16/bf16 → wide (n) f32, reduced in place, rounded once into out (n) (through the
+    // input's staging block when there is one: same dtype and size).
+    Staged h = stage_.input(in, Place::host), wide = stage_.scratch(n * sizeof(float));
+    Staged hout = h.block ? h : stage_.output(out, Place::host);
+    ready(h);
+    mpi::widen_f32(h.ptr, in.dtype(), f32_ptr(wide), n);
+    p->staged = {h, wide, hout};
+    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, wide.ptr, n, MPI_FLOAT, mpi_op(op), comm_, p->reqs.data()));
+    p->after = [wide, hout, out, n, divisor] {
+      mpi::narrow_from_f32(f32_ptr(wide), hout.ptr, out.dtype(), n, divisor);
+      writeback(hout, out);
     };
   } else {
-    const bool in_place = same_memory(in, out);
-    Tensor hin = host_view(in, true);
-    Tensor hout = in_place ? hin : host_view(out, false);
-    p->keep = {hin, hout};
-    CHECK_MPI(MPI_Iallreduce(in_place ? MPI_IN_PLACE : hin.data_ptr(), hout.data_ptr(), n, raw_type(in),
-                             mpi_op(op), comm_, p->reqs.data()));
-    p->after = [hout, out, divisor] {
-      if (divisor != 1.0) mpi::divide_f32(hout, divisor);
-      unstage(hout, out);
+    // in (n) → out (n); out may be in itself (MPI_IN_PLACE) but no other part of in's storage.
+    const bool in_place = in.data_ptr() == out.data_ptr();
+    Staged si = stage_.input(in, Place::any);
+    Staged so = in_place ? si : stage_.output(out, same_memory(in, out) ? Place::separate : Place::any);
+    ready(si);
+    ready(so);
+    p->staged = {si, so};
+    CHECK_MPI(MPI_Iallreduce(in_place ? MPI_IN_PLACE : si.ptr, so.ptr, n, raw_type(in), mpi_op(op), comm_,
+                             p->reqs.data()));
+    p->after = [so, out, divisor] {
+      mpi::divide(so, out, divisor);
+      writeback(so, out);
     };
   }
   return std::make_shared<MpiWork>(state(), "allreduce", seq, p);
@@ -126,31 +142,34 @@ WorkPtr MpiCommunicator::do_all_reduce(const Tensor& in, const Tensor& out, Redu
 WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) {
   auto p = std::make_shared<MpiPayload>();
   p->reqs.resize(1);
+  p->keep = {in, out};
   const int n = count_of(out);
   const double divisor = op == ReduceOp::avg ? size() : 1.0;
   if (is_half(in.dtype())) {
-    // in (size·n) → wide_in (size·n) f32 → wide_out (n) f32 → out (n), rounded once.
-    Tensor wide_in = mpi::widen_f32(host_view(in, true));
-    Tensor wide_out = Tensor::empty({n}, DType::f32, Device::cpu);
-    p->keep = {wide_in, wide_out};
-    CHECK_MPI(MPI_Ireduce_scatter_block(wide_in.data_ptr(), wide_out.data_ptr(), n, MPI_FLOAT, mpi_op(op), comm_,
-                                        p->reqs.data()));
-    p->after = [wide_out, out, divisor] {
-      Tensor hout = host_view(out, false);
-      mpi::narrow_from_f32(wide_out, hout, divisor);
-      unstage(hout, out);
+    // in (size·n) → wide_in (size·n) f32 → wide_out (n) f32 → out (n), rounded once. out is
+    // written only after MPI finished, so it may be in's own chunk.
+    Staged h = stage_.input(in, Place::host);
+    Staged wide_in = stage_.scratch(static_cast<size_t>(in.numel()) * sizeof(float));
+    Staged wide_out = stage_.scratch(n * sizeof(float)), hout = stage_.output(out, Place::host);
+    ready(h);
+    mpi::widen_f32(h.ptr, in.dtype(), f32_ptr(wide_in), in.numel());
+    p->staged = {wide_in, wide_out, hout};
+    CHECK_MPI(MPI_Ireduce_scatter_block(wide_in.ptr, wide_out.ptr, n, MPI_FLOAT, mpi_op(op), comm_, p->reqs.data()));
+    p->after = [wide_out, hout, out, n, divisor] {
+      mpi::narrow_from_f32(f32_ptr(wide_out), hout.ptr, out.dtype(), n, divisor);
+      writeback(hout, out);
     };
   } else {
-    // out may be in's own chunk: then receive into a separate buffer and copy after.
-    Tensor hin = host_view(in, true);
-    const bool direct = !out.is_cuda() && !same_memory(in, out);
-    Tensor hout = direct ? out.detach() : Tensor::empty(out.shape(), out.dtype(), Device::cpu);
-    p->keep = {hin, hout};
-    CHECK_MPI(MPI_Ireduce_scatter_block(hin.data_ptr(), hout.data_ptr(), n, raw_type(in), mpi_op(op), comm_,
-                                        p->reqs.data()));
-    p->after = [hout, out, divisor, direct] {
-      if (divisor != 1.0) mpi::divide_f32(hout, divisor);
-      if (!direct) out.detach().copy_(hout);
+    // in (size·n) → out (n). out may be in's own chunk: then MPI receives into a separate block.
+    Staged si = stage_.input(in, Place::any);
+    Staged so = stage_.output(out, same_memory(in, out) ? Place::separate : Place::any);
+    ready(si);
+    ready(so);
+    p->staged = {si, so};
+    CHECK_MPI(MPI_Ireduce_scatter_block(si.ptr, so.ptr, n, raw_type(in), mpi_op(op), comm_, p->reqs.data()));
+    p->after = [so, out, divisor] {
+      mpi::divide(so, out, divisor);
+      writeback(so, out);
     };
   }
   return std::make_shared<MpiWork>(state(), "reduce_scatter", seq, p);
@@ -159,30 +178,40 @@ WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& in, const Tensor& out, 
 WorkPtr MpiCommunicator::do_all_gather(const Tensor& in, const Tensor& out, uint64_t seq) {
   auto p = std::make_shared<MpiPayload>();
   p->reqs.resize(1);
+  p->keep = {in, out};
   const int n = count_of(in);
   const size_t chunk_bytes = in.nbytes();
   const bool aliased = same_memory(in, out);
   const bool in_place =
       aliased && static_cast<char*>(in.data_ptr()) == static_cast<char*>(out.data_ptr()) + rank() * chunk_bytes;
-  // in (n) → out (size·n). In place: MPI reads this rank's chunk from out itself.
-  Tensor hout = host_view(out, in_place);
-  Tensor hin;
-  if (!in_place) hin = aliased ? in.detach().to(Device::cpu).clone() : host_view(in, true);
-  p->keep = {hout, hin};
-  CHECK_MPI(MPI_Iallgather(in_place ? MPI_IN_PLACE : hin.data_ptr(), in_place ? 0 : n,
-                           in_place ? MPI_DATATYPE_NULL : raw_type(in), hout.data_ptr(), n, raw_type(out), comm_,
+  // in (n) → out (size·n). In place: MPI reads this rank's chunk from out itself. Otherwise an in
+  // that lies elsewhere in out's storage is copied first (MPI buffers must not overlap).
+  Staged so, si;
+  if (in_place) {
+    so = stage_.input_chunk(out, in, rank() * chunk_bytes);
+  } else {
+    si = stage_.input(in, aliased ? Place::separate : Place::any);
+    so = stage_.output(out, Place::any);
+    ready(si);
+  }
+  ready(so);
+  p->staged = {si, so};
+  CHECK_MPI(MPI_Iallgather(in_place ? MPI_IN_PLACE : si.ptr, in_place ? 0 : n,
+                           in_place ? MPI_DATATYPE_NULL : raw_type(in), so.ptr, n, raw_type(out), comm_,
                            p->reqs.data()));
-  p->after = [hout, out] { unstage(hout, out); };
+  p->after = [so, out] { writeback(so, out); };
   return std::make_shared<MpiWork>(state(), "all_gather", seq, p);
 }
 
 WorkPtr MpiCommunicator::do_broadcast(const Tensor& t, int root, uint64_t seq) {
   auto p = std::make_shared<MpiPayload>();
   p->reqs.resize(1);
-  Tensor h = host_view(t, rank() == root);  // t (n)
-  p->keep = {h};
-  CHECK_MPI(MPI_Ibcast(h.data_ptr(), count_of(t), raw_type(t), root, comm_, p->reqs.data()));
-  if (rank() != root) p->after = [h, t] { unstage(h, t); };
+  p->keep = {t};
+  Staged s = rank() == root ? stage_.input(t, Place::any) : stage_.output(t, Place::any);  // t (n)
+  ready(s);
+  p->staged = {s};
+  CHECK_MPI(MPI_Ibcast(s.ptr, count_of(t), raw_type(t), root, comm_, p->reqs.data()));
+  if (rank() != root) p->after = [s, t] { writeback(s, t); };
   return std::make_shared<MpiWork>(state(), "broadcast", seq, p);
 }
 
@@ -210,26 +239,32 @@ std::shared_ptr<Communicator> MpiCommunicator::do_split(int color, int key, cons
 WorkPtr MpiCommunicator::do_batch_p2p(const std::vector<P2POp>& ops, const std::string& op_name, uint64_t seq) {
   auto p = std::make_shared<MpiPayload>();
   p->reqs.resize(ops.size());
-  std::vector<std::pair<Tensor, Tensor>> copy_back;  // (host, cuda dst) for CUDA receives
+  // Every download enqueued first, then one wait each (the first does the work), then the posts.
+  for (const P2POp& o : ops) {
+    const bool is_recv = o.kind == P2POp::Kind::recv;
+    p->keep.push_back(o.tensor);
+    p->staged.push_back(is_recv ? stage_.output(o.tensor, Place::any) : stage_.input(o.tensor, Place::any));
+  }
+  for (const Staged& s : p->staged) ready(s);
   // Receives first, then sends; all nonblocking, so the order across ranks cannot deadlock.
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < ops.size(); ++i) {
       const P2POp& o = ops[i];
       const bool is_recv = o.kind == P2POp::Kind::recv;
       if (is_recv != (pass == 0)) continue;
-      Tensor h = host_view(o.tensor, !is_recv);
-      p->keep.push_back(h);
-      if (is_recv) {
-        CHECK_MPI(MPI_Irecv(h.data_ptr(), count_of(h), raw_type(h), o.peer, o.tag, comm_, &p->reqs[i]));
-        if (o.tensor.is_cuda()) copy_back.emplace_back(h, o.tensor);
-      } else {
-        CHECK_MPI(MPI_Isend(h.data_ptr(), count_of(h), raw_type(h), o.peer, o.tag, comm_, &p->reqs[i]));
-      }
+      void* buf = p->staged[i].ptr;
+      if (is_recv)
+        CHECK_MPI(MPI_Irecv(buf, count_of(o.tensor), raw_type(o.tensor), o.peer, o.tag, comm_, &p->reqs[i]));
+      else
+        CHECK_MPI(MPI_Isend(buf, count_of(o.tensor), raw_type(o.tensor), o.peer, o.tag, comm_, &p->reqs[i]));
     }
   }
+  std::vector<std::pair<Staged, Tensor>> copy_back;  // (block, CUDA destination) of staged receives
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].kind == P2POp::Kind::recv && p->staged[i].block) copy_back.emplace_back(p->staged[i], ops[i].tensor);
   if (!copy_back.empty())
     p->after = [copy_back] {
-      for (const auto& [h, dst] : copy_back) unstage(h, dst);
+      for (const auto& [s, dst] : copy_back) writeback(s, dst);
     };
   return std::make_shared<MpiWork>(state(), op_name, seq, p);
 }

@@ -1,6 +1,8 @@
-// MPI backend: nonblocking MPI collectives (MPI_Iallreduce, ...) on host memory, Works that poll
-// MPI_Testall against a deadline. CPU tensors are used in place; CUDA tensors are staged through
-// host copies (so several ranks may share one GPU); f16 / bf16 reductions accumulate in f32.
+// MPI backend: nonblocking MPI collectives (MPI_Iallreduce, ...), Works that poll MPI_Testall
+// against a deadline. CPU tensors are used in place; CUDA tensors go to MPI as device pointers
+// when the library is CUDA-aware (comm/mpi/cuda_aware.h), else through a per-communicator pool of
+// pinned host blocks (comm/mpi/host_stage.h) — so several ranks may share one GPU either way;
+// f16 / bf16 reductions accumulate in f32 on the host.
 // Each communicator owns a private MPI_Comm (a dup or split), with MPI_ERRORS_RETURN so MPI
 // failures become CommError instead of aborting the job.
 #pragma once
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "comm/communicator.h"
+#include "comm/mpi/host_stage.h"
 
 namespace st::comm {
 
@@ -23,6 +26,12 @@ class MpiCommunicator final : public Communicator {
 
   const char* backend() const override { return "mpi"; }
   MPI_Comm mpi_comm() const { return comm_; }
+  // CUDA tensors: device pointers to MPI (true) or pinned host staging (false).
+  bool cuda_aware() const { return stage_.cuda_aware(); }
+  // Staging blocks this communicator allocated so far, and their bytes (for tests: flat in the
+  // steady state).
+  uint64_t staging_allocations() const { return stage_.pool().allocations(); }
+  size_t staging_bytes() const { return stage_.pool().bytes_held(); }
 
  protected:
   std::vector<CollectiveSignature> exchange_signatures(const CollectiveSignature& mine) override;
@@ -36,6 +45,7 @@ class MpiCommunicator final : public Communicator {
 
  private:
   MPI_Comm comm_;
+  mpi::HostStage stage_;
 };
 
 }  // namespace st::comm

@@ -3,7 +3,8 @@
 # build the CUDA targets, run the gpu-labelled tests, the benchmarks (ours, then PyTorch SDPA on
 # the same attention shapes), and compute-sanitizer memcheck on the gpu tests. Every stage has a
 # time cap so the whole run ends inside one 10-minute call; logs go to $OUT (default ./gpu_out).
-#   usage: launch/gpu/run_gpu_suite.sh [build|test|bench|memcheck ...]   (default: all four)
+#   usage: launch/gpu/run_gpu_suite.sh [build|test|bench|memcheck|comm ...]   (default: the first four)
+# comm (opt-in, ~2 min after a build): the comm gpu tests and bench_comm_gpu under mpirun -np 1 and -np 2.
 # memcheck shares what is left of BUDGET_S (default 570 s since the script started) among the tests.
 set -u
 cd "$(dirname "$0")/../.."
@@ -25,7 +26,8 @@ for stage in $stages; do
   build)
     t0=$SECONDS
     { cmake -S . -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release &&
-      cmake --build "$BUILD" -j"$JOBS" --target test_gpu_tensor test_gpu_ops test_gpu_ops_nn test_gpu_optim test_gpu_attention bench_ops_cuda
+      cmake --build "$BUILD" -j"$JOBS" --target test_gpu_tensor test_gpu_ops test_gpu_ops_nn test_gpu_optim test_gpu_attention bench_ops_cuda \
+        test_comm_nccl test_comm_mpi_cuda
     } > "$OUT/build.log" 2>&1
     rc=$?
     note "build rc=$rc ($((SECONDS - t0)) s)"
@@ -58,6 +60,25 @@ for stage in $stages; do
     done
     grep -E "ERROR SUMMARY|Invalid|out of bounds" "$OUT/memcheck.log" | sort | uniq -c | head -20
     note "memcheck ($((SECONDS - t0)) s)"
+    ;;
+  comm)
+    t0=$SECONDS
+    { cmake -S . -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release &&
+      cmake --build "$BUILD" -j"$JOBS" --target test_comm test_comm_nccl test_comm_mpi_cuda bench_comm_gpu
+    } > "$OUT/comm_build.log" 2>&1
+    rc=$?
+    note "comm build rc=$rc ($((SECONDS - t0)) s)"
+    [ $rc -eq 0 ] || { tail -40 "$OUT/comm_build.log"; continue; }
+    timeout 240 ctest --test-dir "$BUILD" -R "^test_comm_(np2|mpi_cuda_np2|nccl)$" --output-on-failure > "$OUT/comm_ctest.log" 2>&1
+    note "comm ctest (test_comm_np2 incl. mpi_cuda, test_comm_mpi_cuda_np2, test_comm_nccl) rc=$?"
+    grep -E "tests passed|Failed|FAILED|Expected|Which is|error" "$OUT/comm_ctest.log" | head -40
+    for np in 1 2; do
+      timeout 90 mpirun -np $np --oversubscribe --allow-run-as-root "$BUILD/tests/bench/bench_comm_gpu" \
+        > "$OUT/bench_comm_gpu_np$np.log" 2>&1
+      note "bench_comm_gpu -np $np rc=$?"
+      cat "$OUT/bench_comm_gpu_np$np.log"
+    done
+    note "comm ($((SECONDS - t0)) s)"
     ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac

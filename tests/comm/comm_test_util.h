@@ -1,6 +1,7 @@
-// Helpers for the multi-rank comm tests: the backends to run (MPI on CPU tensors always; NCCL on
-// CUDA tensors where this build has NCCL and every rank has a GPU), and tensors of any dtype
-// built from double values.
+// Helpers for the multi-rank comm tests: the backends to run (MPI on CPU tensors always; MPI on
+// CUDA tensors, "mpi_cuda", where a GPU is visible — the ranks may share it; NCCL on CUDA tensors
+// where this build has NCCL and every rank has a GPU), and tensors of any dtype built from double
+// values.
 #pragma once
 #include <mpi.h>
 
@@ -11,6 +12,7 @@
 #include "comm/communicator.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/nccl_backend.h"
+#include "tensor/storage.h"
 
 namespace st::comm::test {
 
@@ -29,11 +31,14 @@ inline int world_rank() {
 
 inline std::vector<std::string> test_backends() {
   std::vector<std::string> b{"mpi"};
+  if (::st::cuda::available()) b.push_back("mpi_cuda");
   if (nccl_built() && nccl_visible_devices() >= world_size()) b.push_back("nccl");
   return b;
 }
 
-inline Device backend_device(const std::string& backend) { return backend == "nccl" ? Device::cuda : Device::cpu; }
+inline Device backend_device(const std::string& backend) {
+  return backend == "nccl" || backend == "mpi_cuda" ? Device::cuda : Device::cpu;
+}
 
 inline std::shared_ptr<Communicator> make_world(const std::string& backend, const std::string& name = "world") {
   if (backend == "nccl") return create_nccl_communicator(MPI_COMM_WORLD, world_rank(), name, kTestTimeout);
