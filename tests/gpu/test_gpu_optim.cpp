@@ -107,7 +107,8 @@ TEST(GpuOptim, GradStatsMatchesTheCpuOverManyTensors) {
   for (double inv : {1.0, 1.0 / 1024}) {
     const ops::GradStats cpu = ops::cpu::grad_stats(gc, w, static_cast<float>(inv));
     const ops::GradStats gpu = ops::grad_stats(g, w, inv);
-    EXPECT_NEAR(gpu.sumsq, cpu.sumsq, 1e-12 * cpu.sumsq) << "inv_scale " << inv;
+    // double sums in another order: ~1e-13 apart; one element missed or doubled: ≥ 1e-8
+    EXPECT_NEAR(gpu.sumsq, cpu.sumsq, 1e-10 * cpu.sumsq) << "inv_scale " << inv;
     EXPECT_GT(cpu.sumsq, 0.0);
     EXPECT_FALSE(gpu.found_inf);
     EXPECT_EQ(ops::grad_stats(g, w, inv).sumsq, gpu.sumsq) << "deterministic";
@@ -116,7 +117,7 @@ TEST(GpuOptim, GradStatsMatchesTheCpuOverManyTensors) {
       Tensor c = gc[i].to(DType::f32).clone();
       ops::scale_(c, inv);
       const double want = ops::sum_squares(c);
-      EXPECT_NEAR(ops::grad_stats({g[i]}, {}, inv).sumsq, want, 1e-12 * want) << "tensor " << i;
+      EXPECT_NEAR(ops::grad_stats({g[i]}, {}, inv).sumsq, want, 1e-10 * want) << "tensor " << i;
     }
   }
   // weights really act: the weight-0 tensors' sum is what separates these two
