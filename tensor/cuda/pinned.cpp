@@ -1,10 +1,14 @@
 // PinnedBuffer on CUDA (see tensor/pinned.h): cudaHostAlloc'd blocks, copies with cudaMemcpyAsync
-// on the current stream, one event per block as the fence of its last copy.
+// on the current stream, one event per block as the fence of its last copy. A CUDA build on a
+// machine without a visible device (CI, CPU-only ranks) gets plain aligned host memory, as the
+// CPU-only build does: there is nothing to pin for and no device to copy from.
 #include "tensor/pinned.h"
 
 #include <atomic>
+#include <cstdlib>
 
 #include "tensor/cuda/runtime.h"
+#include "tensor/storage.h"
 
 namespace st::cuda {
 namespace {
@@ -15,6 +19,13 @@ cudaEvent_t fence_of(void* f) { return static_cast<cudaEvent_t>(f); }
 
 PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
   ST_CHECK(bytes > 0, ValueError, "PinnedBuffer: zero bytes");
+  if (!available()) {  // no device: plain host memory, fence_ stays null
+    data_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!data_) ST_THROW(OutOfMemoryError, "host allocation of " << bytes << " bytes failed");
+    g_pinned_allocs.fetch_add(1);
+    g_pinned_bytes.fetch_add(bytes);
+    return;
+  }
   cudaError_t e = cudaHostAlloc(&data_, bytes, cudaHostAllocPortable);
   if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();
@@ -33,15 +44,20 @@ PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
 }
 
 PinnedBuffer::~PinnedBuffer() {
+  g_pinned_bytes.fetch_sub(bytes_);
+  if (!fence_) {  // plain host memory (no device)
+    std::free(data_);
+    return;
+  }
   // A copy may still read or write the block: wait for it (errors ignored in a destructor; at
   // process exit the CUDA runtime may already be gone).
   cudaEventSynchronize(fence_of(fence_));
   cudaEventDestroy(fence_of(fence_));
   cudaFreeHost(data_);
-  g_pinned_bytes.fetch_sub(bytes_);
 }
 
 void PinnedBuffer::download_async(const void* src, size_t bytes, size_t offset) {
+  ST_CHECK(fence_, DeviceError, "PinnedBuffer: device-to-host copy, but no CUDA device is visible");
   ST_CHECK(offset + bytes <= bytes_, ValueError,
            "PinnedBuffer: copy of " << bytes << " bytes at " << offset << " into a block of " << bytes_);
   cudaStream_t s = current_stream();
@@ -50,6 +66,7 @@ void PinnedBuffer::download_async(const void* src, size_t bytes, size_t offset) 
 }
 
 void PinnedBuffer::upload_async(void* dst, size_t bytes, size_t offset) {
+  ST_CHECK(fence_, DeviceError, "PinnedBuffer: host-to-device copy, but no CUDA device is visible");
   ST_CHECK(offset + bytes <= bytes_, ValueError,
            "PinnedBuffer: copy of " << bytes << " bytes at " << offset << " out of a block of " << bytes_);
   cudaStream_t s = current_stream();
@@ -57,7 +74,9 @@ void PinnedBuffer::upload_async(void* dst, size_t bytes, size_t offset) {
   CHECK_CUDA(cudaEventRecord(fence_of(fence_), s));
 }
 
-void PinnedBuffer::wait() const { CHECK_CUDA(cudaEventSynchronize(fence_of(fence_))); }
+void PinnedBuffer::wait() const {
+  if (fence_) CHECK_CUDA(cudaEventSynchronize(fence_of(fence_)));
+}
 
 uint64_t pinned_alloc_count() { return g_pinned_allocs.load(); }
 size_t pinned_bytes_held() { return g_pinned_bytes.load(); }
