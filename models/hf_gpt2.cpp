@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 
 #include "runtime/json_io.h"
 #include "runtime/safetensors.h"
@@ -43,6 +44,10 @@ GptConfig gpt_config_from_hf(const nlohmann::json& j, const std::string& where) 
   c.layer_norm_epsilon = get_or<double>(j, "layer_norm_epsilon", 1e-5, where);
   c.embd_pdrop = get_or<double>(j, "embd_pdrop", 0.1, where);
   c.resid_pdrop = get_or<double>(j, "resid_pdrop", 0.1, where);
+  if (const double attn_pdrop = get_or<double>(j, "attn_pdrop", 0.1, where); attn_pdrop > 0)
+    std::cerr << "warning: " << where << ": attn_pdrop " << attn_pdrop
+              << " is not applied (shardtrain does not drop attention probabilities; embd_pdrop and resid_pdrop "
+                 "are applied)\n";
   std::string act = get_or<std::string>(j, "activation_function", "gelu_new", where);
   ST_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", ValueError,
            where << ": activation_function \"" << act << "\" is not supported (only the tanh GELU: gelu_new)");
