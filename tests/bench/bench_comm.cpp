@@ -18,36 +18,11 @@
 #include <vector>
 
 #include "comm/mpi/mpi_communicator.h"
+#include "tests/bench/mpi_timing.h"
 
 using namespace st;
+using namespace st::bench;
 using namespace st::comm;
-
-namespace {
-
-constexpr int kRounds = 5;
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Seconds per call of `fn` (slowest rank), after a barrier.
-double time_calls(int iters, const std::function<void()>& fn) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  double t0 = now_s();
-  for (int i = 0; i < iters; ++i) fn();
-  double dt = (now_s() - t0) / iters, worst = 0;
-  MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return worst;
-}
-
-std::string human(size_t bytes) {
-  char buf[32];
-  if (bytes >= (1u << 20))
-    std::snprintf(buf, sizeof buf, "%zu MB", bytes >> 20);
-  else
-    std::snprintf(buf, sizeof buf, "%zu KB", bytes >> 10);
-  return buf;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   int provided = 0;
@@ -83,13 +58,7 @@ int main(int argc, char** argv) {
         },
         [&] { MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM, raw); },
     };
-    std::vector<double> best(methods.size(), 1e30);
-    for (auto& m : methods) m();  // warm-up
-    for (int round = 0; round < kRounds; ++round)  // rotate the order so drift hits all alike
-      for (size_t j = 0; j < methods.size(); ++j) {
-        size_t k = (j + round) % methods.size();
-        best[k] = std::min(best[k], time_calls(iters, methods[k]));
-      }
+    const std::vector<double> best = best_of(iters, methods);
     if (bytes == (size_t(1) << 20)) raw_1mb_s = best[1];
     if (rank == 0) {
       auto bw = [&](double s) { return factor * static_cast<double>(bytes) / s / 1e9; };

@@ -30,52 +30,19 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/nccl_backend.h"
 #include "tensor/cuda/runtime.h"
+#include "tests/bench/mpi_timing.h"
 
 using namespace st;
+using namespace st::bench;
 using namespace st::comm;
 
 namespace {
-
-constexpr int kRounds = 5;
 
 #define BENCH_NCCL(expr)                                                                              \
   do {                                                                                                \
     ncclResult_t r_ = (expr);                                                                         \
     if (r_ != ncclSuccess) ST_THROW(CommError, #expr << " failed: " << ncclGetErrorString(r_));       \
   } while (0)
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Seconds per call of `fn` (slowest rank), after a barrier.
-double time_calls(int iters, const std::function<void()>& fn) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  double t0 = now_s();
-  for (int i = 0; i < iters; ++i) fn();
-  double dt = (now_s() - t0) / iters, worst = 0;
-  MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return worst;
-}
-
-// Best time per call of each method, rotated so that drift hits all alike.
-std::vector<double> best_of(int iters, const std::vector<std::function<void()>>& methods) {
-  std::vector<double> best(methods.size(), 1e30);
-  for (auto& m : methods) m();  // warm-up (and pool / cache fill)
-  for (int round = 0; round < kRounds; ++round)
-    for (size_t j = 0; j < methods.size(); ++j) {
-      size_t k = (j + round) % methods.size();
-      best[k] = std::min(best[k], time_calls(iters, methods[k]));
-    }
-  return best;
-}
-
-std::string human(size_t bytes) {
-  char buf[32];
-  if (bytes >= (1u << 20))
-    std::snprintf(buf, sizeof buf, "%zu MB", bytes >> 20);
-  else
-    std::snprintf(buf, sizeof buf, "%zu KB", bytes >> 10);
-  return buf;
-}
 
 int iters_for(size_t bytes) { return static_cast<int>(std::clamp<size_t>((size_t(1) << 27) / bytes, 3, 200)); }
 
