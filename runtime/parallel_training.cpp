@@ -60,7 +60,6 @@ int run_parallel_training(const TrainConfig& cfg) {
   const comm::GridCoord me = grid.coord();
   const int pp = grid_layout.pp, dp = grid_layout.dp;
 
-  ST_CHECK(!(cfg.zero && grid_layout.tp > 1), ValueError, "--zero 1 with --tp > 1 is not supported yet");
   TrainInputs in = prepare_training(cfg, dp, me.dp, grid.tp_group());
   const ShardRule rule = in.model->shard_rule();  // null unless tp > 1
   std::shared_ptr<LanguageModel> model = in.model;
@@ -100,7 +99,10 @@ int run_parallel_training(const TrainConfig& cfg) {
   std::shared_ptr<comm::Communicator> replica_group = world->split(me.dp, world->rank(), "replica");
   // ZeRO-1: DP ranks hold different shards too. Ownership is fixed by the parameter sizes, so a
   // first Zero1 over the f32 parameters tells the trainer which names its optimizer covers; the
-  // working one is built after the optimizer has cast the parameters to the compute dtype.
+  // working one is built after the optimizer has cast the parameters to the compute dtype. With
+  // tp > 1 each tp rank's dp group shards that rank's own (tp-sharded) list; the shard shapes are
+  // equal across tp ranks, so every tp rank owns the same names and the norm weights still count
+  // a replicated tensor once (tests/parallel: dp 2 × tp 2 with zero 1 equals one process).
   const bool zero = cfg.zero && dp > 1;
   parts.grad_reduction = std::make_shared<CommReductions>(zero ? world : replica_group);
   if (zero) {

@@ -281,6 +281,8 @@ TEST(Layouts, TensorParallelEqualsOneProcess) {
     c.pp = 1;
     c.dp = 2;
     expect_same(run_layout(c, "dp2tp2"), reference(c, 2), 1e-5, "dp 2 × tp 2");
+    c.zero = true;  // each tp rank's shards split over its dp group
+    expect_same(run_layout(c, "dp2tp2zero"), reference(c, 2), 1e-5, "dp 2 × tp 2, zero 1");
   }
 }
 
@@ -356,6 +358,46 @@ TEST(Layouts, ResumeZeroCheckpointWithoutZero) {
     b.grad_accum = 2;
   }
   expect_same(run_layout(b, "zero_b"), want, 1e-5, "resumed without zero", 3);
+}
+
+TEST(Layouts, ResumeZeroTensorParallelCheckpointElsewhere) {
+  if (world_size() != 4) GTEST_SKIP() << "dp 2 × tp 2 with zero 1 needs 4 ranks";
+  TrainConfig c = base_config();
+  c.heads = 12;
+  c.d_model = 48;
+  c.vocab = 62;
+  Curve want = reference(c, 2);  // two replicas' global batch
+  TrainConfig a = c;
+  a.dp = 2;
+  a.tp = 2;
+  a.zero = true;
+  a.steps = 3;
+  a.checkpoint_dir = work_dir() + "/ckpt_zero_tp";
+  if (world_rank() == 0) fs::remove_all(a.checkpoint_dir);
+  barrier();
+  run_layout(a, "zero_tp_a");
+  TrainConfig b = c;  // tp shards and zero shards gathered into full tensors, resumed as dp 2 × pp 2
+  b.checkpoint_dir = a.checkpoint_dir;
+  b.resume = true;
+  b.dp = 2;
+  b.pp = 2;
+  expect_same(run_layout(b, "zero_tp_b"), want, 1e-5, "dp 2 × tp 2 zero checkpoint resumed as dp 2 × pp 2", 3);
+
+  TrainConfig d = c;  // and back: a dp 2 × pp 2 checkpoint split into tp and zero shards
+  d.dp = 2;
+  d.pp = 2;
+  d.steps = 3;
+  d.checkpoint_dir = work_dir() + "/ckpt_to_zero_tp";
+  if (world_rank() == 0) fs::remove_all(d.checkpoint_dir);
+  barrier();
+  run_layout(d, "to_zero_tp_a");
+  TrainConfig e = c;
+  e.checkpoint_dir = d.checkpoint_dir;
+  e.resume = true;
+  e.dp = 2;
+  e.tp = 2;
+  e.zero = true;
+  expect_same(run_layout(e, "to_zero_tp_b"), want, 1e-5, "dp 2 × pp 2 checkpoint resumed as dp 2 × tp 2 zero", 3);
 }
 
 TEST(Layouts, Bf16GradientCommunicationWithinOnePercent) {
