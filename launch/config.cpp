@@ -46,6 +46,9 @@ OptionTable train_options(TrainConfig& c) {
   I("vocab", "model", c.vocab, "N", "vocabulary size (256 for the byte tokenizer)");
   I("seq-len", "model", c.seq_len, "N", "sequence length T; 0: the model's context length");
   S("init-from", "model", c.init_from, "DIR", "HF GPT-2 dir (model.safetensors + config.json); sizes come from it");
+  F("dropout", "model", c.dropout,
+    "p of every dropout layer (GPT: embedding, residual); -1: the model's own (GPT 0 or config.json's, "
+    "simple-transformer 0.1). Masks follow the global sequence index: the same in every layout");
   // layout
   I("dp", "layout", c.dp, "N", "data-parallel replicas; 0: world / (tp * pp)");
   I("tp", "layout", c.tp, "N", "tensor-parallel ranks per layer");
@@ -118,6 +121,8 @@ void validate(const TrainConfig& c, const OptionTable& t) {
   if (c.model != "mlp" && c.tp > 1 && c.heads % c.tp != 0)
     fail("tp", "heads " + std::to_string(c.heads) + " is not divisible by tp " + std::to_string(c.tp));
   if (c.pp > c.layers) fail("pp", std::to_string(c.pp) + " stages for " + std::to_string(c.layers) + " layers");
+  if (c.dropout != -1 && !(c.dropout >= 0 && c.dropout < 1)) fail("dropout", "must be in [0, 1) or -1, got " + fmt(c.dropout));
+  if (c.model == "mlp" && c.dropout > 0) fail("dropout", "the mlp model has no dropout layers");
   positive("micro-batch", c.micro_batch);
   positive("grad-accum", c.grad_accum);
   if (c.bucket_mb <= 0) fail("bucket-mb", "must be positive, got " + fmt(c.bucket_mb));

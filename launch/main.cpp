@@ -4,6 +4,7 @@
 // ends every rank so none hangs in a collective.
 #include <mpi.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -34,7 +35,10 @@ int report(const std::string& what, int code) {
   std::string line = what;
   for (char& c : line)
     if (c == '\n' || c == '\r') c = ' ';
-  std::cerr << rank_prefix() << "shardtrain: error: " << line << std::endl;
+  // one write() of the whole line: ranks sharing a pipe (mpirun) never interleave inside it
+  const std::string out = rank_prefix() + "shardtrain: error: " + line + "\n";
+  std::fwrite(out.data(), 1, out.size(), stderr);
+  std::fflush(stderr);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

@@ -100,10 +100,11 @@ std::map<std::string, Tensor> hf_state_to_gpt(const std::map<std::string, Tensor
   return out;
 }
 
-std::shared_ptr<Gpt> load_hf_gpt2(const std::string& dir, std::shared_ptr<Generator> gen) {
+std::shared_ptr<Gpt> load_hf_gpt2(const std::string& dir, std::shared_ptr<Generator> gen, double dropout) {
   const std::string cfg_path = dir + "/config.json", st_path = dir + "/model.safetensors";
   ST_CHECK(std::filesystem::is_directory(dir), IOError, "--init-from " << dir << ": not a directory");
   GptConfig c = gpt_config_from_hf(runtime::read_json_file(cfg_path), cfg_path);
+  if (dropout >= 0) c.embd_pdrop = c.resid_pdrop = dropout;
   auto model = std::make_shared<Gpt>(c, std::move(gen));
   auto sd = hf_state_to_gpt(runtime::load_safetensors(st_path), st_path);
   try {

@@ -20,7 +20,8 @@ namespace st::models {
 GptConfig gpt_config_from_hf(const nlohmann::json& j, const std::string& where);
 
 // Model in DIR (config.json + model.safetensors).
-std::shared_ptr<Gpt> load_hf_gpt2(const std::string& dir, std::shared_ptr<Generator> gen);
+// dropout ≥ 0 replaces config.json's embd_pdrop and resid_pdrop.
+std::shared_ptr<Gpt> load_hf_gpt2(const std::string& dir, std::shared_ptr<Generator> gen, double dropout = -1);
 
 // Maps an HF state dict to our full names (adds "transformer.", drops buffers, checks lm_head).
 std::map<std::string, Tensor> hf_state_to_gpt(const std::map<std::string, Tensor>& hf, const std::string& where);

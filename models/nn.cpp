@@ -8,6 +8,7 @@
 #include "ops/embedding.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
+#include "runtime/dropout_context.h"
 
 namespace st::models {
 
@@ -32,9 +33,20 @@ Embedding::Embedding(int64_t num, int64_t dim) { weight = register_parameter("we
 // ids (...) i64 → (..., C)
 Tensor Embedding::forward(const Tensor& ids) const { return ops::embedding(weight, ids); }
 
+Dropout::Dropout(double p, std::shared_ptr<Generator> gen)
+    : p_(p), gen_(std::move(gen)), site_(gen_ ? gen_->take_stream() : 0) {}
+
 Tensor Dropout::forward(const Tensor& x, bool training) const {
   if (!training || p_ == 0.0) return x;
-  return ops::dropout(x, p_, *gen_, training);
+  const runtime::DropoutContext* ctx = runtime::dropout_context();
+  if (!ctx || x.dim() == 0 || x.size(0) == 0) return ops::dropout(x, static_cast<float>(p_), *gen_, training);
+  if (ctx->id != scope_) {  // a new micro-batch (or a recomputed forward): count calls from 0
+    scope_ = ctx->id;
+    calls_ = 0;
+  }
+  const uint64_t seed = runtime::dropout_seed(gen_->seed(), site_, calls_++, ctx->step);
+  const uint64_t row = static_cast<uint64_t>(x.numel() / x.size(0));  // elements per sequence
+  return ops::dropout(x, static_cast<float>(p_), seed, static_cast<uint64_t>(ctx->first_sample) * row, training);
 }
 
 Tensor causal_self_attention(const Tensor& qkv, int64_t heads, int64_t head_dim) {

@@ -3,8 +3,10 @@
 //   Linear     x (..., in) · weight (in, out) + bias (out) → (..., out)   [GPT-2 Conv1D layout]
 //   LayerNorm  x (..., C), weight (C), bias (C) → (..., C)
 //   Embedding  weight (V, C), ids (...) i64 → (..., C)
-//   Dropout    x → x with probability-p zeros, scaled by 1/(1−p) in training; identity in eval
-//              or at p = 0 (then the generator is not advanced).
+//   Dropout    x (B, ...) → x with probability-p zeros, scaled by 1/(1−p) in training; identity in
+//              eval or at p = 0. Inside a training step's DropoutScope the mask is a function of
+//              (seed, site, call, step, global sequence index), the same in every layout
+//              (runtime/dropout_context.h); outside one it advances the generator.
 // Initialisation is the caller's (each model's init_weights); constructors create zeros / LN ones.
 // Backward is the ops' (each writes fresh tensors, =); the autograd engine accumulates (+=) into
 // the parameters' .grad(), so K micro-batches' backward calls sum their gradients.
@@ -42,14 +44,17 @@ class Embedding : public Module {
 
 class Dropout {
  public:
-  // `gen` is the model's shared generator (its (seed, offset) is checkpointed by the trainer).
-  Dropout(double p, std::shared_ptr<Generator> gen) : p_(p), gen_(std::move(gen)) {}
+  // `gen` is the model's shared generator (its (seed, offset) is checkpointed by the trainer);
+  // the site number is taken from it in construction order.
+  Dropout(double p, std::shared_ptr<Generator> gen);
   Tensor forward(const Tensor& x, bool training) const;
   double p() const { return p_; }
 
  private:
   double p_;
   std::shared_ptr<Generator> gen_;
+  uint64_t site_ = 0;
+  mutable uint64_t scope_ = 0, calls_ = 0;  // uses of this site in the current scope
 };
 
 // Multi-head causal self-attention core: qkv (B, T, 3A) packed [q | k | v], A = heads·head_dim

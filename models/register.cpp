@@ -24,13 +24,14 @@ std::shared_ptr<Generator> dropout_generator(const Generator& init) {
 
 std::shared_ptr<runtime::LanguageModel> gpt_from_config(const runtime::TrainConfig& cfg, Generator& gen) {
   auto dropout_gen = dropout_generator(gen);
-  if (!cfg.init_from.empty()) return load_hf_gpt2(cfg.init_from, dropout_gen);
+  if (!cfg.init_from.empty()) return load_hf_gpt2(cfg.init_from, dropout_gen, cfg.dropout);
   GptConfig c;
   c.n_layer = cfg.layers;
   c.n_embd = cfg.d_model;
   c.n_head = cfg.heads;
   c.vocab_size = cfg.vocab;
   c.n_positions = seq_or(cfg, 64);
+  if (cfg.dropout >= 0) c.embd_pdrop = c.resid_pdrop = cfg.dropout;
   auto m = std::make_shared<Gpt>(c, dropout_gen);
   m->init_weights(gen);
   return m;
@@ -52,6 +53,7 @@ std::shared_ptr<runtime::LanguageModel> gpt_tp_from_config(const runtime::TrainC
     c.vocab_size = cfg.vocab;
     c.n_positions = seq_or(cfg, 64);
   }
+  if (cfg.dropout >= 0) c.embd_pdrop = c.resid_pdrop = cfg.dropout;
   auto m = std::make_shared<TpGpt>(c, tp, dropout_gen);
   if (hf.empty())
     m->init_weights(gen);
@@ -67,6 +69,7 @@ std::shared_ptr<runtime::LanguageModel> st_from_config(const runtime::TrainConfi
   c.heads = cfg.heads;
   c.vocab = cfg.vocab;
   c.max_len = seq_or(cfg, 64);
+  if (cfg.dropout >= 0) c.dropout = cfg.dropout;
   auto m = std::make_shared<SimpleTransformer>(c, dropout_generator(gen));
   m->init_weights(gen);
   return m;

@@ -19,12 +19,16 @@ Tensor apply_mask(const Tensor& x, float p, uint64_t seed, uint64_t offset) {
 }  // namespace
 
 Tensor dropout(const Tensor& x_in, float p, Generator& gen, bool training) {
+  if (!training || p == 0.f || x_in.numel() == 0) return dropout(x_in, p, gen.seed(), 0, training);
+  const uint64_t offset = gen.advance(static_cast<uint64_t>(x_in.numel()));
+  return dropout(x_in, p, gen.seed(), offset, training);
+}
+
+Tensor dropout(const Tensor& x_in, float p, uint64_t seed, uint64_t offset, bool training) {
   check_defined("dropout", {x_in});
   check_floating("dropout", x_in);
   if (!(p >= 0.f && p <= 1.f)) ST_THROW(ValueError, "dropout: p must lie in [0, 1], got " << p << " for " << x_in.describe());
   if (!training || p == 0.f || x_in.numel() == 0) return x_in;
-  const uint64_t seed = gen.seed();
-  const uint64_t offset = gen.advance(static_cast<uint64_t>(x_in.numel()));
   Tensor x = contiguous_as(x_in, x_in.dtype());
   Tensor y = apply_mask(x, p, seed, offset);
   // backward: dy (...) → dx (...) = mask·dy/(1 − p), the mask regenerated from (seed, offset)

@@ -15,6 +15,8 @@
 namespace st::ops {
 
 Tensor dropout(const Tensor& x, float p, Generator& gen, bool training);
+// The same with explicit counters (element i uses philox(seed, offset + i)); draws nothing.
+Tensor dropout(const Tensor& x, float p, uint64_t seed, uint64_t offset, bool training);
 
 // y = x·mask(seed, offset)/(1 − p); x, y contiguous, one dtype; also the backward (x = dy, y = dx).
 namespace cpu {

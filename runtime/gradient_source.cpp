@@ -3,6 +3,7 @@
 
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
+#include "runtime/dropout_context.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -41,6 +42,8 @@ double LocalGradientSource::compute_gradients(int64_t step, double loss_scale) {
   std::vector<Tensor> losses;  // () f32 each; read once at the end (one host sync per step)
   for (int64_t k = 0; k < layout_.grad_accum; ++k) {
     if (hook_) hook_(k, k == layout_.grad_accum - 1);
+    // dropout masks by global sequence index: the same in every layout (runtime/dropout_context.h)
+    DropoutScope dropout_scope(step, (layout_.replica * layout_.grad_accum + k) * layout_.micro_batch);
     TokenBatch b = micro_batch(step, k);
     Tensor loss = model_->loss(model_->forward(b.inputs), b.targets);  // () f32, micro-batch mean
     Tensor scaled = factor == 1.0 ? loss : ops::scale(loss, factor);

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "ops/elementwise.h"
+#include "runtime/dropout_context.h"
 #include "runtime/trace.h"
 #include "tensor/autograd.h"
 
@@ -128,6 +129,7 @@ double PipelineGradientSource::compute_gradients(int64_t step, double loss_scale
     }
     Micro& m = mbs[a.micro];
     auto t0 = Clock::now();
+    DropoutScope dropout_scope(step, (layout_.replica * K + a.micro) * B);  // layout-free masks
     if (a.op == PipeOp::Forward) {
       trace::Scope ts("forward", "compute", a.micro);
       load(a.micro);

@@ -2,8 +2,10 @@
 // layer's graph (design and contract in runtime/recompute.h).
 #include "runtime/recompute.h"
 
+#include <optional>
 #include <vector>
 
+#include "runtime/dropout_context.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -61,6 +63,11 @@ Tensor forward_recomputed(Layer& layer, const Tensor& x, Generator* gen) {
   const uint64_t seed = gen ? gen->seed() : 0;
   const uint64_t offset_before = gen ? gen->offset() : 0;
   const bool training = layer.is_training();
+  // the step's dropout context (if any), re-opened for the recomputed forward so that its masks
+  // are the original's (runtime/dropout_context.h)
+  const DropoutContext* ctx = dropout_context();
+  const bool has_ctx = ctx != nullptr;
+  const int64_t ctx_step = ctx ? ctx->step : 0, ctx_first = ctx ? ctx->first_sample : 0;
 
   Tensor out;
   {
@@ -76,13 +83,16 @@ Tensor forward_recomputed(Layer& layer, const Tensor& x, Generator* gen) {
   Layer* lp = &layer;
   // grad_out: the output's shape → {grad of x} (x's shape; undefined when x needs none).
   attach_grad_node(out, "recompute(" + layer.scope() + ")", {x},
-                   [lp, saved, gen, seed, offset_before, offset_after, training, x_needs_grad](const Tensor& grad_out) {
+                   [lp, saved, gen, seed, offset_before, offset_after, training, x_needs_grad, has_ctx, ctx_step,
+                    ctx_first](const Tensor& grad_out) {
                      EnableGradGuard grad_on;  // the engine runs backward functions with grad mode off
                      Tensor xin = saved.detach();  // a fresh leaf over x's data
                      if (x_needs_grad) xin.requires_grad_(true);
                      Tensor y;
                      {
                        GeneratorRewind rewind(gen, seed, offset_before);
+                       std::optional<DropoutScope> scope;
+                       if (has_ctx) scope.emplace(ctx_step, ctx_first);
                        TrainModeScope mode(*lp, training);
                        y = lp->forward(xin);
                        if (gen && gen->offset() != offset_after)

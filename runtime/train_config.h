@@ -15,6 +15,7 @@ struct TrainConfig {
   int64_t vocab = 256;
   int64_t seq_len = 0;  // 0: the model's context length (n_positions for an HF init, else 64)
   std::string init_from;  // HF dir (model.safetensors + config.json); sizes then come from it
+  double dropout = -1;    // every dropout layer's p; < 0: the model's own (GPT 0 / config.json's, ST 0.1)
   // layout
   int64_t dp = 0;  // 0: world / (tp · pp)
   int64_t tp = 1;

@@ -23,10 +23,15 @@ class Generator {
     offset_ += n;
     return o;
   }
+  // A number for each consumer that derives its counters from a context instead of advancing
+  // the offset (dropout sites in training: runtime/dropout_context.h), in the order they take
+  // one; not part of the (seed, offset) state.
+  uint64_t take_stream() { return streams_++; }
 
  private:
   uint64_t seed_;
   uint64_t offset_;
+  uint64_t streams_ = 0;
 };
 
 // In-place fills (not differentiable); any floating dtype; CPU or CUDA (same numbers).

@@ -10,9 +10,11 @@
 
 #include "models/hf_gpt2.h"
 #include "runtime/checkpoint_dir.h"
+#include "runtime/dropout_context.h"
 #include "runtime/safetensors.h"
 #include "runtime/token_data.h"
 #include "runtime/trainer.h"
+#include "tensor/autograd.h"
 #include "train_helpers.h"
 
 namespace st {
@@ -116,8 +118,21 @@ TEST(Resume, SimpleTransformerWithDropoutIsBitExact) {
   {
     runtime::Trainer t(cfg);
     ASSERT_TRUE(t.model().generator());
-    t.train_step();
-    EXPECT_GT(t.model().generator()->offset(), 0u);  // dropout 0.1 drew numbers
+    // dropout 0.1 is on: the training loss differs from the eval-mode loss of the same weights on
+    // the same batch (masks come from the step's dropout context, not from the generator's offset)
+    runtime::TokenData data(cfg.data);
+    runtime::TokenBatch b = data.sequences(0, 4, 0, 2, 16);  // step 0, global batch 4: sequences 0, 1
+    double train_loss, eval_loss;
+    {
+      st::NoGradGuard ng;
+      runtime::DropoutScope scope(0, 0);
+      train_loss = t.model().loss(t.model().forward(b.inputs), b.targets).item();
+      t.model().eval();
+      eval_loss = t.model().loss(t.model().forward(b.inputs), b.targets).item();
+      t.model().train();
+    }
+    EXPECT_NE(train_loss, eval_loss);
+    EXPECT_EQ(t.model().generator()->offset(), 0u);
   }
   expect_resume_bit_exact(cfg, "resume_st");
   std::filesystem::remove_all(data_dir);

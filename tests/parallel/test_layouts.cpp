@@ -400,6 +400,43 @@ TEST(Layouts, ResumeZeroTensorParallelCheckpointElsewhere) {
   expect_same(run_layout(e, "to_zero_tp_b"), want, 1e-5, "dp 2 × pp 2 checkpoint resumed as dp 2 × tp 2 zero", 3);
 }
 
+// Dropout on (p 0.1, GPT embedding and residual dropouts): masks follow the global sequence index
+// (runtime/dropout_context.h), so every layout still equals one process — and the one-process run
+// itself differs from the run without dropout (the masks are really applied).
+TEST(Layouts, DropoutMasksAreTheSameInEveryLayout) {
+  const int n = world_size();
+  TrainConfig c = base_config();
+  c.heads = 12;
+  c.d_model = 48;
+  c.vocab = 62;
+  c.dropout = 0.1;
+  Curve one = reference(c, n);
+  TrainConfig off = c;
+  off.dropout = 0;
+  EXPECT_NE(reference(off, n).loss[0], one.loss[0]) << "dropout 0.1 changed nothing";
+  if (n == 1) return;
+  TrainConfig l = c;
+  l.dp = n;
+  expect_same(run_layout(l, "drop_dp"), one, 1e-5, "dropout, dp " + std::to_string(n));
+  l.dp = 1;
+  l.grad_accum = c.grad_accum * n;
+  l.pp = n;
+  l.schedule = "1f1b";
+  l.recompute = true;  // recomputed forwards must redraw the same masks
+  expect_same(run_layout(l, "drop_pp"), one, 1e-5, "dropout, pp " + std::to_string(n) + " 1f1b + recompute");
+  l.pp = 1;
+  l.recompute = false;
+  l.tp = n;
+  expect_same(run_layout(l, "drop_tp"), one, 1e-5, "dropout, tp " + std::to_string(n));
+  if (n == 4) {
+    l.tp = 2;
+    l.dp = 2;
+    l.grad_accum = c.grad_accum * 2;
+    l.zero = true;
+    expect_same(run_layout(l, "drop_dp2tp2"), one, 1e-5, "dropout, dp 2 × tp 2, zero 1");
+  }
+}
+
 TEST(Layouts, Bf16GradientCommunicationWithinOnePercent) {
   const int n = world_size();
   if (n == 1) GTEST_SKIP() << "no communication with one rank";
