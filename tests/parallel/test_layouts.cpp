@@ -435,6 +435,16 @@ TEST(Layouts, DropoutMasksAreTheSameInEveryLayout) {
     l.zero = true;
     expect_same(run_layout(l, "drop_dp2tp2"), one, 1e-5, "dropout, dp 2 × tp 2, zero 1");
   }
+  // the seed's encoder Transformer keeps its own dropout 0.1 (three uses of one site per layer)
+  TrainConfig st = base_config();
+  st.model = "simple-transformer";
+  Curve st_one = reference(st, n);
+  st.dp = n;
+  expect_same(run_layout(st, "drop_st_dp"), st_one, 1e-5, "simple-transformer (dropout 0.1), dp " + std::to_string(n));
+  st.dp = 1;
+  st.grad_accum *= n;
+  st.pp = n;
+  expect_same(run_layout(st, "drop_st_pp"), st_one, 1e-5, "simple-transformer (dropout 0.1), pp " + std::to_string(n));
 }
 
 TEST(Layouts, Bf16GradientCommunicationWithinOnePercent) {
