@@ -65,9 +65,8 @@ Tensor forward_recomputed(Layer& layer, const Tensor& x, Generator* gen) {
   const bool training = layer.is_training();
   // the step's dropout context (if any), re-opened for the recomputed forward so that its masks
   // are the original's (runtime/dropout_context.h)
-  const DropoutContext* ctx = dropout_context();
-  const bool has_ctx = ctx != nullptr;
-  const int64_t ctx_step = ctx ? ctx->step : 0, ctx_first = ctx ? ctx->first_sample : 0;
+  std::optional<DropoutContext> ctx;
+  if (const DropoutContext* c = dropout_context()) ctx = *c;
 
   Tensor out;
   {
@@ -83,8 +82,7 @@ Tensor forward_recomputed(Layer& layer, const Tensor& x, Generator* gen) {
   Layer* lp = &layer;
   // grad_out: the output's shape → {grad of x} (x's shape; undefined when x needs none).
   attach_grad_node(out, "recompute(" + layer.scope() + ")", {x},
-                   [lp, saved, gen, seed, offset_before, offset_after, training, x_needs_grad, has_ctx, ctx_step,
-                    ctx_first](const Tensor& grad_out) {
+                   [lp, saved, gen, seed, offset_before, offset_after, training, x_needs_grad, ctx](const Tensor& grad_out) {
                      EnableGradGuard grad_on;  // the engine runs backward functions with grad mode off
                      Tensor xin = saved.detach();  // a fresh leaf over x's data
                      if (x_needs_grad) xin.requires_grad_(true);
@@ -92,7 +90,7 @@ Tensor forward_recomputed(Layer& layer, const Tensor& x, Generator* gen) {
                      {
                        GeneratorRewind rewind(gen, seed, offset_before);
                        std::optional<DropoutScope> scope;
-                       if (has_ctx) scope.emplace(ctx_step, ctx_first);
+                       if (ctx) scope.emplace(ctx->step, ctx->first_sample);
                        TrainModeScope mode(*lp, training);
                        y = lp->forward(xin);
                        if (gen && gen->offset() != offset_after)
