@@ -29,9 +29,8 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t
 //   bias:        c += bias (N)
 //   gelu_bias:   aux (M, N) = a·b + bias, c = gelu_tanh(aux)
 //   bgrad_b:     bias_grad (N) = column sums of b (K, N) (needs !tb)
-//   dgelu_bgrad: c = (a·b) ∘ gelu'(aux), bias_grad (N) = column sums of c
 // Returns false, leaving every output untouched, when cuBLASLt has no kernel for the case.
-enum class LtEpilogue { bias, gelu_bias, bgrad_b, dgelu_bgrad };
+enum class LtEpilogue { bias, gelu_bias, bgrad_b };
 bool gemm_lt(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
              LtEpilogue ep, const Tensor& bias, const Tensor& aux, const Tensor& bias_grad);
 int64_t gemm_lt_launches(LtEpilogue ep);  // fused GEMMs run so far, per epilogue (tests, benches)

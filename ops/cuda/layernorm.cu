@@ -255,15 +255,28 @@ __global__ void layernorm_bwd_dwdb_partial_kernel(const T* x, const float* mean,
 }
 
 // part_w, part_b (S, C) → dw, db (C), summed in slice order
+// part_w, part_b (S, C) → dw, db (C) in a fixed order: lane y of a (32 columns × 8 lanes) block
+// sums partials s ≡ y (mod 8) in order, then lane 0 adds the 8 lane sums in lane order
+// (deterministic; 8 short chains instead of one chain of S dependent loads per column)
+constexpr int kFinalCols = 32, kFinalLanes = 8;
 template <class T>
 __global__ void layernorm_bwd_dwdb_final_kernel(const float* part_w, const float* part_b, int64_t S, int64_t C, T* dw,
                                                 T* db) {
-  const int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  __shared__ float sw[kFinalLanes][kFinalCols], sb[kFinalLanes][kFinalCols];
+  const int64_t c = blockIdx.x * int64_t(kFinalCols) + threadIdx.x;
   float tw = 0.f, tb = 0.f;
-  for (int64_t s = 0; s < S; ++s) {
-    tw += part_w[s * C + c];
-    tb += part_b[s * C + c];
+  if (c < C)
+    for (int64_t s = threadIdx.y; s < S; s += kFinalLanes) {
+      tw += part_w[s * C + c];
+      tb += part_b[s * C + c];
+    }
+  sw[threadIdx.y][threadIdx.x] = tw;
+  sb[threadIdx.y][threadIdx.x] = tb;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= C) return;
+  for (int l = 1; l < kFinalLanes; ++l) {
+    tw += sw[l][threadIdx.x];
+    tb += sb[l][threadIdx.x];
   }
   dw[c] = from_float<T>(tw);
   db[c] = from_float<T>(tb);
@@ -349,7 +362,8 @@ void layernorm_bwd(const Tensor& x, const Tensor& w, const Tensor& mean, const T
                                                        part_w.data<float>(), part_b.data<float>(), N, C, rows_per_slice);
       CHECK_LAUNCH();
     }
-    layernorm_bwd_dwdb_final_kernel<T><<<grid_for(C, 256), 256, 0, stream>>>(
+    layernorm_bwd_dwdb_final_kernel<T><<<static_cast<unsigned>((C + kFinalCols - 1) / kFinalCols),
+                                         dim3(kFinalCols, kFinalLanes), 0, stream>>>(
         part_w.data<float>(), part_b.data<float>(), S, C, static_cast<T*>(dw.data_ptr()),
         static_cast<T*>(db.data_ptr()));
     CHECK_LAUNCH();
