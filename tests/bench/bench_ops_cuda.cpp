@@ -6,11 +6,14 @@
 // Times are CUDA-event medians of 20 runs after 3 warm-ups, on random inputs (never zeros).
 // Shapes are issue 3's: B·T = 16384 tokens, C = 768, V = 50304 (padded; 50257 shown too), and
 // attention B=16, 12 heads, T=1024, D=64 in f16 (bf16 and f32 too).
-// Usage: bench_ops_cuda [B=16] [T=1024]
+// Usage: bench_ops_cuda [B=16] [T=1024] [sections=all]
+//   sections: a comma list of ceil, gemm, elem, layernorm, ce, adamw, attn (the copy ceiling
+//   always runs: the GB/s rows are shown against it)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "ops/attention.h"
@@ -78,6 +81,13 @@ void bw_row(const char* name, double bytes, double ms, double copy_gbs) {
 int main(int argc, char** argv) {
   const int64_t B = argc > 1 ? std::atol(argv[1]) : 16, T = argc > 2 ? std::atol(argv[2]) : 1024;
   const int64_t C = 768, V = 50304, BT = B * T, H = 12, D = 64;
+  std::string only(",");  // ",a,b," of the sections asked for
+  only.append(argc > 3 ? argv[3] : "all").push_back(',');
+  auto want = [&](const char* section) {
+    std::string key(",");
+    key.append(section).push_back(',');
+    return only == ",all," || only.find(key) != std::string::npos;
+  };
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, cuda::current_device()));
   std::printf("device %s, %d SMs; GPT-2 124M shapes B=%ld T=%ld\n", prop.name, prop.multiProcessorCount, (long)B,
@@ -91,10 +101,11 @@ int main(int argc, char** argv) {
   std::printf("ceil  device-to-device copy 1 GiB        %8.3f ms %8.1f GB/s (read + write)\n", copy_ms, copy_gbs);
   src = Tensor();
   dst = Tensor();
-  gemm_row("cuBLAS 8192^3", 8192, 8192, 8192, false, DType::bf16);
+  if (want("ceil")) gemm_row("cuBLAS 8192^3", 8192, 8192, 8192, false, DType::bf16);
 
   // ---- GEMM on GPT-2 124M shapes (forward products; backward has the same shapes transposed)
   for (DType dt : {DType::bf16, DType::f32}) {
+    if (!want("gemm")) break;
     for (bool tf32 : {false, true}) {
       if (tf32 && dt != DType::f32) continue;
       gemm_row("attn qkv", BT, 3 * C, C, false, dt, tf32);
@@ -107,7 +118,7 @@ int main(int argc, char** argv) {
   }
 
   // ---- elementwise and tensor-core kernels of the training step (f16, as profiled)
-  {
+  if (want("elem")) {
     const DType dt = DType::f16;
     const double es = static_cast<double>(dtype_size(dt));
     Tensor x = rnd({BT, 4 * C}, dt), bias = rnd({4 * C}, dt), y = x.empty_like();
@@ -130,6 +141,7 @@ int main(int argc, char** argv) {
 
   // ---- layernorm (BT, C)
   for (DType dt : {DType::bf16, DType::f32}) {
+    if (!want("layernorm")) break;
     Tensor x = rnd({BT, C}, dt), w = rnd({C}, dt), b = rnd({C}, dt), y = x.empty_like();
     Tensor mean = Tensor::empty({BT}, DType::f32, Device::cuda), rstd = mean.empty_like();
     Tensor dy = rnd({BT, C}, dt), dx = x.empty_like(), dw = w.empty_like(), db = w.empty_like();
@@ -145,6 +157,7 @@ int main(int argc, char** argv) {
 
   // ---- fused cross-entropy (BT, V)
   for (DType dt : {DType::bf16, DType::f32}) {
+    if (!want("ce")) break;
     Tensor logits = rnd({BT, V}, dt, -3.f, 3.f);
     std::vector<int64_t> tv(static_cast<size_t>(BT));
     for (int64_t i = 0; i < BT; ++i) tv[i] = (i * 7919) % V;
@@ -162,7 +175,7 @@ int main(int argc, char** argv) {
   }
 
   // ---- AdamW over 124M parameters (f32 master, m, v, f32 grad, bf16 copy)
-  {
+  if (want("adamw")) {
     const int64_t P = 124439808;
     Tensor p = rnd({P}, DType::f32), g = rnd({P}, DType::f32), m = rnd({P}, DType::f32, -0.01f, 0.01f),
            v = rnd({P}, DType::f32, 0.f, 1e-4f), lp = Tensor::empty({P}, DType::bf16, Device::cuda);
@@ -175,6 +188,7 @@ int main(int argc, char** argv) {
 
   // ---- causal attention (B, H, T, D)
   for (DType dt : {DType::f16, DType::bf16, DType::f32}) {
+    if (!want("attn")) break;
     Tensor q = rnd({B, H, T, D}, dt), k = rnd({B, H, T, D}, dt), v = rnd({B, H, T, D}, dt), o = q.empty_like();
     Tensor lse = Tensor::empty({B, H, T}, DType::f32, Device::cuda);
     Tensor dO = rnd({B, H, T, D}, dt), dq = q.empty_like(), dk = q.empty_like(), dv = q.empty_like();
