@@ -39,6 +39,11 @@ void nccl_wait_ready(ncclComm_t comm, Millis timeout, const std::string& what) {
   }
 }
 
+bool nccl_ready_now(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  return ncclCommGetAsyncError(comm, &state) == ncclSuccess && state == ncclSuccess;
+}
+
 std::shared_ptr<Communicator> create_nccl_communicator(MPI_Comm parent, int device, const std::string& name,
                                                        Millis timeout) {
   require_mpi("create_nccl_communicator");

@@ -4,8 +4,10 @@
 #include "comm/nccl/nccl_communicator.h"
 
 #include <atomic>
+#include <memory>
 
 #include "comm/mpi_wait.h"
+#include "comm/nccl/event_pool.h"
 #include "comm/nccl/nccl_check.h"
 #include "tensor/cuda/runtime.h"
 
@@ -13,7 +15,9 @@ namespace st::comm {
 
 struct NcclCommunicator::Handle {
   ncclComm_t comm = nullptr;
-  std::atomic<bool> aborted{false};
+  std::atomic<bool> aborted{false};    // comm aborted or destroyed: never call NCCL on it again
+  std::atomic<bool> finalized{false};  // destroyed after ncclCommFinalize completed
+  EventPool events;  // completion events (outlives the communicator while a Work holds it)
   void abort() {
     bool expected = false;
     if (aborted.compare_exchange_strong(expected, true)) ncclCommAbort(comm);
@@ -42,48 +46,62 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
+}  // namespace
+
+// Not in the anonymous namespace: a friend of NcclCommunicator (it holds the Handle).
 class NcclWork final : public Work {
  public:
-  NcclWork(std::shared_ptr<CommState> state, std::string op, uint64_t seq, ncclComm_t comm, int device,
-           cudaEvent_t done, std::shared_ptr<std::vector<Tensor>> keep)
-      : Work(std::move(state), std::move(op), seq), comm_(comm), device_(device), done_(done), keep_(std::move(keep)) {}
+  using Handle = NcclCommunicator::Handle;
+  NcclWork(std::shared_ptr<CommState> state, const char* op, uint64_t seq, std::shared_ptr<Handle> h, int device,
+           cudaEvent_t done, std::vector<Tensor> keep)
+      : Work(std::move(state), op, seq), h_(std::move(h)), device_(device), done_(done), keep_(std::move(keep)) {}
   ~NcclWork() override {
     settle();
+    // Still set only if the operation never finished: the event may be pending, so it is
+    // destroyed (CUDA releases it once complete), never reused.
     if (done_) cudaEventDestroy(done_);
   }
 
  protected:
   bool poll() override {
+    cudaError_t q = cudaEventQuery(done_);
+    if (q != cudaErrorNotReady) CHECK_CUDA(q);
+    if (h_->aborted.load()) {  // the NCCL communicator is gone: no NCCL call on it any more
+      if (h_->finalized.load()) return q == cudaSuccess;  // ncclCommFinalize flushed every operation
+      std::string msg = "comm error: " + describe() + ": the NCCL communicator was aborted";
+      state()->mark_broken(msg);
+      throw CommError(msg);
+    }
+    // After the query: an aborted communicator's kernels end early and complete the event too,
+    // so "complete" counts only when no asynchronous error was raised by then.
     ncclResult_t async = ncclSuccess;
-    ncclResult_t rc = ncclCommGetAsyncError(comm_, &async);
+    ncclResult_t rc = ncclCommGetAsyncError(h_->comm, &async);
     if (rc != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
       ncclResult_t bad = rc != ncclSuccess ? rc : async;
       std::string msg = "comm error: " + describe() + ": NCCL " + ncclGetErrorString(bad) + ": " +
-                        ncclGetLastError(comm_);
+                        ncclGetLastError(h_->comm);
       state()->mark_broken(msg);  // aborts the NCCL communicator
       throw CommError(msg);
     }
-    cudaError_t q = cudaEventQuery(done_);
-    if (q == cudaErrorNotReady) return false;
-    CHECK_CUDA(q);
-    return true;
+    return q == cudaSuccess;
   }
   void finish() override {
     // Later work on the caller's stream sees the results; no host synchronisation.
     ::st::cuda::DeviceGuard guard(device_);
     CHECK_CUDA(cudaStreamWaitEvent(::st::cuda::current_stream(), done_, 0));
-    keep_.reset();
+    // Complete, and the wait above captured its record: the event may be re-recorded now.
+    h_->events.put(done_);
+    done_ = nullptr;
+    keep_.clear();
   }
-  void abandon() override { keep_alive_forever(keep_); }
+  void abandon() override { keep_alive_forever(std::make_shared<std::vector<Tensor>>(std::move(keep_))); }
 
  private:
-  ncclComm_t comm_;
+  std::shared_ptr<Handle> h_;
   int device_;
   cudaEvent_t done_;
-  std::shared_ptr<std::vector<Tensor>> keep_;
+  std::vector<Tensor> keep_;
 };
-
-}  // namespace
 
 NcclCommunicator::NcclCommunicator(ncclComm_t nccl, MPI_Comm mpi, int device, const std::string& name, Millis timeout)
     : Communicator(std::make_shared<CommState>(
@@ -107,6 +125,7 @@ NcclCommunicator::NcclCommunicator(ncclComm_t nccl, MPI_Comm mpi, int device, co
   CHECK_MPI(MPI_Comm_set_errhandler(mpi_, MPI_ERRORS_RETURN));
   ::st::cuda::DeviceGuard guard(device_);
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
   barrier_buf_ = Tensor::zeros({1}, DType::i32, Device::cuda);
 }
 
@@ -118,11 +137,13 @@ NcclCommunicator::~NcclCommunicator() {
       CHECK_NCCL(ncclCommFinalize(h_->comm));
       nccl_wait_ready(h_->comm, timeout(), state()->where() + ", finalize");
       ncclCommDestroy(h_->comm);
+      h_->finalized.store(true);
       h_->aborted.store(true);
     } catch (const std::exception&) {
       h_->abort();
     }
   }
+  if (ready_) cudaEventDestroy(ready_);
   if (stream_) cudaStreamDestroy(stream_);
   int fin = 0;
   MPI_Finalized(&fin);
@@ -139,26 +160,27 @@ std::vector<CollectiveSignature> NcclCommunicator::exchange_signatures(const Col
   return mpi_exchange_signatures(mpi_, mine, *state(), timeout());
 }
 
-WorkPtr NcclCommunicator::launch(const char* op, uint64_t seq, std::vector<Tensor> keep,
-                                 const std::function<void()>& enqueue) {
+template <class Enqueue>
+WorkPtr NcclCommunicator::launch(const char* op, uint64_t seq, std::vector<Tensor> keep, const Enqueue& enqueue) {
   ::st::cuda::DeviceGuard guard(device_);
-  cudaEvent_t ready = nullptr, done = nullptr;
-  CHECK_CUDA(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-  CHECK_CUDA(cudaEventRecord(ready, ::st::cuda::current_stream()));
-  CHECK_CUDA(cudaStreamWaitEvent(stream_, ready, 0));
-  CHECK_CUDA(cudaEventDestroy(ready));  // released once the wait is satisfied
+  CHECK_CUDA(cudaEventRecord(ready_, ::st::cuda::current_stream()));
+  CHECK_CUDA(cudaStreamWaitEvent(stream_, ready_, 0));
   enqueue();
-  // A non-blocking communicator may still be enqueueing: the event must come after the kernels.
-  try {
-    nccl_wait_ready(h_->comm, timeout(), state()->where() + ", enqueue " + op + " seq " + std::to_string(seq));
-  } catch (const CommError& e) {
-    state()->mark_broken(e.what());
-    throw;
+  // A non-blocking communicator may still be enqueueing (ncclInProgress): the completion event
+  // must come after the kernels. Usually it is done at once; only then is the message built.
+  if (!nccl_ready_now(h_->comm)) {
+    try {
+      nccl_wait_ready(h_->comm, timeout(), state()->where() + ", enqueue " + op + " seq " + std::to_string(seq));
+    } catch (const CommError& e) {
+      state()->mark_broken(e.what());
+      throw;
+    }
   }
-  CHECK_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  CHECK_CUDA(cudaEventRecord(done, stream_));
-  return std::make_shared<NcclWork>(state(), op, seq, h_->comm, device_, done,
-                                    std::make_shared<std::vector<Tensor>>(std::move(keep)));
+  cudaEvent_t done = h_->events.get();
+  cudaError_t rc = cudaEventRecord(done, stream_);
+  if (rc != cudaSuccess) h_->events.put(done);  // never recorded: reusable
+  CHECK_CUDA(rc);
+  return std::make_shared<NcclWork>(state(), op, seq, h_, device_, done, std::move(keep));
 }
 
 WorkPtr NcclCommunicator::do_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) {

@@ -2,6 +2,9 @@
 // (cudaStreamWaitEvent) for an event recorded on the caller's compute stream, runs on the comm
 // stream, and records a completion event; Work::wait polls cudaEventQuery and
 // ncclCommGetAsyncError against the deadline, then orders the compute stream after the event.
+// No event is created per call: the "ready" event is one per communicator (re-recorded each time;
+// cudaStreamWaitEvent captures the record when called) and completion events come from an
+// EventPool (comm/nccl/event_pool.h), each returned when its Work finished.
 // The NCCL communicator is non-blocking (config.blocking = 0) so that ncclCommAbort, run by the
 // watchdog on a timeout or an asynchronous error, can cancel operations in flight. A private MPI
 // communicator over the same ranks carries the unique id, split agreement and debug signatures.
@@ -10,13 +13,14 @@
 #include <mpi.h>
 #include <nccl.h>
 
-#include <functional>
 #include <memory>
 #include <string>
 
 #include "comm/communicator.h"
 
 namespace st::comm {
+
+class NcclWork;
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -39,16 +43,20 @@ class NcclCommunicator final : public Communicator {
   WorkPtr do_batch_p2p(const std::vector<P2POp>& ops, const std::string& op_name, uint64_t seq) override;
 
  private:
-  // Orders the comm stream after the compute stream, runs `enqueue` (NCCL calls on stream_),
-  // records the completion event and wraps it in a Work holding `keep` alive.
-  WorkPtr launch(const char* op, uint64_t seq, std::vector<Tensor> keep, const std::function<void()>& enqueue);
+  friend class NcclWork;  // holds the Handle
+  // Orders the comm stream after the compute stream, runs `enqueue()` (NCCL calls on stream_),
+  // records a completion event and wraps it in a Work holding `keep` alive. Defined and used only
+  // in nccl_communicator.cpp (a template: no std::function allocation per call).
+  template <class Enqueue>
+  WorkPtr launch(const char* op, uint64_t seq, std::vector<Tensor> keep, const Enqueue& enqueue);
   void require_cuda(const Tensor& t, const char* op) const;
 
-  struct Handle;  // the ncclComm_t, shared with Works and the abort hook
+  struct Handle;  // the ncclComm_t and the event pool, shared with Works and the abort hook
   std::shared_ptr<Handle> h_;
   MPI_Comm mpi_;
   int device_;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;  // recorded on the caller's stream before each operation
   Tensor barrier_buf_;  // (1) i32 on the device
 };
 

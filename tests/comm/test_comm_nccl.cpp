@@ -1,7 +1,8 @@
 // NCCL backend at world size 1 (label gpu; built only with NCCL, run on a machine with a GPU).
 // The multi-rank NCCL runs are the mpi tests themselves: test_comm instantiates every collective
 // and p2p case on NCCL wherever each rank has a GPU. Here: the plumbing (dtypes, layouts, in place
-// and out of place), ordering against the compute stream by events, split, abort, and auto choice.
+// and out of place), ordering against the compute stream by events, pooled events with operations
+// in flight, split, abort, and auto choice.
 #include <gtest/gtest.h>
 
 #include "comm/make_communicator.h"
@@ -59,6 +60,40 @@ TEST(NcclOneRank, CommStreamWaitsForComputeStream) {
     EXPECT_EQ(v.front(), rep);
     EXPECT_EQ(v.back(), rep);
   }
+}
+
+// Completion events are pooled and the ready event is re-recorded for every operation: several
+// operations in flight at once, each ordered after its own fill on the compute stream, waited in
+// reverse order, for many rounds (the pool's events are reused throughout). A Work dropped
+// unwaited (its destructor waits) and one waited after its communicator was destroyed also end
+// well.
+TEST(NcclOneRank, EventsReusedWithOperationsInFlight) {
+  auto c = make_world("nccl");
+  const int64_t n = 1 << 22;
+  std::vector<Tensor> in, out;
+  for (int k = 0; k < 3; ++k) {
+    in.push_back(Tensor::zeros({n}, DType::f32, Device::cuda));
+    out.push_back(Tensor::zeros({n}, DType::f32, Device::cuda));
+  }
+  for (int round = 0; round < 50; ++round) {
+    std::vector<WorkPtr> works;
+    for (int k = 0; k < 3; ++k) {
+      in[k].fill_(round * 10 + k);  // asynchronous: each op must see its own fill
+      works.push_back(c->allReduce(in[k], out[k]));
+    }
+    if (round % 5 == 4) works.push_back(c->allReduce(in[0], ReduceOp::max));  // dropped below
+    for (int k = 2; k >= 0; --k) works[k]->wait();
+    for (int k = 0; k < 3; ++k) {
+      std::vector<float> v = out[k].to_float();
+      ASSERT_EQ(v.front(), round * 10 + k) << "round " << round << " op " << k;
+      ASSERT_EQ(v.back(), round * 10 + k) << "round " << round << " op " << k;
+    }
+  }
+  Tensor t = Tensor::full({n}, 3.0, DType::f32, Device::cuda);
+  WorkPtr late = c->allReduce(t);
+  c.reset();  // finalizes the NCCL communicator: the operation is flushed
+  late->wait();
+  EXPECT_EQ(t.to_double().back(), 3.0);
 }
 
 TEST(NcclOneRank, SplitAndAbort) {
