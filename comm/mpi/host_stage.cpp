@@ -9,18 +9,22 @@ namespace st::comm::mpi {
 
 Staged HostStage::input(const Tensor& t, Place place) {
   if (direct(t, place)) return {t.data_ptr(), nullptr, t.is_cuda()};
-  Staged s = scratch(t.nbytes());
-  if (t.is_cuda())
-    s.block->download_async(t.data_ptr(), t.nbytes());
-  else
+  Staged s = lease(t.nbytes());
+  if (t.is_cuda()) {
+    s.block->download(t.data_ptr(), t.nbytes());
+  } else {
+    s.block->wait();
     std::memcpy(s.ptr, t.data_ptr(), t.nbytes());
+  }
   return s;
 }
 
 Staged HostStage::input_chunk(const Tensor& whole, const Tensor& chunk, size_t offset) {
   if (direct(whole, Place::any)) return {whole.data_ptr(), nullptr, whole.is_cuda()};
-  Staged s = scratch(whole.nbytes());  // only CUDA tensors are staged here
-  s.block->download_async(chunk.data_ptr(), chunk.nbytes(), offset);
+  // Only CUDA tensors are staged here. After the download no upload is pending: MPI may write
+  // the rest of the block.
+  Staged s = lease(whole.nbytes());
+  s.block->download(chunk.data_ptr(), chunk.nbytes(), offset);
   return s;
 }
 
@@ -30,6 +34,12 @@ Staged HostStage::output(const Tensor& t, Place place) {
 }
 
 Staged HostStage::scratch(size_t bytes) {
+  Staged s = lease(bytes);
+  s.block->wait();  // an upload from the block's previous lease may still read it
+  return s;
+}
+
+Staged HostStage::lease(size_t bytes) {
   Staged s;
   s.block = pool_.acquire(bytes);
   s.ptr = s.block->data();
@@ -37,10 +47,7 @@ Staged HostStage::scratch(size_t bytes) {
 }
 
 void ready(const Staged& s) {
-  if (s.block)
-    s.block->wait();
-  else if (s.device)
-    cuda::synchronize();
+  if (s.device) cuda::synchronize();
 }
 
 void writeback(const Staged& s, const Tensor& dst) {

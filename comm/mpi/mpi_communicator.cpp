@@ -1,6 +1,6 @@
 // MPI backend (see mpi_communicator.h). Every operation: decide where MPI reads and writes each
-// tensor (its own memory, or a pinned staging block: host_stage.h), enqueue the downloads and wait
-// for them, post one nonblocking MPI call, and return an MpiWork whose finish() scales avg
+// tensor (its own memory, or a pinned staging block: host_stage.h), copy staged inputs to the
+// host, post one nonblocking MPI call, and return an MpiWork whose finish() scales avg
 // results, rounds widened f16 / bf16 values once, and uploads staged results to CUDA tensors.
 #include "comm/mpi/mpi_communicator.h"
 
@@ -127,7 +127,7 @@ WorkPtr MpiCommunicator::do_all_reduce(const Tensor& in, const Tensor& out, Redu
     Staged si = stage_.input(in, Place::any);
     Staged so = in_place ? si : stage_.output(out, same_memory(in, out) ? Place::separate : Place::any);
     ready(si);
-    ready(so);
+    if (!in_place) ready(so);
     p->staged = {si, so};
     CHECK_MPI(MPI_Iallreduce(in_place ? MPI_IN_PLACE : si.ptr, so.ptr, n, raw_type(in), mpi_op(op), comm_,
                              p->reqs.data()));
@@ -239,7 +239,7 @@ std::shared_ptr<Communicator> MpiCommunicator::do_split(int color, int key, cons
 WorkPtr MpiCommunicator::do_batch_p2p(const std::vector<P2POp>& ops, const std::string& op_name, uint64_t seq) {
   auto p = std::make_shared<MpiPayload>();
   p->reqs.resize(ops.size());
-  // Every download enqueued first, then one wait each (the first does the work), then the posts.
+  // Every buffer staged (downloads complete), then the posts.
   for (const P2POp& o : ops) {
     const bool is_recv = o.kind == P2POp::Kind::recv;
     p->keep.push_back(o.tensor);

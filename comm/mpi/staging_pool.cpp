@@ -37,7 +37,6 @@ StagingPool::Lease StagingPool::acquire(size_t bytes) {
     s_->allocations++;
     s_->bytes += block->bytes();
   }
-  block->wait();  // an upload from its previous lease may still read it
   std::shared_ptr<State> state = s_;
   return Lease(block.release(), [state](cuda::PinnedBuffer* b) {
     std::lock_guard<std::mutex> lock(state->mu);

@@ -20,9 +20,10 @@ class StagingPool {
   using Lease = std::shared_ptr<cuda::PinnedBuffer>;
 
   StagingPool();
-  // A block of at least `bytes`, whose last asynchronous copy has finished. The block goes back
-  // to the pool when the last copy of the Lease is dropped (even after the pool is destroyed:
-  // then it is freed).
+  // A block of at least `bytes`. Its last upload may still be reading it (no host wait here):
+  // PinnedBuffer::download orders itself after that upload on the device, and whoever writes the
+  // block from the host or through MPI calls wait() first. The block goes back to the pool when
+  // the last copy of the Lease is dropped (even after the pool is destroyed: then it is freed).
   Lease acquire(size_t bytes);
 
   uint64_t allocations() const;  // blocks this pool allocated so far (flat in the steady state)

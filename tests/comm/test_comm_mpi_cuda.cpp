@@ -1,13 +1,15 @@
 // MPI backend on CUDA tensors (label gpu; run under mpirun -np 2 on one GPU, the ranks sharing
 // it). test_comm already runs every op and dtype on CUDA tensors at 7 elements ("mpi_cuda"); here:
 // odd and aligned sizes, views whose offset breaks 16-byte alignment, f16/bf16 rounding once,
-// ordering after the compute stream, several operations in flight, and the staging pool's
-// steady state (no page-locked allocation once warm). Expected values are closed forms.
+// ordering after the compute stream, several operations in flight, a staging block reused while
+// its upload is still queued (on another stream), and the staging pool's steady state (no
+// page-locked allocation once warm). Expected values are closed forms.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "comm/mpi/mpi_communicator.h"
+#include "tensor/cuda/runtime.h"
 #include "tensor/pinned.h"
 #include "tests/comm/comm_test_util.h"
 
@@ -162,6 +164,47 @@ TEST_F(MpiCuda, OrderedAfterComputeStream) {
     EXPECT_EQ(v.front(), 2.0f * rep * N);
     EXPECT_EQ(v.back(), 2.0f * rep * N);
   }
+}
+
+// A staging block goes back to the pool while its upload is still queued (stream A is busy with
+// large fills), and the next operation on another stream (B) leases it at once: as the input of
+// an all-reduce (the download must wait on the device for A's upload) and as the output of a
+// reduce-scatter (MPI must not write it before A's upload read it, a host wait). Without either
+// wait, A's upload would carry B's values into `a`.
+TEST_F(MpiCuda, BlockReusedWhileItsUploadIsQueued) {
+  const int64_t n = 1 << 18;  // 1 MiB of f32: one pool block
+  Tensor slow = Tensor::zeros({1 << 26}, DType::f32, Device::cuda);  // 256 MiB to keep A busy
+  cudaStream_t b_stream = nullptr;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&b_stream, cudaStreamNonBlocking));
+  for (int round = 0; round < 4; ++round) {
+    const bool as_output = round % 2 == 1;
+    Tensor a = Tensor::full({n}, R + 1.0 + round, DType::f32, Device::cuda);
+    WorkPtr wa = world->allReduce(a);
+    for (int i = 0; i < 8; ++i) slow.fill_(i);  // queued on A before a's upload
+    wa->wait();                                  // enqueues the upload behind the fills
+    wa.reset();                                  // the block goes back to the pool
+    std::vector<double> got_b;
+    {
+      ::st::cuda::StreamGuard on_b(b_stream);
+      if (!as_output) {
+        Tensor b = Tensor::full({n}, 100.0 * (R + 1), DType::f32, Device::cuda);
+        world->allReduce(b)->wait();
+        got_b = b.to_double();
+      } else {
+        Tensor in = Tensor::full({N * n}, 100.0 * (R + 1), DType::f32, Device::cuda);
+        Tensor out = Tensor::zeros({n}, DType::f32, Device::cuda);
+        world->reduceScatter(in, out)->wait();
+        got_b = out.to_double();
+      }
+      ::st::cuda::synchronize();
+    }
+    std::vector<double> got_a = a.to_double();
+    EXPECT_EQ(got_a.front(), sum_ranks() + N * round) << "round " << round;
+    EXPECT_EQ(got_a.back(), sum_ranks() + N * round) << "round " << round;
+    EXPECT_EQ(got_b.front(), 100.0 * sum_ranks()) << "round " << round;
+    EXPECT_EQ(got_b.back(), 100.0 * sum_ranks()) << "round " << round;
+  }
+  CHECK_CUDA(cudaStreamDestroy(b_stream));
 }
 
 // A training-like step: several bucket all-reduces in flight at once, an all-gather, a
