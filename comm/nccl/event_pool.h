@@ -1,9 +1,8 @@
 // EventPool: the completion events of one NCCL communicator's operations, reused instead of
 // created and destroyed per call (cudaEventCreate + cudaEventDestroy cost microseconds, as much
 // as a small collective). An event goes back to the pool only once nothing can observe its last
-// record any more: the operation finished (cudaEventQuery said so) and the caller's stream has
-// been ordered after it (cudaStreamWaitEvent captures the record when it is called). An event of
-// an operation that never finished (timeout, broken communicator) is destroyed, never reused.
+// record any more: the host saw it complete (cudaEventQuery) and its Work finished. An event of an
+// operation that never finished (timeout, broken communicator) is destroyed, never reused.
 // Shared by the communicator and its Works (a Work may outlive the communicator); thread-safe.
 #pragma once
 #include <cuda_runtime.h>

@@ -52,9 +52,9 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 class NcclWork final : public Work {
  public:
   using Handle = NcclCommunicator::Handle;
-  NcclWork(std::shared_ptr<CommState> state, const char* op, uint64_t seq, std::shared_ptr<Handle> h, int device,
+  NcclWork(std::shared_ptr<CommState> state, const char* op, uint64_t seq, std::shared_ptr<Handle> h,
            cudaEvent_t done, std::vector<Tensor> keep)
-      : Work(std::move(state), op, seq), h_(std::move(h)), device_(device), done_(done), keep_(std::move(keep)) {}
+      : Work(std::move(state), op, seq), h_(std::move(h)), done_(done), keep_(std::move(keep)) {}
   ~NcclWork() override {
     settle();
     // Still set only if the operation never finished: the event may be pending, so it is
@@ -86,10 +86,9 @@ class NcclWork final : public Work {
     return q == cudaSuccess;
   }
   void finish() override {
-    // Later work on the caller's stream sees the results; no host synchronisation.
-    ::st::cuda::DeviceGuard guard(device_);
-    CHECK_CUDA(cudaStreamWaitEvent(::st::cuda::current_stream(), done_, 0));
-    // Complete, and the wait above captured its record: the event may be re-recorded now.
+    // Runs only after the host saw the event complete (poll): every kernel enqueued from now on,
+    // on any stream, runs after the operation and sees its results, so the caller's stream needs
+    // no cudaStreamWaitEvent. Nothing can observe the event any more: it may be re-recorded.
     h_->events.put(done_);
     done_ = nullptr;
     keep_.clear();
@@ -98,7 +97,6 @@ class NcclWork final : public Work {
 
  private:
   std::shared_ptr<Handle> h_;
-  int device_;
   cudaEvent_t done_;
   std::vector<Tensor> keep_;
 };
@@ -180,7 +178,7 @@ WorkPtr NcclCommunicator::launch(const char* op, uint64_t seq, std::vector<Tenso
   cudaError_t rc = cudaEventRecord(done, stream_);
   if (rc != cudaSuccess) h_->events.put(done);  // never recorded: reusable
   CHECK_CUDA(rc);
-  return std::make_shared<NcclWork>(state(), op, seq, h_, device_, done, std::move(keep));
+  return std::make_shared<NcclWork>(state(), op, seq, h_, done, std::move(keep));
 }
 
 WorkPtr NcclCommunicator::do_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) {

@@ -1,7 +1,8 @@
 // NCCL backend: CUDA tensors, one communication stream per communicator. Each operation waits
 // (cudaStreamWaitEvent) for an event recorded on the caller's compute stream, runs on the comm
 // stream, and records a completion event; Work::wait polls cudaEventQuery and
-// ncclCommGetAsyncError against the deadline, then orders the compute stream after the event.
+// ncclCommGetAsyncError against the deadline. Once the host has seen the event complete, work the
+// caller enqueues afterwards, on any stream, runs after the operation: no stream wait is needed.
 // No event is created per call: the "ready" event is one per communicator (re-recorded each time;
 // cudaStreamWaitEvent captures the record when called) and completion events come from an
 // EventPool (comm/nccl/event_pool.h), each returned when its Work finished.
