@@ -3,6 +3,7 @@
 // prints one line naming the rank and aborts the job so no rank waits forever.
 #include <mpi.h>
 
+#include "comm/mpi_env.h"
 #include "launch/commands.h"
 #include "runtime/parallel_training.h"
 
@@ -12,6 +13,7 @@ int train_command(const runtime::TrainConfig& cfg) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    comm::apply_mpi_defaults();
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/mpi_env.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "tests/bench/mpi_timing.h"
 
@@ -26,6 +27,7 @@ using namespace st::comm;
 
 int main(int argc, char** argv) {
   int provided = 0;
+  st::comm::apply_mpi_defaults();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   size_t max_mb = 256;
   for (int i = 1; i + 1 < argc; ++i)

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/mpi_env.h"
 #include "comm/mpi/cuda_aware.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/nccl_backend.h"
@@ -142,6 +143,7 @@ void mpi_section(int rank, int size, size_t max_bytes) {
 
 int main(int argc, char** argv) {
   int provided = 0;
+  st::comm::apply_mpi_defaults();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   size_t max_mb = 256;
   for (int i = 1; i + 1 < argc; ++i)

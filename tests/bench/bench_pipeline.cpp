@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "comm/mpi_env.h"
 #include "comm/make_communicator.h"
 #include "runtime/model_registry.h"
 #include "runtime/pipeline_source.h"
@@ -27,6 +28,7 @@ using namespace st::runtime;
 
 int main(int argc, char** argv) {
   int provided;
+  st::comm::apply_mpi_defaults();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   const int m = argc > 1 ? std::atoi(argv[1]) : 8;
   TrainConfig cfg;

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "comm/mpi_env.h"
+
 namespace {
 
 int world_rank() {
@@ -46,6 +48,7 @@ bool final_barrier() {
 
 int main(int argc, char** argv) {
   int provided = 0;
+  st::comm::apply_mpi_defaults();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   ::testing::InitGoogleTest(&argc, argv);
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "comm/mpi_env.h"
 #include "runtime/parallel_training.h"
 #include "runtime/token_data.h"
 #include "runtime/trainer.h"
@@ -516,6 +517,7 @@ TEST(Layouts, Fp16OverflowSkippedByEveryRank) {
 
 int main(int argc, char** argv) {
   int provided;
+  st::comm::apply_mpi_defaults();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   ::testing::InitGoogleTest(&argc, argv);
   if (world_rank() != 0) ::testing::GTEST_FLAG(brief) = true;
