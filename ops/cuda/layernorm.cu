@@ -1,7 +1,7 @@
 // CUDA layer normalisation over the last dim, fused per direction:
-//   fwd: one warp per row (N, C): mean, then the centred variance (a second pass over the row,
-//        which is in L1), then y = (x − mean)·rstd·w + b; saves mean, rstd (N) f32. Rows of whole
-//        16-byte packs take the vectorised twins of the row kernels.
+//   fwd: one warp per row (N, C): mean, then the centred variance (a second pass over the row),
+//        then y = (x − mean)·rstd·w + b; saves mean, rstd (N) f32. Rows of whole 16-byte packs
+//        take the vectorised twins of the row kernels; with C ≤ 1024 the row stays in registers.
 //   bwd: dx in one warp per row (Σ g and Σ g·n̂ with g = dy·w, llm.c's formula), written (=);
 //        dw = Σ_rows dy·n̂ and db = Σ_rows dy, written (=), as partials (S, C) in f32 over S
 //        slices of rows, then a fixed-order sum over the slices. Rows of whole 16-byte packs with
@@ -114,6 +114,58 @@ __global__ void layernorm_fwd_vec_kernel(const T* x, const T* w, const T* b, flo
   }
 }
 
+// Register-resident forward for rows of whole packs with C ≤ 32·K·NP: lane l holds packs l + 32·k
+// (k < K) of its row, so x is read from memory once and all K loads are in flight together.
+template <class T, int K>
+__global__ void __launch_bounds__(32 * kRowsPerBlock)
+    layernorm_fwd_reg_kernel(const T* x, const T* w, const T* b, float eps, T* y, float* mean, float* rstd,
+                             int64_t N, int64_t C) {
+  using st::cuda::load_pack;
+  using st::cuda::Pack;
+  constexpr int NP = Pack<T>::N;
+  const int lane = threadIdx.x & 31;
+  const int64_t r = blockIdx.x * (int64_t)kRowsPerBlock + (threadIdx.x >> 5);
+  if (r >= N) return;
+  const int P = static_cast<int>(C / NP);
+  const T* xr = x + r * C;
+  Pack<T> xv[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (lane + 32 * k < P) xv[k] = load_pack(xr + (lane + 32 * k) * NP);
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (lane + 32 * k < P)
+#pragma unroll
+      for (int j = 0; j < NP; ++j) s += to_float(xv[k].v[j]);
+  const float mu = warp_sum(s) / static_cast<float>(C);
+  float v = 0.f;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (lane + 32 * k < P)
+#pragma unroll
+      for (int j = 0; j < NP; ++j) {
+        const float d = to_float(xv[k].v[j]) - mu;
+        v += d * d;
+      }
+  const float rs = rsqrtf(warp_sum(v) / static_cast<float>(C) + eps);
+  T* yr = y + r * C;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int p = lane + 32 * k;
+    if (p >= P) continue;
+    Pack<T> wv = load_pack(w + p * NP), bv = load_pack(b + p * NP), o;
+#pragma unroll
+    for (int j = 0; j < NP; ++j)
+      o.v[j] = from_float<T>((to_float(xv[k].v[j]) - mu) * rs * to_float(wv.v[j]) + to_float(bv.v[j]));
+    st::cuda::store_pack(yr + p * NP, o);
+  }
+  if (lane == 0) {
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+}
+
 template <class T>
 __global__ void layernorm_bwd_dx_vec_kernel(const T* x, const T* w, const float* mean, const float* rstd, const T* dy,
                                             T* dx, int64_t N, int64_t C) {
@@ -173,15 +225,22 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
     const T* xr = x + r * C;
     const T* gr = dy + r * C;
     const float mu = mean[r], rs = rstd[r];
+    Pack<T> xv[K], gv[K];  // the lane's packs of the row, loaded together, used by both passes
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (lane + 32 * k < P) {
+        xv[k] = load_pack(xr + (lane + 32 * k) * NP);
+        gv[k] = load_pack(gr + (lane + 32 * k) * NP);
+      }
     float sg = 0.f, sgn = 0.f;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int p = lane + 32 * k;
       if (p >= P) continue;
-      Pack<T> xv = load_pack(xr + p * NP), gv = load_pack(gr + p * NP), wv = load_pack(w + p * NP);
+      Pack<T> wv = load_pack(w + p * NP);
 #pragma unroll
       for (int j = 0; j < NP; ++j) {
-        const float d = to_float(gv.v[j]), nh = (to_float(xv.v[j]) - mu) * rs, g = d * to_float(wv.v[j]);
+        const float d = to_float(gv[k].v[j]), nh = (to_float(xv[k].v[j]) - mu) * rs, g = d * to_float(wv.v[j]);
         sg += g;
         sgn += g * nh;
         aw[k][j] += d * nh;
@@ -194,11 +253,11 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
     for (int k = 0; k < K; ++k) {
       const int p = lane + 32 * k;
       if (p >= P) continue;
-      Pack<T> xv = load_pack(xr + p * NP), gv = load_pack(gr + p * NP), wv = load_pack(w + p * NP), o;
+      Pack<T> wv = load_pack(w + p * NP), o;
 #pragma unroll
       for (int j = 0; j < NP; ++j) {
-        const float g = to_float(gv.v[j]) * to_float(wv.v[j]);
-        o.v[j] = from_float<T>(rs * (g - mg - (to_float(xv.v[j]) - mu) * rs * mgn));
+        const float g = to_float(gv[k].v[j]) * to_float(wv.v[j]);
+        o.v[j] = from_float<T>(rs * (g - mg - (to_float(xv[k].v[j]) - mu) * rs * mgn));
       }
       st::cuda::store_pack(dr + p * NP, o);
     }
@@ -254,7 +313,6 @@ __global__ void layernorm_bwd_dwdb_partial_kernel(const T* x, const float* mean,
   }
 }
 
-// part_w, part_b (S, C) → dw, db (C), summed in slice order
 // part_w, part_b (S, C) → dw, db (C) in a fixed order: lane y of a (32 columns × 8 lanes) block
 // sums partials s ≡ y (mod 8) in order, then lane 0 adds the 8 lane sums in lane order
 // (deterministic; 8 short chains instead of one chain of S dependent loads per column)
@@ -312,7 +370,16 @@ void layernorm_fwd(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
   if (N == 0) return;
   visit_float_dtype(x.dtype(), "layernorm", [&](auto tag) {
     using T = decltype(tag);
-    auto kernel = vec_ok<T>(C, {&x, &w, &b, &y}) ? layernorm_fwd_vec_kernel<T> : layernorm_fwd_kernel<T>;
+    constexpr int NP = st::cuda::Pack<T>::N;
+    const bool vec = vec_ok<T>(C, {&x, &w, &b, &y});
+    auto kernel = vec ? layernorm_fwd_vec_kernel<T> : layernorm_fwd_kernel<T>;
+    if (vec && C <= 1024)  // register-resident: K = ⌈C / (32·NP)⌉ packs per lane, in steps of 8 columns
+      switch (((C + 31) / 32 + 7) / 8) {
+        case 1: kernel = layernorm_fwd_reg_kernel<T, 8 / NP>; break;
+        case 2: kernel = layernorm_fwd_reg_kernel<T, 16 / NP>; break;
+        case 3: kernel = layernorm_fwd_reg_kernel<T, 24 / NP>; break;
+        default: kernel = layernorm_fwd_reg_kernel<T, 32 / NP>; break;
+      }
     kernel<<<grid_for(N, kRowsPerBlock, INT32_MAX), 32 * kRowsPerBlock, 0, current_stream()>>>(
         static_cast<const T*>(x.data_ptr()), static_cast<const T*>(w.data_ptr()), static_cast<const T*>(b.data_ptr()),
         eps, static_cast<T*>(y.data_ptr()), mean.data<float>(), rstd.data<float>(), N, C);

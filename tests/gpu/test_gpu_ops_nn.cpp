@@ -75,8 +75,9 @@ TEST(GpuOpsNN, Layernorm) {
 }
 
 TEST(GpuOpsNN, LayernormBackwardFusedAndFallbackShapes) {
-  // fused dx + dw/db (rows of whole packs, C ≤ 1024): every lane width, partial last slices,
-  // fewer rows than warps; C > 1024 and misaligned x take the separate kernels
+  // fused dx + dw/db and the register-resident forward (rows of whole packs, C ≤ 1024): every
+  // lane width, partial last slices, fewer rows than warps; C > 1024 and misaligned x take the
+  // separate (looping) kernels
   for (int64_t C : {64, 200, 512, 768, 1024, 1032}) {
     const int64_t N = C == 768 ? 16384 : 333;
     check_gpu({.name = "layernorm (" + std::to_string(N) + "," + std::to_string(C) + ")", .shapes = {{N, C}, {C}, {C}},
