@@ -1,5 +1,6 @@
 """PyTorch SDPA causal attention fwd+bwd on the shapes of bench_ops_cuda (the comparison for
-ops/cuda/attention.cu). CUDA-event medians of 10 runs after 3 warm-ups, random inputs.
+ops/cuda/attention.cu). CUDA-event medians of 10 samples after 3 warm-ups, random inputs
+(a sample of a short call times back-to-back calls, as bench_ops_cuda does).
 Usage: python3 bench_attention_torch.py [B=16] [T=1024]"""
 import sys
 
@@ -12,17 +13,23 @@ H, D = 12, 64
 
 
 def median_ms(fn, reps=10, warm=3):
+    """Median ms per call; a sample times `inner` back-to-back calls (≥ ~0.5 ms), as
+    bench_ops_cuda's time_ms does, so neither side pays a lone launch's latency."""
     for _ in range(warm):
         fn()
-    times = []
-    for _ in range(reps):
+
+    def sample(inner):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        for _ in range(inner):
+            fn()
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
+        return a.elapsed_time(b) / inner
+
+    once = sample(1)
+    inner = 1 if once >= 0.5 else min(100, int(0.5 / max(once, 1e-3)) + 1)
+    times = sorted(sample(inner) for _ in range(reps))
     return times[len(times) // 2]
 
 

@@ -3,7 +3,8 @@
 // (bias add, bias-gradient column sum, add, add_, fill_, transpose and cast copies), layernorm /
 // cross-entropy / AdamW as GB/s against the copy, and causal attention fwd+bwd time (compare with
 // tests/bench/bench_attention_torch.py, PyTorch SDPA on the same shapes).
-// Times are CUDA-event medians of 20 runs after 3 warm-ups, on random inputs (never zeros).
+// Times are CUDA-event medians of 20 samples after 3 warm-ups, on random inputs (never zeros); a
+// sample of a short op times back-to-back calls (see time_ms).
 // Shapes are issue 3's: B·T = 16384 tokens, C = 768, V = 50304 (padded; 50257 shown too), and
 // attention B=16, 12 heads, T=1024, D=64 in f16 (bf16 and f32 too).
 // Usage: bench_ops_cuda [B=16] [T=1024] [sections=all]
@@ -39,23 +40,29 @@ Tensor rnd(const Shape& s, DType dt, float lo = -1.f, float hi = 1.f) {
   return t;
 }
 
-// Median milliseconds of fn over `reps` runs (events on the current stream).
+// Median milliseconds per call of fn over `reps` samples (events on the current stream). A sample
+// times `inner` back-to-back calls, as kernels run inside a training step, with inner chosen so a
+// sample lasts ≥ ~0.5 ms: a lone short launch would otherwise be timed with its ~5 µs of launch
+// latency (a 15 µs layernorm measured 22 µs alone).
 double time_ms(const std::function<void()>& fn, int reps = 20, int warm = 3) {
   for (int i = 0; i < warm; ++i) fn();
   cudaStream_t s = cuda::current_stream();
   cudaEvent_t a, b;
   CHECK_CUDA(cudaEventCreate(&a));
   CHECK_CUDA(cudaEventCreate(&b));
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
+  auto sample = [&](int inner) {
     CHECK_CUDA(cudaEventRecord(a, s));
-    fn();
+    for (int i = 0; i < inner; ++i) fn();
     CHECK_CUDA(cudaEventRecord(b, s));
     CHECK_CUDA(cudaEventSynchronize(b));
     float t = 0;
     CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
+    return static_cast<double>(t) / inner;
+  };
+  const double once = sample(1);
+  const int inner = once >= 0.5 ? 1 : std::min(100, static_cast<int>(0.5 / std::max(once, 1e-3)) + 1);
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) ms.push_back(sample(inner));
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   std::sort(ms.begin(), ms.end());
