@@ -66,8 +66,9 @@ TEST(E2E, AttentionBlockLossFalls) {
       Tensor loss = ops::cross_entropy(ops::linear(h, lhead.w), targets);  // ()
       losses.push_back(loss.item());
       loss.backward();
-      if (with_attention)
+      if (with_attention) {
         for (Param* p : lp) EXPECT_TRUE(p->w.grad().defined()) << "every parameter gets a gradient";
+      }
       adamw_all(lp, hp, step);
     }
     return losses;

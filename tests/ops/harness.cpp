@@ -117,7 +117,9 @@ void check_op(const OpCase& c) {
     double tol = dt == DType::f16 ? c.f16_tol : c.bf16_tol;
     EXPECT_LE(rel_err(lp.out, rref), tol) << "forward";
     for (size_t k = 0; k < inputs.size(); ++k)
-      if (wants_grad(c, k)) EXPECT_LE(rel_err(lp.grads[k], hi.grads[k]), 2 * tol) << "gradient of input " << k;
+      if (wants_grad(c, k)) {
+        EXPECT_LE(rel_err(lp.grads[k], hi.grads[k]), 2 * tol) << "gradient of input " << k;
+      }
   }
 }
 
@@ -139,7 +141,9 @@ void check_op_against_cpu(const OpCase& c, Device device, DType dtype, double to
   Run dev = run_op(c, rounded, dtype, device, u);
   EXPECT_LE(rel_err(dev.out, ref.out), tol) << "forward";
   for (size_t k = 0; k < inputs.size(); ++k)
-    if (wants_grad(c, k)) EXPECT_LE(rel_err(dev.grads[k], ref.grads[k]), tol) << "gradient of input " << k;
+    if (wants_grad(c, k)) {
+      EXPECT_LE(rel_err(dev.grads[k], ref.grads[k]), tol) << "gradient of input " << k;
+    }
 }
 
 }  // namespace st::test

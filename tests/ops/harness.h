@@ -22,7 +22,7 @@ struct OpCase {
   std::vector<Shape> shapes;     // floating inputs, drawn uniformly from [lo, hi)
   OpFn op;                       // calls the op; constants (indices, targets) are captured
   RefFn ref;                     // double-precision forward, flattened output
-  std::vector<bool> grad;        // which inputs get a gradient check (default: all)
+  std::vector<bool> grad = {};   // which inputs get a gradient check (default: all)
   float lo = -1.f, hi = 1.f;
   double atol = 1e-5, rtol = 1e-4;            // f32 forward
   double grad_atol = 2e-4, grad_rtol = 2e-3;  // f32 backward vs finite differences

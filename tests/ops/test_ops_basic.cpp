@@ -121,5 +121,7 @@ TEST(OpsBasic, BadCallsNameTheOpAndShapes) {
   }
   EXPECT_THROW(ops::add(a, Tensor::ones({3, 2})), ShapeError);
   EXPECT_THROW(ops::linear(a, Tensor::ones({2, 2})), ShapeError);
-  if (!cuda::available()) EXPECT_THROW(ops::add(a, Tensor::ones({2, 3}, DType::f32, Device::cuda)), DeviceError);
+  if (!cuda::available()) {
+    EXPECT_THROW(ops::add(a, Tensor::ones({2, 3}, DType::f32, Device::cuda)), DeviceError);
+  }
 }
