@@ -28,6 +28,37 @@ void check_state(const char* op, const Tensor& param, const Tensor& grad, std::i
   if (!param.is_contiguous()) ST_THROW(ValueError, op << ": param " << param.describe() << " must be contiguous");
 }
 
+// The checks of adamw_step for one slot of adamw_step_multi, each error naming slot k.
+void check_slot(size_t k, const AdamWSlot& sl, Device device) {
+  constexpr const char* op = "adamw_step_multi";
+  ST_CHECK(sl.param && sl.grad && sl.m && sl.v, ValueError, op << ": slot " << k << ": null tensor pointer");
+  const Tensor& p = *sl.param;
+  const char* const roles[] = {"param", "grad", "exp_avg", "exp_avg_sq", "param_lp"};
+  const Tensor* const ts[] = {sl.param, sl.grad, sl.m, sl.v, &sl.param_lp};
+  for (int i = 0; i < 5; ++i) {
+    const Tensor& t = *ts[i];
+    const char* role = roles[i];
+    if (i == 4 && !t.defined()) continue;  // no low-precision copy
+    ST_CHECK(t.defined(), ValueError, op << ": slot " << k << ": " << role << " is undefined");
+    ST_CHECK(t.device() == device, DeviceError,
+             op << ": slot " << k << ": " << role << " " << t.describe() << " is not on " << device_name(device)
+                << " like slot 0's param");
+    if (i == 1)
+      ST_CHECK(is_floating(t.dtype()), DTypeError,
+               op << ": slot " << k << ": grad " << t.describe() << " is not float");
+    else if (i == 4)
+      ST_CHECK(t.dtype() == DType::f16 || t.dtype() == DType::bf16, DTypeError,
+               op << ": slot " << k << ": param_lp " << t.describe() << " must be f16/bf16");
+    else
+      ST_CHECK(t.dtype() == DType::f32, DTypeError,
+               op << ": slot " << k << ": " << role << " " << t.describe() << " must be f32");
+    ST_CHECK(t.shape() == p.shape(), ShapeError,
+             op << ": slot " << k << ": " << role << " " << t.describe() << " does not match param " << p.describe());
+    ST_CHECK(i == 1 || t.is_contiguous(), ValueError,
+             op << ": slot " << k << ": " << role << " " << t.describe() << " must be contiguous");
+  }
+}
+
 GradScaleF32 to_f32(const GradScale& gs) {
   return {static_cast<float>(gs.unscale), static_cast<float>(gs.clip)};
 }
@@ -74,6 +105,33 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
     cuda::adamw_step(param, g, m, v, s, param_lp, to_f32(gs));
   else
     cpu::adamw_step(param, g, m, v, s, param_lp, to_f32(gs));
+}
+
+void adamw_step_multi(const std::vector<AdamWSlot>& slots, const GradScale& gs) {
+  if (slots.empty()) return;
+  const Device device = slots.front().param ? slots.front().param->device() : Device::cpu;
+  bool all_contiguous = true;
+  for (size_t k = 0; k < slots.size(); ++k) {
+    check_slot(k, slots[k], device);
+    all_contiguous &= slots[k].grad->is_contiguous();
+  }
+  const std::vector<AdamWSlot>* use = &slots;
+  std::vector<Tensor> copies;  // the rare non-contiguous gradients, made contiguous
+  std::vector<AdamWSlot> fixed;
+  if (!all_contiguous) {
+    copies.reserve(slots.size());  // no reallocation: fixed points into it
+    fixed = slots;
+    for (AdamWSlot& sl : fixed)
+      if (!sl.grad->is_contiguous()) {
+        copies.push_back(contiguous_as(*sl.grad, sl.grad->dtype()));
+        sl.grad = &copies.back();
+      }
+    use = &fixed;
+  }
+  if (device == Device::cuda)
+    cuda::adamw_step_multi(*use, to_f32(gs));
+  else
+    cpu::adamw_step_multi(*use, to_f32(gs));
 }
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum, float weight_decay,

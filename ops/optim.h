@@ -14,6 +14,12 @@
 // holding the same literal has. param, m, v f32 contiguous; grad any float dtype; param_lp
 // (optional) f16/bf16 receives the updated param rounded once, in the same pass.
 //
+// adamw_step_multi is the same update over a list of tensors at once (few launches, like torch's
+// foreach path, but with the single-tensor rounding). Each slot carries its own scalars (weight
+// decay differs per tensor). The CPU loops over adamw_step's kernel; CUDA runs a chunk table of
+// up to 64 tensors per launch (GPT-2's 148 tensors: 3 launches instead of 148) whose per-element
+// math is adamw_step's own device function: results equal the per-tensor op bit for bit.
+//
 // sgd_step is torch.optim.SGD (dampening 0, no Nesterov): g ← g + wd·p; buf ← g on the first
 // step, else μ·buf + g; p ← p − lr·buf (with μ = 0 buf is unused and may be undefined).
 //
@@ -77,6 +83,23 @@ AdamWScalars adamw_scalars(const AdamWParams& p, int64_t step);
 // The double a Python literal with f's shortest decimal form has (0.9f → 0.9).
 double decimal_widen(float f);
 
+// One tensor of adamw_step_multi: adamw_step's arguments, the scalars already made by
+// adamw_scalars (so the step and weight decay are the caller's, per tensor). The pointers are
+// not owned and must outlive the call. param, m, v (n) f32 contiguous; grad (n) any float dtype,
+// views fine (a non-contiguous one is copied first); param_lp (n) f16/bf16 contiguous or
+// undefined. All slots on one device; n may differ from slot to slot (and be 0).
+struct AdamWSlot {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* m;
+  Tensor* v;
+  Tensor param_lp;
+  AdamWScalars s;
+};
+// Errors name the slot's index ("adamw_step_multi: slot 3: ..."). Nothing is updated when a
+// check fails (all slots are checked first). An empty list does nothing.
+void adamw_step_multi(const std::vector<AdamWSlot>& slots, const GradScale& gs = {});
+
 // Backend kernels: tensors contiguous on the backend's device, shapes equal (n elements).
 // gs: the GradScale factors already rounded to f32 (unscale, clip).
 struct GradScaleF32 {
@@ -85,6 +108,7 @@ struct GradScaleF32 {
 namespace cpu {
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s, Tensor& param_lp,
                 GradScaleF32 gs = {});
+void adamw_step_multi(const std::vector<AdamWSlot>& slots, GradScaleF32 gs = {});  // grads contiguous
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum, float weight_decay,
               bool first_step, GradScaleF32 gs = {});
 // grads contiguous (any float dtype); weights aligned with grads
@@ -96,6 +120,8 @@ void scale_(Tensor& x, double s);
 namespace cuda {
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s, Tensor& param_lp,
                 GradScaleF32 gs = {});
+// ops/cuda/optim.cu; grads contiguous; ⌈slots / 64⌉ launches or a few more (see the .cu), no sync
+void adamw_step_multi(const std::vector<AdamWSlot>& slots, GradScaleF32 gs = {});
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum, float weight_decay,
               bool first_step, GradScaleF32 gs = {});
 // ops/cuda/grad_stats.cu; synchronises the current stream once (the result is read back)

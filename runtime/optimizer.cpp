@@ -1,4 +1,5 @@
-// Optimizers: master weights, state and the per-parameter update calls into ops/optim.h.
+// Optimizers: master weights, state and the update calls into ops/optim.h (AdamW: one
+// multi-tensor call for all parameters; SGD: one call per parameter).
 #include "runtime/optimizer.h"
 
 #include <set>
@@ -41,7 +42,7 @@ void Optimizer::step(const std::vector<Tensor>& grads, double lr, const ops::Gra
   }
   NoGradGuard ng;
   ++step_;
-  for (size_t i = 0; i < grads.size(); ++i) update(i, grads[i], lr, gs);
+  update(grads, lr, gs);
 }
 
 NamedTensors Optimizer::master_weights() const {
@@ -95,10 +96,19 @@ AdamW::AdamW(NamedTensors params, const AdamWOptions& opt, DType compute_dtype)
   }
 }
 
-void AdamW::update(size_t i, const Tensor& grad, double lr, const ops::GradScale& gs) {
+void AdamW::update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) {
+  // the scalars of this step with and without weight decay (decays(i): ≥ 2 dims)
   ops::AdamWParams p{static_cast<float>(lr), static_cast<float>(opt_.beta1), static_cast<float>(opt_.beta2),
-                     static_cast<float>(opt_.eps), decays(i) ? static_cast<float>(opt_.weight_decay) : 0.f};
-  ops::adamw_step(master_[i], grad, m_[i], v_[i], p, step_, lp_target(i), gs);
+                     static_cast<float>(opt_.eps), static_cast<float>(opt_.weight_decay)};
+  const ops::AdamWScalars with_wd = ops::adamw_scalars(p, step_);
+  p.weight_decay = 0.f;
+  const ops::AdamWScalars no_wd = ops::adamw_scalars(p, step_);
+  slots_.clear();
+  slots_.reserve(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i)
+    slots_.push_back({&master_[i], &grads[i], &m_[i], &v_[i], lp_target(i), decays(i) ? with_wd : no_wd});
+  ops::adamw_step_multi(slots_, gs);
+  slots_.clear();  // keeps the capacity, drops the lp handles
 }
 
 std::vector<std::pair<std::string, std::vector<Tensor>*>> AdamW::state_slots() {
@@ -112,12 +122,14 @@ Sgd::Sgd(NamedTensors params, const SgdOptions& opt, DType compute_dtype)
   for (auto& m : master_) buf_.push_back(Tensor::zeros(m.shape(), DType::f32, m.device()));
 }
 
-void Sgd::update(size_t i, const Tensor& grad, double lr, const ops::GradScale& gs) {
-  float wd = decays(i) ? static_cast<float>(opt_.weight_decay) : 0.f;
-  ops::sgd_step(master_[i], grad, buf_[i], static_cast<float>(lr), static_cast<float>(opt_.momentum), wd, step_ == 1,
-                gs);
-  Tensor lp = lp_target(i);
-  if (lp.defined()) lp.copy_(master_[i]);
+void Sgd::update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) {
+  for (size_t i = 0; i < grads.size(); ++i) {
+    float wd = decays(i) ? static_cast<float>(opt_.weight_decay) : 0.f;
+    ops::sgd_step(master_[i], grads[i], buf_[i], static_cast<float>(lr), static_cast<float>(opt_.momentum), wd,
+                  step_ == 1, gs);
+    Tensor lp = lp_target(i);
+    if (lp.defined()) lp.copy_(master_[i]);
+  }
 }
 
 std::vector<std::pair<std::string, std::vector<Tensor>*>> Sgd::state_slots() { return {{"momentum_buffer", &buf_}}; }

@@ -13,6 +13,10 @@
 // coefficient) is applied by the update kernel as it loads them (ops/optim.h). A skipped step
 // (inf/NaN) simply does not call step(), so the step count (bias correction) does not advance — PyTorch GradScaler's behaviour.
 //
+// AdamW updates all parameters in one ops::adamw_step_multi call (on CUDA a few launches for the
+// whole model instead of one per tensor; results equal the per-tensor op bit for bit). SGD calls
+// ops::sgd_step per parameter.
+//
 // state_dict(): "step" (i64 (1)), per parameter "exp_avg.<name>", "exp_avg_sq.<name>" (AdamW) or
 // "momentum_buffer.<name>" (SGD), and "master.<name>" for low-precision parameters; all f32.
 // A ZeRO-1 optimizer is this over its shard of the names.
@@ -53,7 +57,8 @@ class Optimizer {
   void load_state_dict(const std::map<std::string, Tensor>& sd);
 
  protected:
-  virtual void update(size_t i, const Tensor& grad, double lr, const ops::GradScale& gs) = 0;  // step_ advanced
+  // All parameters at once; grads checked (one per parameter, shaped like it), step_ advanced.
+  virtual void update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) = 0;
   // Per-parameter state tensors of this optimizer: (key prefix, tensors aligned with params).
   virtual std::vector<std::pair<std::string, std::vector<Tensor>*>> state_slots() = 0;
   Tensor lp_target(size_t i) const;  // the model tensor to receive the rounded update, or undefined
@@ -73,12 +78,13 @@ class AdamW : public Optimizer {
   const AdamWOptions& options() const { return opt_; }
 
  protected:
-  void update(size_t i, const Tensor& grad, double lr, const ops::GradScale& gs) override;
+  void update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) override;
   std::vector<std::pair<std::string, std::vector<Tensor>*>> state_slots() override;
 
  private:
   AdamWOptions opt_;
-  std::vector<Tensor> m_, v_;  // f32, shaped like the params
+  std::vector<Tensor> m_, v_;          // f32, shaped like the params
+  std::vector<ops::AdamWSlot> slots_;  // reused by every step (emptied after it: no allocation)
 };
 
 struct SgdOptions {
@@ -90,7 +96,7 @@ class Sgd : public Optimizer {
   Sgd(NamedTensors params, const SgdOptions& opt, DType compute_dtype = DType::f32);
 
  protected:
-  void update(size_t i, const Tensor& grad, double lr, const ops::GradScale& gs) override;
+  void update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) override;
   std::vector<std::pair<std::string, std::vector<Tensor>*>> state_slots() override;
 
  private:

@@ -2,6 +2,7 @@
 // fused multiply-add sits) follows PyTorch's CPU kernels: lerp and add-with-alpha are
 // vec::fmadd there, addcmul / addcdiv / mul are plain products. The GradScale factors are two
 // f32 products on the loaded gradient (×1 when unused: exact), as the passes they replace were.
+// adamw_step_multi is adamw_step slot by slot (identical by construction).
 // grad_stats: per-tensor double sums in element order, then Σ w·sum in tensor order.
 #include <cmath>
 
@@ -34,6 +35,13 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
   if (param_lp.defined()) {
     NoGradGuard ng;
     param_lp.copy_(param);
+  }
+}
+
+void adamw_step_multi(const std::vector<AdamWSlot>& slots, GradScaleF32 gs) {
+  for (const AdamWSlot& sl : slots) {
+    Tensor lp = sl.param_lp;
+    adamw_step(*sl.param, *sl.grad, *sl.m, *sl.v, sl.s, lp, gs);
   }
 }
 

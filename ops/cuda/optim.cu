@@ -4,8 +4,20 @@
 //     gradient is unscaled and clipped as it is loaded (two _rn products, ×1 when unused). Every
 //     product and sum is an explicit _rn intrinsic (and fmaf where PyTorch fuses), so nvcc cannot
 //     contract differently from the CPU kernel: results match ops/cpu/optim.cpp bit for bit.
+//   adamw_step_multi: the same element function (adamw_element) over a chunk table, as
+//     grad_stats.cu does: one block per kChunk elements of a tensor, up to kMaxTensors tensors per
+//     launch with pointers, sizes, dtype codes (grad f32/f16/bf16; copy none/f16/bf16) and an
+//     index into ≤ kMaxScalars distinct AdamWScalars passed as a __grid_constant__ argument (no
+//     host→device copy, no allocation, no sync; under the classic 4 KiB argument limit). A launch
+//     ends at kMaxTensors tensors or at a kMaxScalars + 1-th distinct scalar set: GPT-2's 148
+//     tensors (2 sets: with and without decay) take 3 launches. A block moves 4 elements per
+//     thread and step (p, m, v as 16-byte float4, grad and copy as 4-element loads/stores) where
+//     every pointer of its chunk is aligned to that width, element by element otherwise (views
+//     at odd offsets).
 //   sgd_step likewise; scale_ in place; sum_squares (double, fixed-order two-level reduction:
 //     deterministic) and has_inf_nan synchronise the current stream to return their value.
+#include <cstring>
+
 #include "ops/cuda/common.cuh"
 #include "ops/optim.h"
 
@@ -15,27 +27,159 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kReduceBlocks = 1024;
 
+// chunk table of adamw_step_multi
+constexpr int64_t kChunk = 8192;  // elements per block (a multiple of 4: aligned tensors keep aligned chunks)
+constexpr int kMaxTensors = 64;   // per launch
+constexpr int kMaxScalars = 4;    // distinct AdamWScalars per launch
+enum : uint8_t { kF32, kF16, kBF16, kNone };
+constexpr int64_t kMaxBlocks = (int64_t{1} << 31) - 1;  // grid x limit
+
+struct AdamWTable {
+  float* p[kMaxTensors];
+  float* m[kMaxTensors];
+  float* v[kMaxTensors];
+  const void* g[kMaxTensors];
+  void* lp[kMaxTensors];
+  int64_t numel[kMaxTensors];
+  int first_block[kMaxTensors + 1];  // tensor i owns blocks [first_block[i], first_block[i + 1])
+  AdamWScalars s[kMaxScalars];
+  uint8_t g_code[kMaxTensors];   // kF32 / kF16 / kBF16
+  uint8_t lp_code[kMaxTensors];  // kNone / kF16 / kBF16
+  uint8_t s_index[kMaxTensors];  // into s
+};
+static_assert(sizeof(AdamWTable) + sizeof(int) + sizeof(GradScaleF32) <= 4096,
+              "the arguments fit the classic 4 KiB kernel-argument limit");
+
+// 4 consecutive elements, loaded or stored as one 16-byte (f32) or 8-byte (f16/bf16) access
+template <class T>
+struct alignas(4 * sizeof(T)) Quad {
+  T v[4];
+};
+template <class T>
+__device__ inline Quad<T> load_quad(const T* p) {
+  Quad<T> r;
+  if constexpr (sizeof(T) == 4)
+    *reinterpret_cast<float4*>(&r) = *reinterpret_cast<const float4*>(p);
+  else
+    *reinterpret_cast<uint2*>(&r) = *reinterpret_cast<const uint2*>(p);
+  return r;
+}
+template <class T>
+__device__ inline void store_quad(T* p, const Quad<T>& r) {
+  if constexpr (sizeof(T) == 4)
+    *reinterpret_cast<float4*>(p) = *reinterpret_cast<const float4*>(&r);
+  else
+    *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(&r);
+}
+template <class T>
+__device__ inline bool quad_aligned(const T* p) {
+  return (reinterpret_cast<uintptr_t>(p) & (4 * sizeof(T) - 1)) == 0;
+}
+
 // kernels
+
+// One element of AdamW, shared by both kernels so that they cannot drift apart: p, m, v updated
+// in place from g (the gradient as loaded, widened to f32) — ops/cpu/optim.cpp's order exactly.
+__device__ __forceinline__ void adamw_element(float& p, float& m, float& v, float g, const AdamWScalars& s,
+                                              GradScaleF32 gs) {
+  const bool small_w = fabsf(s.lerp_w) < 0.5f;  // PyTorch's lerp picks its form by |w|
+  float pi = __fmul_rn(p, s.decay);
+  const float gi = __fmul_rn(__fmul_rn(g, gs.unscale), gs.clip);
+  const float mi = small_w ? fmaf(s.lerp_w, __fsub_rn(gi, m), m) : fmaf(__fsub_rn(s.lerp_w, 1.f), __fsub_rn(gi, m), gi);
+  const float vi = __fadd_rn(__fmul_rn(v, s.beta2), __fmul_rn(__fmul_rn(s.one_minus_b2, gi), gi));
+  const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), s.bc2_sqrt), s.eps);
+  pi = __fadd_rn(pi, __fdiv_rn(__fmul_rn(s.neg_step_size, mi), denom));
+  p = pi;
+  m = mi;
+  v = vi;
+}
 
 // param, m, v (n) f32; grad (n) any float; param_lp (n) f16/bf16 or null
 template <class G, class L>
 __global__ void adamw_kernel(float* p, const G* g, float* m, float* v, L* lp, int64_t n, AdamWScalars s,
                              GradScaleF32 gs) {
-  const bool small_w = fabsf(s.lerp_w) < 0.5f;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    float pi = __fmul_rn(p[i], s.decay);
-    const float gi = __fmul_rn(__fmul_rn(to_float(g[i]), gs.unscale), gs.clip);
-    const float mi = small_w ? fmaf(s.lerp_w, __fsub_rn(gi, m[i]), m[i])
-                             : fmaf(__fsub_rn(s.lerp_w, 1.f), __fsub_rn(gi, m[i]), gi);
-    const float vi = __fadd_rn(__fmul_rn(v[i], s.beta2), __fmul_rn(__fmul_rn(s.one_minus_b2, gi), gi));
-    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), s.bc2_sqrt), s.eps);
-    pi = __fadd_rn(pi, __fdiv_rn(__fmul_rn(s.neg_step_size, mi), denom));
+    float pi = p[i], mi = m[i], vi = v[i];
+    adamw_element(pi, mi, vi, to_float(g[i]), s, gs);
     m[i] = mi;
     v[i] = vi;
     p[i] = pi;
     if constexpr (!std::is_same_v<L, float>) {
       if (lp) lp[i] = from_float<L>(pi);
     }
+  }
+}
+
+// One chunk (n elements) of one tensor of the table, by the whole block; lp null (L = float) when
+// there is no copy
+template <class G, class L>
+__device__ void adamw_chunk(float* p, const G* g, float* m, float* v, L* lp, int64_t n, const AdamWScalars& s,
+                            GradScaleF32 gs) {
+  constexpr bool has_lp = !std::is_same_v<L, float>;
+  int64_t i0 = 0;
+  bool vec = quad_aligned(p) && quad_aligned(m) && quad_aligned(v) && quad_aligned(g);  // uniform over the block
+  if constexpr (has_lp) vec = vec && quad_aligned(lp);
+  if (vec) {
+    const int64_t quads = n / 4;
+    for (int64_t k = threadIdx.x; k < quads; k += blockDim.x) {
+      Quad<float> pq = load_quad(p + 4 * k), mq = load_quad(m + 4 * k), vq = load_quad(v + 4 * k);
+      const Quad<G> gq = load_quad(g + 4 * k);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) adamw_element(pq.v[j], mq.v[j], vq.v[j], to_float(gq.v[j]), s, gs);
+      store_quad(m + 4 * k, mq);
+      store_quad(v + 4 * k, vq);
+      store_quad(p + 4 * k, pq);
+      if constexpr (has_lp) {
+        Quad<L> lq;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) lq.v[j] = from_float<L>(pq.v[j]);
+        store_quad(lp + 4 * k, lq);
+      }
+    }
+    i0 = quads * 4;
+  }
+  for (int64_t i = i0 + threadIdx.x; i < n; i += blockDim.x) {
+    float pi = p[i], mi = m[i], vi = v[i];
+    adamw_element(pi, mi, vi, to_float(g[i]), s, gs);
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi;
+    if constexpr (has_lp) lp[i] = from_float<L>(pi);
+  }
+}
+
+template <class G>
+__device__ void adamw_chunk_g(const AdamWTable& tab, int t, int64_t begin, int64_t n, GradScaleF32 gs) {
+  float* p = tab.p[t] + begin;
+  float* m = tab.m[t] + begin;
+  float* v = tab.v[t] + begin;
+  const G* g = static_cast<const G*>(tab.g[t]) + begin;
+  const AdamWScalars& s = tab.s[tab.s_index[t]];
+  switch (tab.lp_code[t]) {
+    case kF16: adamw_chunk(p, g, m, v, static_cast<half*>(tab.lp[t]) + begin, n, s, gs); break;
+    case kBF16: adamw_chunk(p, g, m, v, static_cast<bf16*>(tab.lp[t]) + begin, n, s, gs); break;
+    default: adamw_chunk(p, g, m, v, static_cast<float*>(nullptr), n, s, gs); break;
+  }
+}
+
+// one block per chunk of the `count` tensors of tab
+__global__ void adamw_multi_kernel(const __grid_constant__ AdamWTable tab, int count, GradScaleF32 gs) {
+  // this block's tensor: the last t with first_block[t] ≤ blockIdx.x (every listed tensor has a block)
+  const int b = static_cast<int>(blockIdx.x);
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (tab.first_block[mid] <= b)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const int64_t begin = static_cast<int64_t>(b - tab.first_block[lo]) * kChunk;
+  const int64_t n = min(kChunk, tab.numel[lo] - begin);
+  switch (tab.g_code[lo]) {
+    case kF32: adamw_chunk_g<float>(tab, lo, begin, n, gs); break;
+    case kF16: adamw_chunk_g<half>(tab, lo, begin, n, gs); break;
+    default: adamw_chunk_g<bf16>(tab, lo, begin, n, gs); break;
   }
 }
 
@@ -115,6 +259,63 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
       CHECK_LAUNCH();
     });
   });
+}
+
+void adamw_step_multi(const std::vector<AdamWSlot>& slots, GradScaleF32 gs) {
+  auto code_of = [](DType d, size_t k) -> uint8_t {
+    switch (d) {
+      case DType::f32: return kF32;
+      case DType::f16: return kF16;
+      case DType::bf16: return kBF16;
+      default: break;
+    }
+    ST_THROW(DTypeError, "adamw_step_multi: slot " << k << ": CUDA kernel needs f32/f16/bf16, got " << dtype_name(d));
+  };
+  for (size_t k = 0; k < slots.size(); ++k) {  // all checks before the first launch
+    const AdamWSlot& sl = slots[k];
+    check_contiguous_cuda("adamw_step_multi", {sl.param, sl.grad, sl.m, sl.v, &sl.param_lp});
+    code_of(sl.grad->dtype(), k);
+    ST_CHECK(!sl.param_lp.defined() || code_of(sl.param_lp.dtype(), k) != kF32, DTypeError,
+             "adamw_step_multi: slot " << k << ": param_lp must be f16/bf16");
+    ST_CHECK(sl.param->numel() / kChunk < kMaxBlocks, ValueError,
+             "adamw_step_multi: slot " << k << ": " << sl.param->numel() << " elements is too many");
+  }
+  cudaStream_t stream = current_stream();
+  AdamWTable tab{};
+  int count = 0, nscalars = 0, blocks = 0;
+  auto launch = [&] {
+    if (count == 0) return;
+    for (int k = count; k <= kMaxTensors; ++k) tab.first_block[k] = blocks;
+    adamw_multi_kernel<<<blocks, kThreads, 0, stream>>>(tab, count, gs);
+    CHECK_LAUNCH();
+    count = nscalars = blocks = 0;
+  };
+  for (size_t k = 0; k < slots.size(); ++k) {
+    const AdamWSlot& sl = slots[k];
+    const int64_t n = sl.param->numel();
+    if (n == 0) continue;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;  // ≤ kMaxBlocks (checked above)
+    int si = 0;
+    while (si < nscalars && std::memcmp(&tab.s[si], &sl.s, sizeof(AdamWScalars)) != 0) ++si;
+    if (count == kMaxTensors || (si == nscalars && nscalars == kMaxScalars) || blocks + chunks > kMaxBlocks) {
+      launch();
+      si = 0;
+    }
+    if (si == nscalars) tab.s[nscalars++] = sl.s;
+    tab.p[count] = sl.param->data<float>();
+    tab.m[count] = sl.m->data<float>();
+    tab.v[count] = sl.v->data<float>();
+    tab.g[count] = sl.grad->data_ptr();
+    tab.g_code[count] = code_of(sl.grad->dtype(), k);
+    tab.lp[count] = sl.param_lp.defined() ? sl.param_lp.data_ptr() : nullptr;
+    tab.lp_code[count] = sl.param_lp.defined() ? code_of(sl.param_lp.dtype(), k) : kNone;
+    tab.s_index[count] = static_cast<uint8_t>(si);
+    tab.numel[count] = n;
+    tab.first_block[count] = blocks;
+    blocks += static_cast<int>(chunks);
+    ++count;
+  }
+  launch();
 }
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum, float weight_decay,

@@ -2,7 +2,8 @@
 // low-precision copy written in the same pass) and SGD bit for bit, also with the in-kernel
 // GradScale (unscale, clip); sum_squares, has_inf_nan, scale_; the multi-tensor grad_stats over
 // many tensors of odd sizes, mixed dtypes and 16-byte-misaligned views (several launches of its
-// chunk table, vector and scalar paths, chunk tails).
+// chunk table, vector and scalar paths, chunk tails); the multi-tensor AdamW likewise, against
+// the CPU and the single-tensor kernel bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -180,4 +181,99 @@ TEST(GpuOptim, ScaledAdamWAndSgdMatchTheCpuBitForBit) {
       EXPECT_EQ(bg.to_double(), buf.to_double());
     }
   }
+}
+
+TEST(GpuOptim, AdamWMultiMatchesTheCpuBitForBit) {
+  // 152 tensors (≥ 3 launches of the 64-tensor chunk table, more for the 5 scalar sets): sizes
+  // 1, 7, 8, 1000, 32768 (chunk multiple), 32768 + 5, 100003, an empty one, 1000×257 and an
+  // aligned 16384×768; grad f32/f16/bf16, copy none/f16/bf16, five weight decays; grads (and
+  // some params with their m, v, copy) as views at odd offsets: 16-byte and scalar paths
+  const int64_t sizes[] = {1, 7, 8, 1000, 32768, 32768 + 5, 100003};
+  const DType gdts[] = {DType::f32, DType::f16, DType::bf16};
+  const DType lpdts[] = {DType::f32, DType::f16, DType::bf16};  // f32: no copy
+  const float wds[] = {0.f, 0.1f, 0.01f, 0.3f, 0.05f};
+  struct Case {
+    int64_t n;
+    DType gdt, lpdt;
+    int64_t goff, poff;  // view offsets of grad and of param/m/v/copy (0: own allocation)
+    float wd;
+  };
+  std::vector<Case> cases;
+  for (int i = 0; i < 150; ++i)
+    cases.push_back({sizes[i % 7] + (i % 3 == 0 ? 0 : i / 7), gdts[i % 3], lpdts[(i / 3) % 3],
+                     i % 4 == 1 ? 1 : i % 4 == 3 ? 3 : 0, i % 5 == 4 ? 1 : 0, wds[(i / 2) % 5]});
+  cases[17].n = 0;
+  cases.push_back({1000 * 257, DType::bf16, DType::f16, 5, 0, 0.1f});
+  cases.push_back({16384 * 768, DType::f16, DType::bf16, 0, 0, 0.1f});
+  const size_t N = cases.size();
+
+  // GPU state (maybe views) and its CPU copies
+  auto view = [](int64_t n, int64_t off, DType dt, Tensor init) {  // (n) at offset `off` of a buffer
+    Tensor base = Tensor::zeros({n + off}, dt, Device::cuda);
+    Tensor v = base.narrow(0, off, n);
+    if (init.defined()) v.copy_(init.to(dt).to(Device::cuda));
+    return v;
+  };
+  std::vector<Tensor> pg(N), mg(N), vg(N), lg(N), pc(N), mc(N), vc(N), lc(N), p0(N);
+  for (size_t i = 0; i < N; ++i) {
+    const Case& c = cases[i];
+    pg[i] = view(c.n, c.poff, DType::f32, rand({c.n}, 1000 + i));
+    mg[i] = view(c.n, c.poff, DType::f32, rand({c.n}, 2000 + i, -0.1f, 0.1f));
+    vg[i] = view(c.n, c.poff, DType::f32, rand({c.n}, 3000 + i, 0.f, 0.01f));
+    if (c.lpdt != DType::f32) lg[i] = view(c.n, c.poff, c.lpdt, Tensor());
+    pc[i] = pg[i].to(Device::cpu), mc[i] = mg[i].to(Device::cpu), vc[i] = vg[i].to(Device::cpu);
+    if (c.lpdt != DType::f32) lc[i] = Tensor::zeros({c.n}, c.lpdt);
+    p0[i] = pc[i].clone();
+  }
+  const ops::GradScale gs{1.0 / 4096, 0.3183};
+  for (int64_t step = 1; step <= 2; ++step) {
+    std::vector<Tensor> gg(N), gc(N);
+    std::vector<ops::AdamWSlot> slots;
+    for (size_t i = 0; i < N; ++i) {
+      const Case& c = cases[i];
+      gg[i] = gpu_grad(c.n, 10000 * step + i, c.gdt, c.goff + step - 1, 3000.f);
+      gc[i] = gg[i].to(Device::cpu);
+      const ops::AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, c.wd};
+      ops::adamw_step(pc[i], gc[i], mc[i], vc[i], hp, step, lc[i], gs);
+      slots.push_back({&pg[i], &gg[i], &mg[i], &vg[i], lg[i], ops::adamw_scalars(hp, step)});
+    }
+    ops::adamw_step_multi(slots, gs);
+  }
+  for (size_t i = 0; i < N; ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE("tensor " + std::to_string(i) + " n " + std::to_string(c.n) + " grad " + dtype_name(c.gdt) +
+                 " copy " + dtype_name(c.lpdt) + " offsets " + std::to_string(c.goff) + "/" + std::to_string(c.poff));
+    ASSERT_EQ(pg[i].to_double(), pc[i].to_double());  // ASSERT: one report per broken tensor
+    ASSERT_EQ(mg[i].to_double(), mc[i].to_double());
+    ASSERT_EQ(vg[i].to_double(), vc[i].to_double());
+    if (lg[i].defined()) {
+      ASSERT_EQ(lg[i].to_double(), lc[i].to_double());
+    }
+    if (c.n > 0) {
+      ASSERT_NE(pc[i].to_double(), p0[i].to_double()) << "the reference moved";
+    }
+  }
+}
+
+TEST(GpuOptim, AdamWMultiEqualsTheSingleTensorKernel) {
+  // the same update through both CUDA kernels (one element function): aligned sizes, f16 grads
+  Tensor p = rand({16384, 768}, 1).to(Device::cuda), q = p.clone();
+  Tensor b = rand({768}, 2).to(Device::cuda), c = b.clone();
+  Tensor mp = Tensor::zeros(p.shape(), DType::f32, Device::cuda), vp = mp.clone(), mq = mp.clone(), vq = mp.clone();
+  Tensor mb = Tensor::zeros({768}, DType::f32, Device::cuda), vb = mb.clone(), mc = mb.clone(), vc = mb.clone();
+  Tensor lp = Tensor::empty(p.shape(), DType::bf16, Device::cuda), lq = lp.empty_like();
+  const ops::AdamWParams hw{6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f}, hb{6e-4f, 0.9f, 0.95f, 1e-8f, 0.f};
+  for (int64_t step = 1; step <= 3; ++step) {
+    Tensor gp = gpu_grad(p.numel(), 50 + step, DType::f16).view(p.shape()), gb = gpu_grad(768, 60 + step, DType::f16);
+    ops::adamw_step(p, gp, mp, vp, hw, step, lp);
+    ops::adamw_step(b, gb, mb, vb, hb, step);
+    std::vector<ops::AdamWSlot> slots{{&q, &gp, &mq, &vq, lq, ops::adamw_scalars(hw, step)},
+                                      {&c, &gb, &mc, &vc, Tensor(), ops::adamw_scalars(hb, step)}};
+    ops::adamw_step_multi(slots);
+  }
+  EXPECT_EQ(q.to_double(), p.to_double());
+  EXPECT_EQ(vq.to_double(), vp.to_double());
+  EXPECT_EQ(lq.to_double(), lp.to_double());
+  EXPECT_EQ(c.to_double(), b.to_double());
+  EXPECT_EQ(mc.to_double(), mb.to_double());
 }

@@ -1,6 +1,7 @@
 // Optimizer kernels against closed forms written out in double: AdamW (DESIGN.md, PyTorch's
 // decoupled decay, bias-corrected moments) and SGD with momentum for three steps each, decay
-// only where the caller asks; plus sum_squares, has_inf_nan and scale_.
+// only where the caller asks; plus sum_squares, has_inf_nan and scale_; the multi-tensor AdamW
+// against the per-tensor op, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -277,4 +278,92 @@ TEST(GradScale, AdamWAndSgdEqualTheSeparatePassesBitForBit) {
       EXPECT_EQ(bb.to_double(), ba.to_double());
     }
   }
+}
+
+TEST(AdamWMulti, EqualsThePerTensorOpBitForBit) {
+  // a mixed list: sizes 1..300, grad f32/f16/bf16 (some views at odd offsets, one transposed),
+  // copy none/f16/bf16, weight decay on matrices only, an empty tensor; three steps with a GradScale
+  const DType gdts[] = {DType::f32, DType::f16, DType::bf16};
+  const DType lpdts[] = {DType::f32, DType::f16, DType::bf16};  // f32: no copy
+  const Shape shapes[] = {{1}, {7}, {8, 3}, {0}, {300}, {13, 5}, {2, 2}};
+  const int n = 14;
+  std::vector<Tensor> pa, ma, va, la, pb, mb, vb, lb;
+  for (int i = 0; i < n; ++i) {
+    const Shape& s = shapes[i % 7];
+    Tensor p0 = random_grad(s, 1 + i, DType::f32), m0 = random_grad(s, 50 + i, DType::f32, 0.1);
+    Tensor v0 = random_grad(s, 90 + i, DType::f32, 0.01, /*positive=*/true);
+    pa.push_back(p0.clone()), ma.push_back(m0.clone()), va.push_back(v0.clone());
+    pb.push_back(p0.clone()), mb.push_back(m0.clone()), vb.push_back(v0.clone());
+    const DType ld = lpdts[(i / 3) % 3];
+    la.push_back(ld == DType::f32 ? Tensor() : Tensor::zeros(s, ld));
+    lb.push_back(ld == DType::f32 ? Tensor() : Tensor::zeros(s, ld));
+  }
+  const ops::AdamWParams decay{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f}, plain{1e-3f, 0.9f, 0.95f, 1e-8f, 0.f};
+  const ops::GradScale gs{1.0 / 1024, 0.37};
+  for (int64_t t = 1; t <= 3; ++t) {
+    std::vector<Tensor> g;
+    for (int i = 0; i < n; ++i) {
+      const Shape& s = shapes[i % 7];
+      const DType gd = gdts[i % 3];
+      if (i % 4 == 1) {  // a view one element into a larger buffer
+        g.push_back(random_grad({shape_numel(s) + 1}, 100 * t + i, gd, 500).narrow(0, 1, shape_numel(s)).view(s));
+      } else if (i == 5) {  // (13, 5) from a transposed (5, 13): not contiguous
+        g.push_back(random_grad({5, 13}, 100 * t + i, gd, 500).transpose(0, 1));
+      } else {
+        g.push_back(random_grad(s, 100 * t + i, gd, 500));
+      }
+    }
+    std::vector<ops::AdamWSlot> slots;
+    for (int i = 0; i < n; ++i) {
+      const ops::AdamWParams& hp = pa[i].dim() >= 2 ? decay : plain;
+      ops::adamw_step(pa[i], g[i], ma[i], va[i], hp, t, la[i], gs);
+      slots.push_back({&pb[i], &g[i], &mb[i], &vb[i], lb[i], ops::adamw_scalars(hp, t)});
+    }
+    ops::adamw_step_multi(slots, gs);
+  }
+  for (int i = 0; i < n; ++i) {
+    SCOPED_TRACE("tensor " + std::to_string(i));
+    EXPECT_EQ(pb[i].to_double(), pa[i].to_double());
+    EXPECT_EQ(mb[i].to_double(), ma[i].to_double());
+    EXPECT_EQ(vb[i].to_double(), va[i].to_double());
+    if (la[i].defined()) {
+      EXPECT_EQ(lb[i].to_double(), la[i].to_double());
+    }
+  }
+  ops::adamw_step_multi({}, gs);  // nothing to do
+}
+
+TEST(AdamWMulti, BadSlotsNameTheSlotAndChangeNothing) {
+  Tensor p = Tensor::ones({5}), g = Tensor::ones({5}), m = Tensor::zeros({5}), v = Tensor::zeros({5});
+  Tensor p2 = Tensor::ones({2, 3}), g2 = Tensor::ones({2, 3}), m2 = Tensor::zeros({2, 3}), v2 = Tensor::zeros({2, 3});
+  const ops::AdamWScalars s = ops::adamw_scalars({1e-3f, 0.9f, 0.95f, 1e-8f, 0.f}, 1);
+  auto expect_slot1 = [&](auto make_bad, const char* what) {
+    SCOPED_TRACE(what);
+    std::vector<ops::AdamWSlot> slots{{&p, &g, &m, &v, Tensor(), s}, {&p2, &g2, &m2, &v2, Tensor(), s}};
+    make_bad(slots[1]);
+    try {
+      ops::adamw_step_multi(slots);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("adamw_step_multi: slot 1"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(p.to_double(), std::vector<double>(5, 1.0)) << "slot 0 updated before the check of slot 1";
+  };
+  Tensor g_wrong = Tensor::ones({3, 2}), m16 = Tensor::zeros({2, 3}, DType::f16);
+  Tensor gi = Tensor::zeros({2, 3}, DType::i64);
+  Tensor big = Tensor::zeros({2, 6}), lp32 = Tensor::zeros({2, 3});
+  Tensor p_nc = big.narrow(1, 0, 3);  // (2, 3) view, not contiguous
+  expect_slot1([&](ops::AdamWSlot& sl) { sl.grad = &g_wrong; }, "grad shape");
+  expect_slot1([&](ops::AdamWSlot& sl) { sl.m = &m16; }, "m dtype");
+  expect_slot1([&](ops::AdamWSlot& sl) { sl.grad = &gi; }, "grad dtype");
+  expect_slot1([&](ops::AdamWSlot& sl) { sl.param = &p_nc; }, "param not contiguous");
+  expect_slot1([&](ops::AdamWSlot& sl) { sl.param_lp = lp32; }, "lp dtype");
+  expect_slot1([&](ops::AdamWSlot& sl) { sl.param_lp = Tensor::zeros({6}, DType::bf16); }, "lp shape");
+  expect_slot1([&](ops::AdamWSlot& sl) { sl.v = nullptr; }, "null");
+  std::vector<ops::AdamWSlot> bad{{&p, &g, &m, &v, Tensor(), s}, {&p2, &g_wrong, &m2, &v2, Tensor(), s}};
+  EXPECT_THROW(ops::adamw_step_multi(bad), ShapeError);
+  bad[1] = {&p2, &g2, &m16, &v2, Tensor(), s};
+  EXPECT_THROW(ops::adamw_step_multi(bad), DTypeError);
+  bad[1] = {&p_nc, &g2, &m2, &v2, Tensor(), s};
+  EXPECT_THROW(ops::adamw_step_multi(bad), ValueError);
 }
