@@ -1,7 +1,8 @@
 // CUDA op benchmark (a program, not a test): ceilings first (device-to-device copy, an 8192³
 // cuBLAS bf16 product), then GEMM on GPT-2 124M shapes, the elementwise kernels of the step
 // (bias add, bias-gradient column sum, add, add_, fill_, transpose and cast copies), layernorm /
-// cross-entropy / AdamW as GB/s against the copy, and causal attention fwd+bwd time (compare with
+// cross-entropy / AdamW as GB/s against the copy (AdamW also over GPT-2's 148 tensors, per-tensor
+// launches against the multi-tensor op), and causal attention fwd+bwd time (compare with
 // tests/bench/bench_attention_torch.py, PyTorch SDPA on the same shapes).
 // Times are CUDA-event medians of 20 samples after 3 warm-ups, on random inputs (never zeros); a
 // sample of a short op times back-to-back calls (see time_ms).
@@ -191,6 +192,39 @@ int main(int argc, char** argv) {
     bw_row("adamw 124M (p g m v read, p m v lp write)", static_cast<double>(P) * (4 * 4 + 3 * 4 + 2), ms, copy_gbs);
     double n2 = time_ms([&] { ops::cuda::sum_squares(g); });
     bw_row("sum_squares 124M f32 (incl. host sync)", static_cast<double>(P) * 4, n2, copy_gbs);
+  }
+  // ---- the same over GPT-2's 148 tensors: one launch per tensor vs the multi-tensor chunk table
+  if (want("adamw")) {
+    const int64_t C = 768, L = 12;
+    std::vector<Shape> shapes{{50304, C}, {1024, C}};  // wte (padded), wpe
+    for (int64_t l = 0; l < L; ++l)
+      for (const Shape& s : std::vector<Shape>{{C}, {C}, {C, 3 * C}, {3 * C}, {C, C}, {C}, {C}, {C}, {C, 4 * C},
+                                               {4 * C}, {4 * C, C}, {C}})
+        shapes.push_back(s);  // ln1 w b, qkv w b, proj w b, ln2 w b, fc w b, fc2 w b
+    shapes.push_back({C}), shapes.push_back({C});  // lnf w b
+    const size_t N = shapes.size();
+    std::vector<Tensor> p(N), g(N), m(N), v(N), lp(N);
+    int64_t P = 0;
+    for (size_t i = 0; i < N; ++i) {
+      p[i] = rnd(shapes[i], DType::f32), g[i] = rnd(shapes[i], DType::f32);
+      m[i] = rnd(shapes[i], DType::f32, -0.01f, 0.01f), v[i] = rnd(shapes[i], DType::f32, 0.f, 1e-4f);
+      lp[i] = Tensor::empty(shapes[i], DType::bf16, Device::cuda);
+      P += p[i].numel();
+    }
+    const ops::AdamWScalars sw = ops::adamw_scalars({6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f}, 10);
+    const ops::AdamWScalars s0 = ops::adamw_scalars({6e-4f, 0.9f, 0.95f, 1e-8f, 0.f}, 10);
+    std::vector<ops::AdamWSlot> slots;
+    for (size_t i = 0; i < N; ++i) slots.push_back({&p[i], &g[i], &m[i], &v[i], lp[i], p[i].dim() >= 2 ? sw : s0});
+    const double bytes = static_cast<double>(P) * (4 * 4 + 3 * 4 + 2);
+    double loop = time_ms([&] {
+      for (size_t i = 0; i < N; ++i) ops::cuda::adamw_step(p[i], g[i], m[i], v[i], slots[i].s, lp[i]);
+    });
+    double multi = time_ms([&] { ops::cuda::adamw_step_multi(slots); });
+    char name[96];
+    std::snprintf(name, sizeof name, "adamw GPT-2 %zu tensors, one launch each", N);
+    bw_row(name, bytes, loop, copy_gbs);
+    std::snprintf(name, sizeof name, "adamw GPT-2 %zu tensors, multi-tensor", N);
+    bw_row(name, bytes, multi, copy_gbs);
   }
 
   // ---- causal attention (B, H, T, D)
