@@ -5,8 +5,8 @@
 #include <iomanip>
 #include <memory>
 #include <sstream>
-#include <thread>
 
+#include "comm/poll.h"
 #include "tensor/dtype.h"
 
 namespace st::comm {
@@ -26,28 +26,16 @@ void require_mpi(const char* who) {
 }
 
 void mpi_wait_deadline(MPI_Request* req, Millis timeout, const std::string& what) {
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  const auto deadline = start + timeout;
-  for (;;) {
+  const bool done = poll_until(std::chrono::steady_clock::now() + timeout, [&] {
     int flag = 0;
     CHECK_MPI(MPI_Test(req, &flag, MPI_STATUS_IGNORE));
-    if (flag) return;
-    auto now = clock::now();
-    if (now >= deadline) {
-      std::ostringstream os;
-      os << "comm timeout: " << what << " did not complete within " << std::fixed << std::setprecision(1)
-         << std::chrono::duration<double>(timeout).count() << " s (a peer is dead or stuck)";
-      throw TimeoutError(os.str());
-    }
-    const auto waited = now - start;
-    if (waited < std::chrono::milliseconds(1))
-      continue;  // spin: most operations finish here, and a yield can cost a time slice
-    if (waited < std::chrono::milliseconds(200))
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
+    return flag != 0;
+  });
+  if (done) return;
+  std::ostringstream os;
+  os << "comm timeout: " << what << " did not complete within " << std::fixed << std::setprecision(1)
+     << std::chrono::duration<double>(timeout).count() << " s (a peer is dead or stuck)";
+  throw TimeoutError(os.str());
 }
 
 std::vector<int64_t> mpi_allgather_i64(MPI_Comm comm, const std::vector<int64_t>& mine, Millis timeout,

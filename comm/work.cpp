@@ -3,10 +3,11 @@
 
 #include <cstdio>
 #include <iomanip>
+#include <mutex>
 #include <sstream>
-#include <thread>
 #include <vector>
 
+#include "comm/poll.h"
 #include "tensor/error.h"
 
 namespace st::comm {
@@ -90,33 +91,21 @@ void Work::wait(Millis timeout) {
   };
   if (abandoned_ || state_->broken()) fail_broken();
   if (timeout.count() < 0) timeout = state_->timeout();
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  const auto deadline = start + timeout;
-  // Spin for 1 ms (MPI's nonblocking collectives only progress inside MPI calls), then yield so
-  // oversubscribed ranks share cores, and after 200 ms poll every 100 us.
-  for (uint64_t i = 0;; ++i) {
-    if (poll_and_finish()) return;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const bool done = poll_until(deadline, [&] {
+    if (poll_and_finish()) return true;
     if (state_->broken()) fail_broken();
-    auto now = clock::now();
-    if (now >= deadline) {
-      std::ostringstream os;
-      os << "comm timeout: " << describe() << " did not complete within " << std::fixed << std::setprecision(1)
-         << std::chrono::duration<double>(timeout).count()
-         << " s (a peer is dead, stuck, or issued collectives in a different order)";
-      abandoned_ = true;
-      abandon();
-      state_->mark_broken(os.str());
-      throw TimeoutError(os.str());
-    }
-    const auto waited = now - start;
-    if (waited < std::chrono::milliseconds(1))
-      continue;  // spin: most operations finish here, and a yield can cost a time slice
-    if (waited < std::chrono::milliseconds(200))
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
+    return false;
+  });
+  if (done) return;
+  std::ostringstream os;
+  os << "comm timeout: " << describe() << " did not complete within " << std::fixed << std::setprecision(1)
+     << std::chrono::duration<double>(timeout).count()
+     << " s (a peer is dead, stuck, or issued collectives in a different order)";
+  abandoned_ = true;
+  abandon();
+  state_->mark_broken(os.str());
+  throw TimeoutError(os.str());
 }
 
 namespace {

@@ -51,7 +51,9 @@ TEST(Optim, AdamWThreeStepsClosedForm) {
       EXPECT_EQ(lp.to_double(), p.to(DType::bf16).to_double()) << "low-precision copy is p rounded once";
     }
     // without decay the first step moves each p by lr·sign(g) (|g| ≫ eps)
-    if (wd == 0.f) EXPECT_NE(p.to_double()[0], kP0[0]);
+    if (wd == 0.f) {
+      EXPECT_NE(p.to_double()[0], kP0[0]);
+    }
   }
 }
 
