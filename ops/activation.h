@@ -22,6 +22,9 @@ void relu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx);     // x, dy (n) �
 namespace cuda {
 void gelu_fwd(const Tensor& x, Tensor& y);
 void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx);
+// x, dy, dx (M, N) contiguous: dx = dy · gelu'(x) and col_sum (N) = Σ_rows dx in one pass (the
+// MLP backward's dpre and db1; col_sum equals sum(dx, {0}) bit for bit). ops/cuda/reduce.cu.
+void gelu_bwd_sum_cols(const Tensor& x, const Tensor& dy, Tensor& dx, Tensor& col_sum);
 void relu_fwd(const Tensor& x, Tensor& y);
 void relu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx);
 }  // namespace cuda

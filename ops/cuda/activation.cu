@@ -1,26 +1,19 @@
 // CUDA GELU (tanh form) and ReLU, forward and backward, through the vectorised pointwise map
 // (ops/cuda/pointwise.cuh). Same formulas as ops/cpu/activation.cpp; backward writes dx (=).
 #include "ops/activation.h"
+#include "ops/cuda/gelu.cuh"
 #include "ops/cuda/pointwise.cuh"
 
 namespace st::ops::cuda {
 namespace {
-constexpr float kBeta = 0.7978845608028654f;  // √(2/π)
-constexpr float kKappa = 0.044715f;
 
 // kernels (functors run inside map1_kernel / map2_kernel)
 
 struct GeluFwd {
-  __device__ float operator()(int64_t, float v) const {
-    return 0.5f * v * (1.f + tanhf(kBeta * (v + kKappa * v * v * v)));
-  }
+  __device__ float operator()(int64_t, float v) const { return gelu_tanh(v); }
 };
 struct GeluBwd {  // (x, dy) → dx
-  __device__ float operator()(int64_t, float v, float g) const {
-    const float v2 = v * v;
-    const float t = tanhf(kBeta * (v + kKappa * v2 * v));
-    return g * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * kBeta * (1.f + 3.f * kKappa * v2));
-  }
+  __device__ float operator()(int64_t, float v, float g) const { return gelu_tanh_grad(v, g); }
 };
 struct ReluFwd {
   __device__ float operator()(int64_t, float v) const { return v > 0.f ? v : 0.f; }

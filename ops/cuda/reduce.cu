@@ -3,10 +3,14 @@
 //   - column sum (the bias gradient): x contiguous and the reduced dims are its leading dims, so x
 //     is (M, N) and out (N). Threads of a warp take adjacent columns (16-byte packs when aligned
 //     and N allows), each block sums a slice of rows into part (S, N), then a second kernel sums
-//     the S slices in slice order. No atomics: bit-reproducible run to run.
+//     the S slices in slice order. No atomics: bit-reproducible run to run. The same kernels sum
+//     the GELU gradient as they compute it (gelu_bwd_sum_cols: the MLP's dpre and db1 in one pass
+//     over pre and dh; db1 equals sum(dpre, {0}) bit for bit, the values and order being the same).
 //   - anything else: one block per output element; each thread walks a slice of the reduced index
 //     space, then one block reduction.
+#include "ops/activation.h"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/gelu.cuh"
 #include "ops/reduce.h"
 #include "tensor/cuda/strided.cuh"
 
@@ -44,11 +48,46 @@ __global__ void sum_kernel(const T* x, T* out, st::cuda::Strided2 kept, st::cuda
   }
 }
 
-// x (M, N) contiguous → part (S, N): part[s][c] = Σ x[r][c] over the rows r of slice s
+// Row sources of the column sum: load<V>(off, v) gives the V values at flat offset off of the
+// (M, N) matrix being summed (V > 1: one 16-byte pack, aligned).
+template <class T>
+struct PlainRows {  // x itself
+  const T* x;
+  template <int V>
+  __device__ void load(int64_t off, T (&v)[V]) const {
+    if constexpr (V > 1) {
+      const Pack<T> p = load_pack(x + off);
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[j] = p.v[j];
+    } else {
+      v[0] = x[off];
+    }
+  }
+};
+template <class T>
+struct GeluGradRows {  // dx = dy · gelu'(x), written as it is summed
+  const T* x;
+  const T* dy;
+  T* dx;
+  template <int V>
+  __device__ void load(int64_t off, T (&v)[V]) const {
+    if constexpr (V > 1) {
+      const Pack<T> a = load_pack(x + off), g = load_pack(dy + off);
+      Pack<T> r;
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[j] = r.v[j] = from_float<T>(gelu_tanh_grad(to_float(a.v[j]), to_float(g.v[j])));
+      st::cuda::store_pack(dx + off, r);
+    } else {
+      v[0] = dx[off] = from_float<T>(gelu_tanh_grad(to_float(x[off]), to_float(dy[off])));
+    }
+  }
+};
+
+// (M, N) rows of src → part (S, N): part[s][c] = Σ x[r][c] over the rows r of slice s
 // (rows_per_slice each). Block (kColX, kColY): threadIdx.x a pack of V adjacent columns,
-// threadIdx.y a row lane. V = Pack<T>::N needs x 16-byte aligned and N % V == 0; V = 1 otherwise.
-template <class T, int V>
-__global__ void sum_cols_partial_kernel(const T* x, double* part, int64_t M, int64_t N, int64_t rows_per_slice) {
+// threadIdx.y a row lane. V = Pack<T>::N needs 16-byte aligned rows and N % V == 0; V = 1 otherwise.
+template <class T, int V, class Src>
+__global__ void sum_cols_partial_kernel(Src src, double* part, int64_t M, int64_t N, int64_t rows_per_slice) {
   __shared__ double sh[V][kColY][kColX];
   const int64_t c0 = (blockIdx.x * (int64_t)kColX + threadIdx.x) * V;
   const int64_t r0 = blockIdx.y * rows_per_slice, r1 = min(M, r0 + rows_per_slice);
@@ -58,13 +97,10 @@ __global__ void sum_cols_partial_kernel(const T* x, double* part, int64_t M, int
   if (c0 < N) {
 #pragma unroll 4
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kColY) {
-      if constexpr (V > 1) {
-        Pack<T> p = load_pack(x + r * N + c0);
+      T v[V];
+      src.template load<V>(r * N + c0, v);
 #pragma unroll
-        for (int j = 0; j < V; ++j) acc[j] += static_cast<double>(to_float(p.v[j]));
-      } else {
-        acc[0] += static_cast<double>(to_float(x[r * N + c0]));
-      }
+      for (int j = 0; j < V; ++j) acc[j] += static_cast<double>(to_float(v[j]));
     }
   }
 #pragma unroll
@@ -92,13 +128,12 @@ __global__ void sum_cols_final_kernel(const double* part, T* out, int64_t S, int
 
 // launchers
 
-// x (M, N) contiguous → out (N)
-template <class T>
-void sum_cols(const Tensor& x, Tensor& out, int64_t M, int64_t N) {
+// (M, N) rows of src → out (N); vec: every row pointer 16-byte aligned (and N % pack == 0 checked here)
+template <class T, class Src>
+void sum_cols(const Src& src, bool vec, Tensor& out, int64_t M, int64_t N) {
   cudaStream_t stream = current_stream();
-  const T* px = static_cast<const T*>(x.data_ptr());
   constexpr int VP = Pack<T>::N;
-  const bool vec = N % VP == 0 && st::cuda::aligned16(px);
+  vec = vec && N % VP == 0;
   const int64_t packs = vec ? N / VP : N;
   const int64_t gx = (packs + kColX - 1) / kColX;
   int64_t S = std::max<int64_t>(1, std::min<int64_t>((kTargetBlocks + gx - 1) / gx, (M + kColY - 1) / kColY));
@@ -110,9 +145,9 @@ void sum_cols(const Tensor& x, Tensor& out, int64_t M, int64_t N) {
   double* pp = static_cast<double*>(part.data_ptr());
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(S)), block(kColX, kColY);
   if (vec)
-    sum_cols_partial_kernel<T, VP><<<grid, block, 0, stream>>>(px, pp, M, N, rows_per_slice);
+    sum_cols_partial_kernel<T, VP><<<grid, block, 0, stream>>>(src, pp, M, N, rows_per_slice);
   else
-    sum_cols_partial_kernel<T, 1><<<grid, block, 0, stream>>>(px, pp, M, N, rows_per_slice);
+    sum_cols_partial_kernel<T, 1><<<grid, block, 0, stream>>>(src, pp, M, N, rows_per_slice);
   CHECK_LAUNCH();
   sum_cols_final_kernel<T><<<grid_for(N, kThreads), kThreads, 0, stream>>>(pp, static_cast<T*>(out.data_ptr()), S, N);
   CHECK_LAUNCH();
@@ -140,7 +175,11 @@ void sum_fwd(const Tensor& x, Tensor& out) {
   }
   const int64_t n_red = shape_numel(rshape);
   if (leading && x.is_contiguous() && n_red > 1 && n_out > 1) {
-    visit_float_dtype(x.dtype(), "sum", [&](auto tag) { sum_cols<decltype(tag)>(x, out, n_red, n_out); });
+    visit_float_dtype(x.dtype(), "sum", [&](auto tag) {
+      using T = decltype(tag);
+      const T* px = static_cast<const T*>(x.data_ptr());
+      sum_cols<T>(PlainRows<T>{px}, st::cuda::aligned16(px), out, n_red, n_out);
+    });
     return;
   }
   auto kept = st::cuda::make_strided2(kshape, kstr, kstr, "sum");
@@ -151,6 +190,30 @@ void sum_fwd(const Tensor& x, Tensor& out) {
     sum_kernel<T><<<grid_for(n_out, 1), threads, 0, current_stream()>>>(
         static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), kept, red, n_out, n_red);
     CHECK_LAUNCH();
+  });
+}
+
+void gelu_bwd_sum_cols(const Tensor& x, const Tensor& dy, Tensor& dx, Tensor& col_sum) {
+  check_contiguous_cuda("gelu_bwd_sum_cols", {&x, &dy, &dx, &col_sum});
+  ST_CHECK(x.dim() == 2 && dy.shape() == x.shape() && dx.shape() == x.shape() && col_sum.dim() == 1 &&
+               col_sum.size(0) == x.size(1),
+           ShapeError,
+           "gelu_bwd_sum_cols: x " << shape_str(x.shape()) << ", dy " << shape_str(dy.shape()) << ", dx "
+                                   << shape_str(dx.shape()) << ", col_sum " << shape_str(col_sum.shape()));
+  ST_CHECK(dy.dtype() == x.dtype() && dx.dtype() == x.dtype() && col_sum.dtype() == x.dtype(), DTypeError,
+           "gelu_bwd_sum_cols: x, dy, dx, col_sum must share a dtype");
+  const int64_t M = x.size(0), N = x.size(1);
+  if (N == 0) return;
+  if (M == 0) {
+    col_sum.fill_(0.0);
+    return;
+  }
+  visit_float_dtype(x.dtype(), "gelu_bwd_sum_cols", [&](auto tag) {
+    using T = decltype(tag);
+    GeluGradRows<T> src{static_cast<const T*>(x.data_ptr()), static_cast<const T*>(dy.data_ptr()),
+                        static_cast<T*>(dx.data_ptr())};
+    const bool vec = st::cuda::aligned16(src.x) && st::cuda::aligned16(src.dy) && st::cuda::aligned16(src.dx);
+    sum_cols<T>(src, vec, col_sum, M, N);
   });
 }
 

@@ -4,6 +4,7 @@
 namespace st::ops::cuda {
 void gelu_fwd(const Tensor&, Tensor&) { no_cuda("gelu"); }
 void gelu_bwd(const Tensor&, const Tensor&, Tensor&) { no_cuda("gelu"); }
+void gelu_bwd_sum_cols(const Tensor&, const Tensor&, Tensor&, Tensor&) { no_cuda("gelu"); }
 void relu_fwd(const Tensor&, Tensor&) { no_cuda("relu"); }
 void relu_bwd(const Tensor&, const Tensor&, Tensor&) { no_cuda("relu"); }
 }  // namespace st::ops::cuda

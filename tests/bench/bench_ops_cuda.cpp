@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
@@ -135,6 +136,14 @@ int main(int argc, char** argv) {
     bw_row("bias add (BT,3072)+(3072) f16", 2 * n4 * es,
            time_ms([&] { ops::cuda::binary_fwd(ops::BinaryOp::add, x, be, y); }), copy_gbs);
     bw_row("bias grad sum dim 0 (BT,3072) f16", n4 * es, time_ms([&] { ops::cuda::sum_fwd(x, col); }), copy_gbs);
+    Tensor dh = rnd({BT, 4 * C}, dt), dpre = x.empty_like(), db = Tensor::empty({4 * C}, dt, Device::cuda);
+    bw_row("gelu grad, then its column sum (BT,3072) f16", 4 * n4 * es, time_ms([&] {
+             ops::cuda::gelu_bwd(x, dh, dpre);
+             ops::cuda::sum_fwd(dpre, col);
+           }),
+           copy_gbs);
+    bw_row("gelu grad summed as computed (BT,3072) f16", 3 * n4 * es,
+           time_ms([&] { ops::cuda::gelu_bwd_sum_cols(x, dh, dpre, db); }), copy_gbs);
     Tensor a = rnd({BT, C}, dt), b = rnd({BT, C}, dt), c = a.empty_like();
     bw_row("same-shape add (BT,768) f16", 3 * n1 * es,
            time_ms([&] { ops::cuda::binary_fwd(ops::BinaryOp::add, a, b, c); }), copy_gbs);

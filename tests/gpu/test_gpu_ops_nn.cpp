@@ -1,8 +1,11 @@
 // CUDA network ops against the CPU ops: activations, dropout (same mask), softmax, fused
 // cross-entropy (ignore_index, out-of-range target), layernorm, embedding (repeated indices,
 // bad index), causal attention (T = 1000, D = 64 and an odd D). f32 / f16 / bf16, fwd and bwd.
+// The MLP's fused GELU gradient + column sum against the CPU.
 // Layernorm backward runs on both its fused kernel (every lane width up to C = 1024) and the
 // separate dx / dw-db kernels (C > 1024, misaligned x), and its fused gradients are bit-stable.
+#include <string>
+
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
@@ -89,6 +92,35 @@ TEST(GpuOpsNN, LayernormBackwardFusedAndFallbackShapes) {
              .op = [](auto& x) {
                return ops::layernorm(x[0].narrow(0, 1, 1000 * 768).view({1000, 768}), x[1], x[2]);
              }});
+}
+
+TEST(GpuOpsNN, GeluGradSummedAsItIsComputed) {
+  // the MLP backward's fused pass: dx against the CPU's GELU gradient, col_sum against the column
+  // sum of the dx it wrote (bit for bit: same values, same order), on aligned and odd widths and a
+  // misaligned dy (scalar path)
+  struct Case {
+    int64_t M, N, dy_offset;
+  };
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
+    for (Case c : {Case{1000, 3072, 0}, Case{333, 257, 0}, Case{16384, 768, 0}, Case{77, 3072, 1}, Case{3, 64, 0}}) {
+      Generator g(11);
+      Tensor x = Tensor::empty({c.M, c.N}, dt, Device::cuda);
+      Tensor dy_buf = Tensor::empty({c.M * c.N + c.dy_offset}, dt, Device::cuda);
+      fill_uniform(x, g, -4.f, 4.f);
+      fill_uniform(dy_buf, g);
+      Tensor dy = dy_buf.narrow(0, c.dy_offset, c.M * c.N).view({c.M, c.N});
+      Tensor dx = Tensor::empty({c.M, c.N}, dt, Device::cuda), col = Tensor::empty({c.N}, dt, Device::cuda);
+      ops::cuda::gelu_bwd_sum_cols(x, dy, dx, col);
+      const std::string what = std::string(dtype_name(dt)) + " (" + std::to_string(c.M) + ", " + std::to_string(c.N) +
+                               ") dy offset " + std::to_string(c.dy_offset);
+      EXPECT_EQ(col.to_double(), ops::sum(dx, {0}).to_double()) << what;
+      Tensor ref = Tensor::empty({c.M, c.N}, DType::f32, Device::cpu);  // f32 CPU gradient of the same inputs
+      ops::cpu::gelu_bwd(x.to(Device::cpu).to(DType::f32), dy.to(Device::cpu).to(DType::f32), ref);
+      // relative error of the whole tensor (the gpu tests' measure): dx is rounded to dt, and in
+      // f32 the CPU's and CUDA's tanh differ by ulps where 1 + tanh cancels (x near −4)
+      const double tol = dt == DType::f32 ? 1e-5 : dt == DType::f16 ? 2e-3 : 1.6e-2;
+      EXPECT_LE(rel_err(dx.to_double(), ref.to_double()), tol) << what;
+    }
 }
 
 TEST(GpuOpsNN, LayernormWeightGradIsDeterministic) {
