@@ -26,9 +26,9 @@ struct ModelFactory {
   // to the unsplit one from the same generator or checkpoint.
   std::function<std::shared_ptr<LanguageModel>(const TrainConfig& cfg, Generator& gen,
                                                std::shared_ptr<comm::Communicator> tp)>
-      from_config_tp;
+      from_config_tp = {};
   std::function<std::shared_ptr<LanguageModel>(const nlohmann::json& config, std::shared_ptr<comm::Communicator> tp)>
-      from_json_tp;
+      from_json_tp = {};
 };
 
 // Registers `family` ("gpt", ...); registering a name twice replaces the factory.

@@ -128,7 +128,15 @@ int run_sample(const SampleConfig& cfg) {
              "sample: prompt byte " << t << " is outside the model's vocabulary of " << model->vocab_size());
   std::vector<int64_t> gen = generate(*model, prompt, cfg.tokens, cfg.temperature, cfg.top_k, cfg.seed, device);
   std::string text = cfg.prompt;
-  for (int64_t t : gen) text += t < 256 ? std::string(1, static_cast<char>(t)) : "<" + std::to_string(t) + ">";
+  for (int64_t t : gen) {
+    if (t < 256) {
+      text += static_cast<char>(t);
+    } else {  // not a byte: shown as <id>
+      text += '<';
+      text += std::to_string(t);
+      text += '>';
+    }
+  }
   std::cerr << "sample: " << from << " (" << model->family() << ", " << model->num_parameters() << " parameters), "
             << gen.size() << " tokens, temperature " << cfg.temperature << ", top-k " << cfg.top_k << ", seed " << cfg.seed
             << "\n";

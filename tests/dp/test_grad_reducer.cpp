@@ -24,7 +24,9 @@ std::vector<std::pair<std::string, Tensor>> make_params() {
   for (int i = 0; i < 4; ++i) {
     Tensor t = Tensor::zeros({64, 64});  // 16 KB each
     t.requires_grad_();
-    ps.push_back({"p" + std::to_string(i), t});
+    std::string name = "p";
+    name += std::to_string(i);
+    ps.push_back({name, t});
   }
   return ps;
 }
