@@ -1,0 +1,54 @@
+// Single-process pieces of comm/ (no ranks needed): the polling loop behind every deadline and the
+// MPI environment defaults.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include "comm/mpi_env.h"
+#include "comm/poll.h"
+
+namespace st::comm {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+TEST(PollUntil, ReturnsTrueOnTheCallThatSucceeds) {
+  int calls = 0;
+  EXPECT_TRUE(poll_until(clock::now() + std::chrono::seconds(10), [&] { return ++calls == 5; }));
+  EXPECT_EQ(calls, 5);
+}
+
+TEST(PollUntil, GivesUpAtTheDeadlineAfterPollingThroughIt) {
+  // 30 ms: past the 1 ms spin, so the yielding phase runs; it polls until the deadline (no sleep
+  // leaves it idle), then reports failure
+  int calls = 0;
+  const auto start = clock::now();
+  EXPECT_FALSE(poll_until(start + std::chrono::milliseconds(30), [&] { return ++calls < 0; }));
+  const auto waited = clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(30));
+  EXPECT_LT(waited, std::chrono::seconds(5));
+  EXPECT_GT(calls, 30) << "polled at least once a millisecond";
+}
+
+TEST(PollUntil, ADeadlineInThePastStillPollsOnce) {
+  int calls = 0;
+  EXPECT_TRUE(poll_until(clock::now() - std::chrono::seconds(1), [&] { return ++calls == 1; }));
+  EXPECT_FALSE(poll_until(clock::now() - std::chrono::seconds(1), [&] { return false; }));
+}
+
+TEST(MpiEnv, RingAllReduceUnlessTheUserChose) {
+  const char* kVar = "OMPI_MCA_coll_libnbc_iallreduce_algorithm";
+  unsetenv(kVar);
+  apply_mpi_defaults();
+  ASSERT_NE(std::getenv(kVar), nullptr);
+  EXPECT_EQ(std::string(std::getenv(kVar)), "1");
+  setenv(kVar, "4", 1);
+  apply_mpi_defaults();
+  EXPECT_EQ(std::string(std::getenv(kVar)), "4") << "a value the user set is kept";
+  unsetenv(kVar);
+}
+
+}  // namespace
+}  // namespace st::comm
