@@ -26,8 +26,8 @@ for stage in $stages; do
   build)
     t0=$SECONDS
     { cmake -S . -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release &&
-      cmake --build "$BUILD" -j"$JOBS" --target test_gpu_tensor test_gpu_ops test_gpu_ops_nn test_gpu_optim test_gpu_attention bench_ops_cuda \
-        test_comm_nccl test_comm_mpi_cuda
+      cmake --build "$BUILD" -j"$JOBS" --target test_gpu_tensor test_gpu_ops test_gpu_ops_nn test_gpu_optim test_gpu_attention \
+        test_gpu_gemm_lt test_gpu_trainer bench_ops_cuda test_comm_nccl test_comm_mpi_cuda
     } > "$OUT/build.log" 2>&1
     rc=$?
     note "build rc=$rc ($((SECONDS - t0)) s)"
@@ -50,8 +50,8 @@ for stage in $stages; do
   memcheck)
     t0=$SECONDS
     : > "$OUT/memcheck.log"
-    left=5
-    for t in test_gpu_tensor test_gpu_optim test_gpu_ops test_gpu_ops_nn test_gpu_attention; do
+    left=6
+    for t in test_gpu_tensor test_gpu_optim test_gpu_ops test_gpu_ops_nn test_gpu_attention test_gpu_gemm_lt; do
       cap=$(( (${BUDGET_S:-570} - SECONDS) / left )); left=$((left - 1))
       [ $cap -ge 15 ] || { note "memcheck $t skipped: out of time"; continue; }
       timeout $cap compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
