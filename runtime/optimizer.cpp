@@ -103,12 +103,11 @@ void AdamW::update(const std::vector<Tensor>& grads, double lr, const ops::GradS
   const ops::AdamWScalars with_wd = ops::adamw_scalars(p, step_);
   p.weight_decay = 0.f;
   const ops::AdamWScalars no_wd = ops::adamw_scalars(p, step_);
-  slots_.clear();
-  slots_.reserve(params_.size());
+  std::vector<ops::AdamWSlot> slots;
+  slots.reserve(params_.size());
   for (size_t i = 0; i < params_.size(); ++i)
-    slots_.push_back({&master_[i], &grads[i], &m_[i], &v_[i], lp_target(i), decays(i) ? with_wd : no_wd});
-  ops::adamw_step_multi(slots_, gs);
-  slots_.clear();  // keeps the capacity, drops the lp handles
+    slots.push_back({&master_[i], &grads[i], &m_[i], &v_[i], lp_target(i), decays(i) ? with_wd : no_wd});
+  ops::adamw_step_multi(slots, gs);
 }
 
 std::vector<std::pair<std::string, std::vector<Tensor>*>> AdamW::state_slots() {

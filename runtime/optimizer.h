@@ -84,7 +84,6 @@ class AdamW : public Optimizer {
  private:
   AdamWOptions opt_;
   std::vector<Tensor> m_, v_;          // f32, shaped like the params
-  std::vector<ops::AdamWSlot> slots_;  // reused by every step (emptied after it: no allocation)
 };
 
 struct SgdOptions {
