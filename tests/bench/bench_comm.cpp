@@ -12,12 +12,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "comm/mpi_env.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "tests/bench/mpi_timing.h"
 
@@ -26,15 +24,9 @@ using namespace st::bench;
 using namespace st::comm;
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  st::comm::apply_mpi_defaults();
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  size_t max_mb = 256;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--max-mb") == 0) max_mb = std::stoul(argv[i + 1]);
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const BenchMpi mpi = bench_mpi_init(argc, argv);
+  const int rank = mpi.rank, size = mpi.size;
+  const size_t max_mb = mpi.max_mb;
   auto comm = MpiCommunicator::dup(MPI_COMM_WORLD, "bench", Millis(120000));
   MPI_Comm raw;
   MPI_Comm_dup(MPI_COMM_WORLD, &raw);

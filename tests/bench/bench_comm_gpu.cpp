@@ -28,7 +28,6 @@
 #include <string>
 #include <vector>
 
-#include "comm/mpi_env.h"
 #include "comm/mpi/cuda_aware.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/nccl_backend.h"
@@ -156,16 +155,9 @@ void mpi_section(int rank, int size, size_t max_bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  st::comm::apply_mpi_defaults();
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  size_t max_mb = 256;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--max-mb") == 0) max_mb = std::stoul(argv[i + 1]);
-  const size_t max_bytes = max_mb * (size_t(1) << 20);
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const BenchMpi mpi = bench_mpi_init(argc, argv);
+  const int rank = mpi.rank, size = mpi.size;
+  const size_t max_bytes = mpi.max_mb * (size_t(1) << 20);
   const int gpus = nccl_visible_devices();
   int own = gpus >= size ? 1 : 0, all_own = 0;  // every rank has its own GPU (one node)
   MPI_Allreduce(&own, &all_own, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
