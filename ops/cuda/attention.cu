@@ -8,12 +8,19 @@
 //         in registers; a second per query block accumulates dQ over the keys s ≤ t. Each
 //         gradient element is written once (=), no atomics: deterministic.
 // Scores and accumulators are f32; q, k, v are widened on their way into shared memory. These
-// are the CUDA-core kernels, used for f32 and for head dims other than 64 (any D ≤ 128); f16/bf16
-// with D = 64 (GPT-2) go to the tensor-core flash kernels of ops/cuda/flash_attention.cu, which
-// also serve the packed op (attention_qkv_fwd/bwd: strided views into qkv, no transposes).
+// are the CUDA-core kernels, used for f32 and for head dims other than 64 (any D ≤ 128). f16/bf16
+// first go to cuDNN's fused attention (ops/cudnn/sdpa.cpp) when ST_ATTENTION allows and cuDNN
+// takes the shape, then with D = 64 (GPT-2) to the tensor-core flash kernels of
+// ops/cuda/flash_attention.cu; both also serve the packed op (attention_qkv_fwd/bwd: strided views
+// into qkv, no transposes).
 #include "ops/attention.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/flash_attention.h"
+#include "ops/cuda/sdpa_cudnn.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 namespace st::ops::cuda {
 namespace {
@@ -254,7 +261,41 @@ void set_smem(K kernel, size_t bytes) {
   CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
+std::atomic<int> g_backend{-1};  // AttentionBackend, -1: not decided yet (read ST_ATTENTION)
+
+// Runs cuDNN's fused attention when the backend allows it; false: take our kernels. With
+// ST_ATTENTION=cudnn a shape cuDNN declines is an error rather than a silent fallback.
+template <class Run>
+bool try_cudnn(Run run) {
+  const AttentionBackend b = attention_backend();
+  if (b == AttentionBackend::Flash) return false;
+  if (run()) return true;
+  if (b == AttentionBackend::Cudnn)
+    ST_THROW(DeviceError, "causal_attention: ST_ATTENTION=cudnn but cuDNN declined the shape (" << cudnn_sdpa_status()
+                                                                                                 << ")");
+  return false;
+}
+
 }  // namespace
+
+AttentionBackend attention_backend() {
+  int b = g_backend.load();
+  if (b < 0) {
+    const char* e = std::getenv("ST_ATTENTION");
+    if (!e || !*e || !std::strcmp(e, "auto"))
+      b = static_cast<int>(AttentionBackend::Auto);
+    else if (!std::strcmp(e, "cudnn"))
+      b = static_cast<int>(AttentionBackend::Cudnn);
+    else if (!std::strcmp(e, "flash"))
+      b = static_cast<int>(AttentionBackend::Flash);
+    else
+      ST_THROW(ValueError, "ST_ATTENTION=" << e << ": expected auto, cudnn or flash");
+    g_backend.store(b);
+  }
+  return static_cast<AttentionBackend>(b);
+}
+
+void set_attention_backend(AttentionBackend b) { g_backend.store(static_cast<int>(b)); }
 
 // launchers
 
@@ -266,6 +307,11 @@ void attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& ou
   {
     AttnOperand oq = contiguous_operand(q), ok = contiguous_operand(k), ov = contiguous_operand(v),
                 oo = contiguous_operand(out);
+    if (try_cudnn([&] {
+          return cudnn_sdpa_fwd(q.dtype(), q.size(0), q.size(1), Tn, D, oq, ok, ov, oo, lse.data<float>(),
+                                current_stream());
+        }))
+      return;
     if (flash_attention_supported(q.dtype(), D, BH, {oq, ok, ov, oo}))
       return flash_attention_fwd(q.dtype(), q.size(0), q.size(1), Tn, oq, ok, ov, oo, lse.data<float>(),
                                  current_stream());
@@ -299,6 +345,11 @@ void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
     AttnOperand oq = contiguous_operand(q), ok = contiguous_operand(k), ov = contiguous_operand(v),
                 oo = contiguous_operand(out), og = contiguous_operand(dout), dq_ = contiguous_operand(dq),
                 dk_ = contiguous_operand(dk), dv_ = contiguous_operand(dv);
+    if (try_cudnn([&] {
+          return cudnn_sdpa_bwd(q.dtype(), q.size(0), q.size(1), Tn, D, oq, ok, ov, oo, og, lse.data<float>(), dq_,
+                                dk_, dv_, stream);
+        }))
+      return;
     if (flash_attention_supported(q.dtype(), D, BH, {oq, ok, ov, oo, og, dq_, dk_, dv_}))
       return flash_attention_bwd(q.dtype(), q.size(0), q.size(1), Tn, oq, ok, ov, oo, og, lse.data<float>(), dq_,
                                  dk_, dv_, stream);
@@ -342,20 +393,31 @@ bool attention_qkv_supported(const Tensor& qkv, const Tensor& out, int64_t heads
 void attention_qkv_fwd(const Tensor& qkv, Tensor& out, Tensor& lse, int64_t heads) {
   check_contiguous_cuda("causal_attention_qkv", {&qkv, &out, &lse});
   const int64_t D = qkv.size(2) / (3 * heads);
-  flash_attention_fwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), packed_operand(qkv, heads, D, 0),
-                      packed_operand(qkv, heads, D, 1), packed_operand(qkv, heads, D, 2),
-                      packed_operand(out, heads, D, 0), lse.data<float>(), current_stream());
+  const AttnOperand q = packed_operand(qkv, heads, D, 0), k = packed_operand(qkv, heads, D, 1),
+                    v = packed_operand(qkv, heads, D, 2), o = packed_operand(out, heads, D, 0);
+  if (try_cudnn([&] {
+        return cudnn_sdpa_fwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), D, q, k, v, o, lse.data<float>(),
+                              current_stream());
+      }))
+    return;
+  flash_attention_fwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), q, k, v, o, lse.data<float>(), current_stream());
 }
 
 void attention_qkv_bwd(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout, Tensor& dqkv,
                        int64_t heads) {
   check_contiguous_cuda("causal_attention_qkv", {&qkv, &out, &lse, &dout, &dqkv});
   const int64_t D = qkv.size(2) / (3 * heads);
-  flash_attention_bwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), packed_operand(qkv, heads, D, 0),
-                      packed_operand(qkv, heads, D, 1), packed_operand(qkv, heads, D, 2),
-                      packed_operand(out, heads, D, 0), packed_operand(dout, heads, D, 0), lse.data<float>(),
-                      packed_operand(dqkv, heads, D, 0), packed_operand(dqkv, heads, D, 1),
-                      packed_operand(dqkv, heads, D, 2), current_stream());
+  const AttnOperand q = packed_operand(qkv, heads, D, 0), k = packed_operand(qkv, heads, D, 1),
+                    v = packed_operand(qkv, heads, D, 2), o = packed_operand(out, heads, D, 0),
+                    g = packed_operand(dout, heads, D, 0), dq = packed_operand(dqkv, heads, D, 0),
+                    dk = packed_operand(dqkv, heads, D, 1), dv = packed_operand(dqkv, heads, D, 2);
+  if (try_cudnn([&] {
+        return cudnn_sdpa_bwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), D, q, k, v, o, g, lse.data<float>(), dq,
+                              dk, dv, current_stream());
+      }))
+    return;
+  flash_attention_bwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), q, k, v, o, g, lse.data<float>(), dq, dk, dv,
+                      current_stream());
 }
 
 }  // namespace st::ops::cuda

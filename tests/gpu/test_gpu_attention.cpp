@@ -1,8 +1,10 @@
 // The packed causal attention (ops::causal_attention_qkv) on CUDA: against the CPU op (f32 / f16 /
-// bf16, forward and backward, tile-unaligned T, several heads, a head dim that takes the fallback),
-// and bit-for-bit against the 4-d op on head-split copies, which proves that the flash kernels'
-// strided reads of q, k, v and strided writes of out and dqkv address the same elements.
+// bf16, forward and backward, tile-unaligned T, several heads, a head dim that takes the fallback,
+// T = 256 which cuDNN's fused attention takes), bit-for-bit against the 4-d op on head-split copies
+// with the flash kernels (their strided reads of q, k, v and writes of out and dqkv address the
+// same elements), and cuDNN's fused attention against the flash kernels on the same inputs.
 #include "ops/attention.h"
+#include "ops/cuda/sdpa_cudnn.h"
 #include "tensor/rng.h"
 #include "tests/gpu/gpu_cases.h"
 
@@ -18,6 +20,21 @@ OpCase packed(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t 
 
 std::vector<float> host(const Tensor& t) { return t.to_float(); }
 
+// Runs the body with one attention backend, then restores automatic choice.
+template <class F>
+void with_backend(ops::cuda::AttentionBackend b, F f) {
+  ops::cuda::set_attention_backend(b);
+  try {
+    f();
+  } catch (...) {
+    ops::cuda::set_attention_backend(ops::cuda::AttentionBackend::Auto);
+    throw;
+  }
+  ops::cuda::set_attention_backend(ops::cuda::AttentionBackend::Auto);
+}
+
+bool cudnn_built() { return ops::cuda::cudnn_sdpa_status().rfind("cuDNN not built", 0) != 0; }
+
 }  // namespace
 
 TEST(GpuAttention, PackedMatchesCpu) {
@@ -26,9 +43,12 @@ TEST(GpuAttention, PackedMatchesCpu) {
   check_gpu(packed("qkv T=130 H=3 D=64", 1, 130, 3, 64));
   check_gpu(packed("qkv T=64 H=12 D=64 (one full tile)", 2, 64, 12, 64));
   check_gpu(packed("qkv T=77 H=3 D=40 (fallback)", 2, 77, 3, 40));
+  check_gpu(packed("qkv T=256 H=2 D=64 (cuDNN where built)", 2, 256, 2, 64));
 }
 
 TEST(GpuAttention, PackedEqualsHeadSplitBitForBit) {
+  // the flash kernels (cuDNN's dQ atomics are not bitwise reproducible; T = 200 is not cuDNN's anyway)
+  ops::cuda::set_attention_backend(ops::cuda::AttentionBackend::Flash);
   for (DType dt : {DType::f16, DType::bf16}) {
     const int64_t B = 2, T = 200, H = 3, D = 64, A = H * D;
     Generator gen(7);
@@ -54,4 +74,70 @@ TEST(GpuAttention, PackedEqualsHeadSplitBitForBit) {
     for (float v : dq) norm += double(v) * v;
     EXPECT_GT(norm, 1.0) << "the gradient must not be zero";
   }
+  ops::cuda::set_attention_backend(ops::cuda::AttentionBackend::Auto);
+}
+
+// cuDNN's fused attention and the flash kernels on the same inputs: the packed op's output and
+// dqkv, and the 4-d launchers' lse (which either backward reads). The cuDNN call count must grow by
+// exactly the calls made, so a silent fallback to flash fails the test.
+TEST(GpuAttention, CudnnMatchesFlash) {
+  using ops::cuda::AttentionBackend;
+  if (!cudnn_built()) GTEST_SKIP() << ops::cuda::cudnn_sdpa_status();
+  struct Shape {
+    int64_t B, T, H;
+  };
+  for (DType dt : {DType::f16, DType::bf16})
+    for (Shape sh : {Shape{2, 256, 3}, Shape{1, 1024, 2}, Shape{3, 128, 12}}) {
+      const int64_t D = 64, A = sh.H * D;
+      const std::string what = std::string(dtype_name(dt)) + " B=" + std::to_string(sh.B) + " T=" +
+                               std::to_string(sh.T) + " H=" + std::to_string(sh.H);
+      Generator gen(5);
+      Tensor base = Tensor::empty({sh.B, sh.T, 3 * A}, DType::f32, Device::cpu);
+      fill_normal(base, gen, 0.f, 1.f);
+      Tensor gy = Tensor::empty({sh.B, sh.T, A}, DType::f32, Device::cpu);
+      fill_normal(gy, gen, 0.f, 1.f);
+      Tensor qkv = base.to(Device::cuda).to(dt), g = gy.to(Device::cuda).to(dt);
+      auto run = [&](AttentionBackend b) {
+        Tensor x = qkv.clone().requires_grad_(), y;
+        with_backend(b, [&] {
+          y = ops::causal_attention_qkv(x, sh.H);
+          y.backward(g);
+        });
+        return std::pair{y.to_double(), x.grad().to_double()};
+      };
+      const auto [y_flash, dx_flash] = run(AttentionBackend::Flash);
+      const int64_t calls = ops::cuda::cudnn_sdpa_calls();
+      const auto [y_cudnn, dx_cudnn] = run(AttentionBackend::Cudnn);
+      EXPECT_EQ(ops::cuda::cudnn_sdpa_calls() - calls, 2) << what << ": " << ops::cuda::cudnn_sdpa_status();
+      const double tol = dt == DType::f16 ? 2e-3 : 1.6e-2;
+      EXPECT_LE(rel_err(y_cudnn, y_flash), tol) << what << " forward";
+      EXPECT_LE(rel_err(dx_cudnn, dx_flash), 2 * tol) << what << " dqkv";
+
+      // lse of the 4-d launchers on head-split copies (B, H, T, D)
+      auto split = [&](int64_t i) {
+        return qkv.narrow(2, i * A, A).reshape({sh.B, sh.T, sh.H, D}).transpose(1, 2).contiguous();
+      };
+      Tensor q = split(0), k = split(1), v = split(2);
+      Tensor o1 = q.empty_like(), o2 = q.empty_like();
+      Tensor l1 = Tensor::empty({sh.B, sh.H, sh.T}, DType::f32, Device::cuda), l2 = l1.empty_like();
+      with_backend(AttentionBackend::Flash, [&] { ops::cuda::attention_fwd(q, k, v, o1, l1); });
+      with_backend(AttentionBackend::Cudnn, [&] { ops::cuda::attention_fwd(q, k, v, o2, l2); });
+      EXPECT_LE(rel_err(l2.to_double(), l1.to_double()), 1e-5) << what << " lse";
+      EXPECT_LE(rel_err(o2.to_double(), o1.to_double()), tol) << what << " 4-d forward";
+    }
+}
+
+// ST_ATTENTION=cudnn is strict: a shape cuDNN declines is an error that says why, not a fallback.
+TEST(GpuAttention, CudnnRequiredButDeclinedThrows) {
+  using ops::cuda::AttentionBackend;
+  if (!cudnn_built()) GTEST_SKIP() << ops::cuda::cudnn_sdpa_status();
+  Tensor qkv = Tensor::zeros({1, 128, 3 * 136}, DType::f16, Device::cuda);  // head dim 136 > 128: declined
+  with_backend(AttentionBackend::Cudnn, [&] {
+    try {
+      ops::causal_attention_qkv(qkv, 1);
+      ADD_FAILURE() << "expected DeviceError";
+    } catch (const DeviceError& e) {
+      EXPECT_NE(std::string(e.what()).find("head dim"), std::string::npos) << e.what();
+    }
+  });
 }

@@ -1,0 +1,41 @@
+// Causal attention through cuDNN's fused scaled-dot-product-attention engines (ops/cudnn/sdpa.cpp;
+// ops/cudnn_stub when cuDNN is not built), and the choice between them and our own flash kernels.
+//
+// Operands are the same strided views the flash kernels take (flash_attention.h), so the GPT's
+// fused qkv tensor goes in without head transposes; lse is the same natural-log log-sum-exp of the
+// scaled scores, so a forward of one backend and a backward of the other agree.
+//
+// Which backend runs (ST_ATTENTION, or set_attention_backend):
+//   auto  (default) cuDNN where it builds a plan for the shape, else flash;
+//   cudnn           the same, named explicitly;
+//   flash           always our kernels (ops/cuda/flash_attention.cu).
+// cuDNN's backward adds dQ up with float atomics, so its gradients may differ in the last bits
+// from run to run; ST_ATTENTION=flash is bitwise reproducible (every output written once).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "ops/cuda/flash_attention.h"
+
+namespace st::ops::cuda {
+
+enum class AttentionBackend { Auto, Cudnn, Flash };
+AttentionBackend attention_backend();  // set_attention_backend's value, else ST_ATTENTION, else Auto
+void set_attention_backend(AttentionBackend b);
+
+// f16/bf16 attention through cuDNN. Returns false (nothing launched) when cuDNN cannot take this
+// shape — not built, dtype, T not a multiple of 128 on cuDNN ≤ 9.15, no engine; the reason is
+// kept for cudnn_sdpa_status(). A plan is built once per shape and stream, then reused.
+bool cudnn_sdpa_fwd(DType dt, int64_t B, int64_t H, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
+                    AttnOperand v, AttnOperand out, float* lse, cudaStream_t stream);
+bool cudnn_sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
+                    AttnOperand v, AttnOperand out, AttnOperand dout, const float* lse, AttnOperand dq,
+                    AttnOperand dk, AttnOperand dv, cudaStream_t stream);
+
+// "cuDNN 9.14.0: fwd engine 8, bwd engine 9" or why cuDNN was not used for the last shape tried.
+std::string cudnn_sdpa_status();
+// How many forward / backward calls cuDNN ran since start (tests check the path really ran).
+int64_t cudnn_sdpa_calls();
+
+}  // namespace st::ops::cuda

@@ -1,0 +1,15 @@
+// CUDA builds without cuDNN: attention always takes the flash kernels (ops/cuda/flash_attention.cu).
+#include "ops/cuda/sdpa_cudnn.h"
+
+namespace st::ops::cuda {
+bool cudnn_sdpa_fwd(DType, int64_t, int64_t, int64_t, int64_t, AttnOperand, AttnOperand, AttnOperand, AttnOperand,
+                    float*, cudaStream_t) {
+  return false;
+}
+bool cudnn_sdpa_bwd(DType, int64_t, int64_t, int64_t, int64_t, AttnOperand, AttnOperand, AttnOperand, AttnOperand,
+                    AttnOperand, const float*, AttnOperand, AttnOperand, AttnOperand, cudaStream_t) {
+  return false;
+}
+std::string cudnn_sdpa_status() { return "cuDNN not built (attention uses the flash kernels)"; }
+int64_t cudnn_sdpa_calls() { return 0; }
+}  // namespace st::ops::cuda
