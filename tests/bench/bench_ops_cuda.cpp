@@ -20,6 +20,7 @@
 
 #include "ops/activation.h"
 #include "ops/attention.h"
+#include "ops/cuda/sdpa_cudnn.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/cuda/gemm_config.h"
@@ -236,20 +237,43 @@ int main(int argc, char** argv) {
     bw_row(name, bytes, multi, copy_gbs);
   }
 
-  // ---- causal attention (B, H, T, D)
+  // ---- causal attention (B, H, T, D) and the GPT's packed (B, T, 3·H·D) form, each backend
   for (DType dt : {DType::f16, DType::bf16, DType::f32}) {
     if (!want("attn")) break;
     Tensor q = rnd({B, H, T, D}, dt), k = rnd({B, H, T, D}, dt), v = rnd({B, H, T, D}, dt), o = q.empty_like();
     Tensor lse = Tensor::empty({B, H, T}, DType::f32, Device::cuda);
     Tensor dO = rnd({B, H, T, D}, dt), dq = q.empty_like(), dk = q.empty_like(), dv = q.empty_like();
-    double f = time_ms([&] { ops::cuda::attention_fwd(q, k, v, o, lse); }, 10);
-    double bw = time_ms([&] { ops::cuda::attention_bwd(q, k, v, o, lse, dO, dq, dk, dv); }, 10);
+    Tensor qkv = rnd({B, T, 3 * H * D}, dt), out = rnd({B, T, H * D}, dt), dout = rnd({B, T, H * D}, dt),
+           dqkv = qkv.empty_like();
     const double flops_f = 2.0 * B * H * T * T * D;  // causal: half of 4·B·H·T²·D
-    std::printf("attn  causal %s B=%ld H=%ld T=%ld D=%ld  fwd %8.3f ms (%6.1f TFLOP/s)  bwd %8.3f ms (%6.1f TFLOP/s)  "
-                "fwd+bwd %8.3f ms\n",
-                dtype_name(dt), (long)B, (long)H, (long)T, (long)D, f, flops_f / f / 1e9, bw, 2.5 * flops_f / bw / 1e9,
-                f + bw);
+    using ops::cuda::AttentionBackend;
+    for (AttentionBackend backend : {AttentionBackend::Flash, AttentionBackend::Auto}) {
+      if (dt == DType::f32 && backend == AttentionBackend::Auto) break;  // f32 has one path
+      ops::cuda::set_attention_backend(backend);
+      const int64_t calls = ops::cuda::cudnn_sdpa_calls();
+      for (bool packed : {false, true}) {
+        if (packed && dt == DType::f32) break;  // the packed launchers are the f16/bf16 kernels'
+        double f, bw;
+        if (packed) {
+          f = time_ms([&] { ops::cuda::attention_qkv_fwd(qkv, out, lse, H); }, 10);
+          bw = time_ms([&] { ops::cuda::attention_qkv_bwd(qkv, out, lse, dout, dqkv, H); }, 10);
+        } else {
+          f = time_ms([&] { ops::cuda::attention_fwd(q, k, v, o, lse); }, 10);
+          bw = time_ms([&] { ops::cuda::attention_bwd(q, k, v, o, lse, dO, dq, dk, dv); }, 10);
+        }
+        const char* name = dt == DType::f32                     ? "CUDA cores"
+                           : backend == AttentionBackend::Flash ? "flash"
+                           : ops::cuda::cudnn_sdpa_calls() > calls ? "cuDNN"
+                                                                   : "auto=flash";
+        std::printf("attn  causal %s %-10s %-6s B=%ld H=%ld T=%ld D=%ld  fwd %8.3f ms (%6.1f TFLOP/s)  bwd %8.3f ms "
+                    "(%6.1f TFLOP/s)  fwd+bwd %8.3f ms\n",
+                    dtype_name(dt), name, packed ? "packed" : "4-d", (long)B, (long)H, (long)T, (long)D, f,
+                    flops_f / f / 1e9, bw, 2.5 * flops_f / bw / 1e9, f + bw);
+      }
+    }
+    ops::cuda::set_attention_backend(AttentionBackend::Auto);
   }
+  if (want("attn")) std::printf("attention: %s\n", ops::cuda::cudnn_sdpa_status().c_str());
   std::printf("peak bytes in use %.2f GiB\n", cuda::bytes_peak() / double(1 << 30));
   return 0;
 }
