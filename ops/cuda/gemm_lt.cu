@@ -7,7 +7,7 @@
 //   bgrad_b:     c = a·b; bias_grad (N) = Σ over K of b (K, N)           (cuBLASLt BGRADA)
 // (DGELU_BGRAD was tried for the MLP backward and dropped: cuBLASLt ran it as a separate 0.32 ms
 // pass at 16384 × 3072 f16 on the H200, 2.6× the own GELU-gradient kernel plus column sum.)
-// One cuBLASLt handle per device and one 32 MiB workspace per (device, stream); the algorithm of
+// One cuBLASLt handle per device, the stream's 32 MiB GEMM workspace (cublas_common.h); the algorithm of
 // each (shape, transposes, epilogue, alignment) is chosen once by cuBLASLt's heuristic and cached,
 // and a configuration cuBLASLt has no kernel for is remembered as unsupported: gemm_lt then
 // returns false without touching c, and the caller computes the same result unfused.
@@ -18,21 +18,15 @@
 #include <tuple>
 
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/cublas_common.h"
 #include "ops/matmul.h"
 
 namespace st::ops::cuda {
 namespace {
 
-inline bool lt_ok(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; }
-inline const char* lt_describe(cublasStatus_t s) { return cublasGetStatusString(s); }
-#define CHECK_LT(expr) ST_CHECK_GEN(expr, lt_ok, lt_describe, ::st::CudaError)
-
-constexpr size_t kWorkspaceBytes = 32u << 20;
-
 struct LtState {
   std::mutex mu;
   std::map<int, cublasLtHandle_t> handles;                      // per device
-  std::map<std::pair<int, cudaStream_t>, void*> workspaces;     // per (device, stream)
   using Key = std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int, int>;
   std::map<Key, std::pair<bool, cublasLtMatmulAlgo_t>> algos;  // (supported, algorithm)
   int64_t launches[3] = {0, 0, 0};                              // per LtEpilogue
@@ -72,7 +66,7 @@ struct Desc {
 
 template <class V>
 void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const V& v) {
-  CHECK_LT(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
+  CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
 }
 
 }  // namespace
@@ -92,16 +86,15 @@ bool gemm_lt(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int6
 
   const int device = st::cuda::current_device();
   cudaStream_t stream = current_stream();
+  void* ws = gemm_workspace(stream);
   LtState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   cublasLtHandle_t& h = s.handles[device];
-  if (!h) CHECK_LT(cublasLtCreate(&h));
-  void*& ws = s.workspaces[{device, stream}];
-  if (!ws) CHECK_CUDA(cudaMalloc(&ws, kWorkspaceBytes));
+  if (!h) CHECK_CUBLAS(cublasLtCreate(&h));
 
   // column-major: D (N × M) = op(A)·op(B), A = b stored (N × K | K × N), B = a stored (K × M | M × K)
   Desc d;
-  CHECK_LT(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CHECK_CUBLAS(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_attr(d.op, CUBLASLT_MATMUL_DESC_TRANSA, opA);
   set_attr(d.op, CUBLASLT_MATMUL_DESC_TRANSB, opB);
@@ -118,9 +111,9 @@ bool gemm_lt(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int6
     const int32_t aux_type = t;
     set_attr(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, aux_type);
   }
-  CHECK_LT(tb ? cublasLtMatrixLayoutCreate(&d.a, t, K, N, K) : cublasLtMatrixLayoutCreate(&d.a, t, N, K, N));
-  CHECK_LT(ta ? cublasLtMatrixLayoutCreate(&d.b, t, M, K, M) : cublasLtMatrixLayoutCreate(&d.b, t, K, M, K));
-  CHECK_LT(cublasLtMatrixLayoutCreate(&d.d, t, N, M, N));
+  CHECK_CUBLAS(tb ? cublasLtMatrixLayoutCreate(&d.a, t, K, N, K) : cublasLtMatrixLayoutCreate(&d.a, t, N, K, N));
+  CHECK_CUBLAS(ta ? cublasLtMatrixLayoutCreate(&d.b, t, M, K, M) : cublasLtMatrixLayoutCreate(&d.b, t, K, M, K));
+  CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&d.d, t, N, M, N));
 
   const LtState::Key key{device, static_cast<int>(dt), ta, tb, M, N, K, static_cast<int>(ep),
                          alignment_bits({a.data_ptr(), b.data_ptr(), c.data_ptr(), vec_ptr,
@@ -128,8 +121,8 @@ bool gemm_lt(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int6
   auto it = s.algos.find(key);
   if (it == s.algos.end()) {
     cublasLtMatmulPreference_t pref = nullptr;
-    CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
-    const uint64_t ws_bytes = kWorkspaceBytes;
+    CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws_bytes = kGemmWorkspaceBytes;
     cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                               &ws_bytes, sizeof(ws_bytes));
     cublasLtMatmulHeuristicResult_t res{};
@@ -142,8 +135,8 @@ bool gemm_lt(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int6
   }
   if (!it->second.first) return false;
   const float alpha = 1.f, beta = 0.f;
-  CHECK_LT(cublasLtMatmul(h, d.op, &alpha, b.data_ptr(), d.a, a.data_ptr(), d.b, &beta, c.data_ptr(), d.d,
-                          c.data_ptr(), d.d, &it->second.second, ws, kWorkspaceBytes, stream));
+  CHECK_CUBLAS(cublasLtMatmul(h, d.op, &alpha, b.data_ptr(), d.a, a.data_ptr(), d.b, &beta, c.data_ptr(), d.d,
+                          c.data_ptr(), d.d, &it->second.second, ws, kGemmWorkspaceBytes, stream));
   ++s.launches[static_cast<int>(ep)];
   return true;
 }

@@ -1,7 +1,7 @@
 // CUDA GEMM through cuBLAS (which dispatches to cuBLASLt kernels on Hopper): strided batched,
 // f32 exact by default (TF32 opt-in, gemm_config.h), f16/bf16 in and out with f32 accumulation.
-// One cuBLAS handle and one 32 MiB workspace per (device, stream), created at first use, so
-// concurrent streams never share a workspace.
+// One cuBLAS handle per (device, stream), created at first use, with the stream's 32 MiB GEMM
+// workspace (cublas_common.h; cuBLASLt uses the same one), so concurrent streams never share one.
 //
 // Row-major c (batch, M, N) = op(a) · op(b) is computed as the column-major product
 // cᵀ (N, M) = op(b)ᵀ · op(a)ᵀ, i.e. cuBLAS with A = b, B = a and no data movement.
@@ -13,22 +13,12 @@
 #include <mutex>
 
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/cublas_common.h"
 #include "ops/cuda/gemm_config.h"
 #include "ops/matmul.h"
 
 namespace st::ops::cuda {
 namespace {
-
-inline bool cublas_ok(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; }
-inline const char* cublas_describe(cublasStatus_t s) { return cublasGetStatusString(s); }
-#define CHECK_CUBLAS(expr) ST_CHECK_GEN(expr, cublas_ok, cublas_describe, ::st::CudaError)
-
-constexpr size_t kWorkspaceBytes = 32u << 20;
-
-struct HandleEntry {
-  cublasHandle_t handle = nullptr;
-  void* workspace = nullptr;
-};
 
 int g_tf32 = -1;  // -1: not decided yet (read ST_ALLOW_TF32)
 
@@ -36,17 +26,17 @@ int g_tf32 = -1;  // -1: not decided yet (read ST_ALLOW_TF32)
 
 cublasHandle_t handle_for(cudaStream_t stream) {
   static std::mutex mu;
-  static auto* handles = new std::map<std::pair<int, cudaStream_t>, HandleEntry>();  // leaked: outlives statics
+  static auto* handles = new std::map<std::pair<int, cudaStream_t>, cublasHandle_t>();  // leaked: outlives statics
   int device = st::cuda::current_device();
+  void* workspace = gemm_workspace(stream);
   std::lock_guard<std::mutex> lock(mu);
-  HandleEntry& e = (*handles)[{device, stream}];
-  if (!e.handle) {
-    CHECK_CUBLAS(cublasCreate(&e.handle));
-    CHECK_CUDA(cudaMalloc(&e.workspace, kWorkspaceBytes));
-    CHECK_CUBLAS(cublasSetStream(e.handle, stream));
-    CHECK_CUBLAS(cublasSetWorkspace(e.handle, e.workspace, kWorkspaceBytes));
+  cublasHandle_t& h = (*handles)[{device, stream}];
+  if (!h) {
+    CHECK_CUBLAS(cublasCreate(&h));
+    CHECK_CUBLAS(cublasSetStream(h, stream));
+    CHECK_CUBLAS(cublasSetWorkspace(h, workspace, kGemmWorkspaceBytes));
   }
-  return e.handle;
+  return h;
 }
 
 cudaDataType_t cuda_type(DType t) {
@@ -60,6 +50,15 @@ cudaDataType_t cuda_type(DType t) {
 }
 
 }  // namespace
+
+void* gemm_workspace(cudaStream_t stream) {
+  static std::mutex mu;
+  static auto* spaces = new std::map<std::pair<int, cudaStream_t>, void*>();  // leaked: outlives statics
+  std::lock_guard<std::mutex> lock(mu);
+  void*& ws = (*spaces)[{st::cuda::current_device(), stream}];
+  if (!ws) CHECK_CUDA(cudaMalloc(&ws, kGemmWorkspaceBytes));
+  return ws;
+}
 
 void set_gemm_allow_tf32(bool on) { g_tf32 = on ? 1 : 0; }
 bool gemm_allow_tf32() {
