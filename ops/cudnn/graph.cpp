@@ -115,6 +115,14 @@ const Desc& Graph::desc_of(int64_t uid) const {
   ST_THROW(ValueError, "cudnn graph: no tensor with uid " << uid);
 }
 
+void Graph::add_op(cudnnBackendDescriptorType_t type, std::initializer_list<Link> links) {
+  Desc op(type);
+  for (const auto& [name, desc] : links)
+    if (desc) op.set_desc(name, *desc);
+  op.finalize();
+  ops_.push_back(std::move(op));
+}
+
 void Graph::pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t y, int64_t b, int64_t t, cudnnDataType_t math,
                       int64_t axis) {
   Desc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
@@ -122,30 +130,25 @@ void Graph::pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t y, int64_t b
   pw.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math);
   if (axis >= 0) pw.set(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
   pw.finalize();
-  Desc op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
-  op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, desc_of(x));
-  if (b >= 0) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, desc_of(b));
-  if (t >= 0) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, desc_of(t));
-  op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, desc_of(y));
-  op.finalize();
+  add_op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR,
+         {{CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, &pw},
+          {CUDNN_ATTR_OPERATION_POINTWISE_XDESC, &desc_of(x)},
+          {CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b >= 0 ? &desc_of(b) : nullptr},
+          {CUDNN_ATTR_OPERATION_POINTWISE_TDESC, t >= 0 ? &desc_of(t) : nullptr},
+          {CUDNN_ATTR_OPERATION_POINTWISE_YDESC, &desc_of(y)}});
   aux_.push_back(std::move(pw));
-  ops_.push_back(std::move(op));
 }
 
-void Graph::reduction(cudnnReduceTensorOp_t red, int64_t x, int64_t y) {
+void Graph::reduction(cudnnReduceTensorOp_t op, int64_t x, int64_t y) {
   Desc r(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
   const cudnnDataType_t math = CUDNN_DATA_FLOAT;
-  r.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &red);
+  r.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &op);
   r.set(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &math);
   r.finalize();
-  Desc op(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
-  op.set_desc(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, desc_of(x));
-  op.set_desc(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, desc_of(y));
-  op.set_desc(CUDNN_ATTR_OPERATION_REDUCTION_DESC, r);
-  op.finalize();
+  add_op(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, {{CUDNN_ATTR_OPERATION_REDUCTION_XDESC, &desc_of(x)},
+                                                        {CUDNN_ATTR_OPERATION_REDUCTION_YDESC, &desc_of(y)},
+                                                        {CUDNN_ATTR_OPERATION_REDUCTION_DESC, &r}});
   aux_.push_back(std::move(r));
-  ops_.push_back(std::move(op));
 }
 
 void Graph::matmul(int64_t a, int64_t b, int64_t c) {
@@ -153,22 +156,15 @@ void Graph::matmul(int64_t a, int64_t b, int64_t c) {
   const cudnnDataType_t math = CUDNN_DATA_FLOAT;
   m.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &math);
   m.finalize();
-  Desc op(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
-  op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_ADESC, desc_of(a));
-  op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_BDESC, desc_of(b));
-  op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_CDESC, desc_of(c));
-  op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_DESC, m);
-  op.finalize();
+  add_op(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR,
+         {{CUDNN_ATTR_OPERATION_MATMUL_ADESC, &desc_of(a)}, {CUDNN_ATTR_OPERATION_MATMUL_BDESC, &desc_of(b)},
+          {CUDNN_ATTR_OPERATION_MATMUL_CDESC, &desc_of(c)}, {CUDNN_ATTR_OPERATION_MATMUL_DESC, &m}});
   aux_.push_back(std::move(m));
-  ops_.push_back(std::move(op));
 }
 
 void Graph::reshape(int64_t x, int64_t y) {
-  Desc op(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
-  op.set_desc(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, desc_of(x));
-  op.set_desc(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, desc_of(y));
-  op.finalize();
-  ops_.push_back(std::move(op));
+  add_op(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR,
+         {{CUDNN_ATTR_OPERATION_RESHAPE_XDESC, &desc_of(x)}, {CUDNN_ATTR_OPERATION_RESHAPE_YDESC, &desc_of(y)}});
 }
 
 namespace {

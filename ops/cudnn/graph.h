@@ -10,6 +10,7 @@
 #include <cudnn.h>
 
 #include <array>
+#include <initializer_list>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -98,7 +99,10 @@ class Graph {
   std::shared_ptr<Plan> build(cudnnHandle_t h);
 
  private:
+  using Link = std::pair<cudnnBackendAttributeName_t, const Desc*>;
   const Desc& desc_of(int64_t uid) const;
+  // An operation descriptor linked to `links` (null ones left unset), finalized and kept.
+  void add_op(cudnnBackendDescriptorType_t type, std::initializer_list<Link> links);
   std::vector<std::pair<int64_t, size_t>> index_;  // uid → position in tensors_
   std::vector<Desc> tensors_, ops_, aux_;
   std::vector<int64_t> scalar_uids_;
