@@ -1,7 +1,9 @@
 // `shardtrain info`: build features (CUDA / NCCL / cuDNN), MPI and library versions, devices.
 #include <mpi.h>
 
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "launch/build_info.h"
 #include "launch/commands.h"
@@ -25,6 +27,16 @@ int cmd_info(const std::vector<std::string>& args) {
   std::cout << "CUDA: " << feature(b.cuda, b.cuda_version) << (b.cuda ? std::string(" (arch ") + b.cuda_arch + ")" : "") << "\n";
   std::cout << "NCCL: " << feature(b.nccl, b.nccl_version) << "\n";
   std::cout << "cuDNN: " << feature(b.cudnn, b.cudnn_version) << "\n";
+  if (b.cuda) {  // docs/launch.md, "GPU settings"
+    const char* env = std::getenv("ST_ATTENTION");
+    const std::string mode = env && *env ? env : "auto";
+    const std::string what = mode == "flash"                 ? "own flash kernels"
+                             : mode != "auto" && mode != "cudnn" ? "not one of auto, cudnn, flash: an error at the first attention"
+                             : !b.cudnn                       ? "own flash kernels (built without cuDNN)"
+                             : mode == "cudnn"                ? "cuDNN fused attention, an error where it declines the shape"
+                                                              : "cuDNN fused attention where it takes the shape, else own flash kernels";
+    std::cout << "attention (GPU, f16/bf16): ST_ATTENTION=" << mode << ": " << what << "\n";
+  }
   char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int len = 0;
   MPI_Get_library_version(lib, &len);
