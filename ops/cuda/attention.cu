@@ -263,6 +263,8 @@ void set_smem(K kernel, size_t bytes) {
 
 std::atomic<int> g_backend{-1};  // AttentionBackend, -1: not decided yet (read ST_ATTENTION)
 
+bool deterministic() { return attention_backend() == AttentionBackend::Deterministic; }
+
 // Runs cuDNN's fused attention when the backend allows it; false: take our kernels. With
 // ST_ATTENTION=cudnn a shape cuDNN declines is an error rather than a silent fallback.
 template <class Run>
@@ -286,10 +288,12 @@ AttentionBackend attention_backend() {
       b = static_cast<int>(AttentionBackend::Auto);
     else if (!std::strcmp(e, "cudnn"))
       b = static_cast<int>(AttentionBackend::Cudnn);
+    else if (!std::strcmp(e, "deterministic"))
+      b = static_cast<int>(AttentionBackend::Deterministic);
     else if (!std::strcmp(e, "flash"))
       b = static_cast<int>(AttentionBackend::Flash);
     else
-      ST_THROW(ValueError, "ST_ATTENTION=" << e << ": expected auto, cudnn or flash");
+      ST_THROW(ValueError, "ST_ATTENTION=" << e << ": expected auto, cudnn, deterministic or flash");
     g_backend.store(b);
   }
   return static_cast<AttentionBackend>(b);
@@ -347,7 +351,7 @@ void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
                 dk_ = contiguous_operand(dk), dv_ = contiguous_operand(dv);
     if (try_cudnn([&] {
           return cudnn_sdpa_bwd(q.dtype(), q.size(0), q.size(1), Tn, D, oq, ok, ov, oo, og, lse.data<float>(), dq_,
-                                dk_, dv_, stream);
+                                dk_, dv_, deterministic(), stream);
         }))
       return;
     if (flash_attention_supported(q.dtype(), D, BH, {oq, ok, ov, oo, og, dq_, dk_, dv_}))
@@ -413,7 +417,7 @@ void attention_qkv_bwd(const Tensor& qkv, const Tensor& out, const Tensor& lse, 
                     dk = packed_operand(dqkv, heads, D, 1), dv = packed_operand(dqkv, heads, D, 2);
   if (try_cudnn([&] {
         return cudnn_sdpa_bwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), D, q, k, v, o, g, lse.data<float>(), dq,
-                              dk, dv, current_stream());
+                              dk, dv, deterministic(), current_stream());
       }))
     return;
   flash_attention_bwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), q, k, v, o, g, lse.data<float>(), dq, dk, dv,

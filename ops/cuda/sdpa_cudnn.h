@@ -6,11 +6,13 @@
 // scaled scores, so a forward of one backend and a backward of the other agree.
 //
 // Which backend runs (ST_ATTENTION, or set_attention_backend):
-//   auto  (default) cuDNN where it builds a plan for the shape, else flash;
-//   cudnn           the same, named explicitly;
-//   flash           always our kernels (ops/cuda/flash_attention.cu).
-// cuDNN's backward adds dQ up with float atomics, so its gradients may differ in the last bits
-// from run to run; ST_ATTENTION=flash is bitwise reproducible (every output written once).
+//   auto           (default) cuDNN where it builds a plan for the shape, else flash;
+//   cudnn          cuDNN, and a shape it declines is an error (DeviceError) rather than a fallback;
+//   deterministic  cuDNN with its deterministic backward (dQ written once, the engine keeps
+//                  dP in its workspace: B·H·T² 16-bit values) where it takes the shape, else flash;
+//   flash          always our kernels (ops/cuda/flash_attention.cu).
+// cuDNN's default backward adds dQ up with float atomics, so its gradients may differ in the last
+// bits from run to run; deterministic and flash are bitwise reproducible.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -20,7 +22,7 @@
 
 namespace st::ops::cuda {
 
-enum class AttentionBackend { Auto, Cudnn, Flash };
+enum class AttentionBackend { Auto, Cudnn, Deterministic, Flash };
 AttentionBackend attention_backend();  // set_attention_backend's value, else ST_ATTENTION, else Auto
 void set_attention_backend(AttentionBackend b);
 
@@ -31,7 +33,7 @@ bool cudnn_sdpa_fwd(DType dt, int64_t B, int64_t H, int64_t T, int64_t D, AttnOp
                     AttnOperand v, AttnOperand out, float* lse, cudaStream_t stream);
 bool cudnn_sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
                     AttnOperand v, AttnOperand out, AttnOperand dout, const float* lse, AttnOperand dq,
-                    AttnOperand dk, AttnOperand dv, cudaStream_t stream);
+                    AttnOperand dk, AttnOperand dv, bool deterministic, cudaStream_t stream);
 
 // "cuDNN 9.14.0: fwd engine 8, bwd engine 9" or why cuDNN was not used for the last shape tried.
 std::string cudnn_sdpa_status();

@@ -6,7 +6,8 @@
 //             (max, exp, sum; Stats = max + ln sum, the lse we keep) → P (f16/bf16) → O = P·V
 //   backward  Δ = rowsum(dO ∘ O) (f32 scratch), P = exp(S·scale − Stats) masked,
 //             dV = Pᵀ·dO, dS = P ∘ (dO·Vᵀ − Δ) · scale, dK = dSᵀ·Q,
-//             dQ = dS·K into an f32 scratch the engine accumulates with atomics, then cast.
+//             dQ = dS·K into an f32 scratch the engine accumulates with atomics, then cast —
+//             or, deterministic, dQ = dS·K written once (the engine keeps dP in its workspace).
 //
 // Kᵀ and Vᵀ are the same strided memory as K and V with the last two strides swapped, so the
 // operands are the strided views the flash kernels take (q, k, v inside the fused (B, T, 3C) qkv).
@@ -21,6 +22,7 @@
 #include <mutex>
 #include <sstream>
 #include <tuple>
+#include <vector>
 
 #include "ops/cuda/sdpa_cudnn.h"
 #include "ops/cudnn/graph.h"
@@ -36,13 +38,13 @@ using namespace st::ops::cudnn;
 enum : int64_t { kQ = 1, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kDelta, kDQAccum };
 
 struct Key {
-  bool bwd;
+  int dir;  // 0 forward, 1 backward, 2 deterministic backward
   DType dt;
   int64_t B, H, T, D;
   std::array<int64_t, 24> strides;  // sb, sh, st of up to 8 operands
   int device;
   cudaStream_t stream;
-  auto tie() const { return std::tie(bwd, dt, B, H, T, D, strides, device, stream); }
+  auto tie() const { return std::tie(dir, dt, B, H, T, D, strides, device, stream); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -53,7 +55,7 @@ struct Entry {
 
 std::mutex g_mu;
 std::map<Key, Entry>* g_cache = new std::map<Key, Entry>();  // leaked: outlives statics
-std::string g_fwd_engine, g_bwd_engine, g_last_refusal;
+std::string g_engine[3], g_last_refusal;  // per Key::dir
 std::atomic<int64_t> g_calls{0};
 
 cudnnDataType_t io_type(DType dt) { return dt == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF; }
@@ -123,7 +125,7 @@ std::shared_ptr<Plan> build_fwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H,
 std::shared_ptr<Plan> build_bwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H, int64_t T, int64_t D,
                                 const AttnOperand& q, const AttnOperand& k, const AttnOperand& v,
                                 const AttnOperand& out, const AttnOperand& dout, const AttnOperand& dq,
-                                const AttnOperand& dk, const AttnOperand& dv) {
+                                const AttnOperand& dk, const AttnOperand& dv, bool deterministic) {
   const cudnnDataType_t io = io_type(dt), f32 = CUDNN_DATA_FLOAT;
   const Dims qd{B, H, T, D}, sd{B, H, T, T}, rd{B, H, T, 1}, kd{B, H, D, T};
   const Dims sd_t{H * T * T, T * T, 1, T};  // (B, H, T, T) read transposed
@@ -138,7 +140,6 @@ std::shared_ptr<Plan> build_bwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H,
   g.tensor(kDK, io, qd, strides_of(dk));
   g.tensor(kDV, io, qd, strides_of(dv));
   g.tensor(kDelta, f32, rd, packed_strides(rd));
-  g.tensor(kDQAccum, f32, qd, packed_strides(qd));
   const int64_t scale = g.scalar(1.f / std::sqrt(static_cast<float>(D)));
   // Δ = rowsum(dO ∘ O)
   const int64_t od = g.virt(f32, qd), rs = g.virt(f32, rd);
@@ -164,17 +165,22 @@ std::shared_ptr<Plan> build_bwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H,
   const int64_t dst = g.virt(io, sd, sd_t);
   g.reshape(ds, dst);
   g.matmul(dst, kQ, kDK);
-  // dQ = dS·K, accumulated in f32, then cast
+  // dQ = dS·K: written once (deterministic), or accumulated in f32, then cast
   const int64_t kr = g.virt(f32, qd, strides_of(k));
   g.reshape(kK, kr);
-  g.matmul(ds, kr, kDQAccum);
-  g.pointwise(CUDNN_POINTWISE_IDENTITY, kDQAccum, kDQ);
+  if (deterministic) {
+    g.matmul(ds, kr, kDQ);
+  } else {
+    g.tensor(kDQAccum, f32, qd, packed_strides(qd));
+    g.matmul(ds, kr, kDQAccum);
+    g.pointwise(CUDNN_POINTWISE_IDENTITY, kDQAccum, kDQ);
+  }
   return g.build(h);
 }
 
-Key make_key(bool bwd, DType dt, int64_t B, int64_t H, int64_t T, int64_t D, std::initializer_list<AttnOperand> ops,
+Key make_key(int dir, DType dt, int64_t B, int64_t H, int64_t T, int64_t D, std::initializer_list<AttnOperand> ops,
              cudaStream_t stream) {
-  Key key{bwd, dt, B, H, T, D, {}, st::cuda::current_device(), stream};
+  Key key{dir, dt, B, H, T, D, {}, st::cuda::current_device(), stream};
   size_t i = 0;
   for (const AttnOperand& o : ops) {
     key.strides[i++] = o.sb;
@@ -184,9 +190,11 @@ Key make_key(bool bwd, DType dt, int64_t B, int64_t H, int64_t T, int64_t D, std
   return key;
 }
 
-void refuse(bool bwd, const std::string& why) {
+const char* dir_name(int dir) { return dir == 0 ? "forward" : dir == 1 ? "backward" : "deterministic backward"; }
+
+void refuse(int dir, const std::string& why) {
   std::lock_guard<std::mutex> lock(g_mu);
-  g_last_refusal = std::string(bwd ? "backward" : "forward") + ": " + why;
+  g_last_refusal = std::string(dir_name(dir)) + ": " + why;
 }
 
 // The cached plan for `key`, built by `build` at first use; null when cuDNN turned the shape down.
@@ -202,10 +210,9 @@ std::shared_ptr<Plan> plan_for(const Key& key, Build build) {
       e.why = err.what();
     }
     it = g_cache->emplace(key, std::move(e)).first;
-    if (it->second.plan)
-      (key.bwd ? g_bwd_engine : g_fwd_engine) = it->second.plan->engine();
+    if (it->second.plan) g_engine[key.dir] = it->second.plan->engine();
   }
-  if (!it->second.plan) g_last_refusal = std::string(key.bwd ? "backward" : "forward") + ": " + it->second.why;
+  if (!it->second.plan) g_last_refusal = std::string(dir_name(key.dir)) + ": " + it->second.why;
   return it->second.plan;
 }
 
@@ -214,10 +221,10 @@ std::shared_ptr<Plan> plan_for(const Key& key, Build build) {
 bool cudnn_sdpa_fwd(DType dt, int64_t B, int64_t H, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
                     AttnOperand v, AttnOperand out, float* lse, cudaStream_t stream) {
   if (const std::string pre = precheck(dt, T, D, {q, k, v, out}); !pre.empty()) {
-    refuse(false, pre);
+    refuse(0, pre);
     return false;
   }
-  const Key key = make_key(false, dt, B, H, T, D, {q, k, v, out}, stream);
+  const Key key = make_key(0, dt, B, H, T, D, {q, k, v, out}, stream);
   cudnnHandle_t h = handle_for(stream);
   auto plan = plan_for(key, [&] { return build_fwd(h, dt, B, H, T, D, q, k, v, out); });
   if (!plan) return false;
@@ -229,25 +236,31 @@ bool cudnn_sdpa_fwd(DType dt, int64_t B, int64_t H, int64_t T, int64_t D, AttnOp
 
 bool cudnn_sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
                     AttnOperand v, AttnOperand out, AttnOperand dout, const float* lse, AttnOperand dq,
-                    AttnOperand dk, AttnOperand dv, cudaStream_t stream) {
+                    AttnOperand dk, AttnOperand dv, bool deterministic, cudaStream_t stream) {
+  const int dir = deterministic ? 2 : 1;
   if (const std::string pre = precheck(dt, T, D, {q, k, v, out, dout, dq, dk, dv}); !pre.empty()) {
-    refuse(true, pre);
+    refuse(dir, pre);
     return false;
   }
-  const Key key = make_key(true, dt, B, H, T, D, {q, k, v, out, dout, dq, dk, dv}, stream);
+  const Key key = make_key(dir, dt, B, H, T, D, {q, k, v, out, dout, dq, dk, dv}, stream);
   cudnnHandle_t h = handle_for(stream);
-  auto plan = plan_for(key, [&] { return build_bwd(h, dt, B, H, T, D, q, k, v, out, dout, dq, dk, dv); });
+  auto plan = plan_for(key, [&] {
+    return build_bwd(h, dt, B, H, T, D, q, k, v, out, dout, dq, dk, dv, deterministic);
+  });
   if (!plan) return false;
-  // one scratch block: Δ (B·H·T) | dQ accumulator (B·H·T·D) | the engine's workspace, each
-  // starting on a 256-byte boundary
+  // one scratch block: Δ (B·H·T) | dQ accumulator (B·H·T·D, not when deterministic) | the
+  // engine's workspace, each starting on a 256-byte boundary
   auto up = [](int64_t n) { return (n + 63) / 64 * 64; };  // floats
-  const int64_t rows = up(B * H * T), acc = up(B * H * T * D);
+  const int64_t rows = up(B * H * T), acc = deterministic ? 0 : up(B * H * T * D);
   Tensor ws = Tensor::empty({rows + acc + up((plan->workspace_bytes() + 3) / 4 + 1)}, DType::f32, Device::cuda);
   float* base = ws.data<float>();
-  plan->execute(h, {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kDelta, kDQAccum},
-                {q.ptr, k.ptr, v.ptr, out.ptr, dout.ptr, const_cast<float*>(lse), dq.ptr, dk.ptr, dv.ptr, base,
-                 base + rows},
-                base + rows + acc);
+  std::vector<int64_t> uids{kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kDelta};
+  std::vector<void*> ptrs{q.ptr, k.ptr, v.ptr, out.ptr, dout.ptr, const_cast<float*>(lse), dq.ptr, dk.ptr, dv.ptr, base};
+  if (!deterministic) {
+    uids.push_back(kDQAccum);
+    ptrs.push_back(base + rows);
+  }
+  plan->execute(h, uids, ptrs, base + rows + acc);
   ++g_calls;
   return true;
 }
@@ -255,8 +268,9 @@ bool cudnn_sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t T, int64_t D, AttnOp
 std::string cudnn_sdpa_status() {
   std::lock_guard<std::mutex> lock(g_mu);
   std::ostringstream s;
-  s << version_string() << ": forward " << (g_fwd_engine.empty() ? "not used" : g_fwd_engine) << ", backward "
-    << (g_bwd_engine.empty() ? "not used" : g_bwd_engine);
+  s << version_string();
+  for (int dir = 0; dir < 3; ++dir)
+    s << (dir ? ", " : ": ") << dir_name(dir) << " " << (g_engine[dir].empty() ? "not used" : g_engine[dir]);
   if (!g_last_refusal.empty()) s << "; last refusal — " << g_last_refusal;
   return s.str();
 }

@@ -7,7 +7,7 @@ bool cudnn_sdpa_fwd(DType, int64_t, int64_t, int64_t, int64_t, AttnOperand, Attn
   return false;
 }
 bool cudnn_sdpa_bwd(DType, int64_t, int64_t, int64_t, int64_t, AttnOperand, AttnOperand, AttnOperand, AttnOperand,
-                    AttnOperand, const float*, AttnOperand, AttnOperand, AttnOperand, cudaStream_t) {
+                    AttnOperand, const float*, AttnOperand, AttnOperand, AttnOperand, bool, cudaStream_t) {
   return false;
 }
 std::string cudnn_sdpa_status() { return "cuDNN not built (attention uses the flash kernels)"; }

@@ -247,24 +247,28 @@ int main(int argc, char** argv) {
            dqkv = qkv.empty_like();
     const double flops_f = 2.0 * B * H * T * T * D;  // causal: half of 4·B·H·T²·D
     using ops::cuda::AttentionBackend;
-    for (AttentionBackend backend : {AttentionBackend::Flash, AttentionBackend::Auto}) {
-      if (dt == DType::f32 && backend == AttentionBackend::Auto) break;  // f32 has one path
+    for (AttentionBackend backend : {AttentionBackend::Flash, AttentionBackend::Auto, AttentionBackend::Deterministic}) {
+      if (dt == DType::f32 && backend != AttentionBackend::Flash) break;  // f32 has one path
       ops::cuda::set_attention_backend(backend);
-      const int64_t calls = ops::cuda::cudnn_sdpa_calls();
       for (bool packed : {false, true}) {
         if (packed && dt == DType::f32) break;  // the packed launchers are the f16/bf16 kernels'
-        double f, bw;
-        if (packed) {
-          f = time_ms([&] { ops::cuda::attention_qkv_fwd(qkv, out, lse, H); }, 10);
-          bw = time_ms([&] { ops::cuda::attention_qkv_bwd(qkv, out, lse, dout, dqkv, H); }, 10);
-        } else {
-          f = time_ms([&] { ops::cuda::attention_fwd(q, k, v, o, lse); }, 10);
-          bw = time_ms([&] { ops::cuda::attention_bwd(q, k, v, o, lse, dO, dq, dk, dv); }, 10);
-        }
-        const char* name = dt == DType::f32                     ? "CUDA cores"
-                           : backend == AttentionBackend::Flash ? "flash"
-                           : ops::cuda::cudnn_sdpa_calls() > calls ? "cuDNN"
-                                                                   : "auto=flash";
+        auto fwd = [&] {
+          packed ? ops::cuda::attention_qkv_fwd(qkv, out, lse, H) : ops::cuda::attention_fwd(q, k, v, o, lse);
+        };
+        auto bwd = [&] {
+          packed ? ops::cuda::attention_qkv_bwd(qkv, out, lse, dout, dqkv, H)
+                 : ops::cuda::attention_bwd(q, k, v, o, lse, dO, dq, dk, dv);
+        };
+        const double f = time_ms(fwd, 10), bw = time_ms(bwd, 10);
+        const int64_t calls = ops::cuda::cudnn_sdpa_calls();
+        fwd();
+        bwd();
+        const bool cudnn = ops::cuda::cudnn_sdpa_calls() == calls + 2;  // both directions ran on cuDNN
+        const char* name = dt == DType::f32                             ? "CUDA cores"
+                           : backend == AttentionBackend::Flash         ? "flash"
+                           : !cudnn                                     ? "(cuDNN declined) flash"
+                           : backend == AttentionBackend::Deterministic ? "cuDNN-det"
+                                                                        : "cuDNN";
         std::printf("attn  causal %s %-10s %-6s B=%ld H=%ld T=%ld D=%ld  fwd %8.3f ms (%6.1f TFLOP/s)  bwd %8.3f ms "
                     "(%6.1f TFLOP/s)  fwd+bwd %8.3f ms\n",
                     dtype_name(dt), name, packed ? "packed" : "4-d", (long)B, (long)H, (long)T, (long)D, f,

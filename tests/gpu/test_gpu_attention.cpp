@@ -127,6 +127,45 @@ TEST(GpuAttention, CudnnMatchesFlash) {
     }
 }
 
+// ST_ATTENTION=deterministic: cuDNN's deterministic backward gives the same bits twice, agrees with
+// the flash kernels, and really ran (cuDNN calls counted).
+TEST(GpuAttention, CudnnDeterministicIsReproducible) {
+  using ops::cuda::AttentionBackend;
+  if (!cudnn_built()) GTEST_SKIP() << ops::cuda::cudnn_sdpa_status();
+  struct Shape {
+    int64_t B, T, H;
+  };
+  for (DType dt : {DType::f16, DType::bf16})
+    for (Shape sh : {Shape{2, 256, 3}, Shape{1, 1024, 2}}) {
+      const int64_t D = 64, A = sh.H * D;
+      const std::string what = std::string(dtype_name(dt)) + " B=" + std::to_string(sh.B) + " T=" +
+                               std::to_string(sh.T) + " H=" + std::to_string(sh.H);
+      Generator gen(9);
+      Tensor base = Tensor::empty({sh.B, sh.T, 3 * A}, DType::f32, Device::cpu);
+      fill_normal(base, gen, 0.f, 1.f);
+      Tensor gy = Tensor::empty({sh.B, sh.T, A}, DType::f32, Device::cpu);
+      fill_normal(gy, gen, 0.f, 1.f);
+      Tensor qkv = base.to(Device::cuda).to(dt), g = gy.to(Device::cuda).to(dt);
+      auto run = [&](AttentionBackend b) {
+        Tensor x = qkv.clone().requires_grad_(), y;
+        with_backend(b, [&] {
+          y = ops::causal_attention_qkv(x, sh.H);
+          y.backward(g);
+        });
+        return std::pair{y.to_double(), x.grad().to_double()};
+      };
+      const int64_t calls = ops::cuda::cudnn_sdpa_calls();
+      const auto [y1, dx1] = run(AttentionBackend::Deterministic);
+      const auto [y2, dx2] = run(AttentionBackend::Deterministic);
+      EXPECT_EQ(ops::cuda::cudnn_sdpa_calls() - calls, 4) << what << ": " << ops::cuda::cudnn_sdpa_status();
+      EXPECT_EQ(y1, y2) << what << " forward";
+      EXPECT_EQ(dx1, dx2) << what << " dqkv: not the same bits twice";
+      const auto [y_flash, dx_flash] = run(AttentionBackend::Flash);
+      const double tol = dt == DType::f16 ? 2e-3 : 1.6e-2;
+      EXPECT_LE(rel_err(dx1, dx_flash), 2 * tol) << what << " dqkv against flash";
+    }
+}
+
 // ST_ATTENTION=cudnn is strict: a shape cuDNN declines is an error that says why, not a fallback.
 TEST(GpuAttention, CudnnRequiredButDeclinedThrows) {
   using ops::cuda::AttentionBackend;
