@@ -29,12 +29,15 @@ int cmd_info(const std::vector<std::string>& args) {
   std::cout << "cuDNN: " << feature(b.cudnn, b.cudnn_version) << "\n";
   if (b.cuda) {  // docs/launch.md, "GPU settings"
     const char* env = std::getenv("ST_ATTENTION");
-    const std::string mode = env && *env ? env : "auto";
-    const std::string what = mode == "flash"                 ? "own flash kernels"
-                             : mode != "auto" && mode != "cudnn" ? "not one of auto, cudnn, flash: an error at the first attention"
-                             : !b.cudnn                       ? "own flash kernels (built without cuDNN)"
-                             : mode == "cudnn"                ? "cuDNN fused attention, an error where it declines the shape"
-                                                              : "cuDNN fused attention where it takes the shape, else own flash kernels";
+    const std::string mode = env && *env ? env : "deterministic";
+    const std::string what =
+        mode == "flash" ? "own flash kernels (bitwise reproducible)"
+        : mode != "deterministic" && mode != "fast" && mode != "cudnn"
+            ? "not one of deterministic, fast, cudnn, flash: an error at the first attention"
+        : !b.cudnn         ? "own flash kernels (built without cuDNN)"
+        : mode == "cudnn"  ? "cuDNN fused attention, an error where it declines the shape"
+        : mode == "fast"   ? "cuDNN fused attention (dQ by atomics) where it takes the shape, else own flash kernels"
+                           : "cuDNN fused attention, deterministic backward, where it takes the shape, else own flash kernels";
     std::cout << "attention (GPU, f16/bf16): ST_ATTENTION=" << mode << ": " << what << "\n";
   }
   char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {};

@@ -284,16 +284,16 @@ AttentionBackend attention_backend() {
   int b = g_backend.load();
   if (b < 0) {
     const char* e = std::getenv("ST_ATTENTION");
-    if (!e || !*e || !std::strcmp(e, "auto"))
-      b = static_cast<int>(AttentionBackend::Auto);
+    if (!e || !*e || !std::strcmp(e, "deterministic"))
+      b = static_cast<int>(AttentionBackend::Deterministic);
+    else if (!std::strcmp(e, "fast"))
+      b = static_cast<int>(AttentionBackend::Fast);
     else if (!std::strcmp(e, "cudnn"))
       b = static_cast<int>(AttentionBackend::Cudnn);
-    else if (!std::strcmp(e, "deterministic"))
-      b = static_cast<int>(AttentionBackend::Deterministic);
     else if (!std::strcmp(e, "flash"))
       b = static_cast<int>(AttentionBackend::Flash);
     else
-      ST_THROW(ValueError, "ST_ATTENTION=" << e << ": expected auto, cudnn, deterministic or flash");
+      ST_THROW(ValueError, "ST_ATTENTION=" << e << ": expected deterministic, fast, cudnn or flash");
     g_backend.store(b);
   }
   return static_cast<AttentionBackend>(b);

@@ -6,13 +6,13 @@
 // scaled scores, so a forward of one backend and a backward of the other agree.
 //
 // Which backend runs (ST_ATTENTION, or set_attention_backend):
-//   auto           (default) cuDNN where it builds a plan for the shape, else flash;
-//   cudnn          cuDNN, and a shape it declines is an error (DeviceError) rather than a fallback;
-//   deterministic  cuDNN with its deterministic backward (dQ written once, the engine keeps
-//                  dP in its workspace: B·H·T² 16-bit values) where it takes the shape, else flash;
-//   flash          always our kernels (ops/cuda/flash_attention.cu).
-// cuDNN's default backward adds dQ up with float atomics, so its gradients may differ in the last
-// bits from run to run; deterministic and flash are bitwise reproducible.
+//   deterministic  (default) cuDNN with its deterministic backward (dQ written once, the engine
+//                  keeps dP in its workspace: B·H·T² 16-bit values) where cuDNN takes the shape,
+//                  else flash; bitwise reproducible either way;
+//   fast           cuDNN with its default backward, which adds dQ up with float atomics (its last
+//                  bits may differ from run to run), where it takes the shape, else flash;
+//   cudnn          as fast, but a shape cuDNN declines is an error (DeviceError), not a fallback;
+//   flash          always our kernels (ops/cuda/flash_attention.cu), bitwise reproducible.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -22,8 +22,8 @@
 
 namespace st::ops::cuda {
 
-enum class AttentionBackend { Auto, Cudnn, Deterministic, Flash };
-AttentionBackend attention_backend();  // set_attention_backend's value, else ST_ATTENTION, else Auto
+enum class AttentionBackend { Deterministic, Fast, Cudnn, Flash };
+AttentionBackend attention_backend();  // set_attention_backend's value, else ST_ATTENTION, else Deterministic
 void set_attention_backend(AttentionBackend b);
 
 // f16/bf16 attention through cuDNN. Returns false (nothing launched) when cuDNN cannot take this

@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
            dqkv = qkv.empty_like();
     const double flops_f = 2.0 * B * H * T * T * D;  // causal: half of 4·B·H·T²·D
     using ops::cuda::AttentionBackend;
-    for (AttentionBackend backend : {AttentionBackend::Flash, AttentionBackend::Auto, AttentionBackend::Deterministic}) {
+    for (AttentionBackend backend : {AttentionBackend::Flash, AttentionBackend::Fast, AttentionBackend::Deterministic}) {
       if (dt == DType::f32 && backend != AttentionBackend::Flash) break;  // f32 has one path
       ops::cuda::set_attention_backend(backend);
       for (bool packed : {false, true}) {
@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
                     flops_f / f / 1e9, bw, 2.5 * flops_f / bw / 1e9, f + bw);
       }
     }
-    ops::cuda::set_attention_backend(AttentionBackend::Auto);
+    ops::cuda::set_attention_backend(AttentionBackend::Deterministic);
   }
   if (want("attn")) std::printf("attention: %s\n", ops::cuda::cudnn_sdpa_status().c_str());
   std::printf("peak bytes in use %.2f GiB\n", cuda::bytes_peak() / double(1 << 30));

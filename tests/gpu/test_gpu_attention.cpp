@@ -20,17 +20,18 @@ OpCase packed(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t 
 
 std::vector<float> host(const Tensor& t) { return t.to_float(); }
 
-// Runs the body with one attention backend, then restores automatic choice.
+// Runs the body with one attention backend, then restores the one before.
 template <class F>
 void with_backend(ops::cuda::AttentionBackend b, F f) {
+  const ops::cuda::AttentionBackend before = ops::cuda::attention_backend();
   ops::cuda::set_attention_backend(b);
   try {
     f();
   } catch (...) {
-    ops::cuda::set_attention_backend(ops::cuda::AttentionBackend::Auto);
+    ops::cuda::set_attention_backend(before);
     throw;
   }
-  ops::cuda::set_attention_backend(ops::cuda::AttentionBackend::Auto);
+  ops::cuda::set_attention_backend(before);
 }
 
 bool cudnn_built() { return ops::cuda::cudnn_sdpa_status().rfind("cuDNN not built", 0) != 0; }
@@ -47,8 +48,8 @@ TEST(GpuAttention, PackedMatchesCpu) {
 }
 
 TEST(GpuAttention, PackedEqualsHeadSplitBitForBit) {
-  // the flash kernels (cuDNN's dQ atomics are not bitwise reproducible; T = 200 is not cuDNN's anyway)
-  ops::cuda::set_attention_backend(ops::cuda::AttentionBackend::Flash);
+  // the flash kernels (T = 200 is not cuDNN's on cuDNN <= 9.15 anyway)
+  with_backend(ops::cuda::AttentionBackend::Flash, [&] {
   for (DType dt : {DType::f16, DType::bf16}) {
     const int64_t B = 2, T = 200, H = 3, D = 64, A = H * D;
     Generator gen(7);
@@ -74,7 +75,7 @@ TEST(GpuAttention, PackedEqualsHeadSplitBitForBit) {
     for (float v : dq) norm += double(v) * v;
     EXPECT_GT(norm, 1.0) << "the gradient must not be zero";
   }
-  ops::cuda::set_attention_backend(ops::cuda::AttentionBackend::Auto);
+  });
 }
 
 // cuDNN's fused attention and the flash kernels on the same inputs: the packed op's output and
@@ -127,8 +128,8 @@ TEST(GpuAttention, CudnnMatchesFlash) {
     }
 }
 
-// ST_ATTENTION=deterministic: cuDNN's deterministic backward gives the same bits twice, agrees with
-// the flash kernels, and really ran (cuDNN calls counted).
+// ST_ATTENTION=deterministic (the default): cuDNN's deterministic backward gives the same bits
+// twice, agrees with the flash kernels, and really ran (cuDNN calls counted).
 TEST(GpuAttention, CudnnDeterministicIsReproducible) {
   using ops::cuda::AttentionBackend;
   if (!cudnn_built()) GTEST_SKIP() << ops::cuda::cudnn_sdpa_status();
