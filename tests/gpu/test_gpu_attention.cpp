@@ -36,6 +36,38 @@ void with_backend(ops::cuda::AttentionBackend b, F f) {
 
 bool cudnn_built() { return ops::cuda::cudnn_sdpa_status().rfind("cuDNN not built", 0) != 0; }
 
+// Random packed inputs qkv (B, T, 3·H·64) and an output gradient (B, T, H·64) in dt on the GPU;
+// run(backend) gives the packed op's output and dqkv, as doubles.
+struct PackedCase {
+  int64_t B, T, H;
+  DType dt;
+  uint64_t seed;
+  Tensor qkv, g;
+
+  void init() {
+    const int64_t A = H * 64;
+    Generator gen(seed);
+    Tensor base = Tensor::empty({B, T, 3 * A}, DType::f32, Device::cpu);
+    fill_normal(base, gen, 0.f, 1.f);
+    Tensor gy = Tensor::empty({B, T, A}, DType::f32, Device::cpu);
+    fill_normal(gy, gen, 0.f, 1.f);
+    qkv = base.to(Device::cuda).to(dt);
+    g = gy.to(Device::cuda).to(dt);
+  }
+  std::string what() const {
+    return std::string(dtype_name(dt)) + " B=" + std::to_string(B) + " T=" + std::to_string(T) +
+           " H=" + std::to_string(H);
+  }
+  std::pair<std::vector<double>, std::vector<double>> run(ops::cuda::AttentionBackend b) const {
+    Tensor x = qkv.clone().requires_grad_(), y;
+    with_backend(b, [&] {
+      y = ops::causal_attention_qkv(x, H);
+      y.backward(g);
+    });
+    return {y.to_double(), x.grad().to_double()};
+  }
+};
+
 }  // namespace
 
 TEST(GpuAttention, PackedMatchesCpu) {
@@ -84,31 +116,14 @@ TEST(GpuAttention, PackedEqualsHeadSplitBitForBit) {
 TEST(GpuAttention, CudnnMatchesFlash) {
   using ops::cuda::AttentionBackend;
   if (!cudnn_built()) GTEST_SKIP() << ops::cuda::cudnn_sdpa_status();
-  struct Shape {
-    int64_t B, T, H;
-  };
   for (DType dt : {DType::f16, DType::bf16})
-    for (Shape sh : {Shape{2, 256, 3}, Shape{1, 1024, 2}, Shape{3, 128, 12}}) {
-      const int64_t D = 64, A = sh.H * D;
-      const std::string what = std::string(dtype_name(dt)) + " B=" + std::to_string(sh.B) + " T=" +
-                               std::to_string(sh.T) + " H=" + std::to_string(sh.H);
-      Generator gen(5);
-      Tensor base = Tensor::empty({sh.B, sh.T, 3 * A}, DType::f32, Device::cpu);
-      fill_normal(base, gen, 0.f, 1.f);
-      Tensor gy = Tensor::empty({sh.B, sh.T, A}, DType::f32, Device::cpu);
-      fill_normal(gy, gen, 0.f, 1.f);
-      Tensor qkv = base.to(Device::cuda).to(dt), g = gy.to(Device::cuda).to(dt);
-      auto run = [&](AttentionBackend b) {
-        Tensor x = qkv.clone().requires_grad_(), y;
-        with_backend(b, [&] {
-          y = ops::causal_attention_qkv(x, sh.H);
-          y.backward(g);
-        });
-        return std::pair{y.to_double(), x.grad().to_double()};
-      };
-      const auto [y_flash, dx_flash] = run(AttentionBackend::Flash);
+    for (PackedCase c : {PackedCase{2, 256, 3, dt, 5}, PackedCase{1, 1024, 2, dt, 5}, PackedCase{3, 128, 12, dt, 5}}) {
+      c.init();
+      const int64_t D = 64, A = c.H * D;
+      const std::string what = c.what();
+      const auto [y_flash, dx_flash] = c.run(AttentionBackend::Flash);
       const int64_t calls = ops::cuda::cudnn_sdpa_calls();
-      const auto [y_cudnn, dx_cudnn] = run(AttentionBackend::Cudnn);
+      const auto [y_cudnn, dx_cudnn] = c.run(AttentionBackend::Cudnn);
       EXPECT_EQ(ops::cuda::cudnn_sdpa_calls() - calls, 2) << what << ": " << ops::cuda::cudnn_sdpa_status();
       const double tol = dt == DType::f16 ? 2e-3 : 1.6e-2;
       EXPECT_LE(rel_err(y_cudnn, y_flash), tol) << what << " forward";
@@ -116,11 +131,11 @@ TEST(GpuAttention, CudnnMatchesFlash) {
 
       // lse of the 4-d launchers on head-split copies (B, H, T, D)
       auto split = [&](int64_t i) {
-        return qkv.narrow(2, i * A, A).reshape({sh.B, sh.T, sh.H, D}).transpose(1, 2).contiguous();
+        return c.qkv.narrow(2, i * A, A).reshape({c.B, c.T, c.H, D}).transpose(1, 2).contiguous();
       };
       Tensor q = split(0), k = split(1), v = split(2);
       Tensor o1 = q.empty_like(), o2 = q.empty_like();
-      Tensor l1 = Tensor::empty({sh.B, sh.H, sh.T}, DType::f32, Device::cuda), l2 = l1.empty_like();
+      Tensor l1 = Tensor::empty({c.B, c.H, c.T}, DType::f32, Device::cuda), l2 = l1.empty_like();
       with_backend(AttentionBackend::Flash, [&] { ops::cuda::attention_fwd(q, k, v, o1, l1); });
       with_backend(AttentionBackend::Cudnn, [&] { ops::cuda::attention_fwd(q, k, v, o2, l2); });
       EXPECT_LE(rel_err(l2.to_double(), l1.to_double()), 1e-5) << what << " lse";
@@ -133,35 +148,17 @@ TEST(GpuAttention, CudnnMatchesFlash) {
 TEST(GpuAttention, CudnnDeterministicIsReproducible) {
   using ops::cuda::AttentionBackend;
   if (!cudnn_built()) GTEST_SKIP() << ops::cuda::cudnn_sdpa_status();
-  struct Shape {
-    int64_t B, T, H;
-  };
   for (DType dt : {DType::f16, DType::bf16})
-    for (Shape sh : {Shape{2, 256, 3}, Shape{1, 1024, 2}}) {
-      const int64_t D = 64, A = sh.H * D;
-      const std::string what = std::string(dtype_name(dt)) + " B=" + std::to_string(sh.B) + " T=" +
-                               std::to_string(sh.T) + " H=" + std::to_string(sh.H);
-      Generator gen(9);
-      Tensor base = Tensor::empty({sh.B, sh.T, 3 * A}, DType::f32, Device::cpu);
-      fill_normal(base, gen, 0.f, 1.f);
-      Tensor gy = Tensor::empty({sh.B, sh.T, A}, DType::f32, Device::cpu);
-      fill_normal(gy, gen, 0.f, 1.f);
-      Tensor qkv = base.to(Device::cuda).to(dt), g = gy.to(Device::cuda).to(dt);
-      auto run = [&](AttentionBackend b) {
-        Tensor x = qkv.clone().requires_grad_(), y;
-        with_backend(b, [&] {
-          y = ops::causal_attention_qkv(x, sh.H);
-          y.backward(g);
-        });
-        return std::pair{y.to_double(), x.grad().to_double()};
-      };
+    for (PackedCase c : {PackedCase{2, 256, 3, dt, 9}, PackedCase{1, 1024, 2, dt, 9}}) {
+      c.init();
+      const std::string what = c.what();
       const int64_t calls = ops::cuda::cudnn_sdpa_calls();
-      const auto [y1, dx1] = run(AttentionBackend::Deterministic);
-      const auto [y2, dx2] = run(AttentionBackend::Deterministic);
+      const auto [y1, dx1] = c.run(AttentionBackend::Deterministic);
+      const auto [y2, dx2] = c.run(AttentionBackend::Deterministic);
       EXPECT_EQ(ops::cuda::cudnn_sdpa_calls() - calls, 4) << what << ": " << ops::cuda::cudnn_sdpa_status();
       EXPECT_EQ(y1, y2) << what << " forward";
       EXPECT_EQ(dx1, dx2) << what << " dqkv: not the same bits twice";
-      const auto [y_flash, dx_flash] = run(AttentionBackend::Flash);
+      const auto [y_flash, dx_flash] = c.run(AttentionBackend::Flash);
       const double tol = dt == DType::f16 ? 2e-3 : 1.6e-2;
       EXPECT_LE(rel_err(dx1, dx_flash), 2 * tol) << what << " dqkv against flash";
     }
