@@ -105,6 +105,12 @@ TEST(Cli, InfoReportsBuildFeatures) {
     EXPECT_TRUE(has(r.out, line)) << r.out;
   if (ST_BUILT_WITH_CUDA) {
     EXPECT_TRUE(has(r.out, "CUDA: yes")) << r.out;
+    // the attention choice (docs/launch.md, "GPU settings"): deterministic unless ST_ATTENTION says
+    EXPECT_TRUE(has(r.out, "ST_ATTENTION=deterministic: ")) << r.out;
+    Result flash = run("info", "ST_ATTENTION=flash");
+    EXPECT_TRUE(has(flash.out, "ST_ATTENTION=flash: own flash kernels")) << flash.out;
+    Result bad = run("info", "ST_ATTENTION=fastest");
+    EXPECT_TRUE(has(bad.out, "ST_ATTENTION=fastest: not one of deterministic, fast, cudnn, flash")) << bad.out;
   } else {
     EXPECT_TRUE(has(r.out, "CUDA: no\n")) << r.out;
     EXPECT_TRUE(has(r.out, "NCCL: no\n")) << r.out;
