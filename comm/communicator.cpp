@@ -86,9 +86,9 @@ uint64_t Communicator::begin_collective(CollectiveKind kind, DType dtype, int64_
   return seq;
 }
 
-WorkPtr Communicator::allReduce(const Tensor& t, ReduceOp op) { return allReduce(t, t, op); }
+WorkPtr Communicator::all_reduce(const Tensor& t, ReduceOp op) { return all_reduce(t, t, op); }
 
-WorkPtr Communicator::allReduce(const Tensor& in, const Tensor& out, ReduceOp op) {
+WorkPtr Communicator::all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) {
   check_usable("allreduce");
   check_tensor(in, "allreduce", "input");
   check_tensor(out, "allreduce", "output");
@@ -100,7 +100,7 @@ WorkPtr Communicator::allReduce(const Tensor& in, const Tensor& out, ReduceOp op
   return do_all_reduce(in, out, op, seq);
 }
 
-WorkPtr Communicator::reduceScatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
   check_usable("reduce_scatter");
   check_tensor(in, "reduce_scatter", "input");
   check_tensor(out, "reduce_scatter", "output");
@@ -114,7 +114,7 @@ WorkPtr Communicator::reduceScatter(const Tensor& in, const Tensor& out, ReduceO
   return do_reduce_scatter(in, out, op, seq);
 }
 
-WorkPtr Communicator::allGather(const Tensor& in, const Tensor& out) {
+WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out) {
   check_usable("all_gather");
   check_tensor(in, "all_gather", "input");
   check_tensor(out, "all_gather", "output");
@@ -150,11 +150,11 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key, const std:
   return child;
 }
 
-WorkPtr Communicator::send(const Tensor& t, int dst, int tag) { return batchP2P({P2POp::send(t, dst, tag)}); }
+WorkPtr Communicator::send(const Tensor& t, int dst, int tag) { return batch_p2p({P2POp::send(t, dst, tag)}); }
 
-WorkPtr Communicator::recv(const Tensor& t, int src, int tag) { return batchP2P({P2POp::recv(t, src, tag)}); }
+WorkPtr Communicator::recv(const Tensor& t, int src, int tag) { return batch_p2p({P2POp::recv(t, src, tag)}); }
 
-WorkPtr Communicator::batchP2P(const std::vector<P2POp>& ops) {
+WorkPtr Communicator::batch_p2p(const std::vector<P2POp>& ops) {
   std::string op_name = ops.size() == 1 ? (ops[0].kind == P2POp::Kind::send ? "send" : "recv") : "batch_p2p";
   check_usable(op_name.c_str());
   for (const auto& o : ops) {

@@ -5,11 +5,11 @@
 // DeviceError). make_communicator.h picks one; process_grid.h builds the DP×TP×PP groups.
 //
 // Rules every caller must follow:
-//  * EVERY RANK OF A GROUP ISSUES THE GROUP'S COLLECTIVES (allReduce, reduceScatter, allGather,
+//  * EVERY RANK OF A GROUP ISSUES THE GROUP'S COLLECTIVES (all_reduce, reduce_scatter, all_gather,
 //    broadcast, barrier, split) IN THE SAME ORDER, with the same dtype, count and root. Debug mode
 //    (env SHARDTRAIN_COMM_DEBUG=1, see comm/README.md) checks this before each collective and
 //    throws CommError on a mismatch instead of corrupting memory.
-//  * Point-to-point calls match by (peer, tag) in issue order. Use batchP2P when a rank both sends
+//  * Point-to-point calls match by (peer, tag) in issue order. Use batch_p2p when a rank both sends
 //    to and receives from neighbours: all its transfers are posted together, so no order of
 //    sends and receives across ranks can deadlock.
 //  * Tensors must be contiguous and stay untouched until the returned Work completed.
@@ -17,10 +17,10 @@
 //  * Every call returns a Work; wait() has a deadline (the communicator's timeout by default).
 //    A timeout breaks the communicator: every later call throws CommError (see work.h).
 //
-// Layouts: tensors are treated as flat. reduceScatter(in, out): in has size·n elements, out n;
-// rank r receives the reduction of elements [r·n, (r+1)·n). allGather(in, out): in n, out size·n,
-// rank r's input lands at [r·n, (r+1)·n). "In place": allReduce(t) and broadcast(t) overwrite t;
-// allGather is in place when `in` is out's own chunk, reduceScatter when `out` is in's own chunk.
+// Layouts: tensors are treated as flat. reduce_scatter(in, out): in has size·n elements, out n;
+// rank r receives the reduction of elements [r·n, (r+1)·n). all_gather(in, out): in n, out size·n,
+// rank r's input lands at [r·n, (r+1)·n). "In place": all_reduce(t) and broadcast(t) overwrite t;
+// all_gather is in place when `in` is out's own chunk, reduce_scatter when `out` is in's own chunk.
 //
 // Dtypes: f32, f16, bf16, i32, i64. avg needs a floating dtype (sum, then divide by size). The MPI
 // backend reduces f16 / bf16 in f32 (one rounding at the end).
@@ -40,7 +40,7 @@ const char* reduce_op_name(ReduceOp op);
 
 using WorkPtr = std::shared_ptr<Work>;
 
-// One transfer of a batchP2P group; `peer` is a rank of the communicator.
+// One transfer of a batch_p2p group; `peer` is a rank of the communicator.
 struct P2POp {
   enum class Kind : uint8_t { send, recv };
   Kind kind = Kind::send;
@@ -84,12 +84,12 @@ class Communicator {
   void abort(const std::string& reason) { state_->mark_broken(reason); }
 
   // ---- collectives (same order on every rank) ----------------------------------------------
-  WorkPtr allReduce(const Tensor& t, ReduceOp op = ReduceOp::sum);  // in place
-  WorkPtr allReduce(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
+  WorkPtr all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum);  // in place
+  WorkPtr all_reduce(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
   // in (size·n) → out (n)
-  WorkPtr reduceScatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
+  WorkPtr reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
   // in (n) → out (size·n)
-  WorkPtr allGather(const Tensor& in, const Tensor& out);
+  WorkPtr all_gather(const Tensor& in, const Tensor& out);
   WorkPtr broadcast(const Tensor& t, int root);  // in place; t (n) on every rank
   WorkPtr barrier();
   // Sub-groups: ranks with the same color form one, ordered by (key, rank). color < 0: this rank
@@ -100,7 +100,7 @@ class Communicator {
   // ---- point to point ----------------------------------------------------------------------
   WorkPtr send(const Tensor& t, int dst, int tag = 0);
   WorkPtr recv(const Tensor& t, int src, int tag = 0);
-  WorkPtr batchP2P(const std::vector<P2POp>& ops);
+  WorkPtr batch_p2p(const std::vector<P2POp>& ops);
 
   uint64_t collectives_issued() const { return coll_seq_; }
 

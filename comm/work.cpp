@@ -73,7 +73,7 @@ bool Work::poll_and_finish() {
   return true;
 }
 
-bool Work::isCompleted() {
+bool Work::is_completed() {
   if (done_) return true;
   if (abandoned_) return false;
   if (state_->broken()) return false;

@@ -70,7 +70,7 @@ class Work {
   // reported an error. A completed Work returns at once, every time.
   void wait(Millis timeout = kCommTimeout);
   // One poll: true once the operation finished (its results are then in place).
-  bool isCompleted();
+  bool is_completed();
   const std::string& op() const { return op_; }
   uint64_t seq() const { return seq_; }
   // "rank 1 of 4 in group 'world', op allreduce, seq 7"

@@ -110,7 +110,7 @@ void GradReducer::launch(Bucket& b) {
   if (b.comm_buf.defined()) b.comm_buf.copy_(b.flat);
   b.t_launch = std::chrono::steady_clock::now();
   b.timed = false;
-  b.work = group_->allReduce(buf, comm::ReduceOp::sum);
+  b.work = group_->all_reduce(buf, comm::ReduceOp::sum);
   b.launched = true;
   ++stats_.buckets_launched;
   stats_.bytes += static_cast<int64_t>(buf.nbytes());
@@ -118,7 +118,7 @@ void GradReducer::launch(Bucket& b) {
 
 void GradReducer::poll_in_flight() {
   for (auto& b : buckets_)
-    if (b.work && !b.timed && b.work->isCompleted()) note_done(b);
+    if (b.work && !b.timed && b.work->is_completed()) note_done(b);
 }
 
 void GradReducer::note_done(Bucket& b) {

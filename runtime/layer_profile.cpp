@@ -32,7 +32,7 @@ std::vector<double> profile_layers(LanguageModel& model, int64_t B, int64_t T, D
   if (world && world->size() > 1) {
     std::vector<float> v(ms.begin(), ms.end());
     Tensor t = Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
-    world->allReduce(t, comm::ReduceOp::avg)->wait();
+    world->all_reduce(t, comm::ReduceOp::avg)->wait();
     auto back = t.to_double();
     for (size_t i = 0; i < ms.size(); ++i) ms[i] = back[i];
   }

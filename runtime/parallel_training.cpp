@@ -31,7 +31,7 @@ class CommReductions : public Reductions {
   double reduce(double x, comm::ReduceOp op) {
     if (!c_ || c_->size() == 1) return x;
     Tensor t = Tensor::from_vector(std::vector<double>{x}, {1});  // () → f32
-    c_->allReduce(t, op)->wait();
+    c_->all_reduce(t, op)->wait();
     return t.item();
   }
   std::shared_ptr<comm::Communicator> c_;
@@ -193,7 +193,7 @@ int run_parallel_training(const TrainConfig& cfg) {
         g = Tensor::zeros(p.shape(), p.dtype(), p.device());
         Tensor(p).set_grad(g);
       }
-      tied_group->allReduce(g, comm::ReduceOp::sum)->wait();
+      tied_group->all_reduce(g, comm::ReduceOp::sum)->wait();
     }
     if (zero1) zero1->reduce_scatter();
   };

@@ -117,11 +117,11 @@ double PipelineGradientSource::compute_gradients(int64_t step, double loss_scale
           default: break;
         }
       }
-      if (!sends.empty()) pending_sends.push_back(pp_->batchP2P(sends));
+      if (!sends.empty()) pending_sends.push_back(pp_->batch_p2p(sends));
       if (!recvs.empty()) {
         trace::Scope ts("recv", "comm");
         auto t0 = Clock::now();
-        pp_->batchP2P(recvs)->wait();
+        pp_->batch_p2p(recvs)->wait();
         stats_.wait_ms += ms(t0, Clock::now());
       }
       i = j;

@@ -19,7 +19,7 @@ Tensor all_reduce(const Tensor& x, comm::Communicator& tp, comm::ReduceOp op) {
   NoGradGuard ng;
   Tensor buf = Tensor::empty(x.shape(), x.dtype(), x.device());  // (...) fresh, contiguous
   buf.copy_(x.detach());
-  tp.allReduce(buf, op)->wait();
+  tp.all_reduce(buf, op)->wait();
   return buf;
 }
 
@@ -37,7 +37,7 @@ Tensor tp_all_gather_last_dim(const Tensor& x, comm::Communicator& tp) {
   const int64_t p = tp.size(), n = x.size(-1), M = x.numel(), R = n > 0 ? M / n : 0;
   Tensor src = x.detach().contiguous();                          // (..., n)
   Tensor buf = Tensor::empty({p, R, n}, x.dtype(), x.device());  // (tp, rows, n): rank r's block r
-  tp.allGather(src.view({M}), buf.view({p * M}))->wait();
+  tp.all_gather(src.view({M}), buf.view({p * M}))->wait();
   Shape out_shape = x.shape();
   out_shape.back() = p * n;
   return buf.permute({1, 0, 2}).contiguous().view(out_shape);  // (rows, tp, n) → (..., tp·n)

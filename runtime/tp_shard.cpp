@@ -134,7 +134,7 @@ NamedTensors gather_state_dict(const NamedTensors& local, const ShardRule& rule,
     const int64_t M = t.numel();
     Tensor src = t.detach().contiguous();                        // (local shape)
     Tensor buf = Tensor::empty({p * M}, t.dtype(), t.device());  // (tp · M): rank r's shard at r·M
-    tp.allGather(src.view({M}), buf)->wait();
+    tp.all_gather(src.view({M}), buf)->wait();
     std::vector<Tensor> shards;
     for (int64_t r = 0; r < p; ++r) shards.push_back(buf.narrow(0, r * M, M).view(t.shape()));
     out.emplace_back(name, unshard_tensor(shards, s));

@@ -83,7 +83,7 @@ void Zero1::reduce_scatter() {
   NoGradGuard ng;
   auto t0 = std::chrono::steady_clock::now();
   // in place: grads_ (dp·S,) → this rank's chunk (S,)
-  dp_->reduceScatter(grads_, chunk(grads_, dp_->rank()), comm::ReduceOp::sum)->wait();
+  dp_->reduce_scatter(grads_, chunk(grads_, dp_->rank()), comm::ReduceOp::sum)->wait();
   stats_.reduce_ms += ms_since(t0);
   stats_.bytes_reduced += static_cast<int64_t>(grads_.nbytes());
 }
@@ -98,7 +98,7 @@ void Zero1::all_gather() {
   }
   auto t0 = std::chrono::steady_clock::now();
   // in place: this rank's chunk (S,) → values_ (dp·S,)
-  dp_->allGather(chunk(values_, rank), values_)->wait();
+  dp_->all_gather(chunk(values_, rank), values_)->wait();
   stats_.gather_ms += ms_since(t0);
   stats_.bytes_gathered += static_cast<int64_t>(values_.nbytes());
   for (size_t k = 0; k < params_.size(); ++k) {

@@ -49,7 +49,7 @@ class Zero1 {
 
   // Zeroes the gradient buffer; every parameter's .grad() becomes its view in it.
   void zero_grad();
-  // After the step's backward: reduceScatter SUM of the gradient buffer. Afterwards each OWNED
+  // After the step's backward: reduce_scatter SUM of the gradient buffer. Afterwards each OWNED
   // parameter's .grad() holds the sum over the DP group (non-owned grads are undefined).
   void reduce_scatter();
   // After the optimizer updated the owned parameters in place: every rank receives every

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
 
   if (rank == 0) {
     std::printf("all-reduce f32, %d ranks, bus bandwidth GB/s = 2(n-1)/n x bytes / time (best of %d rounds)\n\n", size, kRounds);
-    std::printf("| size | shardtrain allReduce | raw MPI_Iallreduce+MPI_Wait | raw MPI_Allreduce | overhead vs Iallreduce | vs Allreduce |\n");
+    std::printf("| size | shardtrain all_reduce | raw MPI_Iallreduce+MPI_Wait | raw MPI_Allreduce | overhead vs Iallreduce | vs Allreduce |\n");
     std::printf("|---:|---:|---:|---:|---:|---:|\n");
   }
   const double factor = 2.0 * (size - 1) / size;
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     float* p = t.data<float>();
     const int iters = static_cast<int>(std::clamp<size_t>((size_t(1) << 27) / bytes, 3, 200));
     std::vector<std::function<void()>> methods{
-        [&] { comm->allReduce(t)->wait(); },
+        [&] { comm->all_reduce(t)->wait(); },
         [&] {
           MPI_Request r;
           MPI_Iallreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM, raw, &r);
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
       }
       return best_us;
     };
-    double ours = per_call_us([&] { self->allReduce(t)->wait(); });
+    double ours = per_call_us([&] { self->all_reduce(t)->wait(); });
     double theirs = per_call_us([&] {
       MPI_Request r;
       MPI_Iallreduce(MPI_IN_PLACE, p, 1024, MPI_FLOAT, MPI_SUM, raw_self, &r);

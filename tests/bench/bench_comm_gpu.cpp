@@ -4,11 +4,11 @@
 //   mpirun -np 1 build/tests/bench/bench_comm_gpu [--max-mb 256]   # NCCL and MPI sections
 //   mpirun -np 2 build/tests/bench/bench_comm_gpu                  # 2 ranks on 1 GPU: MPI only
 //
-// (i) NCCL backend: `allReduce(t)->wait()` against `ncclAllReduce` + `cudaStreamSynchronize` on
+// (i) NCCL backend: `all_reduce(t)->wait()` against `ncclAllReduce` + `cudaStreamSynchronize` on
 //     the same device buffer, over a raw NCCL communicator of the same ranks. Runs when every
 //     rank has its own GPU (NCCL refuses two ranks on one device); at world size 1 it measures
 //     shardtrain's per-call overhead (events, comm stream, Work polling) over the raw call.
-// (ii) MPI backend on CUDA tensors: `allReduce(t)->wait()` + stream sync (the upload finished)
+// (ii) MPI backend on CUDA tensors: `all_reduce(t)->wait()` + stream sync (the upload finished)
 //     against the raw calls on a pinned host buffer with a cudaMemcpyAsync + sync each way (what
 //     pinned staging does by hand): MPI_Iallreduce + MPI_Wait (the backend's own call: its
 //     overhead), blocking MPI_Allreduce (what a user without deadlines could call), and the
@@ -60,7 +60,7 @@ void nccl_section(int rank, int size, size_t max_bytes) {
   if (rank == 0) {
     std::printf("\n(i) NCCL backend vs raw ncclAllReduce, %d rank(s), f32 in place, time per call (best of %d)\n\n",
                 size, kRounds);
-    std::printf("| size | shardtrain allReduce->wait | raw ncclAllReduce+sync | overhead | overhead %% |\n");
+    std::printf("| size | shardtrain all_reduce->wait | raw ncclAllReduce+sync | overhead | overhead %% |\n");
     std::printf("|---:|---:|---:|---:|---:|\n");
   }
   for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
@@ -69,7 +69,7 @@ void nccl_section(int rank, int size, size_t max_bytes) {
     float* p = t.data<float>();
     st::cuda::synchronize();
     std::vector<double> best = best_of(iters_for(bytes), {
-        [&] { comm->allReduce(t)->wait(); },
+        [&] { comm->all_reduce(t)->wait(); },
         [&] {
           BENCH_NCCL(ncclAllReduce(p, p, static_cast<size_t>(n), ncclFloat32, ncclSum, raw, stream));
           CHECK_CUDA(cudaStreamSynchronize(stream));
@@ -99,7 +99,7 @@ void mpi_section(int rank, int size, size_t max_bytes) {
                 "%d rank(s) (sharing the GPU when more than one), f32 in place; %s\n"
                 "(the backend's own call is MPI_Iallreduce: every wait has a deadline)\n\n",
                 size, mpi::cuda_path().note.c_str());
-    std::printf("| size | shardtrain allReduce->wait+sync | raw D2H+MPI_Iallreduce/Wait+H2D | overhead %% | "
+    std::printf("| size | shardtrain all_reduce->wait+sync | raw D2H+MPI_Iallreduce/Wait+H2D | overhead %% | "
                 "raw D2H+MPI_Allreduce+H2D | vs it %% | raw MPI_Allreduce host only | staged GB/s |\n");
     std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   }
@@ -109,12 +109,12 @@ void mpi_section(int rank, int size, size_t max_bytes) {
     Tensor t = Tensor::zeros({n}, DType::f32, Device::cuda);  // (n)
     float* p = t.data<float>();
     cudaStream_t s = st::cuda::current_stream();
-    comm->allReduce(t)->wait();  // the first call of a size may grow the pool
+    comm->all_reduce(t)->wait();  // the first call of a size may grow the pool
     st::cuda::synchronize();
     const uint64_t allocs = comm->staging_allocations();
     std::vector<double> best = best_of(iters_for(bytes), {
         [&] {
-          comm->allReduce(t)->wait();
+          comm->all_reduce(t)->wait();
           st::cuda::synchronize();  // the upload has landed
         },
         [&] {

@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
                      static_cast<float>(peak)};
     Tensor t = Tensor::from_vector(std::vector<float>{mine[0], mine[1], mine[2]}, {3});
     Tensor all = Tensor::empty({3 * p});
-    world->allGather(t, all)->wait();
+    world->all_gather(t, all)->wait();
     auto v = all.to_double();
     if (rank == 0) {
       double mean_bubble = 0, max_step = 0;

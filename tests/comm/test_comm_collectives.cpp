@@ -33,8 +33,8 @@ TEST_P(Collectives, AllReduceSumEveryDtypeInPlaceAndOut) {
     for (int i = 0; i < kN; ++i) x[i] = R + i;
     Tensor a = T(x, dt);
     Tensor in = T(x, dt), out = Tensor::zeros({kN}, dt, dev);
-    world->allReduce(a)->wait();
-    world->allReduce(in, out)->wait();
+    world->all_reduce(a)->wait();
+    world->all_reduce(in, out)->wait();
     std::vector<double> got_a = a.to_double(), got_out = out.to_double(), got_in = in.to_double();
     for (int i = 0; i < kN; ++i) {
       double want = N * (N - 1) / 2.0 + N * i;
@@ -54,14 +54,14 @@ TEST_P(Collectives, AllReduceAvgAndMax) {
       y[i] = (R + 1) % N + i;
     }
     Tensor m = T(y, dt);
-    world->allReduce(m, ReduceOp::max)->wait();
+    world->all_reduce(m, ReduceOp::max)->wait();
     for (int i = 0; i < kN; ++i) EXPECT_EQ(m.to_double()[i], N - 1 + i) << dtype_name(dt);
     if (!is_floating(dt)) {
-      EXPECT_THROW(world->allReduce(T(x, dt), ReduceOp::avg), DTypeError);
+      EXPECT_THROW(world->all_reduce(T(x, dt), ReduceOp::avg), DTypeError);
       continue;
     }
     Tensor a = T(x, dt), out = Tensor::zeros({kN}, dt, dev);
-    world->allReduce(a, out, ReduceOp::avg)->wait();
+    world->all_reduce(a, out, ReduceOp::avg)->wait();
     for (int i = 0; i < kN; ++i) EXPECT_EQ(out.to_double()[i], (N - 1) / 2.0 + i) << dtype_name(dt);
   }
 }
@@ -75,7 +75,7 @@ TEST_P(Collectives, ReduceScatterLayout) {
       for (int j = 0; j < N * n; ++j) x[j] = 10 * R + j;
       Tensor in = T(x, dt);
       Tensor out = in_place ? in.narrow(0, R * n, n) : Tensor::zeros({n}, dt, dev);
-      world->reduceScatter(in, out)->wait();
+      world->reduce_scatter(in, out)->wait();
       std::vector<double> got = out.to_double();
       for (int k = 0; k < n; ++k)
         EXPECT_EQ(got[k], 10.0 * N * (N - 1) / 2 + N * (R * n + k)) << dtype_name(dt) << " in_place " << in_place;
@@ -84,7 +84,7 @@ TEST_P(Collectives, ReduceScatterLayout) {
       std::vector<double> x(N * n);
       for (int j = 0; j < N * n; ++j) x[j] = 10 * R + j;
       Tensor out = Tensor::zeros({n}, dt, dev);
-      world->reduceScatter(T(x, dt), out, ReduceOp::avg)->wait();
+      world->reduce_scatter(T(x, dt), out, ReduceOp::avg)->wait();
       for (int k = 0; k < n; ++k) EXPECT_EQ(out.to_double()[k], 5.0 * (N - 1) + R * n + k) << dtype_name(dt);
     }
   }
@@ -103,7 +103,7 @@ TEST_P(Collectives, AllGatherLayout) {
         in = out.narrow(0, R * n, n);
         in.copy_(T(x, dt));
       }
-      world->allGather(in, out)->wait();
+      world->all_gather(in, out)->wait();
       std::vector<double> got = out.to_double();
       for (int r = 0; r < N; ++r)
         for (int k = 0; k < n; ++k)
@@ -128,9 +128,9 @@ TEST_P(Collectives, BroadcastFromEveryRoot) {
 TEST_P(Collectives, WorkHandlesCarryOpAndSequence) {
   // Several operations in flight at once, on distinct buffers, waited for in reverse order.
   Tensor t = Tensor::ones({4}, DType::f32, dev), u = Tensor::full({4}, 2.0, DType::f32, dev);
-  WorkPtr a = world->allReduce(t);
+  WorkPtr a = world->all_reduce(t);
   WorkPtr b = world->barrier();
-  WorkPtr c = world->allReduce(u);
+  WorkPtr c = world->all_reduce(u);
   EXPECT_EQ(a->op(), "allreduce");
   EXPECT_EQ(b->op(), "barrier");
   EXPECT_EQ(a->seq() + 1, b->seq());
@@ -138,7 +138,7 @@ TEST_P(Collectives, WorkHandlesCarryOpAndSequence) {
   c->wait();
   b->wait();
   a->wait();
-  EXPECT_TRUE(a->isCompleted());
+  EXPECT_TRUE(a->is_completed());
   a->wait();  // a finished Work returns at once
   EXPECT_EQ(t.to_double()[0], 1.0 * N);
   EXPECT_EQ(u.to_double()[3], 2.0 * N);
@@ -146,7 +146,7 @@ TEST_P(Collectives, WorkHandlesCarryOpAndSequence) {
   EXPECT_NE(a->describe().find("'world'"), std::string::npos);
   // A Work dropped unwaited finishes in its destructor: the result is in place afterwards.
   Tensor v = Tensor::full({3}, 1.0, DType::f32, dev);
-  world->allReduce(v);
+  world->all_reduce(v);
   EXPECT_EQ(v.to_double()[2], 1.0 * N);
 }
 
@@ -156,14 +156,14 @@ TEST_P(Collectives, WaitReallyWaits) {
   world->barrier()->wait();
   auto t0 = std::chrono::steady_clock::now();
   if (R == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  WorkPtr w = world->allReduce(t);
+  WorkPtr w = world->all_reduce(t);
   if (R != 0) {
-    EXPECT_FALSE(w->isCompleted());
+    EXPECT_FALSE(w->is_completed());
   }
   w->wait();
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_GE(ms, 250.0) << "wait() returned before rank 0 joined";
-  EXPECT_TRUE(w->isCompleted());
+  EXPECT_TRUE(w->is_completed());
   EXPECT_EQ(t.to_double()[kN - 1], N * (N + 1) / 2.0);
 }
 
@@ -173,7 +173,7 @@ TEST_P(Collectives, BrokenCommunicatorRefusesWork) {
   c->abort("test abort");
   EXPECT_TRUE(c->broken());
   try {
-    c->allReduce(Tensor::ones({1}, DType::f32, dev));
+    c->all_reduce(Tensor::ones({1}, DType::f32, dev));
     ADD_FAILURE() << "no CommError";
   } catch (const CommError& e) {
     EXPECT_NE(std::string(e.what()).find("broken: test abort"), std::string::npos) << e.what();

@@ -24,14 +24,14 @@ TEST(Watchdog, LateRankTimesOutTheOthers) {
   if (R == 0) {
     std::this_thread::sleep_for(std::chrono::seconds(3));
     c->set_timeout(Millis(20000));
-    WorkPtr w = c->allReduce(t);  // seq 1
+    WorkPtr w = c->all_reduce(t);  // seq 1
     w->wait();
     EXPECT_EQ(t.to_double()[0], N * (N + 1) / 2.0);
     EXPECT_FALSE(c->broken());
     return;
   }
   auto t0 = std::chrono::steady_clock::now();
-  WorkPtr w = c->allReduce(t);  // seq 1
+  WorkPtr w = c->all_reduce(t);  // seq 1
   std::string msg;
   try {
     w->wait();

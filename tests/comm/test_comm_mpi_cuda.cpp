@@ -56,9 +56,9 @@ TEST_F(MpiCuda, AllReduceSumAvgMaxHalfAndF32) {
         Tensor s = offset ? misaligned(x, dt) : make_tensor(x, dt, Device::cuda);
         Tensor a_in = make_tensor(x, dt, Device::cuda), a = Tensor::zeros({n}, dt, Device::cuda);
         Tensor m = offset ? misaligned(x, dt) : make_tensor(x, dt, Device::cuda);
-        WorkPtr w1 = world->allReduce(s);                       // in place
-        WorkPtr w2 = world->allReduce(a_in, a, ReduceOp::avg);  // out of place, in flight together
-        WorkPtr w3 = world->allReduce(m, ReduceOp::max);
+        WorkPtr w1 = world->all_reduce(s);                       // in place
+        WorkPtr w2 = world->all_reduce(a_in, a, ReduceOp::avg);  // out of place, in flight together
+        WorkPtr w3 = world->all_reduce(m, ReduceOp::max);
         w1->wait();
         w2->wait();
         w3->wait();
@@ -80,7 +80,7 @@ TEST_F(MpiCuda, HalfSumsRoundOnce) {
   for (DType dt : {DType::f16, DType::bf16}) {
     const double big = dt == DType::f16 ? 2048.0 : 256.0;  // ulp 2 here
     Tensor t = make_tensor({R == 0 ? big : 1.0, 0.5}, dt, Device::cuda);
-    world->allReduce(t)->wait();
+    world->all_reduce(t)->wait();
     const double want = make_tensor({big + (N - 1)}, dt).to_double()[0];
     EXPECT_EQ(t.to_double()[0], want) << dtype_name(dt);
     EXPECT_EQ(t.to_double()[1], 0.5 * N) << dtype_name(dt);
@@ -93,11 +93,11 @@ TEST_F(MpiCuda, AllGatherBroadcastReduceScatter) {
       std::vector<double> x = values(n, R);
       // all-gather, out of place and in place (this rank's chunk of out is the input).
       Tensor in = make_tensor(x, dt, Device::cuda), out = Tensor::zeros({N * n}, dt, Device::cuda);
-      world->allGather(in, out)->wait();
+      world->all_gather(in, out)->wait();
       Tensor whole = Tensor::zeros({N * n}, dt, Device::cuda);
       Tensor mine = whole.narrow(0, static_cast<int64_t>(R) * n, n);
       mine.copy_(in);
-      world->allGather(mine, whole)->wait();
+      world->all_gather(mine, whole)->wait();
       std::vector<double> g = out.to_double(), gw = whole.to_double();
       for (int r = 0; r < N; ++r)
         for (int i = 0; i < n; i += 97) {
@@ -113,10 +113,10 @@ TEST_F(MpiCuda, AllGatherBroadcastReduceScatter) {
       // out of place and into this rank's own chunk of the input.
       std::vector<double> big = values(N * n, R);
       Tensor rin = make_tensor(big, dt, Device::cuda), rout = Tensor::zeros({n}, dt, Device::cuda);
-      world->reduceScatter(rin, rout)->wait();
+      world->reduce_scatter(rin, rout)->wait();
       Tensor rin2 = make_tensor(big, dt, Device::cuda);
       Tensor own = rin2.narrow(0, static_cast<int64_t>(R) * n, n);
-      world->reduceScatter(rin2, own, ReduceOp::sum)->wait();
+      world->reduce_scatter(rin2, own, ReduceOp::sum)->wait();
       std::vector<double> gr = rout.to_double(), go = own.to_double();
       for (int i = 0; i < n; ++i) {
         const double want = sum_ranks() * ((static_cast<int64_t>(R) * n + i) % 7 + 1);
@@ -132,7 +132,7 @@ TEST_F(MpiCuda, SendRecvRingAndBothDirections) {
   for (DType dt : {DType::f32, DType::f16, DType::i32}) {
     Tensor mine = make_tensor(values(kOdd, R), dt, Device::cuda);
     Tensor got = Tensor::zeros({kOdd}, dt, Device::cuda), got2 = Tensor::zeros({kOdd}, dt, Device::cuda);
-    world->batchP2P({P2POp::send(mine, next, 1), P2POp::recv(got, prev, 1), P2POp::send(mine, prev, 2),
+    world->batch_p2p({P2POp::send(mine, next, 1), P2POp::recv(got, prev, 1), P2POp::send(mine, prev, 2),
                      P2POp::recv(got2, next, 2)})
         ->wait();
     std::vector<double> g = got.to_double(), g2 = got2.to_double();
@@ -157,7 +157,7 @@ TEST_F(MpiCuda, OrderedAfterComputeStream) {
   Tensor t = Tensor::zeros({n}, DType::f32, Device::cuda);
   for (int rep = 1; rep <= 3; ++rep) {
     t.fill_(rep);  // asynchronous
-    world->allReduce(t)->wait();
+    world->all_reduce(t)->wait();
     Tensor twice = t.clone();  // on the stream, after the upload
     twice.add_(t);
     std::vector<float> v = twice.to_float();
@@ -179,7 +179,7 @@ TEST_F(MpiCuda, BlockReusedWhileItsUploadIsQueued) {
   for (int round = 0; round < 4; ++round) {
     const bool as_output = round % 2 == 1;
     Tensor a = Tensor::full({n}, R + 1.0 + round, DType::f32, Device::cuda);
-    WorkPtr wa = world->allReduce(a);
+    WorkPtr wa = world->all_reduce(a);
     for (int i = 0; i < 8; ++i) slow.fill_(i);  // queued on A before a's upload
     wa->wait();                                  // enqueues the upload behind the fills
     wa.reset();                                  // the block goes back to the pool
@@ -188,12 +188,12 @@ TEST_F(MpiCuda, BlockReusedWhileItsUploadIsQueued) {
       ::st::cuda::StreamGuard on_b(b_stream);
       if (!as_output) {
         Tensor b = Tensor::full({n}, 100.0 * (R + 1), DType::f32, Device::cuda);
-        world->allReduce(b)->wait();
+        world->all_reduce(b)->wait();
         got_b = b.to_double();
       } else {
         Tensor in = Tensor::full({N * n}, 100.0 * (R + 1), DType::f32, Device::cuda);
         Tensor out = Tensor::zeros({n}, DType::f32, Device::cuda);
-        world->reduceScatter(in, out)->wait();
+        world->reduce_scatter(in, out)->wait();
         got_b = out.to_double();
       }
       ::st::cuda::synchronize();
@@ -219,11 +219,11 @@ TEST_F(MpiCuda, StagingPoolDoesNotGrowInSteadyState) {
     std::vector<WorkPtr> works;
     for (Tensor& b : buckets) {
       b.fill_(R + s);
-      works.push_back(world->allReduce(b, ReduceOp::avg));
+      works.push_back(world->all_reduce(b, ReduceOp::avg));
     }
     for (auto& w : works) w->wait();
-    world->reduceScatter(full, shard)->wait();
-    world->allGather(shard, full)->wait();
+    world->reduce_scatter(full, shard)->wait();
+    world->all_gather(shard, full)->wait();
     for (Tensor& b : buckets) ASSERT_EQ(b.to_double().back(), s + (N - 1) / 2.0) << b.describe();
   };
   step(0);

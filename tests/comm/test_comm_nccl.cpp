@@ -26,25 +26,25 @@ TEST(NcclOneRank, EveryOpAndDtypeOnDeviceTensors) {
   for (DType dt : all_dtypes()) {
     std::vector<double> x{1, 2, 3, 4, 5, 6};
     Tensor in = make_tensor(x, dt, Device::cuda), out = Tensor::zeros({6}, dt, Device::cuda);
-    c->allReduce(in, out)->wait();
+    c->all_reduce(in, out)->wait();
     EXPECT_EQ(out.to_double(), x) << dtype_name(dt);
-    c->allReduce(in, ReduceOp::max)->wait();
+    c->all_reduce(in, ReduceOp::max)->wait();
     EXPECT_EQ(in.to_double(), x) << dtype_name(dt);
     if (is_floating(dt)) {
       Tensor a = Tensor::zeros({6}, dt, Device::cuda);
-      c->allReduce(in, a, ReduceOp::avg)->wait();
+      c->all_reduce(in, a, ReduceOp::avg)->wait();
       EXPECT_EQ(a.to_double(), x) << dtype_name(dt);
     }
     Tensor g = Tensor::zeros({6}, dt, Device::cuda), rs = Tensor::zeros({6}, dt, Device::cuda);
-    c->allGather(in, g)->wait();
-    c->reduceScatter(in, rs)->wait();
+    c->all_gather(in, g)->wait();
+    c->reduce_scatter(in, rs)->wait();
     c->broadcast(in, 0)->wait();
     EXPECT_EQ(g.to_double(), x) << dtype_name(dt);
     EXPECT_EQ(rs.to_double(), x) << dtype_name(dt);
     EXPECT_EQ(in.to_double(), x) << dtype_name(dt);
   }
   c->barrier()->wait();
-  EXPECT_THROW(c->allReduce(Tensor::ones({2}, DType::f32, Device::cpu)), DeviceError);
+  EXPECT_THROW(c->all_reduce(Tensor::ones({2}, DType::f32, Device::cpu)), DeviceError);
 }
 
 // A large fill enqueued on the compute stream, then at once an out-of-place all-reduce on the comm
@@ -55,7 +55,7 @@ TEST(NcclOneRank, CommStreamWaitsForComputeStream) {
   Tensor in = Tensor::zeros({n}, DType::f32, Device::cuda), out = Tensor::zeros({n}, DType::f32, Device::cuda);
   for (int rep = 1; rep <= 3; ++rep) {
     in.fill_(rep);  // asynchronous on the compute stream
-    c->allReduce(in, out)->wait();
+    c->all_reduce(in, out)->wait();
     std::vector<float> v = out.to_float();
     EXPECT_EQ(v.front(), rep);
     EXPECT_EQ(v.back(), rep);
@@ -79,9 +79,9 @@ TEST(NcclOneRank, EventsReusedWithOperationsInFlight) {
     std::vector<WorkPtr> works;
     for (int k = 0; k < 3; ++k) {
       in[k].fill_(round * 10 + k);  // asynchronous: each op must see its own fill
-      works.push_back(c->allReduce(in[k], out[k]));
+      works.push_back(c->all_reduce(in[k], out[k]));
     }
-    if (round % 5 == 4) works.push_back(c->allReduce(in[0], ReduceOp::max));  // dropped below
+    if (round % 5 == 4) works.push_back(c->all_reduce(in[0], ReduceOp::max));  // dropped below
     for (int k = 2; k >= 0; --k) works[k]->wait();
     for (int k = 0; k < 3; ++k) {
       std::vector<float> v = out[k].to_float();
@@ -90,7 +90,7 @@ TEST(NcclOneRank, EventsReusedWithOperationsInFlight) {
     }
   }
   Tensor t = Tensor::full({n}, 3.0, DType::f32, Device::cuda);
-  WorkPtr late = c->allReduce(t);
+  WorkPtr late = c->all_reduce(t);
   c.reset();  // finalizes the NCCL communicator: the operation is flushed
   late->wait();
   EXPECT_EQ(t.to_double().back(), 3.0);
@@ -102,12 +102,12 @@ TEST(NcclOneRank, SplitAndAbort) {
   ASSERT_TRUE(child);
   EXPECT_EQ(child->name(), "child");
   Tensor t = Tensor::full({4}, 2.0, DType::f32, Device::cuda);
-  child->allReduce(t)->wait();
+  child->all_reduce(t)->wait();
   EXPECT_EQ(t.to_double()[3], 2.0);
   EXPECT_EQ(c->split(-1, 0), nullptr);
   child->abort("test abort");  // ncclCommAbort
-  EXPECT_THROW(child->allReduce(t), CommError);
-  c->allReduce(t)->wait();  // the parent is unaffected
+  EXPECT_THROW(child->all_reduce(t), CommError);
+  c->all_reduce(t)->wait();  // the parent is unaffected
   EXPECT_EQ(t.to_double()[0], 2.0);
 }
 

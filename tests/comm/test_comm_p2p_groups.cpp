@@ -60,7 +60,7 @@ TEST_P(P2PGroups, BatchedBothDirectionsAtOnce) {
   std::vector<P2POp> ops{P2POp::send(to_next, next, 1), P2POp::send(to_prev, prev, 2),
                          P2POp::recv(from_prev, prev, 1), P2POp::recv(from_next, next, 2)};
   if (R % 2) std::swap(ops[0], ops[3]);  // different issue orders on neighbours
-  WorkPtr w = world->batchP2P(ops);
+  WorkPtr w = world->batch_p2p(ops);
   EXPECT_EQ(w->op(), "batch_p2p");
   w->wait();
   std::vector<float> a = from_prev.to_float(), b = from_next.to_float();
@@ -93,7 +93,7 @@ TEST_P(P2PGroups, ProcessGridSubGroups) {
       ASSERT_EQ(cs.c->size(), static_cast<int>(cs.members.size())) << L.str() << " " << cs.c->name();
       EXPECT_EQ(cs.c->rank(), cs.my_index) << cs.c->name();
       Tensor t = make_tensor({double(R), 1.0}, DType::i64, dev);
-      cs.c->allReduce(t)->wait();
+      cs.c->all_reduce(t)->wait();
       double want = 0;
       for (int m : cs.members) want += m;
       EXPECT_EQ(t.to_double()[0], want) << L.str() << " group " << cs.c->name();
@@ -104,7 +104,7 @@ TEST_P(P2PGroups, ProcessGridSubGroups) {
     std::vector<P2POp> ops;
     if (!g.is_last_stage()) ops.push_back(P2POp::send(mine, g.next_stage(), 3));
     if (!g.is_first_stage()) ops.push_back(P2POp::recv(got, g.prev_stage(), 3));
-    g.pp_group()->batchP2P(ops)->wait();
+    g.pp_group()->batch_p2p(ops)->wait();
     EXPECT_EQ(got.to_double()[0], g.is_first_stage() ? -1.0 : g.prev_stage_world_rank()) << L.str();
   }
 }
@@ -119,7 +119,7 @@ TEST(MpiBackend, HalfPrecisionSumsAccumulateInF32) {
   for (DType dt : {DType::f16, DType::bf16}) {
     const double big = dt == DType::f16 ? 2048.0 : 256.0;  // ulp 2 at this magnitude
     Tensor t = make_tensor({R == 0 ? big : 1.0}, dt);
-    world->allReduce(t)->wait();
+    world->all_reduce(t)->wait();
     double exact = big + (N - 1);
     double want = make_tensor({exact}, dt).to_double()[0];  // one rounding, to nearest even
     EXPECT_EQ(t.to_double()[0], want) << dtype_name(dt) << " N=" << N;
@@ -133,9 +133,9 @@ TEST(MpiBackend, HalfPrecisionSumsAccumulateInF32) {
     Tensor s = make_tensor(x, dt);
     std::vector<double> mine = s.to_double();  // values as rounded to dt
     Tensor all = Tensor::zeros({N * n}, dt);
-    world->allGather(s, all)->wait();
+    world->all_gather(s, all)->wait();
     std::vector<double> every = all.to_double();
-    world->allReduce(s)->wait();
+    world->all_reduce(s)->wait();
     std::vector<double> got = s.to_double();
     for (int i = 0; i < n; ++i) {
       double sum = 0;
@@ -155,7 +155,7 @@ TEST_P(P2PGroups, DebugModeReportsMismatches) {
   ASSERT_TRUE(c->debug_checks());
   Tensor t = Tensor::ones({R == 0 ? 5 : 4}, DType::f32, dev);
   try {
-    c->allReduce(t);
+    c->all_reduce(t);
     ADD_FAILURE() << "count mismatch not reported";
   } catch (const CommError& e) {
     std::string m = e.what();
@@ -167,9 +167,9 @@ TEST_P(P2PGroups, DebugModeReportsMismatches) {
   Tensor a = Tensor::ones({2}, DType::f32, dev), big = Tensor::zeros({2 * N}, DType::f32, dev);
   try {
     if (R == 0)
-      c->allGather(a, big);
+      c->all_gather(a, big);
     else
-      c->allReduce(a, ReduceOp::max);
+      c->all_reduce(a, ReduceOp::max);
     ADD_FAILURE() << "op mismatch not reported";
   } catch (const CommError& e) {
     std::string m = e.what();
@@ -178,7 +178,7 @@ TEST_P(P2PGroups, DebugModeReportsMismatches) {
   }
   // Nothing was issued, so the group still works.
   Tensor ok = Tensor::ones({3}, DType::f32, dev);
-  c->allReduce(ok)->wait();
+  c->all_reduce(ok)->wait();
   EXPECT_EQ(ok.to_double()[2], N);
   EXPECT_FALSE(c->broken());
 }

@@ -21,7 +21,7 @@ TEST(MakeCommunicator, MpiWorldWithNodeLocalRank) {
   ASSERT_EQ(s.world->size(), N);
   EXPECT_EQ(s.world->name(), "world");
   Tensor t = Tensor::full({2}, R, DType::i32);
-  s.world->allReduce(t)->wait();
+  s.world->all_reduce(t)->wait();
   EXPECT_EQ(t.to_double()[1], N * (N - 1) / 2.0);
 }
 
