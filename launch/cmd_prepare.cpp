@@ -6,7 +6,7 @@
 #include "launch/byte_tokenizer.h"
 #include "launch/commands.h"
 #include "launch/options.h"
-#include "runtime/token_data.h"
+#include "runtime/data/token_data.h"
 
 namespace st::launch {
 

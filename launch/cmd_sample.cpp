@@ -1,11 +1,11 @@
 // `shardtrain sample --checkpoint DIR --prompt TEXT --tokens N [--temperature F --top-k N]`:
-// parses and validates the options, then runs the sampler (launch/sample_command.cpp when
-// runtime/sampler.cpp is built, else launch/sample_missing.cpp).
+// parses and validates the options, then runs the sampler (runtime/train/sampler.h).
 #include <filesystem>
 #include <iostream>
 
 #include "launch/commands.h"
 #include "launch/options.h"
+#include "runtime/train/sampler.h"
 
 namespace st::launch {
 
@@ -22,8 +22,8 @@ runtime::SampleConfig parse_sample_args(const std::vector<std::string>& args, st
   t.add({"top-k", "sample", "N", "sample among the k most likely tokens; 0: all", false, OptionTable::bind(c.top_k),
          [&c] { return std::to_string(c.top_k); }});
   t.add({"seed", "sample", "N", "random seed", false, OptionTable::bind(c.seed), [&c] { return std::to_string(c.seed); }});
-  t.add({"device", "sample", "cpu|cuda", "where the model runs", false, OptionTable::bind_choice(c.device, {"cpu", "cuda"}),
-         [&c] { return c.device; }});
+  t.add({"device", "sample", runtime::choices_of<Device>(), "where the model runs", false, OptionTable::bind_enum(c.device),
+         [&c] { return runtime::to_string(c.device); }});
   if (help) {
     *help = t.help("shardtrain sample --checkpoint DIR --prompt TEXT --tokens N [--temperature F --top-k N]");
     return c;
@@ -45,7 +45,7 @@ int cmd_sample(const std::vector<std::string>& args) {
     std::cout << h;
     return 0;
   }
-  return sample_command(parse_sample_args(args, nullptr));
+  return runtime::run_sample(parse_sample_args(args, nullptr));
 }
 
 }  // namespace st::launch

@@ -1,10 +1,16 @@
-// `shardtrain train`: options (YAML + flags), the built-in corpus when --data is empty, then the
-// trainer.
+// `shardtrain train`: options (YAML + flags), the built-in corpus when --data is empty, then MPI
+// (a single process without mpirun is a world of one) and the parallel trainer. An error
+// propagates to main(), which prints one line naming the rank and aborts the job so no rank
+// waits forever.
+#include <mpi.h>
+
 #include <iostream>
 
+#include "comm/mpi_env.h"
 #include "launch/commands.h"
 #include "launch/config.h"
 #include "launch/corpus.h"
+#include "runtime/train/parallel_training.h"
 
 namespace st::launch {
 
@@ -15,7 +21,16 @@ int cmd_train(const std::vector<std::string>& args) {
   }
   runtime::TrainConfig cfg = parse_train_args(args);
   if (cfg.data.empty()) cfg.data = builtin_corpus_path();
-  return train_command(cfg);
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    comm::apply_mpi_defaults();
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  }
+  const int rc = runtime::run_parallel_training(cfg);
+  MPI_Finalize();
+  return rc;
 }
 
 }  // namespace st::launch

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/sample_config.h"
-#include "runtime/train_config.h"
+#include "runtime/train/sample_config.h"
+#include "runtime/train/train_config.h"
 
 namespace st::launch {
 
@@ -15,12 +15,6 @@ int cmd_sample(const std::vector<std::string>& args);
 int cmd_prepare(const std::vector<std::string>& args);
 int cmd_info(const std::vector<std::string>& args);
 
-// Implemented by launch/train_command.cpp (calls runtime::run_training) when the trainer is
-// built, else by launch/train_missing.cpp ("train: not built yet", exit 2).
-int train_command(const runtime::TrainConfig& cfg);
-
-// Likewise launch/sample_command.cpp (runtime::run_sample) or launch/sample_missing.cpp.
-int sample_command(const runtime::SampleConfig& cfg);
 // Sample options; with `help` set, only fills *help with the --help text.
 runtime::SampleConfig parse_sample_args(const std::vector<std::string>& args, std::string* help);
 

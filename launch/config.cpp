@@ -1,11 +1,11 @@
 // The train option table, its validation and --init-from resolution. Field names are those of
-// runtime/train_config.h; flag names are DESIGN.md's (kebab-case).
+// runtime/train/train_config.h; flag names are DESIGN.md's (kebab-case).
 #include "launch/config.h"
 
 #include <filesystem>
 #include <sstream>
 
-#include "runtime/json_io.h"
+#include "runtime/common/json_io.h"
 
 namespace st::launch {
 namespace fs = std::filesystem;
@@ -30,16 +30,16 @@ OptionTable train_options(TrainConfig& c) {
   auto S = [&t](const char* name, const char* group, std::string& f, const char* metavar, const char* help) {
     t.add({name, group, metavar, help, false, OptionTable::bind(f), [&f] { return f; }});
   };
-  auto E = [&t](const char* name, const char* group, std::string& f, std::vector<std::string> choices, const char* help) {
-    std::string mv;
-    for (size_t i = 0; i < choices.size(); ++i) mv += (i ? "|" : "") + choices[i];
-    t.add({name, group, mv, help, false, OptionTable::bind_choice(f, choices), [&f] { return f; }});
+  auto E = [&t]<runtime::NamedEnum En>(const char* name, const char* group, En& f, const char* help) {
+    t.add({name, group, runtime::choices_of<En>(), help, false, OptionTable::bind_enum(f),
+           [&f] { return runtime::to_string(f); }});
   };
   auto B = [&t](const char* name, const char* group, bool& f, const char* help) {
     t.add({name, group, "0|1", help, true, OptionTable::bind(f), [&f] { return std::string(f ? "1" : "0"); }});
   };
   // model
-  E("model", "model", c.model, {"gpt", "simple-transformer", "mlp"}, "model family");
+  t.add({"model", "model", "gpt|simple-transformer|mlp", "model family", false,
+         OptionTable::bind_choice(c.model, {"gpt", "simple-transformer", "mlp"}), [&c] { return c.model; }});
   I("layers", "model", c.layers, "N", "transformer blocks (MLP: hidden layers)");
   I("d-model", "model", c.d_model, "N", "model width C");
   I("heads", "model", c.heads, "N", "attention heads (d-model must be divisible by it)");
@@ -53,23 +53,24 @@ OptionTable train_options(TrainConfig& c) {
   I("dp", "layout", c.dp, "N", "data-parallel replicas; 0: world / (tp * pp)");
   I("tp", "layout", c.tp, "N", "tensor-parallel ranks per layer");
   I("pp", "layout", c.pp, "N", "pipeline stages");
-  E("schedule", "layout", c.schedule, {"gpipe", "1f1b"}, "pipeline schedule");
-  E("partition", "layout", c.partition, {"uniform", "params", "profile"}, "how layers are split into stages");
-  E("comm", "layout", c.comm, {"auto", "nccl", "mpi"}, "communication backend");
+  E("schedule", "layout", c.schedule, "pipeline schedule");
+  E("partition", "layout", c.partition, "how layers are split into stages");
+  t.add({"comm", "layout", "auto|nccl|mpi", "communication backend", false,
+         OptionTable::bind_choice(c.comm, {"auto", "nccl", "mpi"}), [&c] { return c.comm; }});
   // batch
   I("micro-batch", "batch", c.micro_batch, "B", "sequences per micro-batch per DP replica");
   I("grad-accum", "batch", c.grad_accum, "K", "micro-batches per optimizer step per replica (pipeline m = K)");
   // numerics
-  E("precision", "numerics", c.precision, {"fp32", "fp16", "bf16"}, "compute precision (fp32 master weights)");
-  E("device", "numerics", c.device, {"cpu", "cuda"}, "where the model runs");
+  E("precision", "numerics", c.precision, "compute precision (fp32 master weights)");
+  E("device", "numerics", c.device, "where the model runs");
   t.add({"seed", "numerics", "N", "random seed (initialisation, dropout, sampling)", false, OptionTable::bind(c.seed),
          [&c] { return std::to_string(c.seed); }});
   B("recompute", "numerics", c.recompute, "recompute activations in backward (saves memory)");
   B("zero", "numerics", c.zero, "ZeRO-1: shard optimizer state over DP replicas");
-  E("grad-comm-dtype", "numerics", c.grad_comm_dtype, {"fp32", "bf16", "fp16"}, "dtype of the DP gradient all-reduce");
+  E("grad-comm-dtype", "numerics", c.grad_comm_dtype, "dtype of the DP gradient all-reduce");
   F("bucket-mb", "numerics", c.bucket_mb, "DP gradient bucket size in MiB");
   // optimizer
-  E("optimizer", "optimizer", c.optimizer, {"adamw", "sgd"}, "optimizer");
+  E("optimizer", "optimizer", c.optimizer, "optimizer");
   F("lr", "optimizer", c.lr, "peak learning rate");
   F("weight-decay", "optimizer", c.weight_decay, "decoupled weight decay (tensors of >= 2 dims)");
   F("beta1", "optimizer", c.beta1, "AdamW beta1");
@@ -77,7 +78,7 @@ OptionTable train_options(TrainConfig& c) {
   F("eps", "optimizer", c.eps, "AdamW epsilon");
   F("momentum", "optimizer", c.momentum, "SGD momentum");
   F("clip", "optimizer", c.clip, "clip the global grad norm to this; 0: off");
-  E("lr-schedule", "optimizer", c.lr_schedule, {"const", "cosine"}, "learning-rate schedule");
+  E("lr-schedule", "optimizer", c.lr_schedule, "learning-rate schedule");
   I("warmup", "optimizer", c.warmup, "N", "linear warm-up steps");
   F("min-lr-ratio", "optimizer", c.min_lr_ratio, "cosine floor as a fraction of lr");
   // run
@@ -144,7 +145,8 @@ void validate(const TrainConfig& c, const OptionTable& t) {
   if (c.resume && c.checkpoint_dir.empty()) fail("resume", "needs --checkpoint-dir");
   if (c.checkpoint_every > 0 && c.checkpoint_dir.empty()) fail("checkpoint-every", "needs --checkpoint-dir");
   if (c.eval_every > 0 && c.val_data.empty()) fail("eval-every", "needs --val-data");
-  if (c.zero && c.optimizer != "adamw") fail("zero", "ZeRO-1 shards AdamW state; --optimizer is " + c.optimizer);
+  if (c.zero && c.optimizer != runtime::OptimizerKind::adamw)
+    fail("zero", "ZeRO-1 shards AdamW state; --optimizer is " + runtime::to_string(c.optimizer));
   if (!c.data.empty() && !fs::is_regular_file(c.data)) fail("data", "no such file: " + c.data);
   if (!c.val_data.empty() && !fs::is_regular_file(c.val_data)) fail("val-data", "no such file: " + c.val_data);
 }

@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "launch/byte_tokenizer.h"
-#include "runtime/token_data.h"
+#include "runtime/data/token_data.h"
 #include "tensor/error.h"
 
 namespace st::launch {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/common/enum_names.h"
 #include "tensor/error.h"
 
 namespace st::launch {
@@ -45,6 +46,15 @@ class OptionTable {
   static std::function<void(const std::string&)> bind(bool& v);
   static std::function<void(const std::string&)> bind(std::string& v);
   static std::function<void(const std::string&)> bind_choice(std::string& v, std::vector<std::string> choices);
+  // An option enum, by the names of its EnumNames table (runtime/common/enum_names.h).
+  template <runtime::NamedEnum E>
+  static std::function<void(const std::string&)> bind_enum(E& v) {
+    return [&v](const std::string& t) {
+      const auto e = runtime::from_name<E>(t);
+      if (!e) ST_THROW(ValueError, "expected one of " << runtime::choices_of<E>() << ", got '" << t << "'");
+      v = *e;
+    };
+  }
 
   // Applies the YAML file's keys. Throws UsageError naming the file (and key, line).
   void load_yaml(const std::string& path);

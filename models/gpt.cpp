@@ -13,16 +13,6 @@
 #include "ops/mlp.h"
 
 namespace st::models {
-namespace {
-
-double param_bytes(const runtime::Module& m) {
-  double b = 0;
-  for (auto& [n, p] : m.named_parameters()) b += static_cast<double>(p.nbytes());
-  return b;
-}
-
-}  // namespace
-
 // ---- embedding --------------------------------------------------------------------------------
 
 GptEmbedding::GptEmbedding(const GptConfig& c, std::shared_ptr<Generator> gen) : drop_(c.embd_pdrop, std::move(gen)) {
@@ -41,7 +31,7 @@ Tensor GptEmbedding::forward(const Tensor& ids) {
 }
 
 runtime::LayerCost GptEmbedding::cost(int64_t) const {
-  return {param_bytes(*this), static_cast<double>(wte->weight.size(1))};  // one add per channel
+  return {static_cast<double>(param_bytes()), static_cast<double>(wte->weight.size(1))};  // one add per channel
 }
 
 // ---- block ------------------------------------------------------------------------------------
@@ -80,7 +70,7 @@ runtime::LayerCost GptBlock::cost(int64_t seq_len) const {
   const double F = static_cast<double>(ffn), T = static_cast<double>(seq_len);
   double matmuls = 2.0 * (C * 3 * A + A * C + C * F + F * C);
   double attn = 4.0 * T * A;  // q·kᵀ and p·v (causal half not discounted)
-  return {param_bytes(*this), matmuls + attn};
+  return {static_cast<double>(param_bytes()), matmuls + attn};
 }
 
 // ---- head -------------------------------------------------------------------------------------
@@ -94,7 +84,7 @@ GptHead::GptHead(const GptConfig& c, Tensor tied_wte) : wte(std::move(tied_wte))
 Tensor GptHead::forward(const Tensor& h) { return ops::matmul(ln_f->forward(h), wte, false, true); }
 
 runtime::LayerCost GptHead::cost(int64_t) const {
-  return {param_bytes(*this), 2.0 * static_cast<double>(wte.size(0) * wte.size(1))};
+  return {static_cast<double>(param_bytes()), 2.0 * static_cast<double>(wte.size(0) * wte.size(1))};
 }
 
 // ---- model ------------------------------------------------------------------------------------

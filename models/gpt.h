@@ -7,7 +7,7 @@
 //   transformer.ln_f.{weight,bias} (C)       lm_head = wteᵀ (tied, not a separate tensor)
 // Layers: [GptEmbedding(wte, wpe), GptBlock × L, GptHead(ln_f, tied wte)]. The head holds the
 // same wte tensor as the embedding (registered under the same name); with pp > 1 the last
-// stage's copy gets a gradient that must be summed with the first stage's (runtime/language_model.h).
+// stage's copy gets a gradient that must be summed with the first stage's (runtime/nn/language_model.h).
 // Initialisation is HF's: normal(0, 0.02) for wte, wpe and every Conv1D weight, std
 // 0.02/√(2L) for the residual projections (attn.c_proj, mlp.c_proj), biases 0, LayerNorm 1/0;
 // drawn from the Philox Generator in parameter order. Backward: ops write fresh gradients (=),
@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/nn.h"
-#include "runtime/language_model.h"
+#include "runtime/nn/language_model.h"
 
 namespace st::models {
 

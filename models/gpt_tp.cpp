@@ -1,4 +1,4 @@
-// Tensor-parallel GPT-2: layers from runtime/tp_layers.h, full-tensor init / load / gather by name.
+// Tensor-parallel GPT-2: layers from runtime/parallel/tp_layers.h, full-tensor init / load / gather by name.
 #include "models/gpt_tp.h"
 
 #include <cmath>
@@ -9,16 +9,6 @@
 #include "tensor/autograd.h"
 
 namespace st::models {
-namespace {
-
-double param_bytes(const runtime::Module& m) {
-  double b = 0;
-  for (auto& [n, p] : m.named_parameters()) b += static_cast<double>(p.nbytes());
-  return b;
-}
-
-}  // namespace
-
 // ---- embedding --------------------------------------------------------------------------------
 
 TpGptEmbedding::TpGptEmbedding(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen)
@@ -38,7 +28,7 @@ Tensor TpGptEmbedding::forward(const Tensor& ids) {
 }
 
 runtime::LayerCost TpGptEmbedding::cost(int64_t) const {
-  return {param_bytes(*this), static_cast<double>(wpe->weight.size(1))};
+  return {static_cast<double>(param_bytes()), static_cast<double>(wpe->weight.size(1))};
 }
 
 // ---- block ------------------------------------------------------------------------------------
@@ -64,7 +54,7 @@ runtime::LayerCost TpGptBlock::cost(int64_t seq_len) const {
   const double F = static_cast<double>(mlp->c_fc->out_local);
   double matmuls = 2.0 * (C * 3 * A + A * C + C * F + F * C);
   double scores = 4.0 * T * A;  // q·kᵀ and p·v of this rank's heads
-  return {param_bytes(*this), matmuls + scores};
+  return {static_cast<double>(param_bytes()), matmuls + scores};
 }
 
 // ---- head -------------------------------------------------------------------------------------
@@ -81,7 +71,7 @@ Tensor TpGptHead::forward(const Tensor& h) {
 }
 
 runtime::LayerCost TpGptHead::cost(int64_t) const {
-  return {param_bytes(*this), 2.0 * static_cast<double>(wte.size(0) * wte.size(1))};
+  return {static_cast<double>(param_bytes()), 2.0 * static_cast<double>(wte.size(0) * wte.size(1))};
 }
 
 // ---- model ------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // Tensor-parallel GPT-2 (Megatron layout) over a tp group: the GPT of models/gpt.h with every
 // matmul split across the group's ranks, holding shards under the full model's parameter names
-// (runtime/tp_shard.h, gpt_tp_shard_rule):
+// (models/gpt_shard_rule.h):
 //   transformer.wte.weight (Vp/tp, C)        VocabParallelEmbedding rows, V padded to Vp = k·tp
 //   transformer.wpe.weight (n_positions, C)  replicated
 //   transformer.h.{i}.ln_1 / ln_2 (C)        replicated
@@ -26,9 +26,10 @@
 
 #include "models/gpt.h"
 #include "models/nn.h"
-#include "runtime/language_model.h"
-#include "runtime/tp_layers.h"
-#include "runtime/tp_shard.h"
+#include "runtime/nn/language_model.h"
+#include "runtime/parallel/tp_layers.h"
+#include "models/gpt_shard_rule.h"
+#include "runtime/parallel/tp_shard.h"
 
 namespace st::models {
 
@@ -88,7 +89,7 @@ class TpGpt : public runtime::LanguageModel {
   runtime::NamedTensors full_state_dict() const;
   // Full shape of each parameter (what load_full_state_dict expects and full_state_dict returns).
   Shape full_shape(const std::string& name) const;
-  runtime::ShardRule shard_rule() const override { return runtime::gpt_tp_shard_rule(cfg_.vocab_size); }
+  runtime::ShardRule shard_rule() const override { return gpt_tp_shard_rule(cfg_.vocab_size); }
   std::shared_ptr<comm::Communicator> tensor_parallel_group() const override { return tp_; }
 
   // logits (B, T, Vp/tp) from forward, targets (B, T) → mean cross-entropy () f32 over the full

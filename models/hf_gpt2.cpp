@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "runtime/json_io.h"
-#include "runtime/safetensors.h"
+#include "runtime/common/json_io.h"
+#include "runtime/io/safetensors.h"
 #include "tensor/autograd.h"
 
 namespace st::models {

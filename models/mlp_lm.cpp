@@ -10,16 +10,6 @@
 #include "ops/matmul.h"
 
 namespace st::models {
-namespace {
-
-double param_bytes(const runtime::Module& m) {
-  double b = 0;
-  for (auto& [n, p] : m.named_parameters()) b += static_cast<double>(p.nbytes());
-  return b;
-}
-
-}  // namespace
-
 MlpEmbedding::MlpEmbedding(int64_t vocab, int64_t d) {
   emb = register_module("", std::make_shared<Embedding>(vocab, d));
 }
@@ -27,18 +17,18 @@ Tensor MlpEmbedding::forward(const Tensor& ids) {
   ST_CHECK(ids.dim() == 2, ShapeError, "MLP: token ids must be (B, T), got " << shape_str(ids.shape()));
   return emb->forward(ids);
 }
-runtime::LayerCost MlpEmbedding::cost(int64_t) const { return {param_bytes(*this), 0.0}; }
+runtime::LayerCost MlpEmbedding::cost(int64_t) const { return {static_cast<double>(param_bytes()), 0.0}; }
 
 MlpHidden::MlpHidden(int64_t d) { fc = register_module("", std::make_shared<Linear>(d, d)); }
 Tensor MlpHidden::forward(const Tensor& x) { return ops::relu(fc->forward(x)); }
 runtime::LayerCost MlpHidden::cost(int64_t) const {
-  return {param_bytes(*this), 2.0 * static_cast<double>(fc->weight.numel())};
+  return {static_cast<double>(param_bytes()), 2.0 * static_cast<double>(fc->weight.numel())};
 }
 
 MlpHead::MlpHead(int64_t d, int64_t vocab) { fc = register_module("", std::make_shared<Linear>(d, vocab)); }
 Tensor MlpHead::forward(const Tensor& h) { return fc->forward(h); }
 runtime::LayerCost MlpHead::cost(int64_t) const {
-  return {param_bytes(*this), 2.0 * static_cast<double>(fc->weight.numel())};
+  return {static_cast<double>(param_bytes()), 2.0 * static_cast<double>(fc->weight.numel())};
 }
 
 MlpLm::MlpLm(const MlpConfig& c) : cfg_(c) {

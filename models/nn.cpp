@@ -8,7 +8,7 @@
 #include "ops/embedding.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
-#include "runtime/dropout_context.h"
+#include "runtime/nn/dropout_context.h"
 
 namespace st::models {
 

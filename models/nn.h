@@ -6,14 +6,14 @@
 //   Dropout    x (B, ...) → x with probability-p zeros, scaled by 1/(1−p) in training; identity in
 //              eval or at p = 0. Inside a training step's DropoutScope the mask is a function of
 //              (seed, site, call, step, global sequence index), the same in every layout
-//              (runtime/dropout_context.h); outside one it advances the generator.
+//              (runtime/nn/dropout_context.h); outside one it advances the generator.
 // Initialisation is the caller's (each model's init_weights); constructors create zeros / LN ones.
 // Backward is the ops' (each writes fresh tensors, =); the autograd engine accumulates (+=) into
 // the parameters' .grad(), so K micro-batches' backward calls sum their gradients.
 #pragma once
 #include <memory>
 
-#include "runtime/module.h"
+#include "runtime/nn/module.h"
 #include "tensor/rng.h"
 
 namespace st::models {

@@ -1,4 +1,4 @@
-// Registers the model families with runtime/model_registry.h. st_models is an OBJECT library,
+// Registers the model families with runtime/train/model_registry.h. st_models is an OBJECT library,
 // so this file's static registrar is part of every program that links st_models.
 #include <memory>
 
@@ -7,9 +7,9 @@
 #include "models/hf_gpt2.h"
 #include "models/mlp_lm.h"
 #include "models/simple_transformer.h"
-#include "runtime/json_io.h"
-#include "runtime/model_registry.h"
-#include "runtime/safetensors.h"
+#include "runtime/common/json_io.h"
+#include "runtime/train/model_registry.h"
+#include "runtime/io/safetensors.h"
 
 namespace st::models {
 namespace {

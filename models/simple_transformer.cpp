@@ -10,16 +10,6 @@
 #include "ops/matmul.h"
 
 namespace st::models {
-namespace {
-
-double param_bytes(const runtime::Module& m) {
-  double b = 0;
-  for (auto& [n, p] : m.named_parameters()) b += static_cast<double>(p.nbytes());
-  return b;
-}
-
-}  // namespace
-
 StEmbedding::StEmbedding(int64_t vocab, int64_t d, int64_t ml) : max_len(ml) {
   emb = register_module("embedding", std::make_shared<Embedding>(vocab, d));
 }
@@ -29,7 +19,7 @@ Tensor StEmbedding::forward(const Tensor& ids) {
   return emb->forward(ids);  // (B, T, d)
 }
 
-runtime::LayerCost StEmbedding::cost(int64_t) const { return {param_bytes(*this), 0.0}; }
+runtime::LayerCost StEmbedding::cost(int64_t) const { return {static_cast<double>(param_bytes()), 0.0}; }
 
 StEncoderLayer::StEncoderLayer(int64_t d_, int64_t h, int64_t f, double dropout, double ln_eps,
                                std::shared_ptr<Generator> gen)
@@ -57,7 +47,7 @@ Tensor StEncoderLayer::forward(const Tensor& x) {
 
 runtime::LayerCost StEncoderLayer::cost(int64_t seq_len) const {
   const double D = static_cast<double>(d), F = static_cast<double>(ffn), T = static_cast<double>(seq_len);
-  return {param_bytes(*this), 2.0 * (4 * D * D + 2 * D * F) + 4.0 * T * D};
+  return {static_cast<double>(param_bytes()), 2.0 * (4 * D * D + 2 * D * F) + 4.0 * T * D};
 }
 
 StHead::StHead(int64_t d, int64_t vocab) { linear = register_module("linear", std::make_shared<Linear>(d, vocab)); }
@@ -65,7 +55,7 @@ StHead::StHead(int64_t d, int64_t vocab) { linear = register_module("linear", st
 Tensor StHead::forward(const Tensor& h) { return linear->forward(h); }  // (B, T, d) → (B, T, V)
 
 runtime::LayerCost StHead::cost(int64_t) const {
-  return {param_bytes(*this), 2.0 * static_cast<double>(linear->weight.numel())};
+  return {static_cast<double>(param_bytes()), 2.0 * static_cast<double>(linear->weight.numel())};
 }
 
 SimpleTransformer::SimpleTransformer(const SimpleTransformerConfig& c, std::shared_ptr<Generator> gen) : cfg_(c) {

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/nn.h"
-#include "runtime/language_model.h"
+#include "runtime/nn/language_model.h"
 
 namespace st::models {
 

@@ -31,20 +31,8 @@ bool any_requires_grad(const std::vector<Tensor>& ts) {
   return false;
 }
 
-void attach_grad_fn(Tensor& out, std::string name, std::vector<Tensor> inputs, BackwardFn fn) {
-  if (!any_requires_grad(inputs)) return;
-  auto node = std::make_shared<Node>();
-  node->name = std::move(name);
-  node->inputs = std::move(inputs);
-  node->backward = std::move(fn);
-  node->seq = g_node_seq.fetch_add(1);
-  TensorImpl* impl = out.impl_ptr();
-  impl->grad_fn = std::move(node);
-  impl->requires_grad = true;
-}
-
-void attach_grad_node(Tensor& out, std::string name, std::vector<Tensor> inputs, BackwardFn fn) {
-  if (!t_grad_enabled) return;
+void attach_grad_fn(Tensor& out, std::string name, std::vector<Tensor> inputs, BackwardFn fn, GradAttach when) {
+  if (when == GradAttach::if_an_input_requires_grad ? !any_requires_grad(inputs) : !t_grad_enabled) return;
   auto node = std::make_shared<Node>();
   node->name = std::move(name);
   node->inputs = std::move(inputs);

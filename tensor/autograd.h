@@ -43,7 +43,7 @@ class NoGradGuard {
   bool prev_;
 };
 // EnableGradGuard switches grad mode on for its scope (inside a backward function that re-runs a
-// forward to build a graph, e.g. activation recompute: runtime/recompute.h).
+// forward to build a graph, e.g. activation recompute: runtime/nn/recompute.h).
 class EnableGradGuard {
  public:
   EnableGradGuard();
@@ -59,12 +59,14 @@ class EnableGradGuard {
 bool any_requires_grad(std::initializer_list<Tensor> ts);
 bool any_requires_grad(const std::vector<Tensor>& ts);
 
-// Makes `out` the result of a differentiable op when any input requires grad (else does nothing).
-void attach_grad_fn(Tensor& out, std::string name, std::vector<Tensor> inputs, BackwardFn fn);
-// Like attach_grad_fn but attaches whenever grad mode is on, even when no input requires grad:
-// for a node whose backward has effects beyond its inputs (activation recompute's nested
-// backward accumulates into parameters that are not among `inputs`).
-void attach_grad_node(Tensor& out, std::string name, std::vector<Tensor> inputs, BackwardFn fn);
+// When a gradient function is attached: normally only if grad mode is on and an input requires
+// grad; `in_grad_mode` attaches whenever grad mode is on, for a node whose backward has effects
+// beyond its inputs (activation recompute's nested backward accumulates into parameters that are
+// not among its inputs).
+enum class GradAttach { if_an_input_requires_grad, in_grad_mode };
+// Makes `out` the result of a differentiable op (else does nothing, see GradAttach).
+void attach_grad_fn(Tensor& out, std::string name, std::vector<Tensor> inputs, BackwardFn fn,
+                    GradAttach when = GradAttach::if_an_input_requires_grad);
 
 // The engine; Tensor::backward calls this.
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);

@@ -24,7 +24,7 @@ class Generator {
     return o;
   }
   // A number for each consumer that derives its counters from a context instead of advancing
-  // the offset (dropout sites in training: runtime/dropout_context.h), in the order they take
+  // the offset (dropout sites in training: runtime/nn/dropout_context.h), in the order they take
   // one; not part of the (seed, offset) state.
   uint64_t take_stream() { return streams_++; }
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/token_data.h"
-#include "runtime/trainer.h"
+#include "runtime/data/token_data.h"
+#include "runtime/train/trainer.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/error.h"
 
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     cfg.seq_len = std::stoll(a["seq-len"]);
     cfg.micro_batch = std::stoll(a["micro-batch"]);
     cfg.precision = a["precision"];
-    cfg.device = "cuda";
+    cfg.device = Device::cuda;
     cfg.lr = 3e-4;  // as the PyTorch anchor (torch_gpt_bench.py)
     cfg.weight_decay = 0.1;
     cfg.clip = 1.0;

@@ -17,10 +17,10 @@
 
 #include "comm/mpi_env.h"
 #include "comm/make_communicator.h"
-#include "runtime/model_registry.h"
-#include "runtime/pipeline_source.h"
-#include "runtime/stage_model.h"
-#include "runtime/token_data.h"
+#include "runtime/train/model_registry.h"
+#include "runtime/train/pipeline_source.h"
+#include "runtime/pipeline/stage_model.h"
+#include "runtime/data/token_data.h"
 #include "tensor/philox.h"
 
 using namespace st;
@@ -67,14 +67,15 @@ int main(int argc, char** argv) {
     Partition part = partition_uniform(static_cast<int>(full->layers().size()), p);
     auto stage = std::make_shared<StageModel>(full, part.begin(rank), part.end(rank));
     stage->set_recompute(recompute);
-    PipelineGradientSource src(stage, tokens, layout, Device::cpu, world, sched, true);
+    PipelineGradientSource src(stage, tokens, layout, Device::cpu, world, parse_enum<Schedule>(sched, "schedule"), true);
+    ClearGrads no_sync(stage);
     const int steps = 4;
     double step_ms = 0, wait = 0, compute = 0;
     int64_t peak = 0;
     for (int s = 0; s < steps + 1; ++s) {
       world->barrier()->wait();
       auto t0 = std::chrono::steady_clock::now();
-      src.compute_gradients(s, 1.0);
+      src.compute_gradients(s, 1.0, no_sync);
       double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       stage->zero_grad(true);
       if (s == 0) continue;  // warm-up

@@ -7,7 +7,7 @@
 #include "comm/make_communicator.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
-#include "runtime/grad_reducer.h"
+#include "runtime/parallel/grad_reducer.h"
 #include "tensor/autograd.h"
 
 using namespace st;

@@ -12,15 +12,17 @@
 #include "../models/train_helpers.h"
 #include "models/hf_gpt2.h"
 #include "ops/cuda/gemm_config.h"
-#include "runtime/json_io.h"
-#include "runtime/safetensors.h"
-#include "runtime/token_data.h"
-#include "runtime/trainer.h"
+#include "runtime/common/json_io.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/data/token_data.h"
+#include "runtime/train/trainer.h"
 #include "tensor/autograd.h"
 
 namespace st {
 namespace {
 
+using runtime::OptimizerKind;
+using runtime::Precision;
 using testing::fixture_dir;
 
 struct RefStep {
@@ -36,7 +38,7 @@ std::vector<RefStep> reference_steps() {
 
 runtime::TrainConfig cuda_config(const std::string& precision) {
   runtime::TrainConfig c = testing::reference_config();
-  c.device = "cuda";
+  c.device = Device::cuda;
   c.precision = precision;
   return c;
 }

@@ -9,7 +9,7 @@
 #include "launch/bpe_tokenizer.h"
 #include "launch/commands.h"
 #include "launch/options.h"
-#include "runtime/token_data.h"
+#include "runtime/data/token_data.h"
 #include "tensor/error.h"
 
 using namespace st;

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "contract_flags.h"
-#include "runtime/token_data.h"
+#include "runtime/data/token_data.h"
 
 namespace fs = std::filesystem;
 

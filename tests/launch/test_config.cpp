@@ -43,7 +43,7 @@ TEST(LaunchConfig, DefaultsFileThenFlags) {
   EXPECT_EQ(c.heads, 6);         // flag over file
   EXPECT_DOUBLE_EQ(c.lr, 0.5);   // flag over file
   EXPECT_EQ(c.micro_batch, 3);   // flag over default
-  EXPECT_EQ(c.precision, "bf16");
+  EXPECT_EQ(runtime::to_string(c.precision), "bf16");
   EXPECT_TRUE(c.zero);           // a switch without a value
   EXPECT_FALSE(c.recompute);
   EXPECT_EQ(c.vocab, TrainConfig{}.vocab);  // default kept
@@ -63,10 +63,10 @@ TEST(LaunchConfig, DefaultsFileThenFlags) {
   EXPECT_EQ(e.model, "mlp");
   EXPECT_EQ(e.seq_len, 16);
   EXPECT_EQ(e.dp, 2);
-  EXPECT_EQ(e.schedule, "gpipe");
+  EXPECT_EQ(runtime::to_string(e.schedule), "gpipe");
   EXPECT_EQ(e.seed, 18446744073709551615ull);
   EXPECT_DOUBLE_EQ(e.bucket_mb, 1.5);
-  EXPECT_EQ(e.optimizer, "sgd");
+  EXPECT_EQ(runtime::to_string(e.optimizer), "sgd");
   EXPECT_DOUBLE_EQ(e.eps, 1e-6);
   EXPECT_DOUBLE_EQ(e.timeout_s, 12.5);
   EXPECT_EQ(e.keep_checkpoints, 0);
@@ -150,7 +150,7 @@ TEST(LaunchConfig, ShippedConfigsListEveryFlagAndAreValid) {
       EXPECT_EQ(c.vocab, 50304);
       EXPECT_EQ(c.seq_len, 1024);
       EXPECT_EQ(c.micro_batch, 16);
-      EXPECT_EQ(c.device, "cuda");
+      EXPECT_EQ(runtime::to_string(c.device), "cuda");
     } else if (std::string(name) == "simple-transformer") {
       EXPECT_EQ(c.model, "simple-transformer");
       EXPECT_EQ(c.vocab, 10000);

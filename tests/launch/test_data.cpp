@@ -10,7 +10,7 @@
 #include "launch/commands.h"
 #include "launch/corpus.h"
 #include "launch/options.h"
-#include "runtime/token_data.h"
+#include "runtime/data/token_data.h"
 
 using namespace st;
 using namespace st::launch;

@@ -1,10 +1,10 @@
-// runtime/progress: the bar's text (cells, counts, percent, eta) and how step lines and the bar
+// runtime/observe/progress: the bar's text (cells, counts, percent, eta) and how step lines and the bar
 // share one stream.
 #include <gtest/gtest.h>
 
 #include <sstream>
 
-#include "runtime/progress.h"
+#include "runtime/observe/progress.h"
 
 using st::runtime::format_bar;
 using st::runtime::format_duration;

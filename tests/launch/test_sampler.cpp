@@ -1,4 +1,4 @@
-// runtime/sampler: loads the HF GPT-2 fixture and our checkpoint layout; greedy decoding is the
+// runtime/train/sampler: loads the HF GPT-2 fixture and our checkpoint layout; greedy decoding is the
 // argmax of the reference logits (HF transformers' first-batch logits) and is deterministic;
 // temperature / top-k draws follow the softmax probabilities.
 #include <gtest/gtest.h>
@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/checkpoint_dir.h"
-#include "runtime/json_io.h"
-#include "runtime/safetensors.h"
-#include "runtime/sampler.h"
+#include "runtime/io/checkpoint_dir.h"
+#include "runtime/common/json_io.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/train/sampler.h"
 
 namespace fs = std::filesystem;
 using namespace st;

@@ -1,4 +1,4 @@
-// runtime/trace: scopes nest and record nothing while disabled, part files of several ranks
+// runtime/observe/trace: scopes nest and record nothing while disabled, part files of several ranks
 // merge into one Chrome trace JSON with one pid per rank, named tracks and aligned clocks.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "runtime/trace.h"
+#include "runtime/observe/trace.h"
 #include "tensor/error.h"
 
 namespace fs = std::filesystem;

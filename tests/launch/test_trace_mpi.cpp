@@ -1,4 +1,4 @@
-// runtime/trace under mpirun: every rank records events, trace::finish() with an MPI barrier
+// runtime/observe/trace under mpirun: every rank records events, trace::finish() with an MPI barrier
 // gathers them through part files, rank 0 writes one JSON with a pid per rank and all events.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "runtime/trace.h"
+#include "runtime/observe/trace.h"
 
 namespace tr = st::runtime::trace;
 

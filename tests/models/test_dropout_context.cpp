@@ -1,10 +1,10 @@
-// Layout-free dropout (runtime/dropout_context.h): inside a DropoutScope a models::Dropout's mask
+// Layout-free dropout (runtime/nn/dropout_context.h): inside a DropoutScope a models::Dropout's mask
 // is a function of (seed, site, call, step, global sequence index), so splitting a batch into
 // micro-batches, or running a site's calls in a recomputed forward, gives the same masks.
 #include <gtest/gtest.h>
 
 #include "models/nn.h"
-#include "runtime/dropout_context.h"
+#include "runtime/nn/dropout_context.h"
 #include "tensor/autograd.h"
 
 using namespace st;

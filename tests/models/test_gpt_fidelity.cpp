@@ -10,16 +10,18 @@
 #include <iostream>
 
 #include "models/hf_gpt2.h"
-#include "runtime/json_io.h"
-#include "runtime/safetensors.h"
-#include "runtime/token_data.h"
-#include "runtime/trainer.h"
+#include "runtime/common/json_io.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/data/token_data.h"
+#include "runtime/train/trainer.h"
 #include "tensor/autograd.h"
 #include "train_helpers.h"
 
 namespace st {
 namespace {
 
+using runtime::OptimizerKind;
+using runtime::Precision;
 using testing::fixture_dir;
 using testing::reference_config;
 
@@ -91,7 +93,7 @@ TEST(GptFidelity, GradAccumulationMatchesOneLargeBatch) {
 void expect_low_precision_close(const std::string& precision) {
   auto ref = reference_steps();
   auto cfg = reference_config();
-  cfg.precision = precision;
+  cfg.precision = runtime::parse_enum<Precision>(precision, "precision");
   auto got = train(cfg);
   ASSERT_EQ(got.size(), ref.size());
   for (size_t s = 0; s < ref.size(); ++s)
@@ -109,7 +111,7 @@ TEST(GptFidelity, Bf16WithinTwoPercentOfF32) { expect_low_precision_close("bf16"
 
 TEST(GptFidelity, LowPrecisionReallyComputesInLowPrecision) {
   auto cfg = reference_config();
-  cfg.precision = "bf16";
+  cfg.precision = Precision::bf16;
   runtime::Trainer t(cfg);
   for (auto& [n, p] : t.model().named_parameters()) EXPECT_EQ(p.dtype(), DType::bf16) << n;
   // the masters stay f32 and the model holds their rounding
@@ -126,7 +128,7 @@ TEST(GptFidelity, LowPrecisionReallyComputesInLowPrecision) {
 
 TEST(GptFidelity, Fp16UsesLossScaling) {
   auto cfg = reference_config();
-  cfg.precision = "fp16";
+  cfg.precision = Precision::fp16;
   cfg.steps = 1;
   runtime::Trainer t(cfg);
   auto m = t.train_step();

@@ -9,9 +9,9 @@
 #include <fstream>
 
 #include "models/hf_gpt2.h"
-#include "runtime/json_io.h"
-#include "runtime/model_registry.h"
-#include "runtime/safetensors.h"
+#include "runtime/common/json_io.h"
+#include "runtime/train/model_registry.h"
+#include "runtime/io/safetensors.h"
 #include "train_helpers.h"
 
 namespace st {

@@ -9,17 +9,19 @@
 #include <filesystem>
 
 #include "models/hf_gpt2.h"
-#include "runtime/checkpoint_dir.h"
-#include "runtime/dropout_context.h"
-#include "runtime/safetensors.h"
-#include "runtime/token_data.h"
-#include "runtime/trainer.h"
+#include "runtime/io/checkpoint_dir.h"
+#include "runtime/nn/dropout_context.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/data/token_data.h"
+#include "runtime/train/trainer.h"
 #include "tensor/autograd.h"
 #include "train_helpers.h"
 
 namespace st {
 namespace {
 
+using runtime::OptimizerKind;
+using runtime::Precision;
 using testing::reference_config;
 using testing::temp_dir;
 
@@ -76,14 +78,14 @@ TEST(Resume, GptFp32IsBitExact) { expect_resume_bit_exact(reference_config(), "r
 
 TEST(Resume, GptFp16IsBitExact) {
   auto cfg = reference_config();
-  cfg.precision = "fp16";
+  cfg.precision = Precision::fp16;
   expect_resume_bit_exact(cfg, "resume_fp16");
 }
 
 TEST(Resume, GptBf16IsBitExact) {
   auto cfg = reference_config();
-  cfg.precision = "bf16";
-  cfg.optimizer = "sgd";  // and the other optimizer's state
+  cfg.precision = Precision::bf16;
+  cfg.optimizer = OptimizerKind::sgd;  // and the other optimizer's state
   cfg.lr = 0.05;
   expect_resume_bit_exact(cfg, "resume_bf16");
 }

@@ -11,10 +11,10 @@
 #include "models/gpt.h"
 #include "models/mlp_lm.h"
 #include "models/simple_transformer.h"
-#include "runtime/json_io.h"
-#include "runtime/model_registry.h"
-#include "runtime/token_data.h"
-#include "runtime/trainer.h"
+#include "runtime/common/json_io.h"
+#include "runtime/train/model_registry.h"
+#include "runtime/data/token_data.h"
+#include "runtime/train/trainer.h"
 #include "tensor/autograd.h"
 #include "train_helpers.h"
 
@@ -87,7 +87,7 @@ TEST_F(SmallModels, MlpTrainsWithAdamWAndSgd) {
   std::cout << "mlp adamw loss " << a.front() << " → " << a.back() << "\n";
   EXPECT_NEAR(a.front(), std::log(64.0), 0.1);
   EXPECT_LT(a.back(), 0.5 * a.front());
-  cfg.optimizer = "sgd";
+  cfg.optimizer = runtime::OptimizerKind::sgd;
   cfg.lr = 0.5;
   auto s = losses(cfg);
   std::cout << "mlp sgd loss " << s.front() << " → " << s.back() << "\n";

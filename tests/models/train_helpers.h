@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "runtime/train_config.h"
+#include "runtime/train/train_config.h"
 
 namespace st::testing {
 
@@ -21,15 +21,15 @@ inline runtime::TrainConfig reference_config() {
   c.micro_batch = 4;
   c.grad_accum = 1;
   c.seq_len = 32;
-  c.precision = "fp32";
-  c.optimizer = "adamw";
+  c.precision = runtime::Precision::fp32;
+  c.optimizer = runtime::OptimizerKind::adamw;
   c.lr = 1e-3;
   c.weight_decay = 0.1;
   c.beta1 = 0.9;
   c.beta2 = 0.95;
   c.eps = 1e-8;
   c.clip = 1.0;
-  c.lr_schedule = "const";
+  c.lr_schedule = runtime::LrScheduleKind::constant;
   c.warmup = 0;
   c.steps = 5;
   c.log_every = 0;

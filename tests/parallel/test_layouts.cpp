@@ -15,9 +15,9 @@
 #include <tuple>
 
 #include "comm/mpi_env.h"
-#include "runtime/parallel_training.h"
-#include "runtime/token_data.h"
-#include "runtime/trainer.h"
+#include "runtime/train/parallel_training.h"
+#include "runtime/data/token_data.h"
+#include "runtime/train/trainer.h"
 #include "tensor/philox.h"
 
 using namespace st;
@@ -158,8 +158,8 @@ TEST(Layouts, PipelineBothSchedulesEqualOneProcess) {
     c.pp = n;
     c.dp = 1;
     c.grad_accum = 4;
-    c.schedule = schedule;
-    c.partition = n == 3 ? "uniform" : "params";
+    c.schedule = parse_enum<Schedule>(schedule, "schedule");
+    c.partition = n == 3 ? PartitionKind::uniform : PartitionKind::params;
     expect_same(run_layout(c, std::string("pp_") + schedule), reference(c, 1), 1e-5,
                 "pp " + std::to_string(n) + " " + schedule);
   }
@@ -175,8 +175,8 @@ TEST(Layouts, RecomputeGivesTheSameCurve) {
   }
   c.pp = n;
   c.dp = 1;
-  c.schedule = "1f1b";
-  c.partition = "uniform";
+  c.schedule = Schedule::one_f_one_b;
+  c.partition = PartitionKind::uniform;
   expect_same(run_layout(c, "recompute_pp"), reference(c, 1), 1e-5, "recompute with pp " + std::to_string(n));
   if (n % 2 == 0) {
     c.pp = 1;
@@ -196,7 +196,7 @@ TEST(Layouts, LowPrecisionPipelineTracksF32) {
   c.dp = 1;
   Curve f32 = reference(c, 1);
   for (const char* prec : {"bf16", "fp16"}) {
-    c.precision = prec;
+    c.precision = parse_enum<Precision>(prec, "precision");
     Curve one = reference(c, 1), got = run_layout(c, std::string("pp_") + prec);
     ASSERT_EQ(got.loss.size(), one.loss.size());
     for (size_t i = 0; i < got.loss.size(); ++i) {
@@ -249,8 +249,8 @@ TEST(Layouts, HuggingFaceFixtureUnderEveryLayout) {
     l.tp = tp;
     l.pp = pp;
     l.grad_accum = 4 / dp;
-    l.schedule = sched;
-    l.partition = "uniform";
+    l.schedule = parse_enum<Schedule>(sched, "schedule");
+    l.partition = PartitionKind::uniform;
     expect_same(run_layout(l, "hf"), want, 1e-5,
                 "HF fixture, dp " + std::to_string(dp) + " tp " + std::to_string(tp) + " pp " + std::to_string(pp) + " " + sched);
   }
@@ -261,7 +261,7 @@ TEST(Layouts, DataTimesPipelineGrid) {
   TrainConfig c = base_config();
   c.dp = 2;
   c.pp = 2;
-  c.schedule = "1f1b";
+  c.schedule = Schedule::one_f_one_b;
   expect_same(run_layout(c, "dp2pp2"), reference(c, 2), 1e-5, "dp 2 × pp 2");
 }
 
@@ -326,7 +326,7 @@ TEST(Layouts, ZeroOneEqualsOneProcess) {
   c = base_config();
   c.dp = n;
   c.zero = true;
-  c.precision = "bf16";
+  c.precision = Precision::bf16;
   Curve got = run_layout(c, "zero1_bf16");
   ASSERT_EQ(got.loss.size(), want.loss.size());
   for (size_t i = 0; i < got.loss.size(); ++i) EXPECT_NEAR(got.loss[i], want.loss[i], 0.02 * want.loss[i]);
@@ -402,7 +402,7 @@ TEST(Layouts, ResumeZeroTensorParallelCheckpointElsewhere) {
 }
 
 // Dropout on (p 0.1, GPT embedding and residual dropouts): masks follow the global sequence index
-// (runtime/dropout_context.h), so every layout still equals one process — and the one-process run
+// (runtime/nn/dropout_context.h), so every layout still equals one process — and the one-process run
 // itself differs from the run without dropout (the masks are really applied).
 TEST(Layouts, DropoutMasksAreTheSameInEveryLayout) {
   const int n = world_size();
@@ -422,7 +422,7 @@ TEST(Layouts, DropoutMasksAreTheSameInEveryLayout) {
   l.dp = 1;
   l.grad_accum = c.grad_accum * n;
   l.pp = n;
-  l.schedule = "1f1b";
+  l.schedule = Schedule::one_f_one_b;
   l.recompute = true;  // recomputed forwards must redraw the same masks
   expect_same(run_layout(l, "drop_pp"), one, 1e-5, "dropout, pp " + std::to_string(n) + " 1f1b + recompute");
   l.pp = 1;
@@ -453,7 +453,7 @@ TEST(Layouts, Bf16GradientCommunicationWithinOnePercent) {
   if (n == 1) GTEST_SKIP() << "no communication with one rank";
   TrainConfig c = base_config();
   c.dp = n;
-  c.grad_comm_dtype = "bf16";
+  c.grad_comm_dtype = Precision::bf16;
   Curve want = reference(c, n), got = run_layout(c, "dp_bf16comm");
   ASSERT_EQ(got.loss.size(), want.loss.size());
   for (size_t i = 0; i < got.loss.size(); ++i) {
@@ -489,7 +489,7 @@ TEST(Layouts, ResumeUnderAnotherLayout) {
     b.dp = n;  // global batch must stay 4: B 2 × K 2 × dp 1 → with dp 3 it cannot; use pp again
     b.dp = 1;
     b.pp = n;
-    b.schedule = "gpipe";
+    b.schedule = Schedule::gpipe;
   }
   expect_same(run_layout(b, "resume_b"), want, 1e-5, "after resuming", 3);
 }
@@ -498,7 +498,7 @@ TEST(Layouts, Fp16OverflowSkippedByEveryRank) {
   const int n = world_size();
   TrainConfig c = base_config();
   c.dp = n;
-  c.precision = "fp16";
+  c.precision = Precision::fp16;
   // rank n−1 poisons one gradient at step 2 (from 1): every rank must skip it together
   setenv("SHARDTRAIN_TEST_INF_STEP", "2", 1);
   setenv("SHARDTRAIN_TEST_INF_RANK", std::to_string(n - 1).c_str(), 1);

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <functional>
 
-#include "runtime/partition.h"
+#include "runtime/common/partition.h"
 #include "tensor/error.h"
 #include "tensor/philox.h"
 

@@ -10,7 +10,7 @@
 #include <set>
 #include <tuple>
 
-#include "runtime/pipeline_schedule.h"
+#include "runtime/pipeline/pipeline_schedule.h"
 #include "tensor/error.h"
 
 using namespace st::runtime;
@@ -26,7 +26,7 @@ struct SimResult {
 // Discrete-event simulation: Forward takes tf, Backward tb; communication is instantaneous.
 SimResult simulate(const std::string& name, int p, int m, double tf = 1, double tb = 2) {
   std::vector<std::vector<PipeAction>> prog(p);
-  for (int s = 0; s < p; ++s) prog[s] = make_schedule(name, s, p, m);
+  for (int s = 0; s < p; ++s) prog[s] = make_schedule(parse_enum<Schedule>(name, "schedule"), s, p, m);
   std::vector<size_t> pc(p, 0);
   std::vector<double> clock(p, 0);
   // messages: (from, to, is_grad, mb) → time the message became available
@@ -89,7 +89,7 @@ SimResult simulate(const std::string& name, int p, int m, double tf = 1, double 
 }
 
 void check_valid(const std::string& name, int s, int p, int m) {
-  auto acts = make_schedule(name, s, p, m);
+  auto acts = make_schedule(parse_enum<Schedule>(name, "schedule"), s, p, m);
   SCOPED_TRACE(name + " stage " + std::to_string(s) + "/" + std::to_string(p) + " m=" + std::to_string(m) + ": " +
                to_string(acts));
   std::map<int, std::vector<PipeOp>> per_mb;
@@ -163,7 +163,7 @@ TEST(PipelineSchedule, BubbleMatchesTheory) {
 }
 
 TEST(PipelineSchedule, BadArgumentsAreErrors) {
-  EXPECT_THROW(make_schedule("zigzag", 0, 2, 2), st::ValueError);
-  EXPECT_THROW(make_schedule("1f1b", 2, 2, 2), st::ValueError);
-  EXPECT_THROW(make_schedule("gpipe", 0, 2, 0), st::ValueError);
+  EXPECT_THROW(parse_enum<Schedule>("zigzag", "schedule"), st::ValueError);
+  EXPECT_THROW(make_schedule(Schedule::one_f_one_b, 2, 2, 2), st::ValueError);
+  EXPECT_THROW(make_schedule(Schedule::gpipe, 0, 2, 0), st::ValueError);
 }

@@ -17,7 +17,7 @@
 #include "models/gpt.h"
 #include "models/simple_transformer.h"
 #include "ops/cross_entropy.h"
-#include "runtime/recompute.h"
+#include "runtime/nn/recompute.h"
 #include "tensor/autograd.h"
 #include "tensor/storage.h"
 

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/checkpoint_dir.h"
-#include "runtime/json_io.h"
+#include "runtime/io/checkpoint_dir.h"
+#include "runtime/common/json_io.h"
 #include "tensor/error.h"
 
 using namespace st;

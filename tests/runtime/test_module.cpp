@@ -2,7 +2,7 @@
 // train/eval propagation, parameter counts.
 #include <gtest/gtest.h>
 
-#include "runtime/module.h"
+#include "runtime/nn/module.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {

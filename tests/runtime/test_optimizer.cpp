@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "runtime/optimizer.h"
+#include "runtime/optim/optimizer.h"
 
 namespace st::runtime {
 namespace {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 using namespace st;
 using namespace st::runtime;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/token_data.h"
+#include "runtime/data/token_data.h"
 
 using namespace st;
 using namespace st::runtime;

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "runtime/trainer.h"
+#include "runtime/train/trainer.h"
 
 namespace st::runtime {
 namespace {
@@ -33,7 +33,7 @@ struct ToyModel : LanguageModel {
 // Writes loss_scale × (the scripted gradient of the step) into each parameter, as backward would.
 struct ScriptedSource : GradientSource {
   explicit ScriptedSource(std::shared_ptr<ToyModel> m) : model(std::move(m)) {}
-  double compute_gradients(int64_t step, double loss_scale) override {
+  double compute_gradients(int64_t step, double loss_scale, GradientSync&) override {
     ++calls;
     const auto& g = grads.at(static_cast<size_t>(step));
     for (auto& [name, p] : model->named_parameters()) {
@@ -57,9 +57,17 @@ struct TimesN : Reductions {
   double n;
 };
 
-TrainConfig sgd_config(const std::string& precision) {
+// Records the order in which the trainer calls the gradient sync.
+struct RecordingSync : GradientSync {
+  explicit RecordingSync(std::vector<std::string>& o) : order(o) {}
+  void begin_step() override { order.push_back("zero"); }
+  void finish() override { order.push_back("complete"); }
+  std::vector<std::string>& order;
+};
+
+TrainConfig sgd_config(Precision precision) {
   TrainConfig c;
-  c.optimizer = "sgd";
+  c.optimizer = OptimizerKind::sgd;
   c.lr = 1.0;
   c.momentum = 0.0;
   c.weight_decay = 0.0;
@@ -74,14 +82,13 @@ TEST(TrainerStep, ReductionsHooksAndClippingInOrder) {
   auto src = std::make_unique<ScriptedSource>(model);
   ScriptedSource* s = src.get();
   s->grads = {{{"toy.w", {3, 0, 0, 0}}, {"toy.b", {0, 4}}}};  // local ‖g‖² = 25
-  TrainerParts parts;
-  parts.source = std::move(src);
-  parts.loss_reduction = std::make_shared<TimesN>(2.0);  // two replicas with loss 0.5 each
-  parts.grad_reduction = std::make_shared<TimesN>(4.0);  // global ‖g‖² = 100 → norm 10
+  TrainerWiring wiring;
+  wiring.source = std::move(src);
+  wiring.reductions.loss = std::make_shared<TimesN>(2.0);  // two replicas with loss 0.5 each
+  wiring.reductions.grad = std::make_shared<TimesN>(4.0);  // global ‖g‖² = 100 → norm 10
   std::vector<std::string> order;
-  parts.gradients_complete = [&] { order.push_back("complete"); };
-  parts.zero_grad = [&] { order.push_back("zero"); };
-  Trainer t(sgd_config("fp32"), model, std::move(parts));
+  wiring.sync = std::make_shared<RecordingSync>(order);
+  Trainer t(sgd_config(Precision::fp32), model, std::move(wiring));
   StepMetrics m = t.train_step();
   EXPECT_EQ(order, (std::vector<std::string>{"zero", "complete"}));
   EXPECT_EQ(s->calls, 1);
@@ -105,9 +112,9 @@ TEST(TrainerStep, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
   ScriptedSource* s = src.get();
   s->grads = {{{"toy.w", {INFINITY, 0, 0, 0}}, {"toy.b", {0, 0}}},
               {{"toy.w", {1e-3, 0, 0, 0}}, {"toy.b", {0, 2e-3}}}};
-  TrainerParts parts;
-  parts.source = std::move(src);
-  Trainer t(sgd_config("fp16"), model, std::move(parts));
+  TrainerWiring wiring;
+  wiring.source = std::move(src);
+  Trainer t(sgd_config(Precision::fp16), model, std::move(wiring));
   EXPECT_EQ(model->layer->w.dtype(), DType::f16);
   auto before = model->layer->w.to_double();
   StepMetrics m1 = t.train_step();

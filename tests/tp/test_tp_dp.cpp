@@ -10,7 +10,7 @@
 #include "models/gpt_tp.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
-#include "runtime/grad_reducer.h"
+#include "runtime/parallel/grad_reducer.h"
 #include "tp_test_util.h"
 
 using namespace st;

@@ -10,7 +10,7 @@
 #include "models/gpt.h"
 #include "models/gpt_tp.h"
 #include "ops/cross_entropy.h"
-#include "runtime/grad_clip.h"
+#include "runtime/optim/grad_clip.h"
 #include "tp_test_util.h"
 
 using namespace st;

@@ -10,10 +10,11 @@
 
 #include "models/gpt_tp.h"
 #include "models/hf_gpt2.h"
-#include "runtime/grad_clip.h"
-#include "runtime/json_io.h"
-#include "runtime/optimizer.h"
-#include "runtime/token_data.h"
+#include "runtime/optim/grad_clip.h"
+#include "runtime/common/json_io.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/data/token_data.h"
 #include "tensor/autograd.h"
 #include "tp_test_util.h"
 

@@ -1,6 +1,6 @@
 // Tensor-parallel layers under mpirun (tp group = the world): forward and the input / weight
 // gradients of each parallel layer equal the single-process ops on the same full tensors, sharded
-// by runtime/tp_shard.h, to 1e-5 relative (normwise); vocab-parallel embedding and cross-entropy
+// by runtime/parallel/tp_shard.h, to 1e-5 relative (normwise); vocab-parallel embedding and cross-entropy
 // with V = 10 (padded when tp does not divide it) equal ops::embedding / ops::cross_entropy;
 // gather_state_dict inverts shard_state_dict exactly.
 #include <gtest/gtest.h>
@@ -12,13 +12,15 @@
 #include "ops/embedding.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
-#include "runtime/tp_layers.h"
-#include "runtime/tp_shard.h"
+#include "runtime/parallel/tp_layers.h"
+#include "models/gpt_shard_rule.h"
+#include "runtime/parallel/tp_shard.h"
 #include "tensor/autograd.h"
 #include "tp_test_util.h"
 
 using namespace st;
 using namespace st::runtime;
+using st::models::gpt_tp_shard_rule;
 using st::tptest::close_rel;
 using st::tptest::exactly_equal;
 using st::tptest::leaf;

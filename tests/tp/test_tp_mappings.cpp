@@ -6,7 +6,7 @@
 #include "comm/process_grid.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
-#include "runtime/tensor_parallel.h"
+#include "runtime/parallel/tensor_parallel.h"
 #include "tp_test_util.h"
 
 using namespace st;

@@ -7,13 +7,15 @@
 #include "models/gpt_tp.h"
 #include "ops/cross_entropy.h"
 #include "ops/optim.h"
-#include "runtime/optimizer.h"
-#include "runtime/tp_shard.h"
+#include "runtime/optim/optimizer.h"
+#include "models/gpt_shard_rule.h"
+#include "runtime/parallel/tp_shard.h"
 #include "tensor/autograd.h"
 #include "tp_test_util.h"
 
 using namespace st;
 using namespace st::runtime;
+using st::models::gpt_tp_shard_rule;
 using st::tptest::exactly_equal;
 
 namespace {

@@ -11,7 +11,7 @@
 #include "comm/make_communicator.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
-#include "runtime/zero1.h"
+#include "runtime/parallel/zero1.h"
 #include "tensor/autograd.h"
 
 using namespace st;

@@ -1,0 +1,147 @@
+// llm.c token files: mmap + validation, sequence slicing in DESIGN.md's order, atomic writer.
+#include "runtime/data/token_data.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "runtime/common/json_io.h"
+
+namespace st::runtime {
+
+#define ST_TOKEN_ERROR(path, msg) ST_THROW(IOError, "token file " << (path) << ": " << msg)
+
+TokenData::TokenData(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) ST_TOKEN_ERROR(path, "cannot open: " << std::strerror(errno));
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0) {
+    int err = errno;
+    ::close(fd);
+    ST_TOKEN_ERROR(path, "cannot stat: " << std::strerror(err));
+  }
+  const auto size = static_cast<uint64_t>(sb.st_size);
+  const uint64_t header_bytes = kTokenHeaderInts * 4;
+  if (size < header_bytes) {
+    ::close(fd);
+    ST_TOKEN_ERROR(path, "file is " << size << " bytes, shorter than the " << header_bytes << "-byte header");
+  }
+  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  int err = errno;
+  ::close(fd);
+  if (m == MAP_FAILED) ST_TOKEN_ERROR(path, "mmap failed: " << std::strerror(err));
+  map_ = m;
+  map_bytes_ = size;
+  int32_t hdr[3];
+  std::memcpy(hdr, m, sizeof(hdr));
+  auto fail = [&](const std::string& msg) {
+    ::munmap(map_, map_bytes_);
+    map_ = nullptr;
+    ST_TOKEN_ERROR(path, msg);
+  };
+  if (hdr[0] != kTokenMagic)
+    fail("bad magic " + std::to_string(hdr[0]) + " (expected " + std::to_string(kTokenMagic) + "; not an llm.c .bin file)");
+  if (hdr[1] != kTokenVersion)
+    fail("unsupported version " + std::to_string(hdr[1]) + " (expected " + std::to_string(kTokenVersion) + ", uint16 tokens)");
+  if (hdr[2] < 0) fail("negative token count " + std::to_string(hdr[2]));
+  const uint64_t want = header_bytes + 2ull * static_cast<uint64_t>(hdr[2]);
+  if (size < want)
+    fail("header says " + std::to_string(hdr[2]) + " tokens (" + std::to_string(want) + " bytes) but the file has only " +
+         std::to_string(size) + " bytes (truncated)");
+  if (size > want)
+    fail("header says " + std::to_string(hdr[2]) + " tokens (" + std::to_string(want) + " bytes) but the file has " +
+         std::to_string(size) + " bytes (trailing data)");
+  count_ = hdr[2];
+  tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(m) + header_bytes);
+  ::madvise(m, size, MADV_RANDOM);
+}
+
+TokenData::~TokenData() {
+  if (map_) ::munmap(map_, map_bytes_);
+}
+
+uint16_t TokenData::token(int64_t i) const {
+  if (i < 0 || i >= count_) ST_THROW(ValueError, "token file " << path_ << ": token " << i << " out of range [0, " << count_ << ")");
+  return tokens_[i];
+}
+
+int64_t TokenData::num_sequences(int64_t T) const {
+  if (T < 1) ST_THROW(ValueError, "token file " << path_ << ": sequence length " << T << " < 1");
+  return count_ > 0 ? (count_ - 1) / T : 0;
+}
+
+uint16_t TokenData::max_token() const {
+  uint16_t m = 0;
+  for (int64_t i = 0; i < count_; ++i) m = std::max(m, tokens_[i]);
+  return m;
+}
+
+TokenBatch TokenData::read(int64_t first, int64_t count, int64_t T) const {
+  const int64_t n_seq = num_sequences(T);
+  if (n_seq < 1)
+    ST_TOKEN_ERROR(path_, count_ << " tokens are too few for one sequence of length " << T << " (needs " << T + 1 << ")");
+  if (first < 0 || count < 0) ST_THROW(ValueError, "token file " << path_ << ": bad sequence range first " << first << " count " << count);
+  TokenBatch b{Tensor::empty({count, T}, DType::i64), Tensor::empty({count, T}, DType::i64)};
+  int64_t* x = b.inputs.data<int64_t>();   // (count, T)
+  int64_t* y = b.targets.data<int64_t>();  // (count, T)
+  for (int64_t r = 0; r < count; ++r) {
+    const uint16_t* seq = tokens_ + ((first + r) % n_seq) * T;  // T + 1 tokens
+    for (int64_t t = 0; t < T; ++t) {
+      x[r * T + t] = seq[t];
+      y[r * T + t] = seq[t + 1];
+    }
+  }
+  return b;
+}
+
+TokenBatch TokenData::sequences(int64_t step, int64_t global_batch, int64_t first_seq, int64_t count, int64_t T) const {
+  if (step < 0 || global_batch < 1 || first_seq < 0 || count < 0 || first_seq + count > global_batch)
+    ST_THROW(ValueError, "token file " << path_ << ": sequences [" << first_seq << ", " << first_seq + count
+                                       << ") of step " << step << " with global batch " << global_batch << " are out of range");
+  return read(step * global_batch + first_seq, count, T);
+}
+
+void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens) {
+  if (tokens.size() > static_cast<size_t>(INT32_MAX)) ST_TOKEN_ERROR(path, tokens.size() << " tokens exceed the format's int32 count");
+  int32_t hdr[kTokenHeaderInts] = {};
+  hdr[0] = kTokenMagic;
+  hdr[1] = kTokenVersion;
+  hdr[2] = static_cast<int32_t>(tokens.size());
+  const std::string tmp = temp_name_for(path);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) ST_TOKEN_ERROR(path, "cannot create " << tmp << ": " << std::strerror(errno));
+  auto put = [&](const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+      ssize_t w = ::write(fd, c, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        int err = errno;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        ST_TOKEN_ERROR(path, "write failed: " << std::strerror(err));
+      }
+      c += w;
+      n -= static_cast<size_t>(w);
+    }
+  };
+  put(hdr, sizeof(hdr));
+  put(tokens.data(), tokens.size() * sizeof(uint16_t));
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    ST_TOKEN_ERROR(path, "fsync/close failed: " << std::strerror(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    ST_TOKEN_ERROR(path, "rename from " << tmp << " failed: " << std::strerror(err));
+  }
+}
+
+}  // namespace st::runtime

@@ -1,0 +1,150 @@
+// Checkpoint directory bookkeeping: temporary-then-rename commits, listing, retention.
+#include "runtime/io/checkpoint_dir.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "runtime/common/json_io.h"
+#include "tensor/error.h"
+
+namespace st::runtime {
+namespace fs = std::filesystem;
+
+namespace {
+constexpr const char* kPrefix = "step_";
+constexpr const char* kTmpPrefix = ".tmp-";
+constexpr const char* kOldPrefix = ".old-";
+
+// "step_00000010" → 10; anything else → nullopt.
+std::optional<int64_t> parse_step(const std::string& name) {
+  const std::string p = kPrefix;
+  if (name.size() <= p.size() || name.compare(0, p.size(), p) != 0 || name.size() > p.size() + 18) return std::nullopt;
+  int64_t v = 0;
+  for (size_t i = p.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    v = v * 10 + (name[i] - '0');
+  }
+  return v;
+}
+
+void remove_tree(const fs::path& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+  if (ec) ST_THROW(IOError, "checkpoint: cannot remove " << p.string() << ": " << ec.message());
+}
+}  // namespace
+
+CheckpointDir::CheckpointDir(std::string root) : root_(std::move(root)) {
+  if (root_.empty()) ST_THROW(ValueError, "checkpoint: empty checkpoint directory");
+}
+
+std::string CheckpointDir::step_name(int64_t step) {
+  if (step < 0) ST_THROW(ValueError, "checkpoint: negative step " << step);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%s%08lld", kPrefix, static_cast<long long>(step));
+  return buf;
+}
+
+std::string CheckpointDir::path_for(int64_t step) const { return (fs::path(root_) / step_name(step)).string(); }
+std::string CheckpointDir::temp_path_for(int64_t step) const {
+  return (fs::path(root_) / (std::string(kTmpPrefix) + step_name(step))).string();
+}
+
+std::string CheckpointDir::begin(int64_t step) const {
+  std::error_code ec;
+  fs::create_directories(root_, ec);
+  if (ec) ST_THROW(IOError, "checkpoint: cannot create " << root_ << ": " << ec.message());
+  const fs::path tmp = temp_path_for(step);
+  remove_tree(tmp);
+  fs::create_directory(tmp, ec);
+  if (ec) ST_THROW(IOError, "checkpoint: cannot create " << tmp.string() << ": " << ec.message());
+  return tmp.string();
+}
+
+std::string CheckpointDir::commit(int64_t step) const {
+  const fs::path tmp = temp_path_for(step);
+  const fs::path final_path = path_for(step);
+  std::error_code ec;
+  if (!fs::is_directory(tmp, ec)) ST_THROW(IOError, "checkpoint: " << tmp.string() << " does not exist (begin() not called?)");
+  for (const auto& e : fs::recursive_directory_iterator(tmp)) {
+    if (e.is_regular_file()) fsync_path(e.path().string());
+  }
+  fsync_path(tmp.string());
+  if (fs::exists(final_path, ec)) {  // a checkpoint of this step exists: move it aside, then delete
+    const fs::path old = fs::path(root_) / (std::string(kOldPrefix) + step_name(step));
+    remove_tree(old);
+    if (::rename(final_path.c_str(), old.c_str()) != 0)
+      ST_THROW(IOError, "checkpoint: cannot move " << final_path.string() << " aside: " << std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0)
+    ST_THROW(IOError, "checkpoint: cannot rename " << tmp.string() << " to " << final_path.string() << ": " << std::strerror(errno));
+  fsync_path(root_);
+  remove_tree(fs::path(root_) / (std::string(kOldPrefix) + step_name(step)));
+  return final_path.string();
+}
+
+std::vector<int64_t> CheckpointDir::complete_steps() const {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  if (!fs::is_directory(root_, ec)) return steps;
+  for (const auto& e : fs::directory_iterator(root_)) {
+    if (!e.is_directory()) continue;
+    if (auto s = parse_step(e.path().filename().string())) steps.push_back(*s);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::optional<int64_t> CheckpointDir::latest_step() const {
+  auto s = complete_steps();
+  if (s.empty()) return std::nullopt;
+  return s.back();
+}
+
+std::string CheckpointDir::latest() const {
+  auto s = latest_step();
+  return s ? path_for(*s) : std::string();
+}
+
+std::vector<std::string> CheckpointDir::stale() const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(root_, ec)) return out;
+  for (const auto& e : fs::directory_iterator(root_)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind(kTmpPrefix, 0) == 0 || n.rfind(kOldPrefix, 0) == 0) out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void CheckpointDir::remove_stale() const {
+  for (const auto& p : stale()) remove_tree(p);
+}
+
+std::vector<int64_t> CheckpointDir::keep_last(int64_t n) const {
+  std::vector<int64_t> removed;
+  if (n <= 0) return removed;
+  auto steps = complete_steps();
+  if (static_cast<int64_t>(steps.size()) <= n) return removed;
+  for (size_t i = 0; i + static_cast<size_t>(n) < steps.size(); ++i) {
+    remove_tree(path_for(steps[i]));
+    removed.push_back(steps[i]);
+  }
+  return removed;
+}
+
+void write_state(const std::string& checkpoint_path, const nlohmann::json& state) {
+  write_json_file((fs::path(checkpoint_path) / "state.json").string(), state);
+}
+
+nlohmann::json read_state(const std::string& checkpoint_path) {
+  return read_json_file((fs::path(checkpoint_path) / "state.json").string());
+}
+
+}  // namespace st::runtime

@@ -1,0 +1,148 @@
+// Optimizers: master weights, state and the update calls into ops/optim.h (AdamW: one
+// multi-tensor call for all parameters; SGD: one call per parameter).
+#include "runtime/optim/optimizer.h"
+
+#include <set>
+
+#include "ops/optim.h"
+#include "runtime/nn/module.h"
+#include "tensor/autograd.h"
+
+namespace st::runtime {
+
+Optimizer::Optimizer(NamedTensors params, DType compute_dtype) : params_(std::move(params)), compute_(compute_dtype) {
+  ST_CHECK(is_floating(compute_dtype), DTypeError, "optimizer: compute dtype " << dtype_name(compute_dtype));
+  NoGradGuard ng;
+  std::set<std::string> names;
+  for (auto& [name, p] : params_) {
+    ST_CHECK(names.insert(name).second, ValueError, "optimizer: parameter '" << name << "' given twice");
+    ST_CHECK(p.is_contiguous(), ValueError, "optimizer: parameter '" << name << "' is not contiguous");
+    if (compute_dtype == DType::f32 && p.dtype() == DType::f32) {
+      master_.push_back(p.detach());  // the model's own tensor
+    } else {
+      master_.push_back(p.detach().to(DType::f32).clone());     // f32 copy of the current value
+      if (p.dtype() != compute_dtype) replace_tensor_data(p, master_.back().to(compute_dtype));
+    }
+  }
+}
+
+Tensor Optimizer::lp_target(size_t i) const {
+  const Tensor& p = params_[i].second;
+  return p.dtype() == DType::f32 ? Tensor() : p.detach();
+}
+
+void Optimizer::step(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) {
+  ST_CHECK(grads.size() == params_.size(), ValueError,
+           "optimizer: " << grads.size() << " gradients for " << params_.size() << " parameters");
+  for (size_t i = 0; i < grads.size(); ++i) {
+    ST_CHECK(grads[i].defined(), ValueError, "optimizer: no gradient for '" << params_[i].first << "'");
+    ST_CHECK(grads[i].shape() == params_[i].second.shape(), ShapeError,
+             "optimizer: gradient " << shape_str(grads[i].shape()) << " for '" << params_[i].first << "' "
+                                    << shape_str(params_[i].second.shape()));
+  }
+  NoGradGuard ng;
+  ++step_;
+  update(grads, lr, gs);
+}
+
+NamedTensors Optimizer::master_weights() const {
+  NamedTensors out;
+  for (size_t i = 0; i < params_.size(); ++i) out.emplace_back(params_[i].first, master_[i]);
+  return out;
+}
+
+NamedTensors Optimizer::state_dict() const {
+  NamedTensors out;
+  out.emplace_back("step", Tensor::from_vector(std::vector<int64_t>{step_}, {1}));
+  auto slots = const_cast<Optimizer*>(this)->state_slots();
+  for (auto& [key, ts] : slots)
+    for (size_t i = 0; i < params_.size(); ++i) out.emplace_back(key + "." + params_[i].first, (*ts)[i]);
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].second.dtype() != DType::f32) out.emplace_back("master." + params_[i].first, master_[i]);
+  return out;
+}
+
+void Optimizer::load_state_dict(const std::map<std::string, Tensor>& sd) {
+  NamedTensors mine = state_dict();
+  std::set<std::string> known;
+  for (auto& [key, t] : mine) {
+    known.insert(key);
+    auto it = sd.find(key);
+    ST_CHECK(it != sd.end(), ValueError, "optimizer state: missing key '" << key << "'");
+    ST_CHECK(it->second.shape() == t.shape(), ValueError,
+             "optimizer state: '" << key << "' has shape " << shape_str(it->second.shape()) << ", expected "
+                                  << shape_str(t.shape()));
+  }
+  for (auto& [key, t] : sd) ST_CHECK(known.count(key), ValueError, "optimizer state: unexpected key '" << key << "'");
+  NoGradGuard ng;
+  ST_CHECK(sd.at("step").dtype() == DType::i64, ValueError, "optimizer state: 'step' must be i64");
+  step_ = sd.at("step").data<int64_t>()[0];
+  for (auto& [key, t] : mine)
+    if (key != "step") {
+      Tensor dst = t;
+      dst.copy_(sd.at(key));
+    }
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].second.dtype() != DType::f32) params_[i].second.detach().copy_(master_[i]);
+}
+
+// ---- AdamW ------------------------------------------------------------------------------------
+
+AdamW::AdamW(NamedTensors params, const AdamWOptions& opt, DType compute_dtype)
+    : Optimizer(std::move(params), compute_dtype), opt_(opt) {
+  for (auto& m : master_) {
+    m_.push_back(Tensor::zeros(m.shape(), DType::f32, m.device()));
+    v_.push_back(Tensor::zeros(m.shape(), DType::f32, m.device()));
+  }
+}
+
+void AdamW::update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) {
+  // the scalars of this step with and without weight decay (decays(i): ≥ 2 dims)
+  ops::AdamWParams p{static_cast<float>(lr), static_cast<float>(opt_.beta1), static_cast<float>(opt_.beta2),
+                     static_cast<float>(opt_.eps), static_cast<float>(opt_.weight_decay)};
+  const ops::AdamWScalars with_wd = ops::adamw_scalars(p, step_);
+  p.weight_decay = 0.f;
+  const ops::AdamWScalars no_wd = ops::adamw_scalars(p, step_);
+  std::vector<ops::AdamWSlot> slots;
+  slots.reserve(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i)
+    slots.push_back({&master_[i], &grads[i], &m_[i], &v_[i], lp_target(i), decays(i) ? with_wd : no_wd});
+  ops::adamw_step_multi(slots, gs);
+}
+
+std::vector<std::pair<std::string, std::vector<Tensor>*>> AdamW::state_slots() {
+  return {{"exp_avg", &m_}, {"exp_avg_sq", &v_}};
+}
+
+// ---- SGD --------------------------------------------------------------------------------------
+
+Sgd::Sgd(NamedTensors params, const SgdOptions& opt, DType compute_dtype)
+    : Optimizer(std::move(params), compute_dtype), opt_(opt) {
+  for (auto& m : master_) buf_.push_back(Tensor::zeros(m.shape(), DType::f32, m.device()));
+}
+
+void Sgd::update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) {
+  for (size_t i = 0; i < grads.size(); ++i) {
+    float wd = decays(i) ? static_cast<float>(opt_.weight_decay) : 0.f;
+    ops::sgd_step(master_[i], grads[i], buf_[i], static_cast<float>(lr), static_cast<float>(opt_.momentum), wd,
+                  step_ == 1, gs);
+    Tensor lp = lp_target(i);
+    if (lp.defined()) lp.copy_(master_[i]);
+  }
+}
+
+std::vector<std::pair<std::string, std::vector<Tensor>*>> Sgd::state_slots() { return {{"momentum_buffer", &buf_}}; }
+
+std::map<std::string, Tensor> filter_optimizer_state(const std::map<std::string, Tensor>& state,
+                                                     const NamedTensors& params) {
+  std::set<std::string> names;
+  for (auto& [n, p] : params) names.insert(n);
+  std::map<std::string, Tensor> out;
+  for (auto& [key, t] : state) {
+    const size_t dot = key.find('.');
+    if (dot == std::string::npos ? key == "step" : names.count(key.substr(dot + 1)) > 0) out.emplace(key, t);
+  }
+  return out;
+}
+
+}  // namespace st::runtime

@@ -1,0 +1,119 @@
+// Optimizers over a list of (full name, parameter): AdamW (PyTorch's, DESIGN.md) and SGD with
+// momentum. The update kernels are ops/optim.h; this file owns the state and the master weights.
+//
+// Master weights: with a low-precision compute dtype (f16/bf16) the optimizer keeps an f32
+// master copy of every parameter, made from the parameter's value at construction (so build
+// the model in f32, then construct the optimizer), and converts the model's tensor to the
+// compute dtype in place. Each step updates the master in f32 and writes the rounded copy into
+// the model's tensor in the same pass. In f32 the master IS the model's tensor.
+//
+// Weight decay applies only to tensors of ≥ 2 dims (matrices and embeddings; not biases or
+// LayerNorm), for both optimizers. Gradients given to step() are raw (any float dtype, e.g. the
+// f16/bf16 .grad() itself), one per parameter in order; the GradScale (1/loss scale, clip
+// coefficient) is applied by the update kernel as it loads them (ops/optim.h). A skipped step
+// (inf/NaN) simply does not call step(), so the step count (bias correction) does not advance — PyTorch GradScaler's behaviour.
+//
+// AdamW updates all parameters in one ops::adamw_step_multi call (on CUDA a few launches for the
+// whole model instead of one per tensor; results equal the per-tensor op bit for bit). SGD calls
+// ops::sgd_step per parameter.
+//
+// state_dict(): "step" (i64 (1)), per parameter "exp_avg.<name>", "exp_avg_sq.<name>" (AdamW) or
+// "momentum_buffer.<name>" (SGD), and "master.<name>" for low-precision parameters; all f32.
+// A ZeRO-1 optimizer is this over its shard of the names.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/optim.h"
+#include "runtime/common/enum_names.h"
+#include "runtime/common/named_tensors.h"
+#include "tensor/tensor.h"
+
+namespace st::runtime {
+
+enum class OptimizerKind { adamw, sgd };
+template <>
+struct EnumNames<OptimizerKind> {
+  static constexpr std::array<EnumName<OptimizerKind>, 2> table{
+      {{OptimizerKind::adamw, "adamw"}, {OptimizerKind::sgd, "sgd"}}};
+};
+
+class Optimizer {
+ public:
+  Optimizer(NamedTensors params, DType compute_dtype);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update at learning rate `lr`; grads[i] (shaped like params()[i]) times `gs` is final.
+  void step(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs = {});
+
+  const NamedTensors& params() const { return params_; }
+  size_t size() const { return params_.size(); }
+  int64_t steps_taken() const { return step_; }
+  DType compute_dtype() const { return compute_; }
+  const Tensor& master(size_t i) const { return master_[i]; }  // f32
+  bool decays(size_t i) const { return params_[i].second.dim() >= 2; }
+  // (name → f32 master), the full-precision weights to checkpoint.
+  NamedTensors master_weights() const;
+
+  NamedTensors state_dict() const;
+  // Strict: every key of state_dict() must be present with its shape, no other key; ValueError
+  // naming the key. Low-precision model tensors are refreshed from the loaded masters.
+  void load_state_dict(const std::map<std::string, Tensor>& sd);
+
+ protected:
+  // All parameters at once; grads checked (one per parameter, shaped like it), step_ advanced.
+  virtual void update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) = 0;
+  // Per-parameter state tensors of this optimizer: (key prefix, tensors aligned with params).
+  virtual std::vector<std::pair<std::string, std::vector<Tensor>*>> state_slots() = 0;
+  Tensor lp_target(size_t i) const;  // the model tensor to receive the rounded update, or undefined
+  NamedTensors params_;
+  std::vector<Tensor> master_;
+  DType compute_;
+  int64_t step_ = 0;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.0;
+};
+
+class AdamW : public Optimizer {
+ public:
+  AdamW(NamedTensors params, const AdamWOptions& opt, DType compute_dtype = DType::f32);
+  const AdamWOptions& options() const { return opt_; }
+
+ protected:
+  void update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) override;
+  std::vector<std::pair<std::string, std::vector<Tensor>*>> state_slots() override;
+
+ private:
+  AdamWOptions opt_;
+  std::vector<Tensor> m_, v_;          // f32, shaped like the params
+};
+
+struct SgdOptions {
+  double lr = 1e-2, momentum = 0.9, weight_decay = 0.0;
+};
+
+class Sgd : public Optimizer {
+ public:
+  Sgd(NamedTensors params, const SgdOptions& opt, DType compute_dtype = DType::f32);
+
+ protected:
+  void update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) override;
+  std::vector<std::pair<std::string, std::vector<Tensor>*>> state_slots() override;
+
+ private:
+  SgdOptions opt_;
+  std::vector<Tensor> buf_;  // f32 momentum buffers
+};
+
+// The entries of an optimizer state_dict() that concern `params` ("step" and "<slot>.<name>" for
+// their names): what one pipeline stage loads from a full checkpoint.
+std::map<std::string, Tensor> filter_optimizer_state(const std::map<std::string, Tensor>& state,
+                                                     const NamedTensors& params);
+
+}  // namespace st::runtime

@@ -1,0 +1,102 @@
+// GradientSync: what a step does to the gradients around the gradient source's forward and
+// backward passes — the part of a step that data parallelism, ZeRO and tied weights replace.
+// The trainer calls, in this order, on every rank:
+//   begin_step()       before the step's first micro-batch: clear or zero the gradients
+//   last_backward()    (called by the gradient source) just before the step's final backward,
+//                      so communication can start from the grad-ready hooks during it
+//   finish()           after the last backward: every gradient this rank's optimizer reads is
+//                      complete (waits for the communication still in flight)
+//   end_step(stepped)  after the optimizer ran (stepped) or the step was skipped (fp16 overflow)
+// Implementations: ClearGrads (one process), DataParallelSync (GradReducer), ZeroSync (Zero1),
+// TiedGradSync (a weight held by two pipeline stages); SyncChain runs several in order.
+// Every rank of a group calls these in the same order (they issue collectives).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "runtime/nn/module.h"
+#include "runtime/parallel/grad_reducer.h"
+#include "runtime/parallel/zero1.h"
+
+namespace st::runtime {
+
+class GradientSync {
+ public:
+  virtual ~GradientSync() = default;
+  virtual void begin_step() = 0;
+  virtual void last_backward() {}
+  virtual void finish() {}
+  virtual void end_step(bool stepped) {}
+};
+
+// One process: gradients are dropped before and after each step (nothing holds them between
+// steps, so their memory is free while the optimizer is not running).
+class ClearGrads : public GradientSync {
+ public:
+  explicit ClearGrads(std::shared_ptr<Module> model) : model_(std::move(model)) {}
+  void begin_step() override { model_->zero_grad(/*set_to_none=*/true); }
+  void end_step(bool) override { model_->zero_grad(/*set_to_none=*/true); }
+
+ private:
+  std::shared_ptr<Module> model_;
+};
+
+// Bucketed all-reduce from the grad-ready hooks of the last micro-batch (runtime/parallel/grad_reducer.h).
+class DataParallelSync : public GradientSync {
+ public:
+  explicit DataParallelSync(std::shared_ptr<GradReducer> reducer) : reducer_(std::move(reducer)) {}
+  void begin_step() override;
+  void last_backward() override { reducer_->set_sync(true); }
+  void finish() override { reducer_->finalize(); }
+  const GradReducer& reducer() const { return *reducer_; }
+
+ private:
+  std::shared_ptr<GradReducer> reducer_;
+};
+
+// ZeRO-1: reduce-scatter to the owners after backward, all-gather the owners' updated values
+// after a step that was taken (runtime/parallel/zero1.h).
+class ZeroSync : public GradientSync {
+ public:
+  explicit ZeroSync(std::shared_ptr<Zero1> zero) : zero_(std::move(zero)) {}
+  void begin_step() override { zero_->zero_grad(); }
+  void finish() override { zero_->reduce_scatter(); }
+  void end_step(bool stepped) override {
+    if (stepped) zero_->all_gather();
+  }
+
+ private:
+  std::shared_ptr<Zero1> zero_;
+};
+
+// A weight held by two pipeline stages (the GPT's wte in the first and the last): the two
+// copies' gradients are summed over a two-rank group after backward. Sums are linear, so under
+// ZeRO this runs before the reduce-scatter on the still-local gradients.
+class TiedGradSync : public GradientSync {
+ public:
+  // params: this rank's copies of the tied weights, in the same order on both ranks of `group`.
+  TiedGradSync(std::vector<Tensor> params, std::shared_ptr<comm::Communicator> group)
+      : params_(std::move(params)), group_(std::move(group)) {}
+  void begin_step() override {}
+  void finish() override;
+
+ private:
+  std::vector<Tensor> params_;
+  std::shared_ptr<comm::Communicator> group_;
+};
+
+// Runs its parts in order at every call.
+class SyncChain : public GradientSync {
+ public:
+  explicit SyncChain(std::vector<std::shared_ptr<GradientSync>> parts) : parts_(std::move(parts)) {}
+  void begin_step() override;
+  void last_backward() override;
+  void finish() override;
+  void end_step(bool stepped) override;
+
+ private:
+  std::vector<std::shared_ptr<GradientSync>> parts_;
+};
+
+}  // namespace st::runtime

@@ -1,0 +1,104 @@
+// Tensor-parallel layers (Megatron-LM), built from the paired functions of tensor_parallel.h.
+// Weights are stored (in, out) like GPT-2's Conv1D and ops::linear; parameter local names are
+// "weight" / "bias" as in models/nn.h, so a TP model has the full model's names with shards in
+// them (runtime/parallel/tp_shard.h says how each full tensor splits).
+//
+//   ColumnParallelLinear  x (..., in) replicated → copy_to_tp → x·w + b → (..., out/tp)
+//                         w (in, out/tp), b (out/tp); gather_output: all-gather to (..., out)
+//                         (columns in shard order: rank 0's, then rank 1's, ...)
+//   RowParallelLinear     x (..., in/tp) split → x·w → reduce_from_tp → + b → (..., out)
+//                         w (in/tp, out), b (out) replicated, added once after the sum
+//   TpSelfAttention       c_attn column-parallel (C, 3C/tp): this rank's q, k, v columns of heads
+//                         [r·H/tp, (r+1)·H/tp), packed [q_r | k_r | v_r]; causal attention over
+//                         those heads; c_proj row-parallel (C/tp, C)
+//   TpMlp                 c_fc column-parallel (C, F/tp), GELU, c_proj row-parallel (F/tp, C)
+//   VocabParallelEmbedding weight rows [r·Vp/tp, (r+1)·Vp/tp) of the vocabulary padded to Vp, a
+//                         multiple of tp; ids of other ranks are looked up as row 0, zeroed, and
+//                         the partial embeddings summed by reduce_from_tp
+//   vocab_parallel_cross_entropy  logits (..., Vp/tp) of this rank's vocabulary shard → the
+//                         cross-entropy of the full logits (padded columns count as −inf)
+//
+// Replicated parameters (row-parallel biases, LayerNorms, wpe) get identical full gradients on
+// every tp rank (their inputs and output gradients are replicated), so TP needs no gradient
+// reduction of its own. Backward of every piece writes fresh tensors (=).
+#pragma once
+#include <memory>
+
+#include "runtime/nn/module.h"
+#include "runtime/parallel/tensor_parallel.h"
+
+namespace st::runtime {
+
+// Smallest multiple of tp that is >= vocab.
+int64_t pad_vocab(int64_t vocab, int tp);
+
+class ColumnParallelLinear : public Module {
+ public:
+  // Throws ValueError unless out_full divides by the group size.
+  ColumnParallelLinear(int64_t in, int64_t out_full, TpGroup tp, bool bias = true, bool gather_output = false);
+  Tensor forward(const Tensor& x) const;  // x (..., in) → (..., out/tp), or (..., out) gathered
+  Tensor weight, bias;                    // (in, out/tp), (out/tp) or undefined
+  int64_t in, out_full, out_local;
+  bool gather_output;
+
+ private:
+  TpGroup tp_;
+};
+
+class RowParallelLinear : public Module {
+ public:
+  // input_is_parallel = false: x arrives full (..., in) and is split by scatter_to_tp first.
+  RowParallelLinear(int64_t in_full, int64_t out, TpGroup tp, bool bias = true, bool input_is_parallel = true);
+  Tensor forward(const Tensor& x) const;  // x (..., in/tp) → (..., out)
+  Tensor weight, bias;                    // (in/tp, out), (out) replicated or undefined
+  int64_t in_full, in_local, out;
+  bool input_is_parallel;
+
+ private:
+  TpGroup tp_;
+};
+
+class TpSelfAttention : public Module {
+ public:
+  // Throws ValueError unless n_head divides by tp and n_embd by n_head.
+  TpSelfAttention(int64_t n_embd, int64_t n_head, TpGroup tp);
+  Tensor forward(const Tensor& h) const;         // h (B, T, C) → (B, T, C), c_proj applied (bias included)
+  std::shared_ptr<ColumnParallelLinear> c_attn;  // (C, 3C/tp) [q_r | k_r | v_r]
+  std::shared_ptr<RowParallelLinear> c_proj;     // (C/tp, C)
+  int64_t n_embd, n_head, local_heads, head_dim;
+};
+
+class TpMlp : public Module {
+ public:
+  TpMlp(int64_t n_embd, int64_t ffn, TpGroup tp);
+  Tensor forward(const Tensor& h) const;       // h (B, T, C) → (B, T, C)
+  std::shared_ptr<ColumnParallelLinear> c_fc;  // (C, F/tp)
+  std::shared_ptr<RowParallelLinear> c_proj;   // (F/tp, C)
+};
+
+class VocabParallelEmbedding : public Module {
+ public:
+  VocabParallelEmbedding(int64_t vocab, int64_t dim, TpGroup tp);
+  // ids (...) i32/i64 on any device → (..., C). An id outside [0, vocab) → ValueError (on every
+  // rank alike, before any collective). The ids' masking runs on the host (ids are small).
+  Tensor forward(const Tensor& ids) const;
+  Tensor weight;  // (Vp/tp, C): rows [vocab_start, vocab_start + vocab_local) of the padded table
+  int64_t vocab, padded_vocab, vocab_local, vocab_start;
+
+ private:
+  TpGroup tp_;
+};
+
+// Cross-entropy over a vocabulary split across tp ranks, equal to ops::cross_entropy of the
+// gathered logits[..., :vocab]:
+//   logits (..., Vp/tp) rank r's columns [r·Vp/tp, (r+1)·Vp/tp) of the padded vocabulary, any
+//   float dtype; targets (...) i32/i64 (global ids, ignore_index skipped) → loss () f32, the mean
+//   over counted targets, identical on every rank.
+// Columns ≥ vocab (padding) are −inf. Forward: the row max (all-reduce MAX), then Σ exp and the
+// target logit (one all-reduce SUM of both) in f32 across ranks, locally in double. Backward is
+// local: dlogits = (softmax − onehot)·dloss/count on this rank's columns, 0 on padding and on
+// ignored rows (=). The per-row math runs on the host (CUDA logits are staged; correct, not fast).
+Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, const TpGroup& tp, int64_t vocab,
+                                    int64_t ignore_index = -100);
+
+}  // namespace st::runtime

@@ -1,0 +1,49 @@
+// Single-process gradient computation: grad-accumulation over micro-batches.
+#include "runtime/train/gradient_source.h"
+
+#include "ops/elementwise.h"
+#include "runtime/nn/dropout_context.h"
+#include "tensor/autograd.h"
+
+namespace st::runtime {
+
+LocalGradientSource::LocalGradientSource(std::shared_ptr<LanguageModel> model, std::shared_ptr<const TokenData> data,
+                                         BatchLayout layout, Device device)
+    : model_(std::move(model)), data_(std::move(data)), layout_(layout), device_(device) {
+  ST_CHECK(layout_.micro_batch >= 1 && layout_.grad_accum >= 1 && layout_.dp >= 1 && layout_.seq_len >= 1 &&
+               layout_.replica >= 0 && layout_.replica < layout_.dp,
+           ValueError,
+           "batch layout: micro-batch " << layout_.micro_batch << ", grad-accum " << layout_.grad_accum << ", dp "
+                                        << layout_.dp << ", replica " << layout_.replica << ", seq-len "
+                                        << layout_.seq_len);
+}
+
+TokenBatch LocalGradientSource::micro_batch(int64_t step, int64_t k) const {
+  const int64_t B = layout_.micro_batch, first = (layout_.replica * layout_.grad_accum + k) * B;
+  TokenBatch b = data_->sequences(step, layout_.global_batch(), first, B, layout_.seq_len);
+  if (device_ != Device::cpu) {
+    b.inputs = b.inputs.to(device_);
+    b.targets = b.targets.to(device_);
+  }
+  return b;
+}
+
+double LocalGradientSource::compute_gradients(int64_t step, double loss_scale, GradientSync& sync) {
+  const double factor = loss_scale / static_cast<double>(layout_.grad_accum * layout_.dp);
+  std::vector<Tensor> losses;  // () f32 each; read once at the end (one host sync per step)
+  for (int64_t k = 0; k < layout_.grad_accum; ++k) {
+    // dropout masks by global sequence index: the same in every layout (runtime/nn/dropout_context.h)
+    DropoutScope dropout_scope(step, (layout_.replica * layout_.grad_accum + k) * layout_.micro_batch);
+    TokenBatch b = micro_batch(step, k);
+    Tensor loss = model_->loss(model_->forward(b.inputs), b.targets);  // () f32, micro-batch mean
+    Tensor scaled = factor == 1.0 ? loss : ops::scale(loss, factor);
+    if (k == layout_.grad_accum - 1) sync.last_backward();
+    scaled.backward();
+    losses.push_back(loss.detach());
+  }
+  double sum = 0;
+  for (auto& l : losses) sum += l.item();
+  return sum / static_cast<double>(layout_.grad_accum * layout_.dp);
+}
+
+}  // namespace st::runtime

@@ -1,0 +1,194 @@
+// The DP × TP × PP wiring of one rank: one function per axis, each adding its parts to the
+// TrainerWiring before the Trainer is built (see the header for what each axis does).
+#include "runtime/train/parallel_training.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include "comm/make_communicator.h"
+#include "comm/process_grid.h"
+#include "runtime/parallel/grad_reducer.h"
+#include "runtime/parallel/gradient_sync.h"
+#include "runtime/parallel/zero1.h"
+#include "runtime/pipeline/layer_profile.h"
+#include "runtime/train/pipeline_source.h"
+#include "runtime/train/trainer.h"
+
+namespace st::runtime {
+namespace {
+
+// What every axis reads: the options, the world, the grid and this rank's place in it.
+struct Job {
+  const TrainConfig& cfg;
+  std::shared_ptr<comm::Communicator> world;
+  comm::ProcessGrid& grid;
+  comm::GridCoord me;
+  bool lead() const { return world->rank() == 0; }
+  bool zero() const { return cfg.zero && grid.layout().dp > 1; }
+};
+
+// Pipeline (pp > 1): this rank's stage of layers (cut by --partition), driven by the schedule.
+// Returns the names of the weights this stage shares with another (tied across stages).
+std::vector<std::string> wire_pipeline(const Job& job, const TrainInputs& in, std::shared_ptr<LanguageModel>& model,
+                                       TrainerWiring& w, PipelineGradientSource*& source) {
+  const int pp = job.grid.layout().pp;
+  std::vector<double> costs;
+  if (job.cfg.partition == PartitionKind::profile)
+    costs = profile_layers(*in.model, in.layout.micro_batch, in.layout.seq_len, in.device, job.world.get());
+  const Partition part = choose_partition(job.cfg.partition, *in.model, pp, in.layout.seq_len, costs);
+  if (job.lead()) {
+    std::vector<double> shown = costs;
+    if (shown.empty())
+      for (auto& l : in.model->layers()) shown.push_back(l->cost(in.layout.seq_len).param_bytes);
+    std::cout << "partition (" << to_string(job.cfg.partition) << "): " << part.describe(shown) << std::endl;
+  }
+  auto stage = std::make_shared<StageModel>(in.model, part.begin(job.me.pp), part.end(job.me.pp));
+  model = stage;
+  auto src = std::make_unique<PipelineGradientSource>(stage, in.data, in.layout, in.device, job.grid.pp_group(),
+                                                      job.cfg.schedule, /*count_loss=*/job.me.tp == 0);
+  source = src.get();
+  w.source = std::move(src);
+  std::vector<std::string> tied = tied_across_stages(*in.model, part);
+  if (!stage->is_first())  // the first stage counts a tied weight in the norm
+    for (const std::string& name : tied) w.roles.counted_elsewhere.insert(name);
+  return tied;
+}
+
+// Tensor parallel (tp > 1): each tp rank holds a shard of the split tensors and a copy of the
+// replicated ones, which only tp rank 0 counts in the norm.
+void wire_tensor_parallel(const Job& job, const ShardRule& rule, const LanguageModel& model, TrainerWiring& w) {
+  if (job.me.tp == 0) return;
+  for (auto& [name, p] : model.named_parameters())
+    if (rule(name).kind == ShardSpec::Kind::replicated) w.roles.counted_elsewhere.insert(name);
+}
+
+// ZeRO-1 (dp > 1): each DP rank's optimizer owns a contiguous run of the parameters. With tp > 1
+// each tp rank's dp group shards that rank's own (tp-sharded) list; the shard shapes are equal
+// across tp ranks, so every tp rank owns the same names and the norm weights still count a
+// replicated tensor once (tests: dp 2 × tp 2 with zero 1 equals one process).
+std::shared_ptr<GradientSync> wire_zero(const Job& job, const LanguageModel& model, TrainerWiring& w) {
+  auto zero1 = std::make_shared<Zero1>(model.named_parameters(), job.grid.dp_group());
+  for (auto& [name, p] : model.named_parameters())
+    if (!zero1->owns(name)) w.roles.updated_elsewhere.insert(name);
+  return std::make_shared<ZeroSync>(zero1);
+}
+
+// Data parallel (dp > 1, no ZeRO): bucketed all-reduce over the DP group during the last
+// micro-batch's backward.
+std::shared_ptr<DataParallelSync> wire_data_parallel(const Job& job, const LanguageModel& model) {
+  ReducerOptions ro;
+  ro.bucket_bytes = static_cast<size_t>(job.cfg.bucket_mb * (1 << 20));
+  ro.first_bucket_bytes = std::min<size_t>(ro.bucket_bytes, 1u << 20);
+  ro.comm_dtype = compute_dtype(job.cfg.grad_comm_dtype);
+  auto reducer = std::make_shared<GradReducer>(model.named_parameters(), job.grid.dp_group(), ro);
+  return std::make_shared<DataParallelSync>(reducer);
+}
+
+// Weights tied across stages (the GPT's wte in the first and the last stage): the two stages of
+// one (dp, tp) position sum their gradients over a two-rank group. Collective over the world
+// (the split) even for ranks that hold no tied weight.
+std::shared_ptr<GradientSync> wire_tied_weights(const Job& job, const StageModel& stage,
+                                                const std::vector<std::string>& tied) {
+  const bool ends = stage.is_first() || stage.is_last();
+  const int color = ends && !tied.empty() ? job.me.dp * job.grid.layout().tp + job.me.tp : -1;
+  std::shared_ptr<comm::Communicator> group = job.world->split(color, job.me.pp, "tied");
+  if (!group) return nullptr;
+  std::vector<Tensor> params;
+  for (auto& [name, p] : stage.named_parameters())
+    if (std::find(tied.begin(), tied.end(), name) != tied.end()) params.push_back(p);
+  return std::make_shared<TiedGradSync>(params, group);
+}
+
+// The scalar reductions: losses over the world (only the ranks that own a share add one: the
+// last stage, tp rank 0), the squared norm over the ranks holding different parts of the
+// gradient (one DP replica; the world under ZeRO), the fp16 flag over the world.
+StepReductions wire_reductions(const Job& job) {
+  const bool pipeline = job.grid.layout().pp > 1;
+  StepReductions r;
+  // the pipeline source already returns 0 on tp ranks > 0
+  r.loss = std::make_shared<CommReductions>(job.world, pipeline || job.me.tp == 0 ? 1.0 : 0.0);
+  r.flag = r.loss;
+  std::shared_ptr<comm::Communicator> replica = job.world->split(job.me.dp, job.world->rank(), "replica");
+  r.grad = std::make_shared<CommReductions>(job.zero() ? job.world : replica);
+  return r;
+}
+
+void print_summary(const Job& job, const DataParallelSync* dp, const PipelineGradientSource* pipe) {
+  if (!job.lead()) return;
+  if (dp && dp->reducer().stats().buckets_launched > 0) {
+    const ReducerStats& s = dp->reducer().stats();
+    std::cout << "data parallel: " << s.buckets_launched << " bucket all-reduces, " << s.bytes / (1 << 20)
+              << " MiB; communication " << s.comm_ms << " ms, exposed after backward " << s.exposed_ms << " ms ("
+              << (s.comm_ms > 0 ? 100.0 * (1.0 - s.exposed_ms / s.comm_ms) : 0.0) << "% hidden)" << std::endl;
+  }
+  if (pipe)
+    std::cout << "pipeline stage 0: compute " << pipe->stats().compute_ms << " ms, waiting " << pipe->stats().wait_ms
+              << " ms in the last step" << std::endl;
+}
+
+}  // namespace
+
+int run_parallel_training(const TrainConfig& cfg) {
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000));
+  comm::CommSetup setup = comm::make_communicator(cfg.comm, timeout);
+  auto world = setup.world;
+  comm::GridLayout layout = comm::GridLayout::make(world->size(), static_cast<int>(cfg.dp), static_cast<int>(cfg.tp),
+                                                   static_cast<int>(cfg.pp));
+  if (world->size() == 1) return run_training(cfg);
+  if (world->rank() == 0) std::cout << "layout: " << layout.str() << " | comm " << setup.reason << std::endl;
+  comm::ProcessGrid grid(world, layout.dp, layout.tp, layout.pp);
+  const Job job{cfg, world, grid, grid.coord()};
+
+  TrainInputs in = prepare_training(cfg, layout.dp, job.me.dp, grid.tp_group());
+  const ShardRule rule = in.model->shard_rule();  // null unless tp > 1
+  std::shared_ptr<LanguageModel> model = in.model;
+  TrainerWiring w;
+  w.world = world;
+  w.layout = in.layout;
+
+  PipelineGradientSource* pipe = nullptr;
+  std::vector<std::string> tied;
+  if (layout.pp > 1)
+    tied = wire_pipeline(job, in, model, w, pipe);
+  else
+    w.source = std::make_unique<LocalGradientSource>(in.model, in.data, in.layout, in.device);
+  if (rule) wire_tensor_parallel(job, rule, *model, w);
+  w.reductions = wire_reductions(job);
+
+  std::vector<std::shared_ptr<GradientSync>> syncs;
+  std::shared_ptr<DataParallelSync> dp_sync;
+  std::shared_ptr<GradientSync> tied_sync =
+      layout.pp > 1 ? wire_tied_weights(job, static_cast<const StageModel&>(*model), tied) : nullptr;
+  // order of finish(): the DP all-reduce, then the tied sum; under ZeRO the tied sum on the
+  // local gradients, then the reduce-scatter
+  if (job.zero()) {
+    if (tied_sync) syncs.push_back(tied_sync);
+    syncs.push_back(wire_zero(job, *model, w));
+  } else {
+    if (layout.dp > 1)
+      syncs.push_back(dp_sync = wire_data_parallel(job, *model));
+    else
+      syncs.push_back(std::make_shared<ClearGrads>(model));
+    if (tied_sync) syncs.push_back(tied_sync);
+  }
+  w.sync = syncs.size() == 1 ? syncs.front() : std::make_shared<SyncChain>(syncs);
+
+  if (layout.pp > 1 || job.zero() || rule) {  // each rank holds a part of the checkpoint
+    ShardedStateOptions so;
+    so.partial = layout.pp > 1 || job.zero();
+    so.contribute = job.me.tp == 0 && (job.zero() || job.me.dp == 0);  // ZeRO: every DP rank has a shard
+    so.tp_rule = rule;
+    so.dir = cfg.checkpoint_dir;
+    w.state = std::make_shared<ShardedState>(world, grid.tp_group(), so);
+  } else {
+    w.state = std::make_shared<ReplicatedState>(world->rank());
+  }
+
+  Trainer trainer(cfg, model, std::move(w), in.resume_path);
+  trainer.run();
+  print_summary(job, dp_sync.get(), pipe);
+  world->barrier()->wait();
+  return 0;
+}
+
+}  // namespace st::runtime

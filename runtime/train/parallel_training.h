@@ -1,0 +1,26 @@
+// `shardtrain train` under mpirun / srun: the DP × TP × PP layout of docs/design.md's step.
+//
+// Every rank builds the same model from the same seed (or the same checkpoint), then keeps its
+// part, one axis at a time (each a function in parallel_training.cpp adding to the Trainer's
+// wiring before the Trainer is built):
+//   pipeline     pp > 1: the stage's slice of layers (runtime/pipeline/stage_model.h, split by
+//                --partition), driven by a schedule (runtime/train/pipeline_source.h)
+//   tensor par.  tp > 1: the family's tensor-parallel model; replicated tensors counted once
+//   ZeRO-1       --zero 1, dp > 1: each DP rank's optimizer owns a shard; reduce-scatter, all-gather
+//   data par.    dp > 1 otherwise: a GradReducer all-reduces bucketed gradients during the last
+//                micro-batch's backward
+//   tied weights the GPT's wte in the first and the last stage: the two gradients summed over a
+//                two-rank group after the reducer (before ZeRO's reduce-scatter)
+// The trainer's scalar reductions run over the world (losses: only the ranks that own a share
+// add one) and over the ranks of one DP replica (the squared gradient norm, each parameter
+// counted once). Checkpoints hold full tensors by name, gathered onto rank 0, so a run resumes
+// under any layout.
+#pragma once
+#include "runtime/train/train_config.h"
+
+namespace st::runtime {
+
+// Collective over MPI_COMM_WORLD (MPI already initialised). One rank: the plain Trainer.
+int run_parallel_training(const TrainConfig& cfg);
+
+}  // namespace st::runtime

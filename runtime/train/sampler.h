@@ -1,0 +1,41 @@
+// Sampler: `shardtrain sample`. Loads a model from a checkpoint and continues a prompt.
+//
+// Checkpoints: ours (DIR/step_N/ or DIR itself: the newest step_* inside it) hold
+// model.safetensors and state.json whose "model" entry is {"family", "config"} (the model
+// registry rebuilds the shape from it); a Hugging Face GPT-2 directory (config.json +
+// model.safetensors, no state.json) loads as a GPT. Tensor names are matched exactly, or with
+// the "transformer." prefix HF's GPT2Model omits; HF's attention-mask buffers and a tied
+// lm_head.weight are ignored; any other mismatch is a ValueError naming the tensor.
+//
+// Tokens are bytes (the byte-level tokenizer: token = byte value). Generation runs the whole
+// window (the last context_length tokens) through the model for every new token: no KV cache,
+// fine for the small models this samples from. Greedy (temperature 0) is deterministic and takes
+// the lowest index among equal maxima; otherwise softmax(logits / temperature) over the top-k
+// logits (k = 0: all), drawn with a std::mt19937_64 seeded by --seed (same seed, same text).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/nn/language_model.h"
+#include "runtime/train/sample_config.h"
+
+namespace st::runtime {
+
+// The model in `dir` (see above), in eval mode on the CPU. `resolved` (optional) receives the
+// directory the weights came from.
+std::shared_ptr<LanguageModel> load_model_for_sampling(const std::string& dir, std::string* resolved = nullptr);
+
+// One token id from logits (V): argmax when temperature == 0.
+int64_t pick_token(const std::vector<float>& logits, double temperature, int64_t top_k, std::mt19937_64& rng);
+
+// `prompt` ids (non-empty) followed by `n` generated ids; returns only the generated ids.
+std::vector<int64_t> generate(LanguageModel& model, const std::vector<int64_t>& prompt, int64_t n,
+                              double temperature, int64_t top_k, uint64_t seed, Device device = Device::cpu);
+
+// Loads cfg.checkpoint, prints the prompt and its continuation on stdout; returns 0.
+int run_sample(const SampleConfig& cfg);
+
+}  // namespace st::runtime

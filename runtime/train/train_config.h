@@ -1,0 +1,73 @@
+// TrainConfig: every option of `shardtrain train` (docs/design.md's CLI contract), as typed
+// data. launch/ fills it from YAML and flags (each enum parsed once, through its EnumNames
+// table) and validates it; runtime/ only reads it.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "runtime/common/device_names.h"
+#include "runtime/common/partition.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/optim/mixed_precision.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/pipeline/pipeline_schedule.h"
+
+namespace st::runtime {
+
+struct TrainConfig {
+  // model
+  std::string model = "gpt";  // gpt | simple-transformer | mlp
+  int64_t layers = 2;
+  int64_t d_model = 64;
+  int64_t heads = 4;
+  int64_t vocab = 256;
+  int64_t seq_len = 0;  // 0: the model's context length (n_positions for an HF init, else 64)
+  std::string init_from;  // HF dir (model.safetensors + config.json); sizes then come from it
+  double dropout = -1;    // every dropout layer's p; < 0: the model's own (GPT 0 / config.json's, ST 0.1)
+  // layout
+  int64_t dp = 0;  // 0: world / (tp · pp)
+  int64_t tp = 1;
+  int64_t pp = 1;
+  Schedule schedule = Schedule::one_f_one_b;
+  PartitionKind partition = PartitionKind::params;
+  std::string comm = "auto";         // auto | nccl | mpi
+  // batch
+  int64_t micro_batch = 4;  // sequences per micro-batch per DP replica
+  int64_t grad_accum = 1;   // micro-batches per optimizer step per replica (pipeline m)
+  // numerics
+  Precision precision = Precision::fp32;
+  Device device = Device::cpu;
+  uint64_t seed = 1;
+  bool recompute = false;
+  bool zero = false;
+  Precision grad_comm_dtype = Precision::fp32;  // dtype of the DP gradient all-reduce
+  double bucket_mb = 25.0;              // DP bucket size
+  // optimizer
+  OptimizerKind optimizer = OptimizerKind::adamw;
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double momentum = 0.9;  // sgd
+  double clip = 1.0;      // 0: no clipping
+  LrScheduleKind lr_schedule = LrScheduleKind::constant;
+  int64_t warmup = 0;
+  double min_lr_ratio = 0.1;  // cosine floor as a fraction of lr
+  // run
+  int64_t steps = 10;  // the run's total; a resumed run goes on to it
+  std::string data;    // token .bin (required; the CLI substitutes the built-in corpus when --data is absent)
+  std::string val_data;
+  int64_t eval_every = 0;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int64_t keep_checkpoints = 3;
+  bool resume = false;
+  std::string metrics;  // JSONL path (rank 0 writes)
+  std::string trace;    // Chrome trace JSON path
+  double timeout_s = 300.0;
+  int64_t log_every = 1;
+  bool progress = true;  // progress bar on a terminal
+};
+
+}  // namespace st::runtime

@@ -1,0 +1,123 @@
+// The training loop. One optimizer step, in docs/design.md's order; what a layout changes is
+// passed in as TrainerWiring (below):
+//   1. GradientSync::begin_step — clear or zero the gradients
+//   2. GradientSource::compute_gradients — forward/backward over this rank's micro-batches, loss
+//      scaled by loss_scale/(K·dp) (runtime/train/gradient_source.h; a pipeline replaces it)
+//   3. GradientSync::finish — the DP reducer waits for its bucket all-reduces, tied weights sum,
+//      ZeRO reduce-scatters (runtime/parallel/gradient_sync.h)
+//   4. one ops::grad_stats pass over the raw gradients (their own dtype, no copies): the
+//      unscaled local norm² and the inf/NaN flag, read to the host once; the flag agreed by
+//      reductions.flag (fp16)
+//   5. skipped step (fp16 overflow): the scale halves, nothing else changes
+//      else: global norm² by reductions.grad, lr from the schedule, optimizer step on the raw
+//      gradients with 1/scale and the clip coefficient applied in its kernels (f32 masters,
+//      low-precision copies rewritten), loss scaler update
+//   6. GradientSync::end_step (ZeRO all-gathers the updated shards)
+//   7. metrics: loss (reductions.loss of the local shares), JSONL + stdout on rank 0
+// Checkpoints (runtime/train/train_checkpoint.h) every cfg.checkpoint_every steps and at the end;
+// --resume takes the newest complete one and continues bit-exactly (same data order, same
+// dropout stream, same optimizer and scaler state).
+#pragma once
+#include <memory>
+#include <set>
+#include <string>
+
+#include "runtime/nn/language_model.h"
+#include "runtime/observe/metrics.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/optim/mixed_precision.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/parallel/gradient_sync.h"
+#include "runtime/parallel/reductions.h"
+#include "runtime/parallel/state_sharding.h"
+#include "runtime/train/gradient_source.h"
+#include "runtime/train/train_checkpoint.h"
+#include "runtime/train/train_config.h"
+
+namespace st::runtime {
+
+// What prepare_training() sets up for one replica: the model in f32 on its device (fresh, from
+// --init-from, or shaped like the newest checkpoint when resuming), the token file (its ids
+// checked against the vocabulary) and the batch layout.
+struct TrainInputs {
+  std::shared_ptr<LanguageModel> model;
+  std::shared_ptr<TokenData> data;
+  BatchLayout layout;
+  std::string resume_path;  // newest complete checkpoint under cfg.checkpoint_dir with --resume, else ""
+  Device device = Device::cpu;
+};
+// With a tp group of several ranks the model is the family's tensor-parallel variant.
+TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp = 1, int64_t replica = 0,
+                             std::shared_ptr<comm::Communicator> tp = nullptr);
+
+// What a layout plugs into the step, built before the Trainer (runtime/train/parallel_training.cpp
+// builds one per axis); every member has a one-process default.
+struct StepReductions {
+  std::shared_ptr<Reductions> loss;  // this rank's loss share → the global mean; null: identity
+  std::shared_ptr<Reductions> grad;  // this rank's Σg² → the global Σg²; null: identity
+  std::shared_ptr<Reductions> flag;  // the fp16 inf/NaN verdict, agreed by every rank; null: grad
+};
+struct ParameterRoles {
+  // ZeRO: parameters whose update another DP rank's optimizer owns (this rank keeps no state).
+  std::set<std::string> updated_elsewhere;
+  // The global gradient norm counts every parameter once: a copy another rank of the replica
+  // also counts (a tied weight on a later stage, a replicated tensor on tp rank > 0) weighs 0.
+  std::set<std::string> counted_elsewhere;
+};
+struct TrainerWiring {
+  std::unique_ptr<GradientSource> source;       // required
+  std::shared_ptr<GradientSync> sync;           // null: ClearGrads over the model
+  std::shared_ptr<StateSharding> state;         // null: ReplicatedState (this rank holds it all)
+  StepReductions reductions;
+  ParameterRoles roles;
+  std::shared_ptr<comm::Communicator> world;    // every rank of the job; null: one process
+  BatchLayout layout;                           // recorded in checkpoints
+};
+
+class Trainer {
+ public:
+  // One process: builds the model (cfg.model / cfg.init_from, or the newest checkpoint under
+  // cfg.checkpoint_dir with cfg.resume), the data (cfg.data, required) and the parts.
+  explicit Trainer(const TrainConfig& cfg);
+  // With a model built by the caller in f32 (parameters on cfg.device) and the layout's parts
+  // wired to it. `resume_from`: a checkpoint directory to restore, "" for none.
+  Trainer(const TrainConfig& cfg, std::shared_ptr<LanguageModel> model, TrainerWiring wiring,
+          const std::string& resume_from = "");
+
+  StepMetrics train_step();           // runs step number step() (from 0) and returns its metrics
+  void run();                         // steps until cfg.steps, logging and checkpointing
+  std::string save_checkpoint();      // under cfg.checkpoint_dir; returns the directory
+  double evaluate(const TokenData& val, int64_t max_batches = 8);  // mean loss, no gradients
+
+  int64_t step() const { return step_; }
+  LanguageModel& model() { return *model_; }
+  Optimizer& optimizer() { return *opt_; }
+  LossScaler& scaler() { return scaler_; }
+  const TrainConfig& config() const { return cfg_; }
+  const std::string& resumed_from() const { return resumed_from_; }
+  TrainState state() const;
+
+ private:
+  void init(const std::string& resume_from);
+  // The raw gradients (dtype as accumulated, loss-scaled), aligned with the optimizer's params.
+  std::vector<Tensor> collect_grads();
+  std::vector<double> norm_weights() const;  // per optimizer param: 0 when counted elsewhere; {} = all 1
+  int rank() const { return w_.world ? w_.world->rank() : 0; }
+
+  TrainConfig cfg_;
+  std::shared_ptr<LanguageModel> model_;
+  TrainerWiring w_;
+  std::unique_ptr<Optimizer> opt_;
+  LossScaler scaler_{false};
+  LrSchedule schedule_;
+  int64_t step_ = 0;
+  std::string resumed_from_;
+  std::shared_ptr<const TokenData> val_data_;
+};
+
+// One process (cfg.dp = tp = pp = 1; cfg.data required): trains, returns 0. Errors throw. Under
+// mpirun, `shardtrain train` calls run_parallel_training (runtime/train/parallel_training.h),
+// which honours the DP × TP × PP grid; this one would run an independent job per rank.
+int run_training(const TrainConfig& cfg);
+
+}  // namespace st::runtime
