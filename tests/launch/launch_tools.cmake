@@ -1,16 +1,11 @@
-# Tests of the launch tooling that lives in runtime/ (trace, progress bar, sampler), the plot
-# script and the installed package. Included from tests/launch/CMakeLists.txt.
-st_add_test(test_launch_trace LABEL cpu SOURCES test_trace.cpp LIBS st_runtime)
-st_add_test(test_launch_progress LABEL cpu SOURCES test_progress.cpp LIBS st_runtime)
-st_add_test(test_launch_sampler LABEL cpu SOURCES test_sampler.cpp LIBS st_runtime st_models)
-target_compile_definitions(test_launch_sampler PRIVATE ST_FIXTURE_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures/hf_gpt2_tiny")
+# Tests of the launch tooling: the plot script, the installed package and the mpirun wrapper.
+# Included from tests/launch/CMakeLists.txt.
 add_test(NAME test_launch_plot COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/plot_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_launch_plot PROPERTIES LABELS cpu TIMEOUT 120)
 # The installed package: needs the whole build (cmake --install), as test.sh does before ctest.
 add_test(NAME test_launch_install
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install_test.sh ${CMAKE_COMMAND} ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_launch_install PROPERTIES LABELS cpu TIMEOUT 300)
-st_add_mpi_test(test_launch_trace_mpi NP 2 3 SOURCES test_trace_mpi.cpp LIBS st_runtime)
 add_test(NAME test_launch_mpirun_wrapper
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpirun_wrapper_test.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:shardtrain>)
 set_tests_properties(test_launch_mpirun_wrapper PROPERTIES LABELS mpi TIMEOUT 120)

@@ -16,7 +16,7 @@
 #include "models/gpt_shard_rule.h"
 #include "runtime/parallel/tp_shard.h"
 #include "tensor/autograd.h"
-#include "tp_test_util.h"
+#include "tests/support/tp_test_util.h"
 
 using namespace st;
 using namespace st::runtime;

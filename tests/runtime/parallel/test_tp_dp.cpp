@@ -11,7 +11,7 @@
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "runtime/parallel/grad_reducer.h"
-#include "tp_test_util.h"
+#include "tests/support/tp_test_util.h"
 
 using namespace st;
 using namespace st::runtime;

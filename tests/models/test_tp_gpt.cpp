@@ -11,7 +11,7 @@
 #include "models/gpt_tp.h"
 #include "ops/cross_entropy.h"
 #include "runtime/optim/grad_clip.h"
-#include "tp_test_util.h"
+#include "tests/support/tp_test_util.h"
 
 using namespace st;
 using namespace st::runtime;

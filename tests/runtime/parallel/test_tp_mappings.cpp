@@ -7,7 +7,7 @@
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "runtime/parallel/tensor_parallel.h"
-#include "tp_test_util.h"
+#include "tests/support/tp_test_util.h"
 
 using namespace st;
 using namespace st::runtime;

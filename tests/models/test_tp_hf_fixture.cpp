@@ -16,7 +16,7 @@
 #include "runtime/optim/optimizer.h"
 #include "runtime/data/token_data.h"
 #include "tensor/autograd.h"
-#include "tp_test_util.h"
+#include "tests/support/tp_test_util.h"
 
 using namespace st;
 using namespace st::runtime;
