@@ -1,5 +1,5 @@
 // The train option table, its validation and --init-from resolution. Field names are those of
-// runtime/train/train_config.h; flag names are DESIGN.md's (kebab-case).
+// runtime/train/train_config.h; flag names are docs/design.md's (kebab-case).
 #include "launch/config.h"
 
 #include <filesystem>

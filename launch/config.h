@@ -1,4 +1,4 @@
-// `shardtrain train` options: the TrainConfig option table (DESIGN.md's CLI contract plus the
+// `shardtrain train` options: the TrainConfig option table (docs/design.md's CLI contract plus the
 // runtime's extras), loading (YAML file, then flags), validation and --init-from resolution.
 // Order: defaults (runtime/train/train_config.h) < --config FILE.yaml < command-line flags.
 #pragma once

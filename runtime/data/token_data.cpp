@@ -1,4 +1,4 @@
-// llm.c token files: mmap + validation, sequence slicing in DESIGN.md's order, atomic writer.
+// llm.c token files: mmap + validation, sequence slicing in docs/design.md's order, atomic writer.
 #include "runtime/data/token_data.h"
 
 #include <fcntl.h>

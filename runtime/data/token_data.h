@@ -2,7 +2,7 @@
 // version 1, token count, rest zero) followed by `count` uint16 tokens. The file is
 // memory-mapped; a step reads only the tokens of its own sequences.
 //
-// Batch order (DESIGN.md): with global batch G = micro_batch × grad_accum × dp sequences and
+// Batch order (docs/design.md): with global batch G = micro_batch × grad_accum × dp sequences and
 // sequence length T, step s (from 0) uses global sequences s·G + j for j = 0 … G−1, and
 // sequence i is tokens[i·T : i·T + T + 1] — inputs its first T tokens, targets its last T.
 // Consecutive sequences share one token (the last target of i is the first input of i+1).

@@ -1,7 +1,7 @@
 // LanguageModel: a Module that is an ordered list of Layers — the first maps token ids
-// (B, T) i64 to hidden (B, T, C), the last maps hidden to logits (B, T, V). The loss is computed
-// outside the model (runtime/train/trainer), so a pipeline stage runs any contiguous slice of layers
-// and only the last stage needs the targets.
+// (B, T) i64 to hidden (B, T, C), the last maps hidden to logits (B, T, V). The loss is not part
+// of forward: the gradient sources (runtime/train/) call loss() on the last layer's output, so a
+// pipeline stage runs any contiguous slice of layers and only the last stage needs the targets.
 //
 // Parameter names are the layers' full names (each layer is registered under its scope, e.g.
 // "transformer.h.3"), whatever the split. A parameter held by two layers (the GPT's tied wte, in

@@ -1,4 +1,4 @@
-// Per-step metrics: the JSONL line of DESIGN.md's contract (rank 0 writes it) and the stdout
+// Per-step metrics: the JSONL line of docs/design.md's contract (rank 0 writes it) and the stdout
 // step line. A non-finite value (the grad norm of a skipped fp16 step) is written as null.
 //   {"step": 1, "loss": 5.55, "grad_norm": 1.55, "lr": 0.001, "loss_scale": 65536,
 //    "skipped": false, "tokens_per_s": 1234.5, "step_ms": 12.3, "mfu": 0.0, "mem_bytes": 123456}

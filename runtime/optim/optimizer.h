@@ -1,4 +1,4 @@
-// Optimizers over a list of (full name, parameter): AdamW (PyTorch's, DESIGN.md) and SGD with
+// Optimizers over a list of (full name, parameter): AdamW (PyTorch's, docs/design.md) and SGD with
 // momentum. The update kernels are ops/optim.h; this file owns the state and the master weights.
 //
 // Master weights: with a low-precision compute dtype (f16/bf16) the optimizer keeps an f32

@@ -1,6 +1,6 @@
-// Pipeline schedules as data (STYLE.md §9): a pure function turns (stage, stages, micro-batches)
-// into the list of actions that stage runs; one executor (runtime/pipeline_executor) runs any
-// list. Tests check the lists without ranks or GPUs, including a simulation of all stages that
+// Pipeline schedules as data (docs/style.md, rule 4): a pure function turns (stage, stages,
+// micro-batches) into the list of actions that stage runs; one executor
+// (PipelineGradientSource, runtime/train/pipeline_source.h) runs any list. Tests check the lists without ranks or GPUs, including a simulation of all stages that
 // proves the pairing of sends and receives cannot deadlock.
 //
 // Actions of stage s for micro-batch mb:

@@ -11,7 +11,7 @@ namespace st::test {
 
 struct Param {
   Tensor w, m, v;  // w requires grad; m, v the AdamW moments (f32, w's shape)
-  bool decay;      // weight decay on (≥ 2-d tensors, as DESIGN.md)
+  bool decay;      // weight decay on (≥ 2-d tensors, as docs/design.md)
 };
 
 // A leaf of `shape`, normal(0, std) from gen (std = 0 → zeros), with zeroed moments.

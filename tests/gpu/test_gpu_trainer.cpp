@@ -1,5 +1,5 @@
 // The whole training stack on CUDA against Hugging Face transformers (tests/fixtures/hf_gpt2_tiny,
-// written by ../shared/anchors/hf_gpt2_reference.py on the CPU): the first batch's logits and 5
+// written by tests/fixtures/make_hf_gpt2_tiny.py on the CPU): the first batch's logits and 5
 // AdamW steps (loss, grad norm) to 1e-4 relative in f32 — exact f32 GEMMs, TF32 off (the default
 // of ops/cuda/gemm_config.h, asserted here) — and bf16/fp16 runs within 2% of the f32 reference.
 // Same configuration as the CPU fidelity test (tests/models/test_gpt_fidelity.cpp), device "cuda".

@@ -1,4 +1,4 @@
-// DESIGN.md's CLI contract, written out independently of launch/config.cpp's table, so a flag
+// docs/design.md's CLI contract, written out independently of launch/config.cpp's table, so a flag
 // that the table loses or renames fails the tests.
 #pragma once
 #include <string>
@@ -6,7 +6,7 @@
 
 inline const std::vector<std::string>& contract_train_flags() {
   static const std::vector<std::string> f = {
-      // DESIGN.md
+      // docs/design.md
       "model", "layers", "d-model", "heads", "vocab", "seq-len", "init-from", "dp", "tp", "pp", "schedule",
       "partition", "comm", "micro-batch", "grad-accum", "precision", "device", "seed", "recompute", "zero",
       "optimizer", "lr", "weight-decay", "beta1", "beta2", "eps", "clip", "lr-schedule", "warmup", "steps", "data",

@@ -1,4 +1,4 @@
-// The built binary: every subcommand's --help lists every flag of DESIGN.md's contract, exit
+// The built binary: every subcommand's --help lists every flag of docs/design.md's contract, exit
 // codes (0 / 1 error / 2 usage), one-line error causes naming the rank under MPI launchers,
 // prepare end to end, info's build features.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // The GPT against Hugging Face transformers (tests/fixtures/hf_gpt2_tiny, written by
-// ../shared/anchors/hf_gpt2_reference.py): the first batch's logits, then 5 AdamW steps of loss
+// tests/fixtures/make_hf_gpt2_tiny.py): the first batch's logits, then 5 AdamW steps of loss
 // and grad norm to 1e-5 relative in f32 — as one batch of 4 and as 2 micro-batches × grad-accum 2;
 // fp16 and bf16 runs within 2% of the f32 losses.
 #include <gtest/gtest.h>

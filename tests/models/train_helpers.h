@@ -1,5 +1,5 @@
 // Shared by the model tests: the HF fixture's paths and a TrainConfig matching
-// ../shared/anchors/hf_gpt2_reference.py's run (lr 1e-3, betas 0.9/0.95, eps 1e-8, wd 0.1,
+// tests/fixtures/make_hf_gpt2_tiny.py's run (lr 1e-3, betas 0.9/0.95, eps 1e-8, wd 0.1,
 // clip 1.0, B 4, T 32, 5 steps, fp32, dropout off via the fixture's config).
 #pragma once
 #include <unistd.h>

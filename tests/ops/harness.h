@@ -1,4 +1,4 @@
-// One op-test harness for every op (STYLE.md §11). A case names the op, its input shapes, how to
+// One op-test harness for every op (docs/style.md, rule 8). A case names the op, its input shapes, how to
 // call it, and a naive double-precision reference forward. check_op then verifies:
 //   1. f32 forward against the reference:          |out − ref| ≤ atol + rtol·|ref|
 //   2. f32 backward against central finite differences of the *reference* in double, projected

@@ -1,4 +1,4 @@
-// Optimizer kernels against closed forms written out in double: AdamW (DESIGN.md, PyTorch's
+// Optimizer kernels against closed forms written out in double: AdamW (docs/design.md, PyTorch's
 // decoupled decay, bias-corrected moments) and SGD with momentum for three steps each, decay
 // only where the caller asks; plus sum_squares, has_inf_nan and scale_; the multi-tensor AdamW
 // against the per-tensor op, bit for bit.

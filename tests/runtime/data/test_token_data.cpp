@@ -1,4 +1,4 @@
-// Token files: header validation (errors name the file), DESIGN.md's sequence order in closed
+// Token files: header validation (errors name the file), docs/design.md's sequence order in closed
 // form (token k of the file has value k mod 65536 … here k·7 mod 1000), DP slices that tile the
 // global batch, wrap-around, and the fixture's tokens against its documented batch order.
 #include <gtest/gtest.h>
