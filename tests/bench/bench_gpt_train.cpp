@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     cfg.vocab = std::stoll(a["vocab"]);
     cfg.seq_len = std::stoll(a["seq-len"]);
     cfg.micro_batch = std::stoll(a["micro-batch"]);
-    cfg.precision = a["precision"];
+    cfg.precision = runtime::parse_enum<runtime::Precision>(a["precision"], "--precision");
     cfg.device = Device::cuda;
     cfg.lr = 3e-4;  // as the PyTorch anchor (torch_gpt_bench.py)
     cfg.weight_decay = 0.1;
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
     for (auto& [n, p] : trainer.model().named_parameters()) n_params += p.numel();
     std::printf("GPT %lld layers, C %lld, %lld heads, V %lld, T %lld, B %lld, %s: %.1f M parameters\n",
                 (long long)cfg.layers, (long long)cfg.d_model, (long long)cfg.heads, (long long)cfg.vocab,
-                (long long)T, (long long)B, cfg.precision.c_str(), n_params / 1e6);
+                (long long)T, (long long)B, runtime::to_string(cfg.precision).c_str(), n_params / 1e6);
     for (int64_t s = 0; s < warmup; ++s) {
       auto m = trainer.train_step();
       std::printf("warm-up step %lld: loss %.4f, %.1f ms%s\n", (long long)m.step, m.loss, m.step_ms,
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
                 a["peak-tflops"].c_str(), peak_gib, last_loss, (long long)skipped);
     std::printf("{\"impl\": \"shardtrain\", \"dtype\": \"%s\", \"batch\": %lld, \"seq_len\": %lld, \"tokens_per_s\": %.0f, "
                 "\"median_step_ms\": %.2f, \"tflops\": %.1f, \"peak_mem_gib\": %.2f, \"params\": %lld}\n",
-                cfg.precision.c_str(), (long long)B, (long long)T, tok_s, step_ms[step_ms.size() / 2], tflops, peak_gib,
+                runtime::to_string(cfg.precision).c_str(), (long long)B, (long long)T, tok_s, step_ms[step_ms.size() / 2], tflops, peak_gib,
                 (long long)n_params);
     std::filesystem::remove(cfg.data);
     return 0;

@@ -39,7 +39,7 @@ std::vector<RefStep> reference_steps() {
 runtime::TrainConfig cuda_config(const std::string& precision) {
   runtime::TrainConfig c = testing::reference_config();
   c.device = Device::cuda;
-  c.precision = precision;
+  c.precision = runtime::parse_enum<Precision>(precision, "precision");
   return c;
 }
 
