@@ -20,7 +20,32 @@ Tensor LanguageModel::forward_layers(const Tensor& x_in, size_t begin, size_t en
   return x;
 }
 
+double LayerInfo::param_bytes() const {
+  double b = 0;
+  for (auto& [n, shape] : params) b += 4.0 * static_cast<double>(shape_numel(shape));
+  return b;
+}
+
+bool LanguageModel::recomputable(size_t i) const {
+  const int g = first_layer_ + static_cast<int>(i);
+  return g != 0 && g + 1 != total_layers_;
+}
+
+LayerRange LanguageModel::set_layer_range(LayerRange r, int total) {
+  if (r.end < 0) r.end = total;
+  ST_CHECK(0 <= r.begin && r.begin < r.end && r.end <= total, ValueError,
+           family() << ": layers [" << r.begin << ", " << r.end << ") of a " << total << "-layer model");
+  ST_CHECK(layers_.empty(), ValueError, "set_layer_range: layers were added already");
+  first_layer_ = r.begin;
+  total_layers_ = total;
+  range_set_ = true;
+  return r;
+}
+
 void LanguageModel::add_layer(const std::string& scope, std::shared_ptr<Layer> layer) {
+  if (!range_set_) total_layers_ = static_cast<int>(layers_.size()) + 1;  // a model that holds all its layers
+  ST_CHECK(first_layer_ + static_cast<int>(layers_.size()) < total_layers_, ValueError,
+           "add_layer: more layers than the range set by set_layer_range");
   layer->set_scope(scope);
   register_module(scope, layer);
   layers_.push_back(std::move(layer));

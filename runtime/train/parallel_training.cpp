@@ -11,6 +11,7 @@
 #include "runtime/parallel/gradient_sync.h"
 #include "runtime/parallel/zero1.h"
 #include "runtime/pipeline/layer_profile.h"
+#include "runtime/train/model_registry.h"
 #include "runtime/train/pipeline_source.h"
 #include "runtime/train/trainer.h"
 
@@ -27,28 +28,42 @@ struct Job {
   bool zero() const { return cfg.zero && grid.layout().dp > 1; }
 };
 
-// Pipeline (pp > 1): this rank's stage of layers (cut by --partition), driven by the schedule.
-// Returns the names of the weights this stage shares with another (tied across stages).
-std::vector<std::string> wire_pipeline(const Job& job, const TrainInputs& in, std::shared_ptr<LanguageModel>& model,
-                                       TrainerWiring& w, PipelineGradientSource*& source) {
+// Pipeline (pp > 1): the split of the model's layers (by --partition, from its description; a
+// profile builds one layer at a time). Every rank computes the same split.
+Partition plan_pipeline(const Job& job, const ModelPlan& plan) {
   const int pp = job.grid.layout().pp;
-  std::vector<double> costs;
-  if (job.cfg.partition == PartitionKind::profile)
-    costs = profile_layers(*in.model, in.layout.micro_batch, in.layout.seq_len, in.device, job.world.get());
-  const Partition part = choose_partition(job.cfg.partition, *in.model, pp, in.layout.seq_len, costs);
+  std::vector<double> profiled;
+  if (job.cfg.partition == PartitionKind::profile) {
+    LayerBuilder one_layer = [&](int i) {
+      auto m = build_model_from_json(plan.entry, ModelBuild{{i, i + 1}, job.grid.tp_group(), 0});
+      m->move_parameters(job.cfg.device);
+      return m;
+    };
+    profiled = profile_layers(one_layer, static_cast<int>(plan.description.layers.size()), job.cfg.micro_batch,
+                              plan.seq_len, job.cfg.device, job.world.get());
+  }
+  const Partition part = choose_partition(job.cfg.partition, plan.description, pp, profiled);
   if (job.lead()) {
-    std::vector<double> shown = costs;
+    std::vector<double> shown = partition_costs(job.cfg.partition, plan.description, profiled);
     if (shown.empty())
-      for (auto& l : in.model->layers()) shown.push_back(l->cost(in.layout.seq_len).param_bytes);
+      for (auto& l : plan.description.layers) shown.push_back(l.param_bytes());
     std::cout << "partition (" << to_string(job.cfg.partition) << "): " << part.describe(shown) << std::endl;
   }
-  auto stage = std::make_shared<StageModel>(in.model, part.begin(job.me.pp), part.end(job.me.pp));
+  return part;
+}
+
+// This rank's stage (the model holds only its layers), driven by the schedule. Returns the
+// names of the weights this stage shares with another (tied across stages).
+std::vector<std::string> wire_pipeline(const Job& job, const ModelPlan& plan, const Partition& part,
+                                       const TrainInputs& in, std::shared_ptr<LanguageModel>& model, TrainerWiring& w,
+                                       PipelineGradientSource*& source) {
+  auto stage = std::make_shared<StageModel>(in.model);
   model = stage;
   auto src = std::make_unique<PipelineGradientSource>(stage, in.data, in.layout, in.device, job.grid.pp_group(),
                                                       job.cfg.schedule, /*count_loss=*/job.me.tp == 0);
   source = src.get();
   w.source = std::move(src);
-  std::vector<std::string> tied = tied_across_stages(*in.model, part);
+  std::vector<std::string> tied = tied_across_stages(plan.description, part);
   if (!stage->is_first())  // the first stage counts a tied weight in the norm
     for (const std::string& name : tied) w.roles.counted_elsewhere.insert(name);
   return tied;
@@ -139,7 +154,14 @@ int run_parallel_training(const TrainConfig& cfg) {
   comm::ProcessGrid grid(world, layout.dp, layout.tp, layout.pp);
   const Job job{cfg, world, grid, grid.coord()};
 
-  TrainInputs in = prepare_training(cfg, layout.dp, job.me.dp, grid.tp_group());
+  const ModelPlan plan = plan_model(cfg);
+  Partition part;
+  LayerRange stage_layers;
+  if (layout.pp > 1) {
+    part = plan_pipeline(job, plan);
+    stage_layers = {part.begin(job.me.pp), part.end(job.me.pp)};
+  }
+  TrainInputs in = prepare_training(cfg, plan, stage_layers, layout.dp, job.me.dp, grid.tp_group());
   const ShardRule rule = in.model->shard_rule();  // null unless tp > 1
   std::shared_ptr<LanguageModel> model = in.model;
   TrainerWiring w;
@@ -149,7 +171,7 @@ int run_parallel_training(const TrainConfig& cfg) {
   PipelineGradientSource* pipe = nullptr;
   std::vector<std::string> tied;
   if (layout.pp > 1)
-    tied = wire_pipeline(job, in, model, w, pipe);
+    tied = wire_pipeline(job, plan, part, in, model, w, pipe);
   else
     w.source = std::make_unique<LocalGradientSource>(in.model, in.data, in.layout, in.device);
   if (rule) wire_tensor_parallel(job, rule, *model, w);

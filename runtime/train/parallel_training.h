@@ -1,10 +1,12 @@
 // `shardtrain train` under mpirun / srun: the DP × TP × PP layout of docs/design.md's step.
 //
-// Every rank builds the same model from the same seed (or the same checkpoint), then keeps its
-// part, one axis at a time (each a function in parallel_training.cpp adding to the Trainer's
-// wiring before the Trainer is built):
+// Every rank plans the same model (the same config and description, from the options or the
+// checkpoint) and builds only its part: its stage's layers, its tp shards, each parameter drawn
+// from the stream keyed by its name (so the numbers are those of one process). Then one axis at
+// a time (each a function in parallel_training.cpp adding to the Trainer's wiring before the
+// Trainer is built):
 //   pipeline     pp > 1: the stage's slice of layers (runtime/pipeline/stage_model.h, split by
-//                --partition), driven by a schedule (runtime/train/pipeline_source.h)
+//                --partition from the description), driven by a schedule (runtime/train/pipeline_source.h)
 //   tensor par.  tp > 1: the family's tensor-parallel model; replicated tensors counted once
 //   ZeRO-1       --zero 1, dp > 1: each DP rank's optimizer owns a shard; reduce-scatter, all-gather
 //   data par.    dp > 1 otherwise: a GradReducer all-reduces bucketed gradients during the last

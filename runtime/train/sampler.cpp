@@ -63,7 +63,7 @@ std::shared_ptr<LanguageModel> load_model_for_sampling(const std::string& dir_in
   } else {
     std::string cfg = (fs::path(dir) / "config.json").string();
     ST_CHECK(fs::exists(cfg), IOError, "sample: " << dir << " has model.safetensors but neither state.json nor config.json");
-    model = model_factory("gpt").from_json(read_json_file(cfg));  // a Hugging Face GPT-2 directory
+    model = build_model_from_json({{"family", "gpt"}, {"config", read_json_file(cfg)}});  // a Hugging Face GPT-2 directory
   }
   std::string weights = (fs::path(dir) / "model.safetensors").string();
   model->load_state_dict(match_names(*model, load_safetensors(weights), weights), /*strict=*/true);

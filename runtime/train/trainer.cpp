@@ -45,39 +45,51 @@ void maybe_inject_overflow(std::vector<Tensor>& grads, int64_t step, int rank) {
 
 }  // namespace
 
-TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp, int64_t replica,
-                             std::shared_ptr<comm::Communicator> tp) {
-  ST_CHECK(!cfg.data.empty(), ValueError, "train: no token file (--data)");
-  TrainInputs in;
+ModelPlan plan_model(const TrainConfig& cfg) {
+  ModelPlan plan;
   if (cfg.resume) {
     ST_CHECK(!cfg.checkpoint_dir.empty(), ValueError, "--resume needs --checkpoint-dir");
-    in.resume_path = CheckpointDir(cfg.checkpoint_dir).latest();
+    plan.resume_path = CheckpointDir(cfg.checkpoint_dir).latest();
   }
-  Generator init_gen(cfg.seed);
-  if (!in.resume_path.empty()) {
-    TrainState st = TrainState::from_json(read_state(in.resume_path), in.resume_path + "/state.json");
-    in.model = build_model_from_json(st.model, tp);
-    ST_CHECK(in.model->family() == cfg.model, ValueError,
-             "--resume: the checkpoint " << in.resume_path << " holds a " << in.model->family()
+  if (!plan.resume_path.empty()) {
+    TrainState st = TrainState::from_json(read_state(plan.resume_path), plan.resume_path + "/state.json");
+    plan.entry = st.model;
+    ST_CHECK(plan.entry.value("family", "") == cfg.model, ValueError,
+             "--resume: the checkpoint " << plan.resume_path << " holds a " << plan.entry.value("family", "?")
                                          << " model, --model is " << cfg.model);
   } else {
-    in.model = build_model(cfg, init_gen, tp);
+    plan.entry = model_entry(cfg);
   }
+  const ModelDescription at_context = describe_model(plan.entry, 1);
+  plan.seq_len = cfg.seq_len > 0 ? cfg.seq_len : at_context.context_length;
+  ST_CHECK(plan.seq_len <= at_context.context_length, ValueError,
+           "--seq-len " << plan.seq_len << " exceeds the model's context length " << at_context.context_length);
+  plan.description = describe_model(plan.entry, plan.seq_len);
+  return plan;
+}
+
+TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, LayerRange layers, int64_t dp,
+                             int64_t replica, std::shared_ptr<comm::Communicator> tp) {
+  ST_CHECK(!cfg.data.empty(), ValueError, "train: no token file (--data)");
+  TrainInputs in;
+  in.resume_path = plan.resume_path;
   in.device = cfg.device;
   in.data = std::make_shared<TokenData>(cfg.data);
   const int64_t max_tok = in.data->max_token();
-  ST_CHECK(max_tok < in.model->vocab_size(), ValueError,
+  ST_CHECK(max_tok < plan.description.vocab_size, ValueError,
            cfg.data << " holds token id " << max_tok << ", outside the model's vocabulary of "
-                    << in.model->vocab_size());
+                    << plan.description.vocab_size);
+  if (!in.resume_path.empty()) {  // the Trainer fills it from the checkpoint
+    in.model = build_model_from_json(plan.entry, ModelBuild{layers, tp, dropout_seed(cfg.seed)});
+    in.model->move_parameters(in.device);
+  } else {
+    in.model = build_model(cfg, layers, tp, in.device);
+  }
   in.layout.micro_batch = cfg.micro_batch;
   in.layout.grad_accum = cfg.grad_accum;
   in.layout.dp = dp;
   in.layout.replica = replica;
-  in.layout.seq_len = cfg.seq_len > 0 ? cfg.seq_len : in.model->context_length();
-  ST_CHECK(in.layout.seq_len <= in.model->context_length(), ValueError,
-           "--seq-len " << in.layout.seq_len << " exceeds the model's context length "
-                        << in.model->context_length());
-  in.model->move_parameters(in.device);
+  in.layout.seq_len = plan.seq_len;
   return in;
 }
 
@@ -85,7 +97,7 @@ Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
   ST_CHECK(cfg.tp == 1 && cfg.pp == 1 && (cfg.dp == 0 || cfg.dp == 1), ValueError,
            "the single-process trainer runs dp = tp = pp = 1 (got dp " << cfg.dp << ", tp " << cfg.tp << ", pp "
                                                                        << cfg.pp << ")");
-  TrainInputs in = prepare_training(cfg);
+  TrainInputs in = prepare_training(cfg, plan_model(cfg));
   model_ = in.model;
   w_.source = std::make_unique<LocalGradientSource>(model_, in.data, in.layout, in.device);
   w_.layout = in.layout;

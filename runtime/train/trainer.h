@@ -36,19 +36,32 @@
 
 namespace st::runtime {
 
-// What prepare_training() sets up for one replica: the model in f32 on its device (fresh, from
-// --init-from, or shaped like the newest checkpoint when resuming), the token file (its ids
-// checked against the vocabulary) and the batch layout.
+// The model a run trains, decided before anything is built: the newest checkpoint's with
+// --resume, else the options'; its {"family", "config"} entry and its layers' description
+// (runtime/train/model_registry.h), from which a pipeline partition is cut.
+struct ModelPlan {
+  nlohmann::json entry;
+  std::string resume_path;  // newest complete checkpoint under cfg.checkpoint_dir with --resume, else ""
+  ModelDescription description;
+  int64_t seq_len = 0;  // the run's T: --seq-len, or the model's context length
+};
+ModelPlan plan_model(const TrainConfig& cfg);
+
+// What prepare_training() sets up for one replica: the model's layers this rank holds, in f32 on
+// its device (filled from the seed or --init-from; when resuming, shaped like the checkpoint and
+// filled by the Trainer), the token file (its ids checked against the vocabulary) and the batch
+// layout.
 struct TrainInputs {
   std::shared_ptr<LanguageModel> model;
   std::shared_ptr<TokenData> data;
   BatchLayout layout;
-  std::string resume_path;  // newest complete checkpoint under cfg.checkpoint_dir with --resume, else ""
+  std::string resume_path;  // = plan.resume_path
   Device device = Device::cpu;
 };
-// With a tp group of several ranks the model is the family's tensor-parallel variant.
-TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp = 1, int64_t replica = 0,
-                             std::shared_ptr<comm::Communicator> tp = nullptr);
+// With a tp group of several ranks the model is the family's tensor-parallel variant; `layers`
+// is the range a pipeline stage holds (default: all).
+TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, LayerRange layers = {}, int64_t dp = 1,
+                             int64_t replica = 0, std::shared_ptr<comm::Communicator> tp = nullptr);
 
 // What a layout plugs into the step, built before the Trainer (runtime/train/parallel_training.cpp
 // builds one per axis); every member has a one-process default.

@@ -61,11 +61,9 @@ int main(int argc, char** argv) {
   for (const std::string variant : {"gpipe", "1f1b", "1f1b+rc"}) {
     const bool recompute = variant == "1f1b+rc";
     const std::string sched = recompute ? "1f1b" : variant;
-    Generator gen(1);
-    auto full = build_model(cfg, gen);
-    full->set_recompute(recompute);
-    Partition part = partition_uniform(static_cast<int>(full->layers().size()), p);
-    auto stage = std::make_shared<StageModel>(full, part.begin(rank), part.end(rank));
+    const int layers = static_cast<int>(describe_model(model_entry(cfg), cfg.seq_len).layers.size());
+    Partition part = partition_uniform(layers, p);
+    auto stage = std::make_shared<StageModel>(build_model(cfg, {part.begin(rank), part.end(rank)}));
     stage->set_recompute(recompute);
     PipelineGradientSource src(stage, tokens, layout, Device::cpu, world, parse_enum<Schedule>(sched, "schedule"), true);
     ClearGrads no_sync(stage);

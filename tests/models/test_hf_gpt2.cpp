@@ -55,9 +55,8 @@ TEST_F(HfGpt2, ExportImportRoundTripIsBitExactWithTheFixtureLayout) {
   EXPECT_EQ(c.vocab_size, 256);
   EXPECT_EQ(c.n_positions, 32);
   // perturb so the round trip is not just the fixture
-  Generator g(5);
   models::Gpt fresh(c, std::make_shared<Generator>(0));
-  fresh.init_weights(g);
+  fresh.init_weights(1);
   models::save_hf_gpt2(fresh, dir_ + "/out");
   auto file = runtime::read_safetensors(dir_ + "/out/model.safetensors");
   auto ref = runtime::read_safetensors(fixture_dir() + "/model.safetensors");
@@ -146,13 +145,12 @@ TEST_F(HfGpt2, RejectsBadWeightsNamingTheKey) {
 
 TEST_F(HfGpt2, InitFromIsForTheGptOnly) {
   runtime::TrainConfig cfg = testing::reference_config();
-  Generator g(1);
-  auto m = runtime::build_model(cfg, g);  // --init-from: the fixture's sizes, whatever the flags say
+  auto m = runtime::build_model(cfg);  // --init-from: the fixture's sizes, whatever the flags say
   EXPECT_EQ(m->family(), "gpt");
   EXPECT_EQ(m->context_length(), 32);
   cfg.model = "mlp";
   try {
-    runtime::build_model(cfg, g);
+    runtime::build_model(cfg);
     FAIL() << "an MLP was initialised from a GPT-2 directory";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("--model mlp"), std::string::npos) << e.what();
@@ -160,7 +158,7 @@ TEST_F(HfGpt2, InitFromIsForTheGptOnly) {
   cfg.model = "transformer-xl";
   cfg.init_from.clear();
   try {
-    runtime::build_model(cfg, g);
+    runtime::build_model(cfg);
     FAIL();
   } catch (const ValueError& e) {
     std::string w = e.what();
