@@ -34,7 +34,12 @@ nlohmann::ordered_json StepMetrics::to_json() const {
                       {"tokens_per_s", tokens_per_s},
                       {"step_ms", step_ms},
                       {"mfu", mfu},
-                      {"mem_bytes", mem_bytes}};
+                      {"mem_bytes", mem_bytes},
+                      {"mem_params", mem_params},
+                      {"mem_grads", mem_grads},
+                      {"mem_optim", mem_optim},
+                      {"mem_act_peak", mem_act_peak},
+                      {"mem_peak", mem_peak}};
   if (val_loss) j["val_loss"] = finite_or_null(*val_loss);
   return j;
 }

@@ -4,6 +4,8 @@
 #include <map>
 #include <sstream>
 
+#include "tensor/memory_category.h"
+
 
 namespace st::runtime {
 namespace {
@@ -57,6 +59,7 @@ std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& entry
   const ModelFactory& f = model_factory(family);
   ST_CHECK(!build.tp || build.tp->size() == 1 || f.tensor_parallel, ValueError,
            "--tp > 1: the " << family << " model has no tensor-parallel variant (the gpt has)");
+  MemoryCategoryScope mem(MemoryCategory::params);
   return f.build(entry.at("config"), build);
 }
 
@@ -66,7 +69,10 @@ std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, LayerRange la
                                            std::shared_ptr<comm::Communicator> tp, Device device) {
   const nlohmann::json entry = model_entry(cfg);
   auto model = build_model_from_json(entry, ModelBuild{layers, tp, dropout_seed(cfg.seed)});
-  model->move_parameters(device);
+  {
+    MemoryCategoryScope mem(MemoryCategory::params);
+    model->move_parameters(device);
+  }
   if (cfg.init_from.empty()) {
     model->init_weights(cfg.seed);
   } else {

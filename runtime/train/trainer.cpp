@@ -12,6 +12,7 @@
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/optim/grad_clip.h"
 #include "runtime/common/timing.h"
+#include "runtime/observe/memory_report.h"
 #include "runtime/observe/progress.h"
 #include "runtime/observe/trace.h"
 #include "runtime/train/model_registry.h"
@@ -81,6 +82,7 @@ TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, Laye
                     << plan.description.vocab_size);
   if (!in.resume_path.empty()) {  // the Trainer fills it from the checkpoint
     in.model = build_model_from_json(plan.entry, ModelBuild{layers, tp, dropout_seed(cfg.seed)});
+    MemoryCategoryScope mem(MemoryCategory::params);
     in.model->move_parameters(in.device);
   } else {
     in.model = build_model(cfg, layers, tp, in.device);
@@ -133,9 +135,17 @@ void Trainer::init(const std::string& resume_path) {
   const DType compute = compute_dtype(cfg_.precision);
   NamedTensors opt_params = model_->named_parameters();
   std::erase_if(opt_params, [&](const auto& np) { return w_.roles.updated_elsewhere.count(np.first) > 0; });
-  opt_ = make_optimizer(cfg_, opt_params, compute);
-  // parameters outside the optimizer's shard take the compute dtype too (no master for them)
-  if (compute != DType::f32) model_->cast_parameters(compute);
+  {
+    MemoryCategoryScope mem(MemoryCategory::optim);
+    opt_ = make_optimizer(cfg_, opt_params, compute);
+  }
+  {
+    MemoryCategoryScope mem(MemoryCategory::params);
+    // parameters outside the optimizer's shard take the compute dtype too (no master for them)
+    if (compute != DType::f32) model_->cast_parameters(compute);
+    // the model's tensors count as parameters even when the optimizer made their low-precision copy
+    for (const Tensor& p : model_->parameters()) p.storage()->set_category(MemoryCategory::params);
+  }
   if (!resume_path.empty()) {
     const TrainState& st = ckpt.state;
     const std::string precision = to_string(cfg_.precision), optimizer = to_string(cfg_.optimizer);
@@ -188,9 +198,21 @@ StepMetrics Trainer::train_step() {
   m.step = step_ + 1;
   m.loss_scale = scaler_.scale();
   m.lr = schedule_.at(step_);
-  w_.sync->begin_step();
-  const double local_loss = w_.source->compute_gradients(step_, scaler_.scale(), *w_.sync);
-  w_.sync->finish();
+  const Device device = model_->parameters().front().device();
+  reset_memory_peaks(device);
+  double local_loss = 0;
+  {
+    MemoryCategoryScope mem(MemoryCategory::grads);
+    w_.sync->begin_step();
+  }
+  {
+    MemoryCategoryScope mem(MemoryCategory::activations);  // parameters' .grad() are counted as grads (autograd)
+    local_loss = w_.source->compute_gradients(step_, scaler_.scale(), *w_.sync);
+  }
+  {
+    MemoryCategoryScope mem(MemoryCategory::grads);
+    w_.sync->finish();
+  }
   std::vector<Tensor> grads = collect_grads();
   maybe_inject_overflow(grads, step_ + 1, rank());
   // One pass over every gradient in its own dtype and one host read: this rank's unscaled
@@ -208,6 +230,7 @@ StepMetrics Trainer::train_step() {
     const ops::GradScale gs{inv_scale, clip_coefficient(m.grad_norm, cfg_.clip)};
     {
       trace::Scope ts("optimizer step", "optimizer");
+      MemoryCategoryScope mem(MemoryCategory::optim);
       opt_->step(grads, m.lr, gs);
     }
     scaler_.update(false);
@@ -218,8 +241,13 @@ StepMetrics Trainer::train_step() {
   m.step_ms = ms_since(t0);
   const double tokens = static_cast<double>(w_.source->global_batch() * w_.source->seq_len());
   m.tokens_per_s = m.step_ms > 0 ? tokens / (m.step_ms / 1000.0) : 0.0;
-  const bool on_gpu = model_->parameters().front().is_cuda();
-  if (on_gpu) {
+  const MemoryUsage mem = memory_usage(device);
+  m.mem_params = static_cast<int64_t>(mem.peak_of(MemoryCategory::params));
+  m.mem_grads = static_cast<int64_t>(mem.peak_of(MemoryCategory::grads));
+  m.mem_optim = static_cast<int64_t>(mem.peak_of(MemoryCategory::optim));
+  m.mem_act_peak = static_cast<int64_t>(mem.peak_of(MemoryCategory::activations));
+  m.mem_peak = static_cast<int64_t>(mem.total_peak);
+  if (device == Device::cuda) {
     // this rank's model FLOPs (forward ×3 for forward + backward; its replica's share of the
     // tokens) over an H100/H200's dense peak: 989 TFLOP/s f16/bf16, 67 TFLOP/s plain f32
     const double peak = cfg_.precision == Precision::fp32 ? 67e12 : 989e12;
@@ -304,6 +332,11 @@ void Trainer::run() {
       trace::Scope ts("checkpoint", "optimizer");
       save_checkpoint();
     }
+    memory_.params = std::max(memory_.params, m.mem_params);
+    memory_.grads = std::max(memory_.grads, m.mem_grads);
+    memory_.optim = std::max(memory_.optim, m.mem_optim);
+    memory_.act_peak = std::max(memory_.act_peak, m.mem_act_peak);
+    memory_.peak = std::max(memory_.peak, m.mem_peak);
     if (lead) {
       metrics.write(m);
       if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || step_ == cfg_.steps)) bar.line(m.line(cfg_.steps));
@@ -311,6 +344,9 @@ void Trainer::run() {
     }
   }
   bar.finish();
+  memory_.rss_peak = process_peak_rss();
+  const std::vector<RankMemory> ranks = gather_rank_memory(memory_, w_.world.get());  // collective
+  if (lead) std::cout << memory_table(ranks) << std::flush;
   if (!cfg_.trace.empty()) {
     trace::stop();
     std::function<void()> barrier = [this] {

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "runtime/nn/language_model.h"
+#include "runtime/observe/memory_report.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/optim/mixed_precision.h"
@@ -98,7 +99,9 @@ class Trainer {
           const std::string& resume_from = "");
 
   StepMetrics train_step();           // runs step number step() (from 0) and returns its metrics
-  void run();                         // steps until cfg.steps, logging and checkpointing
+  // Steps until cfg.steps, logging and checkpointing; at the end rank 0 prints every rank's
+  // memory (runtime/observe/memory_report.h; one collective over the world).
+  void run();
   std::string save_checkpoint();      // under cfg.checkpoint_dir; returns the directory
   double evaluate(const TokenData& val, int64_t max_batches = 8);  // mean loss, no gradients
 
@@ -126,6 +129,7 @@ class Trainer {
   int64_t step_ = 0;
   std::string resumed_from_;
   std::shared_ptr<const TokenData> val_data_;
+  RankMemory memory_;  // this rank's bytes, for the table at the end of run()
 };
 
 // One process (cfg.dp = tp = pp = 1; cfg.data required): trains, returns 0. Errors throw. Under
