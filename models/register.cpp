@@ -8,7 +8,6 @@
 #include "models/mlp_lm.h"
 #include "models/simple_transformer.h"
 #include "runtime/common/json_io.h"
-#include "runtime/io/safetensors.h"
 #include "runtime/train/model_registry.h"
 
 namespace st::models {
@@ -46,17 +45,6 @@ std::shared_ptr<runtime::LanguageModel> gpt_build(const nlohmann::json& j, const
   return std::make_shared<Gpt>(c, dropout_generator(b), b.layers);
 }
 
-// The HF directory's tensors that this model holds (a stage's layers, a tp rank's shards).
-void gpt_load_pretrained(runtime::LanguageModel& model, const std::string& dir) {
-  const std::string path = dir + "/model.safetensors";
-  auto sd = hf_state_to_gpt(runtime::load_safetensors(path), path);
-  try {
-    model.load_full_state_dict(sd, /*strict=*/model.holds_first() && model.holds_last());
-  } catch (const ValueError& e) {
-    ST_THROW(ValueError, path << ": " << e.what());
-  }
-}
-
 // ---- simple-transformer, mlp ------------------------------------------------------------------
 
 nlohmann::json st_options(const runtime::TrainConfig& cfg) {
@@ -84,7 +72,7 @@ struct Registrar {
     runtime::register_model(
         "gpt", {gpt_options,
                 [](const nlohmann::json& j, int64_t T) { return describe_gpt(gpt_config_from_hf(j, "model config"), T); },
-                gpt_build, gpt_load_pretrained, /*tensor_parallel=*/true});
+                gpt_build, load_hf_gpt2_weights, /*tensor_parallel=*/true});
     runtime::register_model(
         "simple-transformer",
         {st_options,

@@ -2,11 +2,7 @@
 // holds full tensors by name (so a run resumes under any layout).
 //   gather(local, what)          collective: the full tensors ("model" weights or "optimizer"
 //                                state) on rank 0, nothing elsewhere
-//   load_model(model, full)      a checkpoint's full weights → this rank's model (its stage's
-//                                layers, its tp shards)
-//   optimizer_part(full, params) a checkpoint's full optimizer state → what this rank's
-//                                optimizer over `params` loads (its stage, its tp shards, its
-//                                ZeRO shard)
+// (Loading needs no layout: each rank reads its own part by name, runtime/parallel/state_io.h.)
 // ReplicatedState: every rank that saves holds everything (one process; plain data parallel,
 // where rank 0 writes alone). ShardedState: pipeline stages, tp shards and ZeRO shards,
 // assembled over the tp group and then gathered onto rank 0 (runtime/parallel/state_gather.h).
@@ -26,9 +22,6 @@ class StateSharding {
  public:
   virtual ~StateSharding() = default;
   virtual NamedTensors gather(const NamedTensors& local, const std::string& what) = 0;
-  virtual void load_model(LanguageModel& model, const std::map<std::string, Tensor>& full) = 0;
-  virtual std::map<std::string, Tensor> optimizer_part(const std::map<std::string, Tensor>& full,
-                                                       const NamedTensors& params) = 0;
 };
 
 class ReplicatedState : public StateSharding {
@@ -37,20 +30,12 @@ class ReplicatedState : public StateSharding {
   NamedTensors gather(const NamedTensors& local, const std::string&) override {
     return rank_ == 0 ? local : NamedTensors{};
   }
-  void load_model(LanguageModel& model, const std::map<std::string, Tensor>& full) override {
-    model.load_full_state_dict(full, /*strict=*/true);
-  }
-  std::map<std::string, Tensor> optimizer_part(const std::map<std::string, Tensor>& full,
-                                               const NamedTensors&) override {
-    return full;
-  }
 
  private:
   int rank_;
 };
 
 struct ShardedStateOptions {
-  bool partial = false;    // the model or the optimizer covers only some names (a stage, ZeRO)
   bool contribute = true;  // this rank's tensors are needed by rank 0 (not a duplicate)
   ShardRule tp_rule;       // null unless the model is split over a tp group of > 1 ranks
   std::string dir;         // the checkpoint directory, visible to every rank (the gather's files)
@@ -62,9 +47,6 @@ class ShardedState : public StateSharding {
                ShardedStateOptions options)
       : world_(std::move(world)), tp_(std::move(tp)), o_(std::move(options)) {}
   NamedTensors gather(const NamedTensors& local, const std::string& what) override;
-  void load_model(LanguageModel& model, const std::map<std::string, Tensor>& full) override;
-  std::map<std::string, Tensor> optimizer_part(const std::map<std::string, Tensor>& full,
-                                               const NamedTensors& params) override;
 
  private:
   std::shared_ptr<comm::Communicator> world_, tp_;

@@ -197,7 +197,6 @@ int run_parallel_training(const TrainConfig& cfg) {
 
   if (layout.pp > 1 || job.zero() || rule) {  // each rank holds a part of the checkpoint
     ShardedStateOptions so;
-    so.partial = layout.pp > 1 || job.zero();
     so.contribute = job.me.tp == 0 && (job.zero() || job.me.dp == 0);  // ZeRO: every DP rank has a shard
     so.tp_rule = rule;
     so.dir = cfg.checkpoint_dir;

@@ -57,12 +57,12 @@ std::string save_train_checkpoint(const std::string& root, const TrainState& sta
   return final_path;
 }
 
-LoadedCheckpoint load_train_checkpoint(const std::string& path) {
-  LoadedCheckpoint c;
+OpenedCheckpoint open_train_checkpoint(const std::string& path) {
+  OpenedCheckpoint c;
   c.path = path;
   c.state = TrainState::from_json(read_state(path), path + "/state.json");
-  c.model = load_safetensors(path + "/model.safetensors");
-  c.optimizer = load_safetensors(path + "/optimizer.safetensors");
+  c.model = std::make_shared<SafetensorsStore>(path, "model");
+  c.optimizer = std::make_shared<SafetensorsStore>(path, "optimizer");
   return c;
 }
 

@@ -9,9 +9,11 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "runtime/io/safetensors_index.h"
 #include "runtime/nn/language_model.h"
 #include "runtime/optim/optimizer.h"
 
@@ -40,13 +42,15 @@ std::string save_train_checkpoint(const std::string& root, const TrainState& sta
 std::string save_train_checkpoint(const std::string& root, const TrainState& state, const nlohmann::json& model_config,
                                   const NamedTensors& weights, const NamedTensors& optimizer_state, int64_t keep);
 
-struct LoadedCheckpoint {
+// A checkpoint opened for reading: its state, and its weights and optimizer state as stores
+// (headers read; tensors read on request, each rank its part: runtime/parallel/state_io.h).
+struct OpenedCheckpoint {
   std::string path;
   TrainState state;
-  std::map<std::string, Tensor> model;      // model.safetensors
-  std::map<std::string, Tensor> optimizer;  // optimizer.safetensors
+  std::shared_ptr<const SafetensorsStore> model;      // "model" (one file or HF's sharded index)
+  std::shared_ptr<const SafetensorsStore> optimizer;  // "optimizer", likewise
 };
-// Reads the checkpoint directory `path` (a step_* directory).
-LoadedCheckpoint load_train_checkpoint(const std::string& path);
+// Opens the checkpoint directory `path` (a step_* directory).
+OpenedCheckpoint open_train_checkpoint(const std::string& path);
 
 }  // namespace st::runtime

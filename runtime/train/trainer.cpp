@@ -11,6 +11,8 @@
 #include "ops/optim.h"
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/optim/grad_clip.h"
+#include "runtime/parallel/state_io.h"
+#include "runtime/parallel/tp_shard.h"
 #include "runtime/common/timing.h"
 #include "runtime/observe/memory_report.h"
 #include "runtime/observe/progress.h"
@@ -123,14 +125,11 @@ void Trainer::init(const std::string& resume_path) {
   scaler_ = LossScaler(cfg_.precision == Precision::fp16);
   schedule_ = LrSchedule{cfg_.lr_schedule, cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
   ST_CHECK(cfg_.steps >= 0 && cfg_.clip >= 0, ValueError, "--steps and --clip must be ≥ 0");
-  LoadedCheckpoint ckpt;
-  if (!resume_path.empty()) {
-    ckpt = load_train_checkpoint(resume_path);
-    try {
-      w_.state->load_model(*model_, ckpt.model);
-    } catch (const ValueError& e) {
-      ST_THROW(ValueError, resume_path << "/model.safetensors: " << e.what());
-    }
+  OpenedCheckpoint ckpt;
+  if (!resume_path.empty()) {  // this rank's part of each weight, read in place
+    ckpt = open_train_checkpoint(resume_path);
+    load_parts(model_part_source(*model_, *ckpt.model), model_->named_parameters(),
+               /*strict=*/model_->holds_first() && model_->holds_last());
   }
   const DType compute = compute_dtype(cfg_.precision);
   NamedTensors opt_params = model_->named_parameters();
@@ -156,11 +155,10 @@ void Trainer::init(const std::string& resume_path) {
              "--resume: " << resume_path << " has global batch " << st.global_batch << " × seq-len " << st.seq_len
                           << ", this run " << w_.source->global_batch() << " × " << w_.source->seq_len()
                           << " (the data order would change)");
-    try {
-      opt_->load_state_dict(w_.state->optimizer_part(ckpt.optimizer, opt_->params()));
-    } catch (const ValueError& e) {
-      ST_THROW(ValueError, resume_path << "/optimizer.safetensors: " << e.what());
-    }
+    PartSource state = model_part_source(*model_, *ckpt.optimizer);
+    if (state.rule) state.rule = optimizer_state_shard_rule(state.rule);
+    check_parts(state, opt_->state_dict(), /*strict=*/false);  // this rank's keys (its stage, shards, ZeRO run)
+    opt_->load_state([&](const std::string& key, const Tensor& dst) { Tensor(dst).copy_(read_part(state, key, dst.shape())); });
     step_ = st.step;
     if (model_->generator()) model_->generator()->set_state(st.rng_seed, st.rng_offset);
     scaler_.set_state(st.loss_scale, st.loss_scale_good_steps);

@@ -12,6 +12,7 @@
 #include "runtime/common/json_io.h"
 #include "runtime/train/model_registry.h"
 #include "runtime/io/safetensors.h"
+#include "tests/support/sharded_fixture.h"
 #include "train_helpers.h"
 
 namespace st {
@@ -141,6 +142,19 @@ TEST_F(HfGpt2, RejectsBadWeightsNamingTheKey) {
   EXPECT_NE(e.find("missing key 'transformer.ln_f.bias'"), std::string::npos) << e;
   // a directory that is not there
   EXPECT_NE(load_error(dir_ + "/nowhere").find("not a directory"), std::string::npos);
+}
+
+// Hugging Face's sharded layout (model.safetensors.index.json + 3 files) loads the same model.
+TEST_F(HfGpt2, ShardedCopyLoadsTheSame) {
+  testing::write_sharded_fixture(fixture_dir(), dir_ + "/sharded", 3);
+  ASSERT_FALSE(std::filesystem::exists(dir_ + "/sharded/model.safetensors"));
+  auto ref = models::load_hf_gpt2(fixture_dir(), std::make_shared<Generator>(0))->state_dict();
+  auto got = models::load_hf_gpt2(dir_ + "/sharded", std::make_shared<Generator>(0))->state_dict();
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_EQ(got[i].first, ref[i].first);
+    EXPECT_EQ(got[i].second.to_double(), ref[i].second.to_double()) << ref[i].first;
+  }
 }
 
 TEST_F(HfGpt2, InitFromIsForTheGptOnly) {
