@@ -195,15 +195,9 @@ int run_parallel_training(const TrainConfig& cfg) {
   }
   w.sync = syncs.size() == 1 ? syncs.front() : std::make_shared<SyncChain>(syncs);
 
-  if (layout.pp > 1 || job.zero() || rule) {  // each rank holds a part of the checkpoint
-    ShardedStateOptions so;
-    so.contribute = job.me.tp == 0 && (job.zero() || job.me.dp == 0);  // ZeRO: every DP rank has a shard
-    so.tp_rule = rule;
-    so.dir = cfg.checkpoint_dir;
-    w.state = std::make_shared<ShardedState>(world, grid.tp_group(), so);
-  } else {
-    w.state = std::make_shared<ReplicatedState>(world->rank());
-  }
+  // checkpoints: every rank writes its share; a DP replica's copy only DP rank 0 (ZeRO: every
+  // DP rank its shard), tp-split tensors assembled in the tp group
+  w.state = std::make_shared<StateSharding>(StateSharding{world, grid.tp_group(), job.zero() || job.me.dp == 0});
 
   Trainer trainer(cfg, model, std::move(w), in.resume_path);
   trainer.run();

@@ -15,8 +15,8 @@
 //                two-rank group after the reducer (before ZeRO's reduce-scatter)
 // The trainer's scalar reductions run over the world (losses: only the ranks that own a share
 // add one) and over the ranks of one DP replica (the squared gradient norm, each parameter
-// counted once). Checkpoints hold full tensors by name, gathered onto rank 0, so a run resumes
-// under any layout.
+// counted once). Checkpoints hold full tensors by name, each written once by a rank that holds
+// it (runtime/parallel/state_sharding.h), so a run resumes under any layout.
 #pragma once
 #include "runtime/train/train_config.h"
 

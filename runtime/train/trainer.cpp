@@ -121,7 +121,7 @@ void Trainer::init(const std::string& resume_path) {
   if (!r.grad) r.grad = std::make_shared<LocalReductions>();
   if (!r.flag) r.flag = r.grad;
   if (!w_.sync) w_.sync = std::make_shared<ClearGrads>(model_);
-  if (!w_.state) w_.state = std::make_shared<ReplicatedState>(rank());
+  if (!w_.state) w_.state = std::make_shared<StateSharding>();
   scaler_ = LossScaler(cfg_.precision == Precision::fp16);
   schedule_ = LrSchedule{cfg_.lr_schedule, cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
   ST_CHECK(cfg_.steps >= 0 && cfg_.clip >= 0, ValueError, "--steps and --clip must be ≥ 0");
@@ -296,11 +296,12 @@ TrainState Trainer::state() const {
 
 std::string Trainer::save_checkpoint() {
   ST_CHECK(!cfg_.checkpoint_dir.empty(), ValueError, "save_checkpoint: no --checkpoint-dir");
-  // every rank takes part (a collective for sharded layouts); rank 0 writes the union
-  NamedTensors weights = w_.state->gather(opt_->master_weights(), "model");
-  NamedTensors opt_state = w_.state->gather(opt_->state_dict(), "optimizer");
-  if (rank() != 0) return "";
-  return save_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), weights, opt_state,
+  // every rank writes its share (a collective for sharded layouts); a copy another rank also
+  // holds (a tied weight's later stage, a tp-replicated tensor on tp rank > 0) is written there
+  const std::set<std::string>& elsewhere = w_.roles.counted_elsewhere;
+  return save_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), opt_->master_weights(),
+                               opt_->state_dict(), model_->shard_rule(),
+                               [&](const std::string& name) { return elsewhere.count(name) > 0; }, *w_.state,
                                cfg_.keep_checkpoints);
 }
 

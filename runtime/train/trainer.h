@@ -81,7 +81,7 @@ struct ParameterRoles {
 struct TrainerWiring {
   std::unique_ptr<GradientSource> source;       // required
   std::shared_ptr<GradientSync> sync;           // null: ClearGrads over the model
-  std::shared_ptr<StateSharding> state;         // null: ReplicatedState (this rank holds it all)
+  std::shared_ptr<StateSharding> state;         // who writes which checkpoint part; null: this rank, all of it
   StepReductions reductions;
   ParameterRoles roles;
   std::shared_ptr<comm::Communicator> world;    // every rank of the job; null: one process
@@ -102,7 +102,7 @@ class Trainer {
   // Steps until cfg.steps, logging and checkpointing; at the end rank 0 prints every rank's
   // memory (runtime/observe/memory_report.h; one collective over the world).
   void run();
-  std::string save_checkpoint();      // under cfg.checkpoint_dir; returns the directory
+  std::string save_checkpoint();      // under cfg.checkpoint_dir (collective); the directory on rank 0
   double evaluate(const TokenData& val, int64_t max_batches = 8);  // mean loss, no gradients
 
   int64_t step() const { return step_; }

@@ -1,8 +1,14 @@
-// Sharded loading under mpirun -np 4: a rank reads only the tensors it holds, and of a
-// tensor-parallel shard only its slices (positioned reads), whether from one model.safetensors
-// or from Hugging Face's sharded layout — the bytes each rank reads equal the closed form of its
-// share of the HF fixture (2 layers, C 64, V 256, 32 positions), and the curves still equal the
-// fixture's transformers run (reference.json) to the 1e-5 of test_layouts.
+// Checkpoints and initial weights in parts, under mpirun -np 4.
+// Loading: a rank reads only the tensors it holds, and of a tensor-parallel shard only its
+// slices (positioned reads), whether from one model.safetensors or from Hugging Face's sharded
+// layout — the bytes each rank reads equal the closed form of its share of the HF fixture
+// (2 layers, C 64, V 256, 32 positions), and the curves still equal the fixture's transformers
+// run (reference.json) to the 1e-5 of test_layouts.
+// Saving: every rank writes its share into HF's sharded layout (each tensor once, the index's
+// total the model's bytes); a checkpoint written under pp 2 × tp 2 resumes under dp 4 and in
+// one process on the uninterrupted one-process curve (1e-5, test_layouts' tolerance); a crash
+// right before the rename leaves the previous checkpoint the newest, and the next run (another
+// layout) ignores the crash's leftovers and those of the old file gather.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -10,10 +16,16 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "comm/mpi_env.h"
+#include "models/hf_gpt2.h"
+#include "runtime/data/token_data.h"
+#include "runtime/io/checkpoint_dir.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/train/parallel_training.h"
+#include "runtime/train/trainer.h"
+#include "tensor/philox.h"
 #include "tests/support/sharded_fixture.h"
 
 using namespace st;
@@ -43,6 +55,10 @@ std::string work_dir() {
       fs::remove_all(d);
       fs::create_directories(d);
       st::testing::write_sharded_fixture(kFixture, d + "/hf_sharded", 3);
+      std::vector<uint16_t> tokens(20000);  // test_layouts' learnable stream
+      for (size_t i = 0; i < tokens.size(); ++i)
+        tokens[i] = static_cast<uint16_t>(philox_uniform(3, i) < 0.8f ? i % 37 : (philox4x32_10(4, i).x[0] % 62));
+      write_token_file(d + "/tokens.bin", tokens);
     }
     barrier();
     return d;
@@ -108,6 +124,62 @@ void expect_reference_curve(const Outcome& got, const std::string& what) {
   }
 }
 
+// test_layouts' base config: a 4-layer GPT (d 48, 12 heads, V 62, T 16), global batch B 2 × K 2.
+TrainConfig grid_config() {
+  TrainConfig c;
+  c.model = "gpt";
+  c.layers = 4;
+  c.d_model = 48;
+  c.heads = 12;
+  c.vocab = 62;
+  c.seq_len = 16;
+  c.micro_batch = 2;
+  c.grad_accum = 2;
+  c.steps = 5;
+  c.lr = 3e-3;
+  c.weight_decay = 0.1;
+  c.clip = 1.0;
+  c.eps = 1e-4;  // test_layouts says why
+  c.data = work_dir() + "/tokens.bin";
+  c.progress = false;
+  c.log_every = 1000;
+  c.timeout_s = 120;
+  return c;
+}
+
+// One process, steps 1 … cfg.steps (resuming when cfg.resume), nothing written.
+Outcome one_process(TrainConfig c) {
+  c.dp = c.tp = c.pp = 1;
+  c.metrics.clear();
+  Trainer t(c);
+  Outcome r;
+  while (t.step() < c.steps) {
+    StepMetrics m = t.train_step();
+    r.loss.push_back(m.loss);
+    r.grad_norm.push_back(m.grad_norm);
+  }
+  return r;
+}
+
+// got (steps from + 1 …) against want (steps 1 …), to test_layouts' 1e-5 relative.
+void expect_same(const Outcome& got, const Outcome& want, size_t from, const std::string& what) {
+  ASSERT_EQ(got.loss.size(), want.loss.size() - from) << what;
+  for (size_t i = 0; i < got.loss.size(); ++i) {
+    EXPECT_NEAR(got.loss[i], want.loss[i + from], 1e-5 * want.loss[i + from]) << what << " loss, step " << i + from + 1;
+    EXPECT_NEAR(got.grad_norm[i], want.grad_norm[i + from], 1e-5 * want.grad_norm[i + from])
+        << what << " grad norm, step " << i + from + 1;
+  }
+}
+
+std::set<std::string> files_in(const std::string& dir) {
+  std::set<std::string> out;
+  for (auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
+  return out;
+}
+
+// grid_config's model: V 62, C 48, 16 positions, 4 blocks, in f32 elements.
+constexpr int64_t kGridParams = 62 * 48 + 16 * 48 + 4 * (12 * 48 * 48 + 13 * 48) + 2 * 48;
+
 // Every rank's bytes read, on rank 0 (index = world rank).
 std::vector<uint64_t> all_bytes(uint64_t mine) {
   std::vector<uint64_t> all(static_cast<size_t>(world_size()));
@@ -154,6 +226,118 @@ TEST(ShardedLoad, TensorParallelRanksReadOnlyTheirSlices) {
     const int64_t want = rank < 2 ? V / 2 * C + P * C + block : block + 2 * C + V / 2 * C;
     EXPECT_EQ(got[static_cast<size_t>(rank)], 4u * static_cast<uint64_t>(want)) << "rank " << rank;
   }
+}
+
+TEST(ShardedSave, PipelineTimesTensorParallelCheckpointResumesAsDataParallelAndOneProcess) {
+  if (world_size() != 4) GTEST_SKIP() << "pp 2 × tp 2 needs 4 ranks";
+  const TrainConfig c = grid_config();
+  const Outcome want = one_process(c);
+  TrainConfig a = c;
+  a.pp = 2;
+  a.tp = 2;
+  a.steps = 3;
+  a.checkpoint_dir = work_dir() + "/ckpt_grid";
+  if (world_rank() == 0) fs::remove_all(a.checkpoint_dir);
+  barrier();
+  expect_same(run_layout(a, "grid_a"), Outcome{{want.loss.begin(), want.loss.begin() + 3},
+                                               {want.grad_norm.begin(), want.grad_norm.begin() + 3}, 0},
+              0, "pp 2 × tp 2 before the checkpoint");
+  const std::string step3 = a.checkpoint_dir + "/step_00000003";
+  if (world_rank() == 0) {
+    // every rank wrote a file (tp rank 0: its stage's replicated tensors and half the split
+    // ones, tp rank 1 the other half); the index names each parameter once, in bytes the model's
+    std::set<std::string> want_files{"config.json", "state.json", "model.safetensors.index.json",
+                                     "optimizer.safetensors.index.json"};
+    for (int k = 1; k <= 4; ++k)
+      for (const char* base : {"model", "optimizer"}) want_files.insert(shard_file_name(base, k, 4));
+    EXPECT_EQ(files_in(step3), want_files);
+    auto index = nlohmann::json::parse(std::ifstream(step3 + "/model.safetensors.index.json"));
+    EXPECT_EQ(index["metadata"]["total_size"].get<int64_t>(), 4 * kGridParams);
+    EXPECT_EQ(index["weight_map"].size(), 4u + 12u * 4u);  // wte, wpe, ln_f.{w,b} + 12 per block
+    for (int k = 1; k <= 4; ++k)  // transformers reads only "pt"-tagged safetensors
+      EXPECT_EQ(SafetensorsReader(step3 + "/" + shard_file_name("model", k, 4)).metadata().at("format"), "pt");
+    auto opt = nlohmann::json::parse(std::ifstream(step3 + "/optimizer.safetensors.index.json"));
+    EXPECT_EQ(opt["metadata"]["total_size"].get<int64_t>(), 8 * kGridParams + 8);  // exp_avg, exp_avg_sq; step
+    // the directory as a Hugging Face GPT-2 (config.json + the sharded weights), as from_pretrained reads it
+    auto hf = models::load_hf_gpt2(step3, std::make_shared<Generator>(0));
+    EXPECT_EQ(hf->num_parameters(), kGridParams);
+  }
+  TrainConfig b = c;  // dp 4: B 1 × K 1 × 4 = the same global batch
+  b.dp = 4;
+  b.micro_batch = 1;
+  b.grad_accum = 1;
+  b.resume = true;
+  b.checkpoint_dir = work_dir() + "/ckpt_grid_b";
+  if (world_rank() == 0) {
+    fs::remove_all(b.checkpoint_dir);
+    fs::create_directories(b.checkpoint_dir);
+    fs::copy(step3, b.checkpoint_dir + "/step_00000003");
+  }
+  barrier();
+  expect_same(run_layout(b, "grid_b"), want, 3, "pp 2 × tp 2 checkpoint resumed as dp 4");
+  if (world_rank() == 0) {  // and by one process
+    TrainConfig one = c;
+    one.resume = true;
+    one.checkpoint_dir = a.checkpoint_dir;
+    expect_same(one_process(one), want, 3, "pp 2 × tp 2 checkpoint resumed by one process");
+  }
+  barrier();
+}
+
+TEST(ShardedSave, ACrashBeforeTheRenameLeavesThePreviousCheckpointAndItsLeftoversAreIgnored) {
+  if (world_size() != 4) GTEST_SKIP() << "pp 2 × tp 2 needs 4 ranks";
+  const TrainConfig c = grid_config();
+  const Outcome want = one_process(c);
+  const std::string root = work_dir() + "/ckpt_crash";
+  if (world_rank() == 0) fs::remove_all(root);
+  barrier();
+  TrainConfig a = c;
+  a.pp = 2;
+  a.tp = 2;
+  a.steps = 2;
+  a.checkpoint_dir = root;
+  run_layout(a, "crash_a");
+  // the same layout goes on, checkpointing every step, and every rank stops right before the
+  // rename of step 3
+  TrainConfig b = a;
+  b.steps = 4;
+  b.resume = true;
+  b.checkpoint_every = 1;
+  setenv("SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT", "1", 1);
+  EXPECT_THROW(run_parallel_training(b), Error);
+  unsetenv("SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT");
+  barrier();
+  if (world_rank() == 0) {
+    EXPECT_EQ(CheckpointDir(root).latest(), root + "/step_00000002");
+    ASSERT_TRUE(fs::exists(root + "/.tmp-step_00000003/model-00004-of-00004.safetensors"));  // the crash's leftovers
+    // and what the old per-rank file gather left after a crash: a stale optimizer part
+    fs::create_directories(root + "/.gather-optimizer");
+    save_safetensors(root + "/.gather-optimizer/rank1.safetensors",
+                     {{"exp_avg.transformer.wte.weight", Tensor::zeros({62, 48})}});
+  }
+  barrier();
+  // another layout resumes from step 2, checkpointing step 3 again: one file per part now
+  TrainConfig d = c;
+  d.dp = 4;
+  d.micro_batch = 1;
+  d.grad_accum = 1;
+  d.resume = true;
+  d.checkpoint_dir = root;
+  d.checkpoint_every = 1;
+  expect_same(run_layout(d, "crash_d"), want, 2, "dp 4 resumed after the crash");
+  if (world_rank() == 0) {
+    EXPECT_EQ(files_in(root + "/step_00000003"), (std::set<std::string>{"config.json", "state.json", "model.safetensors",
+                                                                        "optimizer.safetensors"}));
+    EXPECT_TRUE(CheckpointDir(root).stale().empty());  // the .tmp-* and .gather-* are gone
+    TrainConfig one = c;  // step 3 as dp 4 wrote it continues the one-process curve
+    one.resume = true;
+    one.checkpoint_dir = root + "_copy";
+    fs::remove_all(one.checkpoint_dir);
+    fs::create_directories(one.checkpoint_dir);
+    fs::copy(root + "/step_00000003", one.checkpoint_dir + "/step_00000003");
+    expect_same(one_process(one), want, 3, "dp 4's step-3 checkpoint resumed by one process");
+  }
+  barrier();
 }
 
 int main(int argc, char** argv) {
