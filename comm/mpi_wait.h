@@ -22,7 +22,8 @@ std::string mpi_describe(int rc);  // MPI_Error_string, e.g. "MPI_ERR_TRUNCATE: 
 //   "comm error: <where>: MPI_Irecv failed: MPI_ERR_TRUNCATE: message truncated (file:line)".
 // The calls only return an error code when the communicator's error handler is
 // MPI_ERRORS_RETURN: every MPI_Comm comm/ creates gets it (mpi_errors_return), and calls on a
-// caller's communicator (MPI_COMM_WORLD) run inside an ErrorsReturnScope.
+// caller's communicator (MPI_COMM_WORLD) run inside an ErrorsReturnScope. (Destructors, which
+// cannot throw, ignore the codes of MPI_Comm_free / MPI_Request_free / MPI_Finalized.)
 [[noreturn]] void throw_mpi_error(int rc, const char* call, const std::string& where, const char* file, int line);
 // `call` is the MPI call's text; the message names the function (up to its '(').
 #define CHECK_MPI_RC(rc, call, where)                                                              \

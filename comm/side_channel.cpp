@@ -104,7 +104,9 @@ SideChannel::~SideChannel() {
   for (InFlight& f : in_flight_) {
     // A request still pending (an answer nobody receives, a question to a stopped rank): MPI
     // completes or drops it on its own; its buffer must outlive it.
-    if (f.req != MPI_REQUEST_NULL && MPI_Request_free(&f.req) == MPI_SUCCESS) keep_alive_forever(f.buffer);
+    if (f.req == MPI_REQUEST_NULL) continue;
+    MPI_Request_free(&f.req);  // a destructor cannot throw; the buffer is kept either way
+    keep_alive_forever(f.buffer);
   }
   // After a timeout the peers may still send here; a freed context id could be reused by a later
   // communicator and receive those messages, so this one is kept (as a broken communicator's is).
