@@ -1,11 +1,16 @@
-# Tests of the launch tooling that lives in runtime/ (trace, progress bar, sampler), the plot
-# script and the installed package. Included from tests/launch/CMakeLists.txt.
+# Tests of the launch tooling that lives in runtime/ (trace, progress bar, sampler), the set-up,
+# demo, plot scripts and the installed package. Included from tests/launch/CMakeLists.txt.
 st_add_test(test_launch_trace LABEL cpu SOURCES test_trace.cpp LIBS st_runtime)
 st_add_test(test_launch_progress LABEL cpu SOURCES test_progress.cpp LIBS st_runtime)
 if(TARGET st_models AND EXISTS ${PROJECT_SOURCE_DIR}/runtime/sampler.cpp)
   st_add_test(test_launch_sampler LABEL cpu SOURCES test_sampler.cpp LIBS st_runtime st_models)
   target_compile_definitions(test_launch_sampler PRIVATE ST_FIXTURE_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures/hf_gpt2_tiny")
 endif()
+# launch/setup.sh without package network (apt-get and dpkg stubbed), and demo.sh --help.
+add_test(NAME test_launch_setup COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/setup_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_launch_setup PROPERTIES LABELS cpu TIMEOUT 180)
+add_test(NAME test_launch_demo_help COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/demo_help_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_launch_demo_help PROPERTIES LABELS cpu TIMEOUT 60)
 add_test(NAME test_launch_plot COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/plot_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_launch_plot PROPERTIES LABELS cpu TIMEOUT 120)
 # The installed package: needs the whole build (cmake --install), as test.sh does before ctest.
