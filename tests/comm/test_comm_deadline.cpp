@@ -12,7 +12,7 @@
 //    a barrier elsewhere, has not issued the send: the line says so.
 // How the runs end cleanly: the late rank does join (with a longer deadline), and the others'
 // abandoned requests stay posted with their buffers kept alive, so MPI completes the collective
-// while every rank polls the final barrier in mpi_test_main.cpp; then MPI_Finalize has nothing
+// while every rank polls the final barrier in mpi_test_runner.cpp; then MPI_Finalize has nothing
 // pending. (A rank that never joins cannot end cleanly under MPI: there launch/ calls MPI_Abort
 // with the TimeoutError's message.)
 #include <gtest/gtest.h>
