@@ -6,6 +6,7 @@
 
 #include "ops/attention.h"
 #include "ops/cpu/common.h"
+#include "ops/cpu/elementary.h"
 #include "ops/cpu/f32_out.h"
 #include "ops/cpu/sgemm.h"
 
@@ -36,13 +37,13 @@ void attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& ou
       for (int64_t s = 0; s <= t; ++s) mx = std::max(mx, St[s]);
       double sum = 0;
       for (int64_t s = 0; s <= t; ++s) {
-        St[s] = std::exp(St[s] - mx);
+        St[s] = exp_f32(St[s] - mx);
         sum += St[s];
       }
       const float inv = static_cast<float>(1.0 / sum);
       for (int64_t s = 0; s <= t; ++s) St[s] *= inv;
       for (int64_t s = t + 1; s < T; ++s) St[s] = 0.f;
-      pl[i * T + t] = mx + static_cast<float>(std::log(sum));
+      pl[i * T + t] = mx + static_cast<float>(log_f64(sum));
     }
     sgemm(S, false, V, false, o.data() + off, T, D, T);  // O (T, D) = P·V
   }
@@ -66,7 +67,7 @@ void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
     for (int64_t t = 0; t < T; ++t) {
       float* Pt = P + t * T;
       const float l = pl[i * T + t];
-      for (int64_t s = 0; s <= t; ++s) Pt[s] = std::exp(Pt[s] - l);
+      for (int64_t s = 0; s <= t; ++s) Pt[s] = exp_f32(Pt[s] - l);
       for (int64_t s = t + 1; s < T; ++s) Pt[s] = 0.f;
     }
     sgemm(P, true, dO, false, odv.data() + off, T, D, T);  // dV (T, D) = Pᵀ·dO
