@@ -26,8 +26,9 @@ const char* pipe_op_name(PipeOp op) {
 }
 
 std::string to_string(const PipeAction& a) {
-  std::string s = pipe_op_name(a.op) + std::to_string(a.micro);
-  if (a.chunk > 0) s += "." + std::to_string(a.chunk);
+  std::string s = pipe_op_name(a.op);
+  s += std::to_string(a.micro);
+  if (a.chunk > 0) s.append(".").append(std::to_string(a.chunk));
   return s;
 }
 

@@ -54,7 +54,7 @@ void PipelineGradientSource::check_bound(StepState& st, const std::vector<PipeAc
                                                                             static_cast<int64_t>(st.mem0));
   if (st.held <= plan_.in_flight_bound) return;
   std::string what;
-  for (const PipeAction& a : after) what += (what.empty() ? "" : " ") + to_string(a);
+  for (const PipeAction& a : after) what.append(what.empty() ? "" : " ").append(to_string(a));
   ST_THROW(ValueError, "pipeline stage " << pp_->rank() << " of " << pp_->size() << ": " << st.held
                                            << " (micro-batch, chunk) pairs hold activations after " << what
                                            << ", above the schedule's in-flight bound " << plan_.in_flight_bound);
