@@ -27,31 +27,42 @@ struct Job {
   bool zero() const { return cfg.zero && grid.layout().dp > 1; }
 };
 
-// Pipeline (pp > 1): this rank's stage of layers (cut by --partition), driven by the schedule.
-// Returns the names of the weights this stage shares with another (tied across stages).
-std::vector<std::string> wire_pipeline(const Job& job, const TrainInputs& in, std::shared_ptr<LanguageModel>& model,
-                                       TrainerWiring& w, PipelineGradientSource*& source) {
-  const int pp = job.grid.layout().pp;
+// Pipeline (pp > 1): this rank's stage of layers (cut by --partition into pp · v pieces, v the
+// virtual stages of the interleaved schedule, 1 otherwise), driven by the schedule. Returns the
+// weights this stage shares with another (tied across stages).
+std::vector<TiedWeight> wire_pipeline(const Job& job, const TrainInputs& in, std::shared_ptr<LanguageModel>& model,
+                                      TrainerWiring& w, PipelineGradientSource*& source) {
+  const int pp = job.grid.layout().pp, v = static_cast<int>(job.cfg.virtual_stages);
   std::vector<double> costs;
   if (job.cfg.partition == PartitionKind::profile)
     costs = profile_layers(*in.model, in.layout.micro_batch, in.layout.seq_len, in.device, job.world.get());
-  const Partition part = choose_partition(job.cfg.partition, *in.model, pp, in.layout.seq_len, costs);
+  const Partition part = choose_partition(job.cfg.partition, *in.model, pp * v, in.layout.seq_len, costs);
   if (job.lead()) {
     std::vector<double> shown = costs;
     if (shown.empty())
       for (auto& l : in.model->layers()) shown.push_back(l->cost(in.layout.seq_len).param_bytes);
-    std::cout << "partition (" << to_string(job.cfg.partition) << "): " << part.describe(shown) << std::endl;
+    std::cout << "partition (" << to_string(job.cfg.partition) << (v > 1 ? ", piece q on stage q mod pp" : "")
+              << "): " << part.describe(shown) << std::endl;
   }
-  auto stage = std::make_shared<StageModel>(in.model, part.begin(job.me.pp), part.end(job.me.pp));
+  auto stage = std::make_shared<StageModel>(in.model, stage_chunks(part, job.me.pp, pp));
   model = stage;
-  auto src = std::make_unique<PipelineGradientSource>(stage, in.data, in.layout, in.device, job.grid.pp_group(),
-                                                      job.cfg.schedule, /*count_loss=*/job.me.tp == 0);
+  auto src = std::make_unique<PipelineGradientSource>(
+      stage, in.data, in.layout, in.device, job.grid.pp_group(),
+      make_plan(job.cfg.schedule, job.me.pp, pp, static_cast<int>(in.layout.grad_accum), v),
+      /*count_loss=*/job.me.tp == 0);
   source = src.get();
   w.source = std::move(src);
-  std::vector<std::string> tied = tied_across_stages(*in.model, part);
-  if (!stage->is_first())  // the first stage counts a tied weight in the norm
-    for (const std::string& name : tied) w.roles.counted_elsewhere.insert(name);
-  return tied;
+  std::vector<TiedWeight> all = tied_across_stages(*in.model, part, pp), mine;
+  for (const TiedWeight& t : all)  // one group sums them all (wire_tied_weights); every rank checks alike
+    ST_CHECK(t.stages == all.front().stages, ValueError,
+             "pipeline: weights tied across different stages (" << all.front().name << " and " << t.name
+                                                                << ") are not supported");
+  for (TiedWeight& t : all) {
+    if (std::find(t.stages.begin(), t.stages.end(), job.me.pp) == t.stages.end()) continue;
+    if (t.stages.front() != job.me.pp) w.roles.counted_elsewhere.insert(t.name);  // the lowest stage counts it
+    mine.push_back(std::move(t));
+  }
+  return mine;
 }
 
 // Tensor parallel (tp > 1): each tp rank holds a shard of the split tensors and a copy of the
@@ -84,18 +95,19 @@ std::shared_ptr<DataParallelSync> wire_data_parallel(const Job& job, const Langu
   return std::make_shared<DataParallelSync>(reducer);
 }
 
-// Weights tied across stages (the GPT's wte in the first and the last stage): the two stages of
-// one (dp, tp) position sum their gradients over a two-rank group. Collective over the world
-// (the split) even for ranks that hold no tied weight.
+// Weights tied across stages (the GPT's wte on the first and the last stage): the stages holding
+// them, of one (dp, tp) position, sum their gradients over a group of their own (every tied
+// weight is held by the same stages: wire_pipeline checks). Collective over the world (the split)
+// even for ranks that hold no tied weight.
 std::shared_ptr<GradientSync> wire_tied_weights(const Job& job, const StageModel& stage,
-                                                const std::vector<std::string>& tied) {
-  const bool ends = stage.is_first() || stage.is_last();
-  const int color = ends && !tied.empty() ? job.me.dp * job.grid.layout().tp + job.me.tp : -1;
+                                                const std::vector<TiedWeight>& tied) {
+  const int color = tied.empty() ? -1 : job.me.dp * job.grid.layout().tp + job.me.tp;
   std::shared_ptr<comm::Communicator> group = job.world->split(color, job.me.pp, "tied");
   if (!group) return nullptr;
   std::vector<Tensor> params;
   for (auto& [name, p] : stage.named_parameters())
-    if (std::find(tied.begin(), tied.end(), name) != tied.end()) params.push_back(p);
+    if (std::any_of(tied.begin(), tied.end(), [&](const TiedWeight& t) { return t.name == name; }))
+      params.push_back(p);
   return std::make_shared<TiedGradSync>(params, group);
 }
 
@@ -147,7 +159,7 @@ int run_parallel_training(const TrainConfig& cfg) {
   w.layout = in.layout;
 
   PipelineGradientSource* pipe = nullptr;
-  std::vector<std::string> tied;
+  std::vector<TiedWeight> tied;
   if (layout.pp > 1)
     tied = wire_pipeline(job, in, model, w, pipe);
   else

@@ -29,6 +29,7 @@ struct TrainConfig {
   int64_t tp = 1;
   int64_t pp = 1;
   Schedule schedule = Schedule::one_f_one_b;
+  int64_t virtual_stages = 1;  // model chunks per pipeline stage (interleaved schedule: ≥ 2)
   PartitionKind partition = PartitionKind::params;
   std::string comm = "auto";         // auto | nccl | mpi
   // batch

@@ -165,6 +165,25 @@ TEST(Layouts, PipelineBothSchedulesEqualOneProcess) {
   }
 }
 
+// Interleaved 1F1B, 2 chunks per stage (stage s holds model chunks s and s + n): the same curve.
+// m = 2n micro-batches (a multiple of p), 8 blocks so every one of the 2n chunks has a layer.
+TEST(Layouts, PipelineInterleavedEqualsOneProcess) {
+  const int n = world_size();
+  if (n == 1) GTEST_SKIP() << "a pipeline needs 2 ranks or more";
+  for (PartitionKind partition : {PartitionKind::params, PartitionKind::uniform}) {
+    TrainConfig c = base_config();
+    c.layers = 8;
+    c.pp = n;
+    c.dp = 1;
+    c.grad_accum = 2 * n;
+    c.schedule = Schedule::interleaved;
+    c.virtual_stages = 2;
+    c.partition = partition;
+    expect_same(run_layout(c, "pp_interleaved"), reference(c, 1), 1e-5,
+                "pp " + std::to_string(n) + " interleaved v 2, partition " + to_string(partition));
+  }
+}
+
 TEST(Layouts, RecomputeGivesTheSameCurve) {
   const int n = world_size();
   TrainConfig c = base_config();
@@ -263,6 +282,9 @@ TEST(Layouts, DataTimesPipelineGrid) {
   c.pp = 2;
   c.schedule = Schedule::one_f_one_b;
   expect_same(run_layout(c, "dp2pp2"), reference(c, 2), 1e-5, "dp 2 × pp 2");
+  c.schedule = Schedule::interleaved;  // the DP buckets of the earlier chunk go out in finish()
+  c.virtual_stages = 2;
+  expect_same(run_layout(c, "dp2pp2_interleaved"), reference(c, 2), 1e-5, "dp 2 × pp 2, interleaved v 2");
 }
 
 TEST(Layouts, TensorParallelEqualsOneProcess) {
