@@ -216,6 +216,14 @@ TEST(Zero1, PartitionIsContiguousBalancedAndCovering) {
     EXPECT_GT(run, 0) << "rank " << r << " owns nothing although there are enough parameters";
   }
   EXPECT_EQ(largest, brute_force_bottleneck(bytes, n));
+  // default buckets (1 MiB first, then 25 MiB) would hold every parameter: cut once per owner
+  GradReducer& red = z.reducer();
+  ASSERT_EQ(red.num_buckets(), n);
+  for (int64_t b = 0; b < n; ++b) {
+    const int owner = n - 1 - static_cast<int>(b);  // reverse registration order: the last run first
+    EXPECT_EQ(static_cast<int>(red.bucket_params(b).size()), z.end(owner) - z.begin(owner)) << "bucket " << b;
+    for (size_t k : red.bucket_params(b)) EXPECT_EQ(z.owner(ps[k].first), owner) << "bucket " << b;
+  }
 }
 
 TEST(Zero1, FewerParametersThanRanks) {
