@@ -27,7 +27,10 @@
 // not polled. On CUDA the NCCL backend orders each all-reduce after an event it records on the
 // current stream when the bucket is launched, i.e. after the bucket's last gradient kernel: no
 // host synchronisation at launch. finalize() still waits on the host for each bucket's
-// completion event (comm has no device-side wait on a Work yet: see the report of this change).
+// completion event: comm offers no device-side wait on a Work (a Work::wait_on_stream() making
+// the current stream wait for the completion event would let the optimizer's kernels queue
+// behind it instead). The MPI backend's pinned staging makes the host wait for the stream at
+// launch (comm/README.md).
 //
 // Communication dtype. With comm_dtype ≠ the gradient dtype (e.g. bf16 over f32 gradients) a
 // bucket is cast into a communication buffer, reduced there and cast back: half the bytes, one

@@ -30,8 +30,8 @@
 // are final only when backward ends (no overlap); with ownership interleaved per bucket it
 // overlaps, but every chunk is padded to the largest of its dp buckets at parameter granularity
 // (m ≥ n, P' ≥ P: a GPT's wte bucket pads dp−1 others to its size), and the gradients, views of
-// that layout, carry the padding. So: the all-reduce now, a `reduce` in comm to go to P (the
-// report of this change specifies it). Because it is an all-reduce every rank holds the group sum
+// that layout, carry the padding. So: the all-reduce now; a `reduce(t, root)` in comm would
+// take the reduction to P. Because it is an all-reduce every rank holds the group sum
 // after reduce_gradients(), so weights tied across pipeline stages (TiedGradSync) are summed after
 // it exactly as under plain DP; with a reduce to the owner they would have to be summed before
 // their buckets launch.

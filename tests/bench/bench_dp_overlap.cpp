@@ -1,19 +1,20 @@
 // Data-parallel overlap benchmark (a program, not a test): how much gradient communication a
-// step exposes. For each --bucket-mb it trains the same GPT through the real Trainer twice per
-// round — with the gradient collectives, and with SHARDTRAIN_TEST_SKIP_GRAD_COMM=1 (the reducer
-// does everything but the collectives: the same per-rank work) — and prints
-//   exposed communication = step time with communication − step time without it
-// beside both step times (median over the timed steps of the slowest rank's step), the buckets
-// per step and what the run itself can see: the time finish() waited per step.
+// step exposes. For each --bucket-mb it builds the same GPT twice through the real Trainer — one
+// with the gradient collectives, one with SHARDTRAIN_TEST_SKIP_GRAD_COMM=1 (the reducer does
+// everything but the collectives: the same per-rank work) — and steps them in pairs, one step of
+// each, the order alternating from pair to pair, so that load on the machine hits both alike.
+// It prints
+//   exposed communication = median over pairs of (step with communication − step without)
+// (and the quartiles of that difference, the noise) beside the median step times (a step's time is the slowest rank's), the buckets per step and
+// what a run can see by itself: the time finish() waited per step.
 //
 //   mpirun -np 2 build/tests/bench/bench_dp_overlap [--bucket-mb 1,25,1000] [--layers 4]
 //       [--d-model 128] [--heads 4] [--vocab 256] [--seq-len 64] [--micro-batch 4]
-//       [--grad-accum 1] [--steps 8] [--warmup 2] [--rounds 2] [--precision fp32]
-//       [--grad-comm-dtype fp32] [--zero 0|1] [--device cpu|cuda] [--comm auto|mpi|nccl]
+//       [--grad-accum 1] [--pairs 16] [--warmup 2] [--precision fp32] [--grad-comm-dtype fp32]
+//       [--zero 0|1] [--device cpu|cuda] [--comm auto|mpi|nccl]
 //
 // The same command runs on the CPU (MPI), on one GPU shared by the ranks (--device cuda --comm
-// mpi: pinned host staging) and on several GPUs (--device cuda --comm nccl). Rounds alternate
-// the two variants so that drift of the machine hits both alike.
+// mpi: pinned host staging) and on several GPUs (--device cuda --comm nccl).
 #include <mpi.h>
 
 #include <algorithm>
@@ -37,23 +38,22 @@ using namespace st::runtime;
 
 namespace {
 
-struct Result {
-  std::vector<double> step_ms;  // slowest rank's, per timed step
-  double wait_ms = 0;           // finish() per step (rank 0)
-  int64_t buckets = 0;          // per step
+// The q-quantile of v (nearest rank); q = 0.5: the median.
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+double median(const std::vector<double>& v) { return quantile(v, 0.5); }
+
+// One variant: a fresh model and Trainer wired for DP (or ZeRO-1) over `world`.
+struct Variant {
+  GradReducer* reducer = nullptr;  // owned by the trainer's sync
+  std::unique_ptr<Trainer> trainer;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-// One run: a fresh model and Trainer wired for DP (or ZeRO-1) over `world`.
-Result run(const TrainConfig& cfg, const std::shared_ptr<comm::Communicator>& world, bool skip, int64_t warmup) {
+Variant make_variant(const TrainConfig& cfg, const std::shared_ptr<comm::Communicator>& world, bool skip) {
   if (skip)
-    setenv("SHARDTRAIN_TEST_SKIP_GRAD_COMM", "1", 1);
-  else
-    unsetenv("SHARDTRAIN_TEST_SKIP_GRAD_COMM");
+    setenv("SHARDTRAIN_TEST_SKIP_GRAD_COMM", "1", 1);  // read by the reducer's constructor
   TrainInputs in = prepare_training(cfg, world->size(), world->rank());
   ReducerOptions ro;
   ro.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * (1 << 20));
@@ -65,33 +65,30 @@ Result run(const TrainConfig& cfg, const std::shared_ptr<comm::Communicator>& wo
   w.source = std::make_unique<LocalGradientSource>(in.model, in.data, in.layout, in.device);
   w.reductions.loss = std::make_shared<CommReductions>(world);
   w.reductions.flag = w.reductions.loss;
-  GradReducer* reducer = nullptr;
+  Variant v;
   if (cfg.zero) {
     auto zero = std::make_shared<Zero1>(in.model->named_parameters(), world, ro);
     for (auto& [name, p] : in.model->named_parameters())
       if (!zero->owns(name)) w.roles.updated_elsewhere.insert(name);
     w.reductions.grad = std::make_shared<CommReductions>(world);  // each rank holds its owners' norm share
-    reducer = &zero->reducer();
+    v.reducer = &zero->reducer();
     w.sync = std::make_shared<ZeroSync>(zero);
   } else {
     auto r = std::make_shared<GradReducer>(in.model->named_parameters(), world, ro);
-    reducer = r.get();
+    v.reducer = r.get();
     w.sync = std::make_shared<DataParallelSync>(r);
   }
   unsetenv("SHARDTRAIN_TEST_SKIP_GRAD_COMM");
-  Trainer trainer(cfg, in.model, std::move(w));
-  Result res;
-  for (int64_t s = 0; s < cfg.steps; ++s) {
-    if (s == warmup) reducer->reset_stats();
-    world->barrier()->wait();
-    double ms = trainer.train_step().step_ms, worst = 0;
-    MPI_Allreduce(&ms, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (s >= warmup) res.step_ms.push_back(worst);
-  }
-  const ReducerStats& st = reducer->stats();
-  res.wait_ms = st.steps ? st.wait_ms / static_cast<double>(st.steps) : 0.0;
-  res.buckets = st.steps ? st.buckets_launched / st.steps : 0;
-  return res;
+  v.trainer = std::make_unique<Trainer>(cfg, in.model, std::move(w));
+  return v;
+}
+
+// One step of `v`: the slowest rank's step time in ms.
+double step(Variant& v, const std::shared_ptr<comm::Communicator>& world) {
+  world->barrier()->wait();
+  double ms = v.trainer->train_step().step_ms, worst = 0;
+  MPI_Allreduce(&ms, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return worst;
 }
 
 std::vector<double> split_list(const std::string& s) {
@@ -110,8 +107,8 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> a = {
       {"bucket-mb", "1,25,1000"}, {"layers", "4"},      {"d-model", "128"},   {"heads", "4"},
       {"vocab", "256"},           {"seq-len", "64"},    {"micro-batch", "4"}, {"grad-accum", "1"},
-      {"steps", "8"},             {"warmup", "2"},      {"rounds", "2"},      {"precision", "fp32"},
-      {"grad-comm-dtype", "fp32"}, {"zero", "0"},       {"device", "cpu"},    {"comm", "mpi"}};
+      {"pairs", "16"},            {"warmup", "2"},      {"precision", "fp32"}, {"grad-comm-dtype", "fp32"},
+      {"zero", "0"},              {"device", "cpu"},    {"comm", "mpi"}};
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   for (int i = 1; i < argc; i += 2) {
@@ -141,8 +138,8 @@ int main(int argc, char** argv) {
     cfg.comm = a["comm"];
     cfg.lr = 1e-3;
     cfg.weight_decay = 0.1;
-    const int64_t warmup = std::stoll(a["warmup"]), rounds = std::stoll(a["rounds"]);
-    cfg.steps = warmup + std::stoll(a["steps"]);
+    const int64_t warmup = std::stoll(a["warmup"]), pairs = std::stoll(a["pairs"]);
+    cfg.steps = warmup + pairs;
     cfg.log_every = 0;
     cfg.progress = false;
     cfg.timeout_s = 600;
@@ -166,28 +163,42 @@ int main(int argc, char** argv) {
                   static_cast<long long>(cfg.micro_batch), static_cast<long long>(cfg.grad_accum),
                   to_string(cfg.precision).c_str(), to_string(cfg.grad_comm_dtype).c_str(),
                   a["device"].c_str(), setup.reason.c_str());
-      std::printf("median of %s steps after %lld warm-up, slowest rank, %lld rounds each\n", a["steps"].c_str(),
-                  static_cast<long long>(warmup), static_cast<long long>(rounds));
-      std::printf("%9s %8s %14s %14s %11s %9s %16s %16s\n", "bucket-mb", "buckets", "step ms comm", "step ms skip",
-                  "exposed ms", "exposed", "finish() ms comm", "finish() ms skip");
+      std::printf("%lld pairs of steps after %lld warm-up steps each; medians; a step = the slowest rank's\n",
+                  static_cast<long long>(pairs), static_cast<long long>(warmup));
+      std::printf("%9s %8s %14s %14s %11s %15s %9s %16s %16s\n", "bucket-mb", "buckets", "step ms comm", "step ms skip",
+                  "exposed ms", "(quartiles)", "exposed", "finish() ms comm", "finish() ms skip");
     }
     for (double mb : split_list(a["bucket-mb"])) {
       cfg.bucket_mb = mb;
-      std::vector<double> with, without;
-      Result last_with, last_without;
-      for (int64_t r = 0; r < rounds; ++r)
-        for (int v = 0; v < 2; ++v) {
-          const bool skip = (v + r) % 2 == 1;  // round 0: comm first; round 1: skip first; ...
-          Result res = run(cfg, world, skip, warmup);
-          auto& dst = skip ? without : with;
-          dst.insert(dst.end(), res.step_ms.begin(), res.step_ms.end());
-          (skip ? last_without : last_with) = res;
+      Variant with = make_variant(cfg, world, /*skip=*/false), without = make_variant(cfg, world, /*skip=*/true);
+      for (int64_t s = 0; s < warmup; ++s) {
+        step(with, world);
+        step(without, world);
+      }
+      with.reducer->reset_stats();
+      without.reducer->reset_stats();
+      std::vector<double> c, n, d;
+      for (int64_t s = 0; s < pairs; ++s) {
+        double cs = 0, ns = 0;
+        if (s % 2 == 0) {
+          cs = step(with, world);
+          ns = step(without, world);
+        } else {
+          ns = step(without, world);
+          cs = step(with, world);
         }
-      const double c = median(with), s = median(without);
+        c.push_back(cs);
+        n.push_back(ns);
+        d.push_back(cs - ns);
+      }
+      const ReducerStats& sw = with.reducer->stats();
+      const ReducerStats& sn = without.reducer->stats();
+      const double exposed = median(d), cm = median(c);
       if (rank == 0)
-        std::printf("%9g %8lld %14.2f %14.2f %11.2f %8.1f%% %16.2f %16.2f\n", mb,
-                    static_cast<long long>(last_with.buckets), c, s, c - s, c > 0 ? 100.0 * (c - s) / c : 0.0,
-                    last_with.wait_ms, last_without.wait_ms);
+        std::printf("%9g %8lld %14.2f %14.2f %11.2f %7.1f..%-6.1f %8.1f%% %16.2f %16.2f\n", mb,
+                    static_cast<long long>(sw.buckets_launched / std::max<int64_t>(sw.steps, 1)), cm, median(n), exposed,
+                    quantile(d, 0.25), quantile(d, 0.75), cm > 0 ? 100.0 * exposed / cm : 0.0, sw.wait_ms / std::max<int64_t>(sw.steps, 1),
+                    sn.wait_ms / std::max<int64_t>(sn.steps, 1));
     }
   } catch (const std::exception& e) {
     std::cerr << "rank " << rank << ": " << e.what() << "\n";
