@@ -95,8 +95,8 @@ OptionTable train_options(TrainConfig& c) {
          [&c] { return std::to_string(c.seed); }});
   B("recompute", "numerics", c.recompute, "recompute activations in backward (saves memory)");
   B("zero", "numerics", c.zero, "ZeRO-1: shard optimizer state over DP replicas");
-  E("grad-comm-dtype", "numerics", c.grad_comm_dtype, "dtype of the DP gradient all-reduce");
-  F("bucket-mb", "numerics", c.bucket_mb, "DP gradient bucket size in MiB");
+  E("grad-comm-dtype", "numerics", c.grad_comm_dtype, "dtype of the DP / ZeRO gradient all-reduce");
+  F("bucket-mb", "numerics", c.bucket_mb, "DP / ZeRO gradient bucket size in MiB");
   // optimizer
   E("optimizer", "optimizer", c.optimizer, "optimizer");
   F("lr", "optimizer", c.lr, "peak learning rate");

@@ -73,12 +73,23 @@ void wire_tensor_parallel(const Job& job, const ShardRule& rule, const LanguageM
     if (rule(name).kind == ShardSpec::Kind::replicated) w.roles.counted_elsewhere.insert(name);
 }
 
-// ZeRO-1 (dp > 1): each DP rank's optimizer owns a contiguous run of the parameters. With tp > 1
-// each tp rank's dp group shards that rank's own (tp-sharded) list; the shard shapes are equal
-// across tp ranks, so every tp rank owns the same names and the norm weights still count a
-// replicated tensor once (tests: dp 2 × tp 2 with zero 1 equals one process).
-std::shared_ptr<GradientSync> wire_zero(const Job& job, const LanguageModel& model, TrainerWiring& w) {
-  auto zero1 = std::make_shared<Zero1>(model.named_parameters(), job.grid.dp_group());
+// The gradient buckets of DP and ZeRO alike: --bucket-mb (the first bucket at most 1 MiB, so
+// communication starts early) and --grad-comm-dtype.
+ReducerOptions reducer_options(const TrainConfig& cfg) {
+  ReducerOptions ro;
+  ro.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * (1 << 20));
+  ro.first_bucket_bytes = std::min<size_t>(ro.bucket_bytes, 1u << 20);
+  ro.comm_dtype = compute_dtype(cfg.grad_comm_dtype);
+  return ro;
+}
+
+// ZeRO-1 (dp > 1): each DP rank's optimizer owns a contiguous run of the parameters; the
+// gradients reach the owners bucket by bucket during the last backward. With tp > 1 each tp
+// rank's dp group shards that rank's own (tp-sharded) list; the shard shapes are equal across
+// tp ranks, so every tp rank owns the same names and the norm weights still count a replicated
+// tensor once (tests: dp 2 × tp 2 with zero 1 equals one process).
+std::shared_ptr<ZeroSync> wire_zero(const Job& job, const LanguageModel& model, TrainerWiring& w) {
+  auto zero1 = std::make_shared<Zero1>(model.named_parameters(), job.grid.dp_group(), reducer_options(job.cfg));
   for (auto& [name, p] : model.named_parameters())
     if (!zero1->owns(name)) w.roles.updated_elsewhere.insert(name);
   return std::make_shared<ZeroSync>(zero1);
@@ -87,11 +98,7 @@ std::shared_ptr<GradientSync> wire_zero(const Job& job, const LanguageModel& mod
 // Data parallel (dp > 1, no ZeRO): bucketed all-reduce over the DP group during the last
 // micro-batch's backward.
 std::shared_ptr<DataParallelSync> wire_data_parallel(const Job& job, const LanguageModel& model) {
-  ReducerOptions ro;
-  ro.bucket_bytes = static_cast<size_t>(job.cfg.bucket_mb * (1 << 20));
-  ro.first_bucket_bytes = std::min<size_t>(ro.bucket_bytes, 1u << 20);
-  ro.comm_dtype = compute_dtype(job.cfg.grad_comm_dtype);
-  auto reducer = std::make_shared<GradReducer>(model.named_parameters(), job.grid.dp_group(), ro);
+  auto reducer = std::make_shared<GradReducer>(model.named_parameters(), job.grid.dp_group(), reducer_options(job.cfg));
   return std::make_shared<DataParallelSync>(reducer);
 }
 
@@ -125,13 +132,22 @@ StepReductions wire_reductions(const Job& job) {
   return r;
 }
 
-void print_summary(const Job& job, const DataParallelSync* dp, const PipelineGradientSource* pipe) {
+// What a run can measure about its gradient communication by itself: how many buckets went out
+// while backward was still producing gradients, and how long finish() waited per step. (How much
+// communication is hidden needs a second run without it: tests/bench/bench_dp_overlap.cpp.)
+void print_summary(const Job& job, const GradReducer* reducer, const Zero1* zero, const PipelineGradientSource* pipe) {
   if (!job.lead()) return;
-  if (dp && dp->reducer().stats().buckets_launched > 0) {
-    const ReducerStats& s = dp->reducer().stats();
-    std::cout << "data parallel: " << s.buckets_launched << " bucket all-reduces, " << s.bytes / (1 << 20)
-              << " MiB; communication " << s.comm_ms << " ms, exposed after backward " << s.exposed_ms << " ms ("
-              << (s.comm_ms > 0 ? 100.0 * (1.0 - s.exposed_ms / s.comm_ms) : 0.0) << "% hidden)" << std::endl;
+  if (reducer && reducer->stats().steps > 0) {
+    const ReducerStats& s = reducer->stats();
+    const double steps = static_cast<double>(s.steps);
+    std::cout << (zero ? "zero 1" : "data parallel") << ": " << s.buckets_launched / s.steps << " buckets per step ("
+              << s.launched_early << " of " << s.buckets_launched << " launched before backward ended), "
+              << static_cast<double>(s.bytes) / steps / (1 << 20) << " MiB per step; finish() waited "
+              << s.wait_ms / steps << " ms per step";
+    if (zero && zero->stats().broadcasts > 0)
+      std::cout << "; updated values broadcast " << static_cast<double>(zero->stats().bytes_broadcast) / steps / (1 << 20)
+                << " MiB, " << zero->stats().broadcast_ms / steps << " ms per step";
+    std::cout << std::endl;
   }
   if (pipe)
     std::cout << "pipeline stage 0: compute " << pipe->stats().compute_ms << " ms, waiting " << pipe->stats().wait_ms
@@ -169,20 +185,17 @@ int run_parallel_training(const TrainConfig& cfg) {
 
   std::vector<std::shared_ptr<GradientSync>> syncs;
   std::shared_ptr<DataParallelSync> dp_sync;
+  std::shared_ptr<ZeroSync> zero_sync;
   std::shared_ptr<GradientSync> tied_sync =
       layout.pp > 1 ? wire_tied_weights(job, static_cast<const StageModel&>(*model), tied) : nullptr;
-  // order of finish(): the DP all-reduce, then the tied sum; under ZeRO the tied sum on the
-  // local gradients, then the reduce-scatter
-  if (job.zero()) {
-    if (tied_sync) syncs.push_back(tied_sync);
-    syncs.push_back(wire_zero(job, *model, w));
-  } else {
-    if (layout.dp > 1)
-      syncs.push_back(dp_sync = wire_data_parallel(job, *model));
-    else
-      syncs.push_back(std::make_shared<ClearGrads>(model));
-    if (tied_sync) syncs.push_back(tied_sync);
-  }
+  // order of finish(): the DP or ZeRO all-reduce, then the tied sum (zero1.h says why)
+  if (job.zero())
+    syncs.push_back(zero_sync = wire_zero(job, *model, w));
+  else if (layout.dp > 1)
+    syncs.push_back(dp_sync = wire_data_parallel(job, *model));
+  else
+    syncs.push_back(std::make_shared<ClearGrads>(model));
+  if (tied_sync) syncs.push_back(tied_sync);
   w.sync = syncs.size() == 1 ? syncs.front() : std::make_shared<SyncChain>(syncs);
 
   if (layout.pp > 1 || job.zero() || rule) {  // each rank holds a part of the checkpoint
@@ -198,7 +211,8 @@ int run_parallel_training(const TrainConfig& cfg) {
 
   Trainer trainer(cfg, model, std::move(w), in.resume_path);
   trainer.run();
-  print_summary(job, dp_sync.get(), pipe);
+  const GradReducer* reducer = dp_sync ? &dp_sync->reducer() : zero_sync ? &zero_sync->zero().reducer() : nullptr;
+  print_summary(job, reducer, zero_sync ? &zero_sync->zero() : nullptr, pipe);
   world->barrier()->wait();
   return 0;
 }

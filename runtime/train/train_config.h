@@ -41,8 +41,8 @@ struct TrainConfig {
   uint64_t seed = 1;
   bool recompute = false;
   bool zero = false;
-  Precision grad_comm_dtype = Precision::fp32;  // dtype of the DP gradient all-reduce
-  double bucket_mb = 25.0;              // DP bucket size
+  Precision grad_comm_dtype = Precision::fp32;  // dtype of the DP / ZeRO gradient all-reduce
+  double bucket_mb = 25.0;              // DP / ZeRO bucket size
   // optimizer
   OptimizerKind optimizer = OptimizerKind::adamw;
   double lr = 1e-3;

@@ -344,6 +344,34 @@ TEST(Layouts, ZeroOneEqualsOneProcess) {
     c.pp = 2;
     expect_same(run_layout(c, "zero1_pp2"), reference(c, n / 2), 1e-5, "zero 1 with pp 2");
   }
+  // small buckets (10 KiB of a ~0.2 MB model: many per owner, launched during backward)
+  c = base_config();
+  c.dp = n;
+  c.zero = true;
+  c.bucket_mb = 0.01;
+  testing::internal::CaptureStdout();
+  Curve small = run_layout(c, "zero1_buckets");
+  const std::string log = testing::internal::GetCapturedStdout();
+  expect_same(small, want, 1e-5, "dp " + std::to_string(n) + " zero 1, --bucket-mb 0.01");
+  if (n > 1 && world_rank() == 0) {  // the run summary: "zero 1: N buckets per step (...)"
+    const size_t at = log.find("zero 1: ");
+    ASSERT_NE(at, std::string::npos) << log;
+    EXPECT_GE(std::stoi(log.substr(at + 8)), 10) << "--bucket-mb 0.01 ignored under --zero 1: " << log.substr(at, 80);
+  }
+  // bf16 gradient communication: within the 1 % of the plain-DP bf16 case below, and not the
+  // f32 curve bit for bit (the option is applied)
+  if (n > 1) {
+    c.grad_comm_dtype = Precision::bf16;
+    Curve bf = run_layout(c, "zero1_bf16comm");
+    ASSERT_EQ(bf.loss.size(), want.loss.size());
+    bool differs = false;
+    for (size_t i = 0; i < bf.loss.size(); ++i) {
+      EXPECT_NEAR(bf.loss[i], want.loss[i], 0.01 * want.loss[i]) << "zero 1, bf16 comm, step " << i + 1;
+      EXPECT_NEAR(bf.grad_norm[i], want.grad_norm[i], 0.01 * want.grad_norm[i]) << "zero 1, bf16 comm, step " << i + 1;
+      differs = differs || bf.grad_norm[i] != small.grad_norm[i];
+    }
+    EXPECT_TRUE(differs) << "--grad-comm-dtype bf16 ignored under --zero 1";
+  }
   // bf16 with f32 masters sharded: within 2% of the f32 curve
   c = base_config();
   c.dp = n;
