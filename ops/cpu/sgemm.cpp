@@ -5,8 +5,11 @@
 // kc 128…512, mc 256…1024 and nc 512…4096 all ran within 5 % of each other and of Eigen's own choice.
 #include "ops/cpu/sgemm.h"
 
+#include "tensor/error.h"
+
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 
 namespace st::ops::cpu {
 namespace {
@@ -17,6 +20,7 @@ using Eigen::Index;
 // dot product is summed in blocks of kc, ascending), mc the rows of one packed lhs block, nc the
 // columns of one packed rhs block.
 constexpr Index kKc = 256, kMc = 512, kNc = 1024;
+std::atomic<Index> g_kc{kKc};  // kKc, unless a test reorders the sums (sgemm_set_depth_block)
 
 // Our sizes, each clipped to its dimension: that leaves the partition (blocks from 0 in steps of
 // the size) unchanged and keeps the packing buffers small for small products. blockA/blockB stay
@@ -26,7 +30,7 @@ class FixedBlocking : public Eigen::internal::level3_blocking<float, float> {
   FixedBlocking(Index rows, Index cols, Index depth) {
     this->m_mc = std::min(rows, kMc);
     this->m_nc = std::min(cols, kNc);
-    this->m_kc = std::min(depth, kKc);
+    this->m_kc = std::min(depth, g_kc.load(std::memory_order_relaxed));
   }
 };
 
@@ -42,6 +46,11 @@ void run(const float* a, Index lda, const float* b, Index ldb, float* c, Index M
 }
 
 }  // namespace
+
+int64_t sgemm_set_depth_block(int64_t kc) {
+  ST_CHECK(kc >= 1, ValueError, "sgemm_set_depth_block: kc " << kc << " must be ≥ 1");
+  return g_kc.exchange(kc);
+}
 
 void sgemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t M, int64_t N, int64_t K) {
   std::fill_n(c, M * N, 0.f);

@@ -16,4 +16,11 @@ namespace st::ops::cpu {
 //   b: (K, N) row-major, or (N, K) row-major read transposed when tb.
 void sgemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t M, int64_t N, int64_t K);
 
+// For tests: the depth of one packed panel (default 256), i.e. the blocks in which every dot
+// product is summed; returns the previous value. A smaller block reorders every sum over K —
+// what a tensor-parallel row split does to its products — so the layout test measures, with it,
+// the roundoff noise a run shows under another summation order (tests/runtime/train/test_layouts).
+// Not for production: the bits of every CPU product depend on it.
+int64_t sgemm_set_depth_block(int64_t kc);
+
 }  // namespace st::ops::cpu

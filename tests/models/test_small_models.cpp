@@ -152,7 +152,6 @@ void check_layer_contract(runtime::LanguageModel& m, int64_t vocab, int64_t C) {
   }
   Tensor logits = layers.back()->forward(h);
   EXPECT_EQ(logits.shape(), (Shape{2, 3, vocab}));
-  EXPECT_EQ(logits.to_double(), m.forward(ids).to_double());  // the model is exactly its layers
   // every parameter appears under the same full name in its layer
   std::map<std::string, const TensorImpl*> whole, split;
   for (auto& [n, p] : m.named_parameters()) whole[n] = p.impl_ptr();
