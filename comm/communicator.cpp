@@ -2,6 +2,7 @@
 // debug-mode signature check that runs before each collective (see communicator.h).
 #include "comm/communicator.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <sstream>
@@ -47,7 +48,27 @@ bool debug_env_enabled() {
   return v && *v && std::string(v) != "0";
 }
 
-Communicator::Communicator(std::shared_ptr<CommState> state) : state_(std::move(state)), debug_(debug_env_enabled()) {}
+P2PMode p2p_mode_from_env() {
+  const char* v = std::getenv("SHARDTRAIN_P2P");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "default") return P2PMode::standard;
+  if (s == "strict") return P2PMode::strict;
+  ST_THROW(ValueError, "SHARDTRAIN_P2P must be 'default' or 'strict' (or unset), got '" << s << "'");
+}
+
+const char* p2p_mode_name(P2PMode m) { return m == P2PMode::strict ? "strict" : "default"; }
+
+Communicator::Communicator(std::shared_ptr<CommState> state)
+    : state_(std::move(state)), debug_(debug_env_enabled()), p2p_mode_(p2p_mode_from_env()) {
+  auto& p = state_->progress();
+  p.sends_to.assign(static_cast<size_t>(state_->size()), 0);
+  p.recvs_from.assign(static_cast<size_t>(state_->size()), 0);
+}
+
+WorkPtr Communicator::awaiting(WorkPtr w, Awaited a) {
+  w->awaited_ = std::move(a);
+  return w;
+}
 
 void Communicator::check_usable(const char* op) const {
   if (state_->broken())
@@ -65,7 +86,8 @@ void Communicator::check_tensor(const Tensor& t, const char* op, const char* wha
 }
 
 uint64_t Communicator::begin_collective(CollectiveKind kind, DType dtype, int64_t count, int64_t arg) {
-  uint64_t seq = coll_seq_;
+  uint64_t& issued = state_->progress().collectives;
+  const uint64_t seq = issued;
   if (debug_) {
     CollectiveSignature mine{static_cast<int64_t>(kind), static_cast<int64_t>(dtype), count, arg,
                              static_cast<int64_t>(seq)};
@@ -78,11 +100,11 @@ uint64_t Communicator::begin_collective(CollectiveKind kind, DType dtype, int64_
          << " seq " << seq << ":";
       for (size_t r = 0; r < all.size(); ++r) os << (r ? ";" : "") << " rank " << r << " " << describe_signature(all[r]);
       // Nothing was issued: the group stays usable, but the caller's program is wrong.
-      coll_seq_++;
+      issued++;
       throw CommError(os.str());
     }
   }
-  coll_seq_++;
+  issued++;
   return seq;
 }
 
@@ -97,7 +119,7 @@ WorkPtr Communicator::all_reduce(const Tensor& in, const Tensor& out, ReduceOp o
   ST_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), DTypeError,
            "allreduce(avg) on group '" << name() << "' needs a floating dtype, got " << dtype_name(in.dtype()));
   uint64_t seq = begin_collective(CollectiveKind::allreduce, in.dtype(), in.numel(), static_cast<int64_t>(op));
-  return do_all_reduce(in, out, op, seq);
+  return awaiting(do_all_reduce(in, out, op, seq), {true, {}});
 }
 
 WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
@@ -111,7 +133,7 @@ WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, Reduce
   ST_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), DTypeError,
            "reduce_scatter(avg) on group '" << name() << "' needs a floating dtype, got " << dtype_name(in.dtype()));
   uint64_t seq = begin_collective(CollectiveKind::reduce_scatter, in.dtype(), out.numel(), static_cast<int64_t>(op));
-  return do_reduce_scatter(in, out, op, seq);
+  return awaiting(do_reduce_scatter(in, out, op, seq), {true, {}});
 }
 
 WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out) {
@@ -123,7 +145,7 @@ WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out) {
            "all_gather on group '" << name() << "' of size " << size() << ": output " << out.describe()
                                    << " must hold size x input " << in.describe());
   uint64_t seq = begin_collective(CollectiveKind::all_gather, in.dtype(), in.numel(), -1);
-  return do_all_gather(in, out, seq);
+  return awaiting(do_all_gather(in, out, seq), {true, {}});
 }
 
 WorkPtr Communicator::broadcast(const Tensor& t, int root) {
@@ -132,13 +154,13 @@ WorkPtr Communicator::broadcast(const Tensor& t, int root) {
   ST_CHECK(root >= 0 && root < size(), ValueError,
            "broadcast on group '" << name() << "': root " << root << " outside [0, " << size() << ")");
   uint64_t seq = begin_collective(CollectiveKind::broadcast, t.dtype(), t.numel(), root);
-  return do_broadcast(t, root, seq);
+  return awaiting(do_broadcast(t, root, seq), {true, {}});
 }
 
 WorkPtr Communicator::barrier() {
   check_usable("barrier");
   uint64_t seq = begin_collective(CollectiveKind::barrier, DType::f32, 0, -1);
-  return do_barrier(seq);
+  return awaiting(do_barrier(seq), {true, {}});
 }
 
 std::shared_ptr<Communicator> Communicator::split(int color, int key, const std::string& child_name) {
@@ -146,7 +168,10 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key, const std:
   begin_collective(CollectiveKind::split, DType::f32, 0, -1);
   std::string n = child_name.empty() ? name() + "/" + std::to_string(color) : child_name;
   auto child = do_split(color, key, n);
-  if (child) child->debug_ = debug_;
+  if (child) {
+    child->debug_ = debug_;
+    child->p2p_mode_ = p2p_mode_;
+  }
   return child;
 }
 
@@ -167,7 +192,18 @@ WorkPtr Communicator::batch_p2p(const std::vector<P2POp>& ops) {
   }
   uint64_t seq = p2p_seq_++;
   if (ops.empty()) return std::make_shared<CompletedWork>(state_, op_name, seq);
-  return do_batch_p2p(ops, op_name, seq);
+  // Per-peer issue counts: the k-th send to a peer must meet its k-th receive from this rank.
+  Awaited a;
+  auto& p = state_->progress();
+  for (const auto& o : ops) {
+    auto it = std::find_if(a.transfers.begin(), a.transfers.end(), [&](const auto& t) { return t.peer == o.peer; });
+    if (it == a.transfers.end()) it = a.transfers.insert(a.transfers.end(), Awaited::Transfer{o.peer, 0, 0});
+    if (o.kind == P2POp::Kind::send)
+      it->send_index = ++p.sends_to[static_cast<size_t>(o.peer)];
+    else
+      it->recv_index = ++p.recvs_from[static_cast<size_t>(o.peer)];
+  }
+  return awaiting(do_batch_p2p(ops, op_name, seq), std::move(a));
 }
 
 }  // namespace st::comm

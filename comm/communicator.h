@@ -9,9 +9,14 @@
 //    broadcast, barrier, split) IN THE SAME ORDER, with the same dtype, count and root. Debug mode
 //    (env SHARDTRAIN_COMM_DEBUG=1, see comm/README.md) checks this before each collective and
 //    throws CommError on a mismatch instead of corrupting memory.
-//  * Point-to-point calls match by (peer, tag) in issue order. Use batch_p2p when a rank both sends
-//    to and receives from neighbours: all its transfers are posted together, so no order of
-//    sends and receives across ranks can deadlock.
+//  * Point-to-point: the k-th send from rank a to rank b must be b's k-th receive from a, with the
+//    same tag, count and dtype (NCCL matches by issue order and has no tags; the NCCL backend and
+//    the MPI backend's strict mode, SHARDTRAIN_P2P=strict, check the tag against that order and
+//    throw CommError on a mismatch; the MPI backend's default mode matches by (peer, tag)). A send
+//    may complete only once its receive is posted, and a batch may start only after the previous
+//    one on the communicator completed (NCCL's stream; strict mode does the same), so a rank that
+//    both sends to and receives from a neighbour puts them in ONE batch_p2p: then no order of
+//    sends and receives across ranks can deadlock. comm/README.md has the table.
 //  * Tensors must be contiguous and stay untouched until the returned Work completed.
 //  * One thread issues and waits on a communicator (it is not thread-safe).
 //  * Every call returns a Work; wait() has a deadline (the communicator's timeout by default).
@@ -36,6 +41,14 @@
 namespace st::comm {
 
 enum class ReduceOp : uint8_t { sum, avg, max };
+
+// Point-to-point semantics of the MPI backend (env SHARDTRAIN_P2P, read when a communicator is
+// created; split children inherit it). standard: MPI's (buffered sends, match by (peer, tag));
+// strict: NCCL's (synchronous sends, batches in issue order, tags checked). See comm/README.md.
+enum class P2PMode : uint8_t { standard, strict };
+// SHARDTRAIN_P2P unset, empty or "default" → standard; "strict" → strict; else ValueError.
+P2PMode p2p_mode_from_env();
+const char* p2p_mode_name(P2PMode m);  // "default" | "strict"
 const char* reduce_op_name(ReduceOp op);
 
 using WorkPtr = std::shared_ptr<Work>;
@@ -78,6 +91,9 @@ class Communicator {
   void set_timeout(Millis t) { state_->set_timeout(t); }
   bool debug_checks() const { return debug_; }
   void set_debug_checks(bool on) { debug_ = on; }
+  // SHARDTRAIN_P2P as read at creation (or the parent's, for a split child). The NCCL backend
+  // always behaves as strict.
+  P2PMode p2p_mode() const { return p2p_mode_; }
   bool broken() const { return state_->broken(); }
   std::string broken_reason() const { return state_->broken_reason(); }
   // Marks the communicator broken by hand (launch/ on a fatal error elsewhere); runs the abort.
@@ -102,7 +118,7 @@ class Communicator {
   WorkPtr recv(const Tensor& t, int src, int tag = 0);
   WorkPtr batch_p2p(const std::vector<P2POp>& ops);
 
-  uint64_t collectives_issued() const { return coll_seq_; }
+  uint64_t collectives_issued() const { return state_->progress().collectives; }
 
  protected:
   explicit Communicator(std::shared_ptr<CommState> state);
@@ -124,9 +140,11 @@ class Communicator {
   void check_usable(const char* op) const;
   void check_tensor(const Tensor& t, const char* op, const char* what) const;
   uint64_t begin_collective(CollectiveKind kind, DType dtype, int64_t count, int64_t root);
+  // Records what `w` waits for (for the timeout diagnosis) and returns it.
+  static WorkPtr awaiting(WorkPtr w, Awaited a);
   std::shared_ptr<CommState> state_;
   bool debug_ = false;
-  uint64_t coll_seq_ = 0;
+  P2PMode p2p_mode_ = P2PMode::standard;
   uint64_t p2p_seq_ = 0;
 };
 

@@ -13,13 +13,16 @@ namespace st::comm {
 
 NodeLocal node_local_rank(MPI_Comm parent, Millis timeout) {
   require_mpi("node_local_rank");
-  mpi_agree(parent, timeout, "node-local rank discovery");
+  const std::string what = "node-local rank discovery";
+  ErrorsReturnScope errors(parent);  // the caller's communicator, e.g. MPI_COMM_WORLD
+  mpi_agree(parent, timeout, what);
   MPI_Comm node = MPI_COMM_NULL;
-  CHECK_MPI(MPI_Comm_split_type(parent, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  CHECK_MPI(MPI_Comm_split_type(parent, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), what);
+  mpi_errors_return(node, what);
   NodeLocal nl;
-  CHECK_MPI(MPI_Comm_rank(node, &nl.rank));
-  CHECK_MPI(MPI_Comm_size(node, &nl.size));
-  MPI_Comm_free(&node);
+  CHECK_MPI(MPI_Comm_rank(node, &nl.rank), what);
+  CHECK_MPI(MPI_Comm_size(node, &nl.size), what);
+  CHECK_MPI(MPI_Comm_free(&node), what);
   std::ostringstream note;
   note << "local rank " << nl.rank << " of " << nl.size << " (MPI shared-memory split)";
   for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
@@ -61,7 +64,11 @@ CommSetup make_communicator(const std::string& kind, Millis timeout, MPI_Comm pa
   const int gpus = nccl_visible_devices();
   const bool here_ok = nccl_built() && gpus > 0 && gpus >= s.local.size;
   // Agree across the world, so that every rank picks the same backend.
-  std::vector<int64_t> all = mpi_allgather_i64(parent, {here_ok ? 1 : 0}, timeout, "backend agreement");
+  std::vector<int64_t> all;
+  {
+    ErrorsReturnScope errors(parent);
+    all = mpi_allgather_i64(parent, {here_ok ? 1 : 0}, timeout, "backend agreement");
+  }
   bool all_ok = true;
   for (int64_t v : all) all_ok = all_ok && v == 1;
   BackendDecision d = decide_backend(kind, nccl_built(), gpus, s.local.size, all_ok);

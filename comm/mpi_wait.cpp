@@ -2,6 +2,7 @@
 #include "comm/mpi_wait.h"
 
 #include <chrono>
+#include <cstdio>
 #include <iomanip>
 #include <memory>
 #include <sstream>
@@ -18,17 +19,46 @@ std::string mpi_describe(int rc) {
   return std::string(buf, static_cast<size_t>(len));
 }
 
+void throw_mpi_error(int rc, const char* call, const std::string& where, const char* file, int line) {
+  std::string fn(call);
+  fn = fn.substr(0, fn.find('('));
+  std::ostringstream os;
+  os << "comm error: " << where << ": " << fn << " failed: " << mpi_describe(rc) << " (" << file << ":" << line << ")";
+  throw CommError(os.str());
+}
+
+MPI_Comm mpi_errors_return(MPI_Comm comm, const std::string& where) {
+  CHECK_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), where);
+  return comm;
+}
+
+ErrorsReturnScope::ErrorsReturnScope(MPI_Comm comm) : comm_(comm) {
+  // These calls on the caller's communicator cannot fail short of an invalid handle.
+  CHECK_MPI(MPI_Comm_get_errhandler(comm_, &saved_), "saving the caller's MPI error handler");
+  CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "setting MPI_ERRORS_RETURN");
+}
+
+ErrorsReturnScope::~ErrorsReturnScope() {
+  // A destructor cannot throw: a failure here would leave MPI_ERRORS_RETURN in place, which only
+  // makes later errors on the caller's communicator return instead of abort.
+  if (MPI_Comm_set_errhandler(comm_, saved_) != MPI_SUCCESS)
+    std::fprintf(stderr, "shardtrain: could not restore the MPI error handler\n");
+  MPI_Errhandler_free(&saved_);
+}
+
 void require_mpi(const char* who) {
   int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
+  CHECK_MPI(MPI_Initialized(&init), who);
+  CHECK_MPI(MPI_Finalized(&fin), who);
   ST_CHECK(init && !fin, CommError, who << ": MPI is not initialised (call MPI_Init_thread first) or already finalised");
 }
 
 void mpi_wait_deadline(MPI_Request* req, Millis timeout, const std::string& what) {
+  WaitingScope waiting(&what);
   const bool done = poll_until(std::chrono::steady_clock::now() + timeout, [&] {
     int flag = 0;
-    CHECK_MPI(MPI_Test(req, &flag, MPI_STATUS_IGNORE));
+    CHECK_MPI(MPI_Test(req, &flag, MPI_STATUS_IGNORE), what);
+    if (!flag) run_poll_hooks();
     return flag != 0;
   });
   if (done) return;
@@ -41,7 +71,7 @@ void mpi_wait_deadline(MPI_Request* req, Millis timeout, const std::string& what
 std::vector<int64_t> mpi_allgather_i64(MPI_Comm comm, const std::vector<int64_t>& mine, Millis timeout,
                                        const std::string& what) {
   int size = 0;
-  CHECK_MPI(MPI_Comm_size(comm, &size));
+  CHECK_MPI(MPI_Comm_size(comm, &size), what);
   // Both buffers outlive a timed-out request (MPI cannot cancel a collective).
   struct Buffers {
     std::vector<int64_t> send, recv;
@@ -51,7 +81,8 @@ std::vector<int64_t> mpi_allgather_i64(MPI_Comm comm, const std::vector<int64_t>
   b->recv.resize(mine.size() * static_cast<size_t>(size));
   MPI_Request req;
   CHECK_MPI(MPI_Iallgather(b->send.data(), static_cast<int>(mine.size()), MPI_INT64_T, b->recv.data(),
-                           static_cast<int>(mine.size()), MPI_INT64_T, comm, &req));
+                           static_cast<int>(mine.size()), MPI_INT64_T, comm, &req),
+            what);
   try {
     mpi_wait_deadline(&req, timeout, what);
   } catch (const TimeoutError&) {
@@ -63,7 +94,7 @@ std::vector<int64_t> mpi_allgather_i64(MPI_Comm comm, const std::vector<int64_t>
 
 void mpi_agree(MPI_Comm comm, Millis timeout, const std::string& what) {
   MPI_Request req;
-  CHECK_MPI(MPI_Ibarrier(comm, &req));
+  CHECK_MPI(MPI_Ibarrier(comm, &req), what);
   mpi_wait_deadline(&req, timeout, what);
 }
 

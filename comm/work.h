@@ -7,6 +7,11 @@
 // st::TimeoutError with a one-line cause naming rank, group, op and sequence number. Once broken,
 // every later call on the communicator and every other pending Work throws CommError at once.
 //
+// While it polls, wait() also runs the process's poll hooks (run_poll_hooks): the side channels
+// answer peers that ask what this rank has reached (comm/side_channel.h), and strict-mode p2p
+// queues post their next batch. When the deadline passes, the communicator's side channel names
+// the rank(s) that never arrived before the TimeoutError is thrown.
+//
 // A Work dropped before it completed waits for it in its destructor (within the deadline, errors
 // reported on stderr), because the backend may still write into the tensors it holds. A Work
 // abandoned because its communicator broke hands its buffers to a process-wide keep-alive list
@@ -19,8 +24,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace st::comm {
+
+class SideChannel;
 
 using Millis = std::chrono::milliseconds;
 // Passed to Work::wait: use the communicator's timeout.
@@ -47,6 +55,19 @@ class CommState {
   // "rank 1 of 4 in group 'world'"
   std::string where() const;
 
+  // What this rank has issued on the communicator: what the side channel answers a peer that
+  // asks (and how "last seen at seq 9" is known). Updated by Communicator.
+  struct Progress {
+    uint64_t collectives = 0;          // collectives issued; the next one gets this seq
+    std::vector<uint64_t> sends_to;    // per group rank: sends issued to it (size() entries)
+    std::vector<uint64_t> recvs_from;  // per group rank: receives issued from it
+  };
+  Progress& progress() { return progress_; }
+  const Progress& progress() const { return progress_; }
+  // Set by the backend once the communicator's side channel exists (none: timeouts are not diagnosed).
+  void set_side_channel(std::shared_ptr<SideChannel> s) { side_ = std::move(s); }
+  const std::shared_ptr<SideChannel>& side_channel() const { return side_; }
+
  private:
   int rank_;
   int size_;
@@ -56,6 +77,21 @@ class CommState {
   mutable std::mutex mu_;
   std::string reason_;
   std::function<void()> abort_hook_;
+  Progress progress_;
+  std::shared_ptr<SideChannel> side_;
+};
+
+// What a Work waits for, for the timeout diagnosis; set by Communicator when it returns the Work.
+struct Awaited {
+  bool collective = false;
+  // Point to point: per peer (group rank), the 1-based index — counted per direction over the
+  // communicator's life — of this Work's last send to and last receive from it (0: none).
+  struct Transfer {
+    int peer = 0;
+    uint64_t send_index = 0;
+    uint64_t recv_index = 0;
+  };
+  std::vector<Transfer> transfers;
 };
 
 class Work {
@@ -75,6 +111,10 @@ class Work {
   uint64_t seq() const { return seq_; }
   // "rank 1 of 4 in group 'world', op allreduce, seq 7"
   std::string describe() const;
+  const Awaited& awaited() const { return awaited_; }
+  const std::shared_ptr<CommState>& comm_state() const { return state_; }
+  // Backend detail for the timeout line ("" when none), e.g. a strict-mode batch still queued.
+  virtual std::string pending_note() const { return ""; }
 
  protected:
   // True once the backend finished; may throw CommError for backend errors.
@@ -90,12 +130,43 @@ class Work {
   void settle() noexcept;
 
  private:
+  friend class Communicator;  // sets awaited_
   bool poll_and_finish();
+  std::string timeout_line(Millis timeout) const;
   std::shared_ptr<CommState> state_;
   std::string op_;
   uint64_t seq_;
   bool done_ = false;
   bool abandoned_ = false;
+  Awaited awaited_;
+};
+
+// Work that must go on while any wait of this process polls, whichever communicator it is on: the
+// side channels' answers, the strict-mode p2p queues. Hooks are held weakly and never throw.
+class PollHook {
+ public:
+  virtual ~PollHook() = default;
+  virtual void on_poll() = 0;
+};
+void register_poll_hook(std::weak_ptr<PollHook> hook);
+// Runs every live hook, at most once a millisecond unless `force` (expired ones are dropped).
+void run_poll_hooks(bool force = false);
+
+// What this thread is waiting for now, as the side channel reports it to a peer that asks
+// ("allreduce seq 3 in group 'dp'"). Set by Work::wait and mpi_wait_deadline for their duration.
+class WaitingScope {
+ public:
+  explicit WaitingScope(const Work* w);
+  explicit WaitingScope(const std::string* what);
+  ~WaitingScope();
+  WaitingScope(const WaitingScope&) = delete;
+  WaitingScope& operator=(const WaitingScope&) = delete;
+  // "" when this thread is not waiting in comm.
+  static std::string current();
+
+ private:
+  const Work* prev_work_;
+  const std::string* prev_what_;
 };
 
 // Keeps `buffers` alive until the process ends (see abandon()).

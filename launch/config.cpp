@@ -18,6 +18,32 @@ std::string fmt(double v) {
   o << v;
   return o.str();
 }
+// The schedule's options: interleaved needs v >= 2 chunks per stage, m a multiple of pp and
+// pp · v chunks of layers; the other schedules one chunk. A pipeline's micro-batches must keep
+// their tags in the tag space MPI guarantees (runtime/pipeline/pipeline_schedule.h).
+template <class Fail>
+void validate_pipeline(const TrainConfig& c, Fail&& fail) {
+  const std::string v = std::to_string(c.virtual_stages), pp = std::to_string(c.pp), k = std::to_string(c.grad_accum);
+  if (c.schedule == runtime::Schedule::interleaved) {
+    if (c.virtual_stages < 2) fail("virtual-stages", "--schedule interleaved needs 2 or more, got " + v);
+    if (c.pp * c.virtual_stages > c.layers)
+      fail("virtual-stages", v + " chunks per stage x pp " + pp + " = " + std::to_string(c.pp * c.virtual_stages) +
+                                 " chunks for " + std::to_string(c.layers) + " layers");
+    if (c.grad_accum % c.pp != 0)
+      fail("grad-accum", "--schedule interleaved needs a multiple of --pp " + pp + ", got " + k);
+  } else if (c.virtual_stages != 1) {
+    fail("virtual-stages", "only --schedule interleaved holds several chunks per stage; --schedule " +
+                               runtime::to_string(c.schedule) + " needs 1, got " + v);
+  }
+  if (c.pp > 1) {
+    const int limit = runtime::max_pipeline_micro_batches(static_cast<int>(c.virtual_stages));
+    if (c.grad_accum > limit)
+      fail("grad-accum", "at most " + std::to_string(limit) + " micro-batches per step in a pipeline" +
+                             (c.virtual_stages > 1 ? " of " + v + " chunks per stage" : std::string()) +
+                             " (its message tags must stay below 32767), got " + k);
+  }
+}
+
 }  // namespace
 
 OptionTable train_options(TrainConfig& c) {
@@ -54,7 +80,9 @@ OptionTable train_options(TrainConfig& c) {
   I("dp", "layout", c.dp, "N", "data-parallel replicas; 0: world / (tp * pp)");
   I("tp", "layout", c.tp, "N", "tensor-parallel ranks per layer");
   I("pp", "layout", c.pp, "N", "pipeline stages");
-  E("schedule", "layout", c.schedule, "pipeline schedule");
+  E("schedule", "layout", c.schedule, "pipeline schedule (interleaved: 1F1B over --virtual-stages chunks per stage)");
+  I("virtual-stages", "layout", c.virtual_stages, "V",
+    "model chunks per pipeline stage; >= 2 with --schedule interleaved, else 1");
   E("partition", "layout", c.partition, "how layers are split into stages");
   t.add({"comm", "layout", "auto|nccl|mpi", "communication backend", false,
          OptionTable::bind_choice(c.comm, {"auto", "nccl", "mpi"}), [&c] { return c.comm; }});
@@ -68,8 +96,8 @@ OptionTable train_options(TrainConfig& c) {
          [&c] { return std::to_string(c.seed); }});
   B("recompute", "numerics", c.recompute, "recompute activations in backward (saves memory)");
   B("zero", "numerics", c.zero, "ZeRO-1: shard optimizer state over DP replicas");
-  E("grad-comm-dtype", "numerics", c.grad_comm_dtype, "dtype of the DP gradient all-reduce");
-  F("bucket-mb", "numerics", c.bucket_mb, "DP gradient bucket size in MiB");
+  E("grad-comm-dtype", "numerics", c.grad_comm_dtype, "dtype of the DP / ZeRO gradient all-reduce");
+  F("bucket-mb", "numerics", c.bucket_mb, "DP / ZeRO gradient bucket size in MiB");
   // optimizer
   E("optimizer", "optimizer", c.optimizer, "optimizer");
   F("lr", "optimizer", c.lr, "peak learning rate");
@@ -127,6 +155,7 @@ void validate(const TrainConfig& c, const OptionTable& t) {
   if (c.model == "mlp" && c.dropout > 0) fail("dropout", "the mlp model has no dropout layers");
   positive("micro-batch", c.micro_batch);
   positive("grad-accum", c.grad_accum);
+  validate_pipeline(c, fail);
   if (c.bucket_mb <= 0) fail("bucket-mb", "must be positive, got " + fmt(c.bucket_mb));
   non_negative("lr", c.lr);
   non_negative("weight-decay", c.weight_decay);

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The README's main command: set-up, build, the default training job, a sample and plots.
 #
-#   launch/demo.sh [extra train flags, e.g. --steps 50]
+#   launch/demo.sh [extra train flags, e.g. --steps 50]     (every flag: build/shardtrain train --help)
+#   launch/demo.sh --help                                   this text; runs and deletes nothing
 #
-# 1. launch/setup.sh installs missing Debian packages (needs root or sudo once).
+# 1. launch/setup.sh checks for what the build needs and apt-get installs only what is missing
+#    (root or sudo then); without package network it goes on when all that is needed is there.
 # 2. Builds build/shardtrain (Release, CUDA when the toolkit is found).
 # 3. Trains launch/configs/demo.yaml (a small byte-level GPT on the built-in corpus: Debian's
 #    license texts) with 2 MPI ranks of data parallelism through launch/mpirun.sh: on the CPU, or
@@ -13,15 +15,21 @@
 # 4. Prints a sample from the last checkpoint (`shardtrain sample`) and writes PNG plots of the
 #    metrics (launch/plot.sh) when gnuplot is installed.
 # Environment: SHARDTRAIN_BUILD (build dir, default build), SHARDTRAIN_NP (ranks, default 2),
-# SHARDTRAIN_DEVICE (cpu|cuda, default: detected).
+# SHARDTRAIN_DEVICE (cpu|cuda, default: detected), SHARDTRAIN_SETUP_EXTRAS (launch/setup.sh's
+# optional extras, default "plots ccache").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+for a in "$@"; do
+  if [[ "$a" == "-h" || "$a" == "--help" ]]; then sed -n '2,/^set -euo/p' launch/demo.sh | sed '$d; s/^# \{0,1\}//'; exit 0; fi
+done
 
-launch/setup.sh
+SHARDTRAIN_SETUP_EXTRAS="${SHARDTRAIN_SETUP_EXTRAS:-plots ccache}" launch/setup.sh
 BUILD="${SHARDTRAIN_BUILD:-build}"
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 echo "== build ($BUILD)"
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+mkdir -p "$BUILD"
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >"$BUILD/demo-configure.log" 2>&1 ||
+  { tail -n 40 "$BUILD/demo-configure.log"; echo "demo: cmake configure failed (full log: $BUILD/demo-configure.log)" >&2; exit 1; }
 cmake --build "$BUILD" -j"$(nproc)" --target shardtrain >"$BUILD/demo-build.log" 2>&1 ||
   { tail -n 40 "$BUILD/demo-build.log"; echo "demo: build failed (full log: $BUILD/demo-build.log)" >&2; exit 1; }
 BIN="$BUILD/shardtrain"

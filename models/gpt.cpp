@@ -102,12 +102,11 @@ void check_gpt_config(const GptConfig& c) {
            "GPT: d_model " << c.n_embd << " is not divisible by heads " << c.n_head);
 }
 
-Gpt::Gpt(const GptConfig& c, std::shared_ptr<Generator> gen, runtime::LayerRange range) : cfg_(c) {
+Gpt::Gpt(const GptConfig& c, std::shared_ptr<Generator> gen, std::vector<runtime::LayerRange> ranges) : cfg_(c) {
   check_gpt_config(c);
   set_generator(gen);
-  const runtime::LayerRange r = set_layer_range(range, static_cast<int>(c.n_layer) + 2);
   std::shared_ptr<GptEmbedding> emb;
-  for (int i = r.begin; i < r.end; ++i) {
+  for (int i : set_layer_ranges(std::move(ranges), static_cast<int>(c.n_layer) + 2)) {
     if (i == 0) {
       emb = std::make_shared<GptEmbedding>(c, gen);
       add_layer("transformer", emb);

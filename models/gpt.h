@@ -90,7 +90,7 @@ runtime::ModelDescription describe_gpt(const GptConfig& c, int64_t seq_len);
 class Gpt : public runtime::LanguageModel {
  public:
   // Parameters are zeros / LN ones; call init_weights() or load a state dict.
-  Gpt(const GptConfig& c, std::shared_ptr<Generator> gen, runtime::LayerRange layers = {});
+  Gpt(const GptConfig& c, std::shared_ptr<Generator> gen, std::vector<runtime::LayerRange> layers = {});
   void init_weights(uint64_t seed) override;
   const GptConfig& config() const { return cfg_; }
   std::string family() const override { return "gpt"; }

@@ -73,15 +73,14 @@ runtime::LayerCost TpGptHead::cost(int64_t) const {
 
 // ---- model ------------------------------------------------------------------------------------
 
-TpGpt::TpGpt(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen, runtime::LayerRange range)
+TpGpt::TpGpt(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen, std::vector<runtime::LayerRange> ranges)
     : cfg_(c), tp_(std::move(tp)) {
   const int p = runtime::tp_size(tp_);
   check_gpt_config(c);
   ST_CHECK(c.n_head % p == 0, ValueError, "GPT: heads " << c.n_head << " are not divisible by tp " << p);
   set_generator(gen);
-  const runtime::LayerRange r = set_layer_range(range, static_cast<int>(c.n_layer) + 2);
   std::shared_ptr<TpGptEmbedding> emb;
-  for (int i = r.begin; i < r.end; ++i) {
+  for (int i : set_layer_ranges(std::move(ranges), static_cast<int>(c.n_layer) + 2)) {
     if (i == 0) {
       emb = std::make_shared<TpGptEmbedding>(c, tp_, gen);
       add_layer("transformer", emb);

@@ -76,7 +76,7 @@ class TpGpt : public runtime::LanguageModel {
  public:
   // Throws ValueError unless heads and 4C divide by the group size (d_model by heads as for Gpt).
   // Parameters start as zeros / LN ones: call init_weights() or load_full_state_dict().
-  TpGpt(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen, runtime::LayerRange layers = {});
+  TpGpt(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen, std::vector<runtime::LayerRange> layers = {});
 
   // Each shard draws only its own elements of the full tensor's keyed stream (the shard's
   // ElementMap), padding rows zero: a TpGpt initialised from a seed equals the Gpt initialised

@@ -94,7 +94,7 @@ void load_hf_gpt2_weights(runtime::LanguageModel& model, const std::string& dir)
   };
   const runtime::NamedTensors params = model.named_parameters();
   runtime::load_parts(src, params, /*strict=*/false);
-  if (model.holds_first() && model.holds_last()) {
+  if (model.holds_all()) {
     std::set<std::string> taken;
     for (auto& [n, p] : params) taken.insert(src.in_store(n));
     for (const std::string& n : store.names())

@@ -40,10 +40,9 @@ void check_config(const MlpConfig& c) {
 }
 }  // namespace
 
-MlpLm::MlpLm(const MlpConfig& c, runtime::LayerRange range) : cfg_(c) {
+MlpLm::MlpLm(const MlpConfig& c, std::vector<runtime::LayerRange> ranges) : cfg_(c) {
   check_config(c);
-  const runtime::LayerRange r = set_layer_range(range, static_cast<int>(c.layers) + 2);
-  for (int i = r.begin; i < r.end; ++i) {
+  for (int i : set_layer_ranges(std::move(ranges), static_cast<int>(c.layers) + 2)) {
     if (i == 0)
       add_layer("embedding", std::make_shared<MlpEmbedding>(c.vocab, c.d_model));
     else if (i <= c.layers)

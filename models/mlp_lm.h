@@ -43,7 +43,7 @@ class MlpHead : public runtime::Layer {
 
 class MlpLm : public runtime::LanguageModel {
  public:
-  explicit MlpLm(const MlpConfig& c, runtime::LayerRange layers = {});
+  explicit MlpLm(const MlpConfig& c, std::vector<runtime::LayerRange> layers = {});
   void init_weights(uint64_t seed) override;
   static runtime::ModelDescription describe(const MlpConfig& c);
   std::string family() const override { return "mlp"; }

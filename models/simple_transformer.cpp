@@ -71,12 +71,11 @@ void check_config(const SimpleTransformerConfig& c) {
 }  // namespace
 
 SimpleTransformer::SimpleTransformer(const SimpleTransformerConfig& c, std::shared_ptr<Generator> gen,
-                                     runtime::LayerRange range)
+                                     std::vector<runtime::LayerRange> ranges)
     : cfg_(c) {
   check_config(c);
   set_generator(gen);
-  const runtime::LayerRange r = set_layer_range(range, static_cast<int>(c.layers) + 2);
-  for (int i = r.begin; i < r.end; ++i) {
+  for (int i : set_layer_ranges(std::move(ranges), static_cast<int>(c.layers) + 2)) {
     if (i == 0)
       add_layer("", std::make_shared<StEmbedding>(c.vocab, c.d_model, c.max_len));
     else if (i <= c.layers)

@@ -59,7 +59,7 @@ class StHead : public runtime::Layer {
 
 class SimpleTransformer : public runtime::LanguageModel {
  public:
-  SimpleTransformer(const SimpleTransformerConfig& c, std::shared_ptr<Generator> gen, runtime::LayerRange layers = {});
+  SimpleTransformer(const SimpleTransformerConfig& c, std::shared_ptr<Generator> gen, std::vector<runtime::LayerRange> layers = {});
   void init_weights(uint64_t seed) override;
   static runtime::ModelDescription describe(const SimpleTransformerConfig& c, int64_t seq_len);
   const SimpleTransformerConfig& config() const { return cfg_; }

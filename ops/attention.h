@@ -5,7 +5,7 @@
 // recomputes the probabilities P = exp(S − lse) from q, k (no T×T buffer is kept between passes):
 //   dV = Pᵀ·dO,  dP = dO·Vᵀ,  dS = P ∘ (dP − rowsum(P ∘ dP)),  dQ = dS·K/√D,  dK = dSᵀ·Q/√D.
 // (rowsum(P ∘ dP) = rowsum(dO ∘ O), which is what a fused kernel uses; `out` is passed for that.)
-// Backward writes fresh tensors (=). CPU: Eigen GEMMs per (b, h) in f32.
+// Backward writes fresh tensors (=). CPU: ops/cpu/sgemm products per (b, h) in f32.
 #pragma once
 #include "tensor/tensor.h"
 

@@ -4,7 +4,8 @@
 //     (then a must not be transposed: the batch folds into M).
 //   linear(x, w, bias): x (..., C_in) · w (C_in, C_out) + bias (C_out) → (..., C_out).
 //     w is stored (in, out) like GPT-2's Conv1D, so HF weights load without transposes.
-// CPU: Eigen GEMM in f32 (f16/bf16 widened, rounded on store). CUDA: cuBLAS with f32
+// CPU: ops/cpu/sgemm (Eigen's GEBP kernel, fixed blocking) in f32 (f16/bf16 widened, rounded
+// on store). CUDA: cuBLAS with f32
 // accumulation; for f16/bf16 with a bias, linear adds the bias in the GEMM's epilogue and its
 // backward computes the bias gradient in the weight-gradient GEMM (cuBLASLt, gemm_lt), falling
 // back to a separate add / column sum where cuBLASLt has no kernel. Backward writes fresh

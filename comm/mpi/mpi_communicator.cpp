@@ -9,6 +9,7 @@
 #include "comm/mpi/cuda_aware.h"
 #include "comm/mpi/host_stage.h"
 #include "comm/mpi_wait.h"
+#include "comm/side_channel.h"
 
 namespace st::comm {
 namespace {
@@ -36,11 +37,12 @@ class MpiWork final : public Work {
  protected:
   bool poll() override {
     int flag = 0;
-    int rc = MPI_Testall(static_cast<int>(p_->reqs.size()), p_->reqs.data(), &flag, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      std::string msg = "comm error: " + describe() + ": " + mpi_describe(rc);
-      state()->mark_broken(msg);
-      throw CommError(msg);
+    try {
+      CHECK_MPI(MPI_Testall(static_cast<int>(p_->reqs.size()), p_->reqs.data(), &flag, MPI_STATUSES_IGNORE),
+                describe());
+    } catch (const CommError& e) {
+      state()->mark_broken(e.what());
+      throw;
     }
     return flag != 0;
   }
@@ -68,34 +70,46 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, const std::string& name, Millis 
     : Communicator(std::make_shared<CommState>(
           [&] {
             int r = 0;
-            CHECK_MPI(MPI_Comm_rank(comm, &r));
+            CHECK_MPI(MPI_Comm_rank(mpi_errors_return(comm, "communicator '" + name + "'"), &r),
+                      "communicator '" + name + "'");
             return r;
           }(),
           [&] {
             int s = 0;
-            CHECK_MPI(MPI_Comm_size(comm, &s));
+            CHECK_MPI(MPI_Comm_size(comm, &s), "communicator '" + name + "'");
             return s;
           }(),
           name, timeout)),
       comm_(comm),
-      stage_(mpi::cuda_path().aware) {
-  CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+      stage_(mpi::cuda_path().aware),
+      p2p_(std::make_shared<mpi::P2PQueue>(comm_, state())) {
+  state()->set_side_channel(SideChannel::create(comm_, state(), timeout));
+  register_poll_hook(p2p_);
 }
 
 MpiCommunicator::~MpiCommunicator() {
-  // A broken communicator may still have requests in flight: leave its MPI_Comm alone.
+  // A broken communicator may still have requests in flight, a strict one batches not yet posted:
+  // leave its MPI_Comm alone.
   int fin = 0;
   MPI_Finalized(&fin);
-  if (!broken() && !fin) MPI_Comm_free(&comm_);
+  if (!broken() && !fin && p2p_->idle()) MPI_Comm_free(&comm_);
 }
 
 std::shared_ptr<MpiCommunicator> MpiCommunicator::dup(MPI_Comm parent, const std::string& name, Millis timeout) {
   require_mpi("MpiCommunicator::dup");
+  const std::string what = "creating communicator '" + name + "' (MPI_Comm_idup)";
   MPI_Comm child = MPI_COMM_NULL;
   MPI_Request req;
-  CHECK_MPI(MPI_Comm_idup(parent, &child, &req));
-  mpi_wait_deadline(&req, timeout, "creating communicator '" + name + "' (MPI_Comm_idup)");
-  return std::make_shared<MpiCommunicator>(child, name, timeout);
+  {
+    ErrorsReturnScope errors(parent);  // the caller's communicator, e.g. MPI_COMM_WORLD
+    CHECK_MPI(MPI_Comm_idup(parent, &child, &req), what);
+  }
+  mpi_wait_deadline(&req, timeout, what);
+  return std::make_shared<MpiCommunicator>(mpi_errors_return(child, what), name, timeout);
+}
+
+std::string MpiCommunicator::describe(const std::string& op, uint64_t seq) const {
+  return state()->where() + ", op " + op + ", seq " + std::to_string(seq);
 }
 
 std::vector<CollectiveSignature> MpiCommunicator::exchange_signatures(const CollectiveSignature& mine) {
@@ -116,7 +130,8 @@ WorkPtr MpiCommunicator::do_all_reduce(const Tensor& in, const Tensor& out, Redu
     ready(h);
     mpi::widen_f32(h.ptr, in.dtype(), f32_ptr(wide), n);
     p->staged = {h, wide, hout};
-    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, wide.ptr, n, MPI_FLOAT, mpi_op(op), comm_, p->reqs.data()));
+    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, wide.ptr, n, MPI_FLOAT, mpi_op(op), comm_, p->reqs.data()),
+              describe("allreduce", seq));
     p->after = [wide, hout, out, n, divisor] {
       mpi::narrow_from_f32(f32_ptr(wide), hout.ptr, out.dtype(), n, divisor);
       writeback(hout, out);
@@ -130,7 +145,7 @@ WorkPtr MpiCommunicator::do_all_reduce(const Tensor& in, const Tensor& out, Redu
     if (!in_place) ready(so);
     p->staged = {si, so};
     CHECK_MPI(MPI_Iallreduce(in_place ? MPI_IN_PLACE : si.ptr, so.ptr, n, raw_type(in), mpi_op(op), comm_,
-                             p->reqs.data()));
+                             p->reqs.data()), describe("allreduce", seq));
     p->after = [so, out, divisor] {
       mpi::divide(so, out, divisor);
       writeback(so, out);
@@ -154,7 +169,8 @@ WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& in, const Tensor& out, 
     ready(h);
     mpi::widen_f32(h.ptr, in.dtype(), f32_ptr(wide_in), in.numel());
     p->staged = {wide_in, wide_out, hout};
-    CHECK_MPI(MPI_Ireduce_scatter_block(wide_in.ptr, wide_out.ptr, n, MPI_FLOAT, mpi_op(op), comm_, p->reqs.data()));
+    CHECK_MPI(MPI_Ireduce_scatter_block(wide_in.ptr, wide_out.ptr, n, MPI_FLOAT, mpi_op(op), comm_, p->reqs.data()),
+              describe("reduce_scatter", seq));
     p->after = [wide_out, hout, out, n, divisor] {
       mpi::narrow_from_f32(f32_ptr(wide_out), hout.ptr, out.dtype(), n, divisor);
       writeback(hout, out);
@@ -166,7 +182,8 @@ WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& in, const Tensor& out, 
     ready(si);
     ready(so);
     p->staged = {si, so};
-    CHECK_MPI(MPI_Ireduce_scatter_block(si.ptr, so.ptr, n, raw_type(in), mpi_op(op), comm_, p->reqs.data()));
+    CHECK_MPI(MPI_Ireduce_scatter_block(si.ptr, so.ptr, n, raw_type(in), mpi_op(op), comm_, p->reqs.data()),
+              describe("reduce_scatter", seq));
     p->after = [so, out, divisor] {
       mpi::divide(so, out, divisor);
       writeback(so, out);
@@ -198,7 +215,7 @@ WorkPtr MpiCommunicator::do_all_gather(const Tensor& in, const Tensor& out, uint
   p->staged = {si, so};
   CHECK_MPI(MPI_Iallgather(in_place ? MPI_IN_PLACE : si.ptr, in_place ? 0 : n,
                            in_place ? MPI_DATATYPE_NULL : raw_type(in), so.ptr, n, raw_type(out), comm_,
-                           p->reqs.data()));
+                           p->reqs.data()), describe("all_gather", seq));
   p->after = [so, out] { writeback(so, out); };
   return std::make_shared<MpiWork>(state(), "all_gather", seq, p);
 }
@@ -210,7 +227,7 @@ WorkPtr MpiCommunicator::do_broadcast(const Tensor& t, int root, uint64_t seq) {
   Staged s = rank() == root ? stage_.input(t, Place::any) : stage_.output(t, Place::any);  // t (n)
   ready(s);
   p->staged = {s};
-  CHECK_MPI(MPI_Ibcast(s.ptr, count_of(t), raw_type(t), root, comm_, p->reqs.data()));
+  CHECK_MPI(MPI_Ibcast(s.ptr, count_of(t), raw_type(t), root, comm_, p->reqs.data()), describe("broadcast", seq));
   if (rank() != root) p->after = [s, t] { writeback(s, t); };
   return std::make_shared<MpiWork>(state(), "broadcast", seq, p);
 }
@@ -218,7 +235,7 @@ WorkPtr MpiCommunicator::do_broadcast(const Tensor& t, int root, uint64_t seq) {
 WorkPtr MpiCommunicator::do_barrier(uint64_t seq) {
   auto p = std::make_shared<MpiPayload>();
   p->reqs.resize(1);
-  CHECK_MPI(MPI_Ibarrier(comm_, p->reqs.data()));
+  CHECK_MPI(MPI_Ibarrier(comm_, p->reqs.data()), describe("barrier", seq));
   return std::make_shared<MpiWork>(state(), "barrier", seq, p);
 }
 
@@ -231,42 +248,38 @@ std::shared_ptr<Communicator> MpiCommunicator::do_split(int color, int key, cons
   }
   // Every rank reached the split: the blocking MPI_Comm_split below cannot wait on a missing peer.
   MPI_Comm child = MPI_COMM_NULL;
-  CHECK_MPI(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child));
+  const std::string what = state()->where() + ", op split into '" + name + "'";
+  CHECK_MPI(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child), what);
   if (child == MPI_COMM_NULL) return nullptr;
-  return std::make_shared<MpiCommunicator>(child, name, timeout());
+  return std::make_shared<MpiCommunicator>(mpi_errors_return(child, what), name, timeout());
 }
 
 WorkPtr MpiCommunicator::do_batch_p2p(const std::vector<P2POp>& ops, const std::string& op_name, uint64_t seq) {
-  auto p = std::make_shared<MpiPayload>();
-  p->reqs.resize(ops.size());
-  // Every buffer staged (downloads complete), then the posts.
+  auto b = std::make_shared<mpi::P2PBatch>();
+  b->op = op_name;
+  b->seq = seq;
+  b->who = describe(op_name, seq);
+  b->strict = p2p_mode() == P2PMode::strict;
+  // Every buffer staged (downloads complete) before anything is posted.
   for (const P2POp& o : ops) {
     const bool is_recv = o.kind == P2POp::Kind::recv;
-    p->keep.push_back(o.tensor);
-    p->staged.push_back(is_recv ? stage_.output(o.tensor, Place::any) : stage_.input(o.tensor, Place::any));
+    b->keep.push_back(o.tensor);
+    b->staged.push_back(is_recv ? stage_.output(o.tensor, Place::any) : stage_.input(o.tensor, Place::any));
   }
-  for (const Staged& s : p->staged) ready(s);
-  // Receives first, then sends; all nonblocking, so the order across ranks cannot deadlock.
-  for (int pass = 0; pass < 2; ++pass) {
-    for (size_t i = 0; i < ops.size(); ++i) {
-      const P2POp& o = ops[i];
-      const bool is_recv = o.kind == P2POp::Kind::recv;
-      if (is_recv != (pass == 0)) continue;
-      void* buf = p->staged[i].ptr;
-      if (is_recv)
-        CHECK_MPI(MPI_Irecv(buf, count_of(o.tensor), raw_type(o.tensor), o.peer, o.tag, comm_, &p->reqs[i]));
-      else
-        CHECK_MPI(MPI_Isend(buf, count_of(o.tensor), raw_type(o.tensor), o.peer, o.tag, comm_, &p->reqs[i]));
-    }
-  }
+  for (const Staged& st : b->staged) ready(st);
   std::vector<std::pair<Staged, Tensor>> copy_back;  // (block, CUDA destination) of staged receives
-  for (size_t i = 0; i < ops.size(); ++i)
-    if (ops[i].kind == P2POp::Kind::recv && p->staged[i].block) copy_back.emplace_back(p->staged[i], ops[i].tensor);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2POp& o = ops[i];
+    const bool is_recv = o.kind == P2POp::Kind::recv;
+    b->transfers.push_back({is_recv, o.peer, o.tag, count_of(o.tensor), o.tensor.dtype(), 0, b->staged[i].ptr});
+    if (is_recv && b->staged[i].block) copy_back.emplace_back(b->staged[i], o.tensor);
+  }
   if (!copy_back.empty())
-    p->after = [copy_back] {
-      for (const auto& [s, dst] : copy_back) writeback(s, dst);
+    b->after = [copy_back] {
+      for (const auto& [st, dst] : copy_back) writeback(st, dst);
     };
-  return std::make_shared<MpiWork>(state(), op_name, seq, p);
+  p2p_->issue(b);
+  return mpi::make_p2p_work(state(), op_name, seq, p2p_, b);
 }
 
 }  // namespace st::comm

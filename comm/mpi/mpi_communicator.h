@@ -4,7 +4,9 @@
 // pinned host blocks (comm/mpi/host_stage.h) — so several ranks may share one GPU either way;
 // f16 / bf16 reductions accumulate in f32 on the host.
 // Each communicator owns a private MPI_Comm (a dup or split), with MPI_ERRORS_RETURN so MPI
-// failures become CommError instead of aborting the job.
+// failures become CommError instead of aborting the job, and a side channel (a second dup,
+// comm/side_channel.h) that names the rank a timed-out operation waited for. Point-to-point
+// transfers go through a P2PQueue (comm/mpi/p2p_queue.h): default or strict mode, SHARDTRAIN_P2P.
 #pragma once
 #include <mpi.h>
 
@@ -13,12 +15,14 @@
 
 #include "comm/communicator.h"
 #include "comm/mpi/host_stage.h"
+#include "comm/mpi/p2p_queue.h"
 
 namespace st::comm {
 
 class MpiCommunicator final : public Communicator {
  public:
-  // Adopts `comm` (freed in the destructor unless the communicator broke).
+  // Adopts `comm` (freed in the destructor unless the communicator broke); collective over it (the
+  // side channel is a duplicate, within `timeout`).
   MpiCommunicator(MPI_Comm comm, const std::string& name, Millis timeout);
   ~MpiCommunicator() override;
   // A communicator over a private duplicate of `parent` (MPI_Comm_idup, within `timeout`).
@@ -44,8 +48,11 @@ class MpiCommunicator final : public Communicator {
   WorkPtr do_batch_p2p(const std::vector<P2POp>& ops, const std::string& op_name, uint64_t seq) override;
 
  private:
+  // "rank 1 of 4 in group 'world', op allreduce, seq 7" (for MPI errors before a Work exists)
+  std::string describe(const std::string& op, uint64_t seq) const;
   MPI_Comm comm_;
   mpi::HostStage stage_;
+  std::shared_ptr<mpi::P2PQueue> p2p_;
 };
 
 }  // namespace st::comm

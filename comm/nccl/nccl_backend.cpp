@@ -51,18 +51,24 @@ std::shared_ptr<Communicator> create_nccl_communicator(MPI_Comm parent, int devi
   ST_CHECK(device >= 0 && device < visible, DeviceError,
            "NCCL communicator '" << name << "': device " << device << " is not one of the " << visible
                                  << " visible CUDA devices");
+  const std::string what = "creating communicator '" + name + "' (MPI_Comm_idup)";
   MPI_Comm mpi = MPI_COMM_NULL;
   MPI_Request req;
-  CHECK_MPI(MPI_Comm_idup(parent, &mpi, &req));
-  mpi_wait_deadline(&req, timeout, "creating communicator '" + name + "' (MPI_Comm_idup)");
+  {
+    ErrorsReturnScope errors(parent);  // the caller's communicator, e.g. MPI_COMM_WORLD
+    CHECK_MPI(MPI_Comm_idup(parent, &mpi, &req), what);
+  }
+  mpi_wait_deadline(&req, timeout, what);
+  mpi_errors_return(mpi, what);
   int rank = 0, size = 0;
-  CHECK_MPI(MPI_Comm_rank(mpi, &rank));
-  CHECK_MPI(MPI_Comm_size(mpi, &size));
+  CHECK_MPI(MPI_Comm_rank(mpi, &rank), what);
+  CHECK_MPI(MPI_Comm_size(mpi, &size), what);
 
   ::st::cuda::set_device(device);
   auto id = std::make_shared<ncclUniqueId>();
   if (rank == 0) CHECK_NCCL(ncclGetUniqueId(id.get()));
-  CHECK_MPI(MPI_Ibcast(id.get(), sizeof(ncclUniqueId), MPI_BYTE, 0, mpi, &req));
+  CHECK_MPI(MPI_Ibcast(id.get(), sizeof(ncclUniqueId), MPI_BYTE, 0, mpi, &req),
+            "rank " + std::to_string(rank) + " of group '" + name + "', ncclUniqueId broadcast");
   try {
     mpi_wait_deadline(&req, timeout, "rank " + std::to_string(rank) + " of group '" + name + "', ncclUniqueId broadcast");
   } catch (const TimeoutError&) {

@@ -7,8 +7,10 @@
 #include <memory>
 
 #include "comm/mpi_wait.h"
+#include "comm/nccl/envelopes.h"
 #include "comm/nccl/event_pool.h"
 #include "comm/nccl/nccl_check.h"
+#include "comm/side_channel.h"
 #include "tensor/cuda/runtime.h"
 
 namespace st::comm {
@@ -53,8 +55,8 @@ class NcclWork final : public Work {
  public:
   using Handle = NcclCommunicator::Handle;
   NcclWork(std::shared_ptr<CommState> state, const char* op, uint64_t seq, std::shared_ptr<Handle> h,
-           cudaEvent_t done, std::vector<Tensor> keep)
-      : Work(std::move(state), op, seq), h_(std::move(h)), done_(done), keep_(std::move(keep)) {}
+           cudaEvent_t done, std::vector<Tensor> keep, std::shared_ptr<EnvelopeBatch> env)
+      : Work(std::move(state), op, seq), h_(std::move(h)), done_(done), keep_(std::move(keep)), env_(std::move(env)) {}
   ~NcclWork() override {
     settle();
     // Still set only if the operation never finished: the event may be pending, so it is
@@ -64,10 +66,20 @@ class NcclWork final : public Work {
 
  protected:
   bool poll() override {
+    // Envelopes first: a mismatch is reported (and NCCL aborted) even while NCCL still waits.
+    bool envelopes = true;
+    if (env_) {
+      try {
+        envelopes = env_->poll();
+      } catch (const CommError& e) {
+        state()->mark_broken(e.what());  // aborts the NCCL communicator
+        throw;
+      }
+    }
     cudaError_t q = cudaEventQuery(done_);
     if (q != cudaErrorNotReady) CHECK_CUDA(q);
     if (h_->aborted.load()) {  // the NCCL communicator is gone: no NCCL call on it any more
-      if (h_->finalized.load()) return q == cudaSuccess;  // ncclCommFinalize flushed every operation
+      if (h_->finalized.load()) return q == cudaSuccess && envelopes;  // ncclCommFinalize flushed every operation
       std::string msg = "comm error: " + describe() + ": the NCCL communicator was aborted";
       state()->mark_broken(msg);
       throw CommError(msg);
@@ -83,7 +95,7 @@ class NcclWork final : public Work {
       state()->mark_broken(msg);  // aborts the NCCL communicator
       throw CommError(msg);
     }
-    return q == cudaSuccess;
+    return q == cudaSuccess && envelopes;
   }
   void finish() override {
     // Runs only after the host saw the event complete (poll): every kernel enqueued from now on,
@@ -92,13 +104,18 @@ class NcclWork final : public Work {
     h_->events.put(done_);
     done_ = nullptr;
     keep_.clear();
+    env_.reset();
   }
-  void abandon() override { keep_alive_forever(std::make_shared<std::vector<Tensor>>(std::move(keep_))); }
+  void abandon() override {
+    keep_alive_forever(std::make_shared<std::vector<Tensor>>(std::move(keep_)));
+    if (env_) keep_alive_forever(std::move(env_));  // its MPI requests may still be posted
+  }
 
  private:
   std::shared_ptr<Handle> h_;
   cudaEvent_t done_;
   std::vector<Tensor> keep_;
+  std::shared_ptr<EnvelopeBatch> env_;  // batch_p2p only
 };
 
 NcclCommunicator::NcclCommunicator(ncclComm_t nccl, MPI_Comm mpi, int device, const std::string& name, Millis timeout)
@@ -120,7 +137,10 @@ NcclCommunicator::NcclCommunicator(ncclComm_t nccl, MPI_Comm mpi, int device, co
   h_->comm = nccl;
   std::shared_ptr<Handle> h = h_;
   state()->set_abort_hook([h] { h->abort(); });
-  CHECK_MPI(MPI_Comm_set_errhandler(mpi_, MPI_ERRORS_RETURN));
+  mpi_errors_return(mpi_, state()->where());
+  env_sent_.assign(static_cast<size_t>(size()), 0);
+  env_received_.assign(static_cast<size_t>(size()), 0);
+  state()->set_side_channel(SideChannel::create(mpi_, state(), timeout));
   ::st::cuda::DeviceGuard guard(device_);
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CHECK_CUDA(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
@@ -159,7 +179,8 @@ std::vector<CollectiveSignature> NcclCommunicator::exchange_signatures(const Col
 }
 
 template <class Enqueue>
-WorkPtr NcclCommunicator::launch(const char* op, uint64_t seq, std::vector<Tensor> keep, const Enqueue& enqueue) {
+WorkPtr NcclCommunicator::launch(const char* op, uint64_t seq, std::vector<Tensor> keep, const Enqueue& enqueue,
+                                 std::shared_ptr<EnvelopeBatch> env) {
   ::st::cuda::DeviceGuard guard(device_);
   CHECK_CUDA(cudaEventRecord(ready_, ::st::cuda::current_stream()));
   CHECK_CUDA(cudaStreamWaitEvent(stream_, ready_, 0));
@@ -178,7 +199,7 @@ WorkPtr NcclCommunicator::launch(const char* op, uint64_t seq, std::vector<Tenso
   cudaError_t rc = cudaEventRecord(done, stream_);
   if (rc != cudaSuccess) h_->events.put(done);  // never recorded: reusable
   CHECK_CUDA(rc);
-  return std::make_shared<NcclWork>(state(), op, seq, h_, done, std::move(keep));
+  return std::make_shared<NcclWork>(state(), op, seq, h_, done, std::move(keep), std::move(env));
 }
 
 WorkPtr NcclCommunicator::do_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) {
@@ -232,7 +253,9 @@ std::shared_ptr<Communicator> NcclCommunicator::do_split(int color, int key, con
     state()->mark_broken(e.what());
     throw;
   }
-  CHECK_MPI(MPI_Comm_split(mpi_, color < 0 ? MPI_UNDEFINED : color, key, &child_mpi));
+  const std::string what = state()->where() + ", op split into '" + name + "'";
+  CHECK_MPI(MPI_Comm_split(mpi_, color < 0 ? MPI_UNDEFINED : color, key, &child_mpi), what);
+  if (child_mpi != MPI_COMM_NULL) mpi_errors_return(child_mpi, what);
   ::st::cuda::DeviceGuard guard(device_);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
@@ -256,19 +279,30 @@ WorkPtr NcclCommunicator::do_batch_p2p(const std::vector<P2POp>& ops, const std:
     require_cuda(o.tensor, op_name.c_str());
     keep.push_back(o.tensor);
   }
+  // The envelopes (host, over MPI) make NCCL's matching order checkable: see envelopes.h.
+  const std::string who = state()->where() + ", op " + op_name + ", seq " + std::to_string(seq);
+  std::shared_ptr<EnvelopeBatch> env = EnvelopeBatch::post(mpi_, rank(), ops, env_sent_, env_received_, who);
   // One NCCL group: every send and receive is issued together, so neighbours cannot deadlock on
-  // order. NCCL matches p2p by (peer, order), not by tag; tags are checked by the caller's order.
-  return launch(op_name.c_str(), seq, std::move(keep), [&] {
-    CHECK_NCCL(ncclGroupStart());
-    for (const auto& o : ops) {
-      const size_t n = static_cast<size_t>(o.tensor.numel());
-      if (o.kind == P2POp::Kind::send)
-        CHECK_NCCL(ncclSend(o.tensor.data_ptr(), n, nccl_type(o.tensor.dtype()), o.peer, h_->comm, stream_));
-      else
-        CHECK_NCCL(ncclRecv(o.tensor.data_ptr(), n, nccl_type(o.tensor.dtype()), o.peer, h_->comm, stream_));
-    }
-    CHECK_NCCL(ncclGroupEnd());
-  });
+  // order. NCCL matches them per peer in issue order, across groups too.
+  try {
+    return launch(
+        op_name.c_str(), seq, std::move(keep),
+        [&] {
+          CHECK_NCCL(ncclGroupStart());
+          for (const auto& o : ops) {
+            const size_t n = static_cast<size_t>(o.tensor.numel());
+            if (o.kind == P2POp::Kind::send)
+              CHECK_NCCL(ncclSend(o.tensor.data_ptr(), n, nccl_type(o.tensor.dtype()), o.peer, h_->comm, stream_));
+            else
+              CHECK_NCCL(ncclRecv(o.tensor.data_ptr(), n, nccl_type(o.tensor.dtype()), o.peer, h_->comm, stream_));
+          }
+          CHECK_NCCL(ncclGroupEnd());
+        },
+        env);
+  } catch (const std::exception&) {
+    keep_alive_forever(env);  // its MPI requests are posted
+    throw;
+  }
 }
 
 }  // namespace st::comm

@@ -8,7 +8,10 @@
 // EventPool (comm/nccl/event_pool.h), each returned when its Work finished.
 // The NCCL communicator is non-blocking (config.blocking = 0) so that ncclCommAbort, run by the
 // watchdog on a timeout or an asynchronous error, can cancel operations in flight. A private MPI
-// communicator over the same ranks carries the unique id, split agreement and debug signatures.
+// communicator over the same ranks carries the unique id, split agreement, debug signatures and
+// the point-to-point envelopes that check tags against NCCL's issue order (comm/nccl/envelopes.h);
+// a second duplicate is the side channel that names a missing rank after a timeout
+// (comm/side_channel.h).
 #pragma once
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -22,10 +25,12 @@
 namespace st::comm {
 
 class NcclWork;
+class EnvelopeBatch;
 
 class NcclCommunicator final : public Communicator {
  public:
-  // Adopts both communicators; `nccl` must be initialised (not in progress).
+  // Adopts both communicators; `nccl` must be initialised (not in progress). Collective over
+  // `mpi` (the side channel is a duplicate, within `timeout`).
   NcclCommunicator(ncclComm_t nccl, MPI_Comm mpi, int device, const std::string& name, Millis timeout);
   ~NcclCommunicator() override;
 
@@ -46,10 +51,12 @@ class NcclCommunicator final : public Communicator {
  private:
   friend class NcclWork;  // holds the Handle
   // Orders the comm stream after the compute stream, runs `enqueue()` (NCCL calls on stream_),
-  // records a completion event and wraps it in a Work holding `keep` alive. Defined and used only
-  // in nccl_communicator.cpp (a template: no std::function allocation per call).
+  // records a completion event and wraps it in a Work holding `keep` alive (and checking `env`,
+  // the envelopes of a batch_p2p). Defined and used only in nccl_communicator.cpp (a template: no
+  // std::function allocation per call).
   template <class Enqueue>
-  WorkPtr launch(const char* op, uint64_t seq, std::vector<Tensor> keep, const Enqueue& enqueue);
+  WorkPtr launch(const char* op, uint64_t seq, std::vector<Tensor> keep, const Enqueue& enqueue,
+                 std::shared_ptr<EnvelopeBatch> env = nullptr);
   void require_cuda(const Tensor& t, const char* op) const;
 
   struct Handle;  // the ncclComm_t and the event pool, shared with Works and the abort hook
@@ -59,6 +66,7 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;  // recorded on the caller's stream before each operation
   Tensor barrier_buf_;  // (1) i32 on the device
+  std::vector<uint64_t> env_sent_, env_received_;  // per group rank: envelopes numbered so far
 };
 
 }  // namespace st::comm

@@ -4,6 +4,7 @@
 
 #include "ops/activation.h"
 #include "ops/cpu/common.h"
+#include "ops/cpu/elementary.h"
 #include "ops/cpu/f32_out.h"
 
 namespace st::ops::cpu {
@@ -21,7 +22,7 @@ void gelu_fwd(const Tensor& x, Tensor& y) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = px[i];
     const float inner = kBeta * (v + kKappa * v * v * v);
-    py[i] = 0.5f * v * (1.f + std::tanh(inner));
+    py[i] = 0.5f * v * (1.f + tanh_f32(inner));
   }
   out.store();
 }
@@ -35,7 +36,7 @@ void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) {
   const int64_t n = x.numel();
   for (int64_t i = 0; i < n; ++i) {
     const float v = px[i], v2 = v * v;
-    const float t = std::tanh(kBeta * (v + kKappa * v2 * v));
+    const float t = tanh_f32(kBeta * (v + kKappa * v2 * v));
     // d/dx [½x(1+t)] = ½(1+t) + ½x(1−t²)·β(1 + 3κx²)
     const float d = 0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * kBeta * (1.f + 3.f * kKappa * v2);
     pd[i] = pg[i] * d;

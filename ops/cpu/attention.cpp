@@ -1,22 +1,21 @@
-// CPU causal attention, one (b, h) slice at a time: S = Q·Kᵀ/√D (T, T) by Eigen, a masked
-// row softmax in f32 (its log-sum-exp saved), O = P·V. The backward rebuilds P from lse.
-#include <Eigen/Core>
+// CPU causal attention, one (b, h) slice at a time: S = Q·Kᵀ/√D (T, T) by sgemm (fixed
+// blocking, ops/cpu/sgemm.h), a masked row softmax in f32 (its log-sum-exp saved), O = P·V. The
+// backward rebuilds P from lse. Matrices are row-major; S(t, s) is S[t·T + s].
 #include <cmath>
+#include <vector>
 
 #include "ops/attention.h"
 #include "ops/cpu/common.h"
+#include "ops/cpu/elementary.h"
 #include "ops/cpu/f32_out.h"
+#include "ops/cpu/sgemm.h"
 
 namespace st::ops::cpu {
 namespace {
-using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMap = Eigen::Map<const RowMat>;
-using Map = Eigen::Map<RowMat>;
-
-// S (T, T) = Q·Kᵀ·scale, the full product; callers apply the causal mask row by row.
-void scores(const ConstMap& Q, const ConstMap& K, float scale, RowMat& S) {
-  S.noalias() = Q * K.transpose();
-  S *= scale;
+// S (T, T) = Q (T, D) · K (T, D)ᵀ · scale, the full product; callers apply the causal mask row by row.
+void scores(const float* Q, const float* K, int64_t T, int64_t D, float scale, float* S) {
+  sgemm(Q, false, K, true, S, T, T, D);
+  for (int64_t i = 0; i < T * T; ++i) S[i] *= scale;
 }
 }  // namespace
 
@@ -25,27 +24,28 @@ void attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& ou
   F32Out o(out);
   const int64_t BH = q.size(0) * q.size(1), T = q.size(2), D = q.size(3);
   const float scale = 1.f / std::sqrt(static_cast<float>(D));
-  RowMat S(T, T);
+  std::vector<float> Sbuf(static_cast<size_t>(T * T));  // (T, T)
+  float* S = Sbuf.data();
   float* pl = lse.data<float>();
   for (int64_t i = 0; i < BH; ++i) {
     const int64_t off = i * T * D;
-    ConstMap Q(q32.data<float>() + off, T, D), K(k32.data<float>() + off, T, D), V(v32.data<float>() + off, T, D);
-    Map O(o.data() + off, T, D);
-    scores(Q, K, scale, S);
+    const float *Q = q32.data<float>() + off, *K = k32.data<float>() + off, *V = v32.data<float>() + off;
+    scores(Q, K, T, D, scale, S);
     for (int64_t t = 0; t < T; ++t) {
+      float* St = S + t * T;
       float mx = -INFINITY;
-      for (int64_t s = 0; s <= t; ++s) mx = std::max(mx, S(t, s));
+      for (int64_t s = 0; s <= t; ++s) mx = std::max(mx, St[s]);
       double sum = 0;
       for (int64_t s = 0; s <= t; ++s) {
-        S(t, s) = std::exp(S(t, s) - mx);
-        sum += S(t, s);
+        St[s] = exp_f32(St[s] - mx);
+        sum += St[s];
       }
       const float inv = static_cast<float>(1.0 / sum);
-      for (int64_t s = 0; s <= t; ++s) S(t, s) *= inv;
-      for (int64_t s = t + 1; s < T; ++s) S(t, s) = 0.f;
-      pl[i * T + t] = mx + static_cast<float>(std::log(sum));
+      for (int64_t s = 0; s <= t; ++s) St[s] *= inv;
+      for (int64_t s = t + 1; s < T; ++s) St[s] = 0.f;
+      pl[i * T + t] = mx + static_cast<float>(log_f64(sum));
     }
-    O.noalias() = S * V;
+    sgemm(S, false, V, false, o.data() + off, T, D, T);  // O (T, D) = P·V
   }
   o.store();
 }
@@ -57,29 +57,32 @@ void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   const int64_t BH = q.size(0) * q.size(1), T = q.size(2), D = q.size(3);
   const float scale = 1.f / std::sqrt(static_cast<float>(D));
   const float* pl = lse.data<float>();
-  RowMat P(T, T), dP(T, T);
+  std::vector<float> Pbuf(static_cast<size_t>(T * T)), dPbuf(static_cast<size_t>(T * T));  // (T, T) each
+  float *P = Pbuf.data(), *dP = dPbuf.data();
   for (int64_t i = 0; i < BH; ++i) {
     const int64_t off = i * T * D;
-    ConstMap Q(q32.data<float>() + off, T, D), K(k32.data<float>() + off, T, D), V(v32.data<float>() + off, T, D);
-    ConstMap dO(g32.data<float>() + off, T, D);
-    Map dQ(odq.data() + off, T, D), dK(odk.data() + off, T, D), dV(odv.data() + off, T, D);
-    scores(Q, K, scale, P);
+    const float *Q = q32.data<float>() + off, *K = k32.data<float>() + off, *V = v32.data<float>() + off;
+    const float* dO = g32.data<float>() + off;
+    scores(Q, K, T, D, scale, P);
     for (int64_t t = 0; t < T; ++t) {
+      float* Pt = P + t * T;
       const float l = pl[i * T + t];
-      for (int64_t s = 0; s <= t; ++s) P(t, s) = std::exp(P(t, s) - l);
-      for (int64_t s = t + 1; s < T; ++s) P(t, s) = 0.f;
+      for (int64_t s = 0; s <= t; ++s) Pt[s] = exp_f32(Pt[s] - l);
+      for (int64_t s = t + 1; s < T; ++s) Pt[s] = 0.f;
     }
-    dV.noalias() = P.transpose() * dO;  // (T, D)
-    dP.noalias() = dO * V.transpose();  // (T, T)
+    sgemm(P, true, dO, false, odv.data() + off, T, D, T);  // dV (T, D) = Pᵀ·dO
+    sgemm(dO, false, V, true, dP, T, T, D);                // dP (T, T) = dO·Vᵀ
     for (int64_t t = 0; t < T; ++t) {
+      const float* Pt = P + t * T;
+      float* dPt = dP + t * T;
       double dsum = 0;  // rowsum(P ∘ dP)
-      for (int64_t s = 0; s <= t; ++s) dsum += static_cast<double>(P(t, s)) * dP(t, s);
+      for (int64_t s = 0; s <= t; ++s) dsum += static_cast<double>(Pt[s]) * dPt[s];
       const float fd = static_cast<float>(dsum);
-      for (int64_t s = 0; s <= t; ++s) dP(t, s) = P(t, s) * (dP(t, s) - fd) * scale;  // dS·scale
-      for (int64_t s = t + 1; s < T; ++s) dP(t, s) = 0.f;
+      for (int64_t s = 0; s <= t; ++s) dPt[s] = Pt[s] * (dPt[s] - fd) * scale;  // dS·scale
+      for (int64_t s = t + 1; s < T; ++s) dPt[s] = 0.f;
     }
-    dQ.noalias() = dP * K;              // (T, D)
-    dK.noalias() = dP.transpose() * Q;  // (T, D)
+    sgemm(dP, false, K, false, odq.data() + off, T, D, T);  // dQ (T, D) = dS·K
+    sgemm(dP, true, Q, false, odk.data() + off, T, D, T);   // dK (T, D) = dSᵀ·Q
   }
   odq.store();
   odk.store();

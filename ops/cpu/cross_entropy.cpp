@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/cpu/common.h"
+#include "ops/cpu/elementary.h"
 #include "ops/cpu/f32_out.h"
 #include "ops/cross_entropy.h"
 
@@ -31,8 +32,8 @@ void cross_entropy_fwd(const Tensor& logits, const Tensor& targets, int64_t igno
     float mx = -INFINITY;
     for (int64_t c = 0; c < V; ++c) mx = std::max(mx, xr[c]);
     double s = 0;
-    for (int64_t c = 0; c < V; ++c) s += std::exp(xr[c] - mx);
-    const double ls = std::log(s);
+    for (int64_t c = 0; c < V; ++c) s += exp_f32(xr[c] - mx);
+    const double ls = log_f64(s);
     plse[n] = mx + static_cast<float>(ls);
     const int64_t t = target(targets, n);
     if (t == ignore_index) continue;
@@ -64,7 +65,7 @@ void cross_entropy_bwd(const Tensor& logits, const Tensor& targets, const Tensor
       for (int64_t c = 0; c < V; ++c) dr[c] = 0.f;
       continue;
     }
-    for (int64_t c = 0; c < V; ++c) dr[c] = std::exp(xr[c] - plse[n]) * k;
+    for (int64_t c = 0; c < V; ++c) dr[c] = exp_f32(xr[c] - plse[n]) * k;
     dr[t] -= k;
   }
   out.store();

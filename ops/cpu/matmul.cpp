@@ -1,14 +1,9 @@
-// CPU GEMM through Eigen (row-major maps, lazy transposes), f32 compute.
-#include <Eigen/Core>
-
+// CPU GEMM: f32 compute through sgemm (fixed blocking, ops/cpu/sgemm.h), one matrix per batch entry.
 #include "ops/cpu/common.h"
+#include "ops/cpu/sgemm.h"
 #include "ops/matmul.h"
 
 namespace st::ops::cpu {
-
-using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMap = Eigen::Map<const RowMat>;
-using Map = Eigen::Map<RowMat>;
 
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t batch, int64_t M, int64_t N,
           int64_t K, bool b_shared) {
@@ -17,19 +12,8 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t
   const float* pa = a32.data<float>();
   const float* pb = b32.data<float>();
   float* pc = c32.data<float>();
-  for (int64_t i = 0; i < batch; ++i) {
-    ConstMap A(pa + i * M * K, ta ? K : M, ta ? M : K);
-    ConstMap B(pb + (b_shared ? 0 : i * K * N), tb ? N : K, tb ? K : N);
-    Map C(pc + i * M * N, M, N);
-    if (!ta && !tb)
-      C.noalias() = A * B;
-    else if (ta && !tb)
-      C.noalias() = A.transpose() * B;
-    else if (!ta && tb)
-      C.noalias() = A * B.transpose();
-    else
-      C.noalias() = A.transpose() * B.transpose();
-  }
+  for (int64_t i = 0; i < batch; ++i)
+    sgemm(pa + i * M * K, ta, pb + (b_shared ? 0 : i * K * N), tb, pc + i * M * N, M, N, K);
   if (!c32.same(c)) c.copy_(c32);
 }
 

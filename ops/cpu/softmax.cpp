@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ops/cpu/common.h"
+#include "ops/cpu/elementary.h"
 #include "ops/cpu/f32_out.h"
 #include "ops/softmax.h"
 
@@ -21,12 +22,12 @@ void softmax_fwd(const Tensor& x, Tensor& y, bool log) {
     for (int64_t c = 0; c < C; ++c) mx = std::max(mx, xr[c]);
     double sum = 0;
     for (int64_t c = 0; c < C; ++c) {
-      const float e = std::exp(xr[c] - mx);
+      const float e = exp_f32(xr[c] - mx);
       if (!log) yr[c] = e;
       sum += e;
     }
     if (log) {
-      const float ls = static_cast<float>(std::log(sum));  // (x − max) − log Σ: no cancellation at large x
+      const float ls = static_cast<float>(log_f64(sum));  // (x − max) − log Σ: no cancellation at large x
       for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - mx) - ls;
     } else {
       const float inv = static_cast<float>(1.0 / sum);
@@ -51,7 +52,7 @@ void softmax_bwd(const Tensor& y, const Tensor& dy, Tensor& dx, bool log) {
     if (log) {
       for (int64_t c = 0; c < C; ++c) s += gr[c];
       const float fs = static_cast<float>(s);
-      for (int64_t c = 0; c < C; ++c) dr[c] = gr[c] - std::exp(yr[c]) * fs;
+      for (int64_t c = 0; c < C; ++c) dr[c] = gr[c] - exp_f32(yr[c]) * fs;
     } else {
       for (int64_t c = 0; c < C; ++c) s += static_cast<double>(gr[c]) * yr[c];
       const float fs = static_cast<float>(s);

@@ -53,7 +53,10 @@ std::optional<E> from_name(std::string_view s) {
 template <NamedEnum E>
 std::string choices_of() {
   std::string out;
-  for (const auto& e : EnumNames<E>::table) out += (out.empty() ? "" : "|") + std::string(e.name);
+  for (const auto& e : EnumNames<E>::table) {
+    if (!out.empty()) out += '|';
+    out.append(e.name);
+  }
   return out;
 }
 

@@ -10,6 +10,8 @@ namespace st::runtime {
 
 Tensor LanguageModel::forward(const Tensor& tokens) {
   ST_CHECK(!layers_.empty(), ValueError, "LanguageModel::forward: the model has no layers");
+  ST_CHECK(ranges_.size() == 1, ValueError,
+           "LanguageModel::forward: the model holds " << ranges_.size() << " ranges of layers (run them one by one)");
   return forward_layers(tokens, 0, layers_.size());
 }
 
@@ -27,25 +29,37 @@ double LayerInfo::param_bytes() const {
 }
 
 bool LanguageModel::recomputable(size_t i) const {
-  const int g = first_layer_ + static_cast<int>(i);
+  const int g = global_layer(i);
   return g != 0 && g + 1 != total_layers_;
 }
 
-LayerRange LanguageModel::set_layer_range(LayerRange r, int total) {
-  if (r.end < 0) r.end = total;
-  ST_CHECK(0 <= r.begin && r.begin < r.end && r.end <= total, ValueError,
-           family() << ": layers [" << r.begin << ", " << r.end << ") of a " << total << "-layer model");
-  ST_CHECK(layers_.empty(), ValueError, "set_layer_range: layers were added already");
-  first_layer_ = r.begin;
+std::vector<int> LanguageModel::set_layer_ranges(std::vector<LayerRange> ranges, int total) {
+  ST_CHECK(layers_.empty(), ValueError, "set_layer_ranges: layers were added already");
+  if (ranges.empty()) ranges.push_back({});
+  int prev_end = 0;
+  global_.clear();
+  for (LayerRange& r : ranges) {
+    if (r.end < 0) r.end = total;
+    ST_CHECK(prev_end <= r.begin && r.begin < r.end && r.end <= total, ValueError,
+             family() << ": layers [" << r.begin << ", " << r.end << ") of a " << total
+                      << "-layer model (ranges must be non-empty, disjoint, in order)");
+    prev_end = r.end;
+    for (int i = r.begin; i < r.end; ++i) global_.push_back(i);
+  }
+  ranges_ = ranges;
   total_layers_ = total;
   range_set_ = true;
-  return r;
+  return global_;
 }
 
 void LanguageModel::add_layer(const std::string& scope, std::shared_ptr<Layer> layer) {
-  if (!range_set_) total_layers_ = static_cast<int>(layers_.size()) + 1;  // a model that holds all its layers
-  ST_CHECK(first_layer_ + static_cast<int>(layers_.size()) < total_layers_, ValueError,
-           "add_layer: more layers than the range set by set_layer_range");
+  if (!range_set_) {  // a model that holds all its layers
+    global_.push_back(static_cast<int>(layers_.size()));
+    total_layers_ = static_cast<int>(global_.size());
+    ranges_ = {{0, total_layers_}};
+  }
+  ST_CHECK(layers_.size() < global_.size(), ValueError,
+           "add_layer: more layers than the ranges set by set_layer_ranges");
   layer->set_scope(scope);
   register_module(scope, layer);
   layers_.push_back(std::move(layer));

@@ -1,16 +1,31 @@
 #include "runtime/parallel/grad_reducer.h"
 
-#include "runtime/common/timing.h"
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+
 #include "runtime/observe/trace.h"
 #include "tensor/autograd.h"
+#include "tensor/error.h"
 
 namespace st::runtime {
 
+bool skip_grad_comm_env() {
+  const char* v = std::getenv("SHARDTRAIN_TEST_SKIP_GRAD_COMM");
+  return v && *v && std::string_view(v) != "0";
+}
+
 GradReducer::GradReducer(std::vector<std::pair<std::string, Tensor>> params, std::shared_ptr<comm::Communicator> group,
                          ReducerOptions options)
-    : params_(std::move(params)), group_(std::move(group)), options_(options), alive_(std::make_shared<bool>(true)) {
+    : params_(std::move(params)), group_(std::move(group)), options_(std::move(options)),
+      alive_(std::make_shared<bool>(true)) {
   if (!group_) ST_THROW(ValueError, "GradReducer: no communicator");
   const size_t n = params_.size();
+  if (!options_.segment.empty() && options_.segment.size() != n)
+    ST_THROW(ValueError, "GradReducer: " << options_.segment.size() << " segments for " << n << " parameters");
+  if (options_.comm_buffers < 1) ST_THROW(ValueError, "GradReducer: comm_buffers must be ≥ 1");
+  poll_progress_ = std::string_view(group_->backend()) == "mpi";
+  skip_comm_ = skip_grad_comm_env();
   ready_.assign(n, false);
   for (auto& [name, p] : params_) shapes_.push_back(p.shape());
   std::weak_ptr<bool> alive = alive_;
@@ -19,6 +34,12 @@ GradReducer::GradReducer(std::vector<std::pair<std::string, Tensor>> params, std
       if (alive.lock()) on_grad_ready(k);
     });
   }
+}
+
+GradReducer::~GradReducer() {
+  alive_.reset();
+  for (auto& [name, p] : params_) p.clear_grad_ready_hooks();
+  // Works still in flight (an exception mid-step) wait for themselves in their destructors.
 }
 
 bool GradReducer::layout_is_current() const {
@@ -33,18 +54,22 @@ bool GradReducer::layout_is_current() const {
 
 void GradReducer::lay_out() {
   if (layout_is_current()) return;
+  wait_all();
   const size_t n = params_.size();
   buckets_.clear();
+  staging_.clear();
+  staging_free_.clear();
   bucket_of_.assign(n, 0);
   offsets_.assign(n, 0);
-  // Reverse registration order; a bucket holds one dtype and device.
+  auto segment = [&](size_t k) { return options_.segment.empty() ? 0 : options_.segment[k]; };
+  // Reverse registration order; a bucket holds one dtype, device and segment.
   std::vector<std::vector<size_t>> groups;
   size_t bytes = 0, cap = options_.first_bucket_bytes;
   for (size_t k = n; k-- > 0;) {
     const Tensor& p = params_[k].second;
-    bool fits = !groups.empty() && bytes + p.nbytes() <= cap &&
-                params_[groups.back().front()].second.dtype() == p.dtype() &&
-                params_[groups.back().front()].second.device() == p.device();
+    const size_t head = groups.empty() ? 0 : groups.back().front();
+    bool fits = !groups.empty() && bytes + p.nbytes() <= cap && params_[head].second.dtype() == p.dtype() &&
+                params_[head].second.device() == p.device() && segment(head) == segment(k);
     if (!fits) {
       if (!groups.empty()) cap = options_.bucket_bytes;
       groups.emplace_back();
@@ -53,6 +78,8 @@ void GradReducer::lay_out() {
     groups.back().push_back(k);
     bytes += p.nbytes();
   }
+  int64_t largest = 0;
+  bool cast = false;
   for (auto& g : groups) {
     Bucket b;
     int64_t numel = 0;
@@ -62,16 +89,18 @@ void GradReducer::lay_out() {
       numel += params_[k].second.numel();
     }
     const Tensor& p0 = params_[g.front()].second;
-    b.flat = Tensor::zeros({numel}, p0.dtype(), p0.device());
-    if (options_.comm_dtype != p0.dtype()) b.comm_buf = Tensor::empty({numel}, options_.comm_dtype, p0.device());
+    b.flat = Tensor::zeros({numel}, p0.dtype(), p0.device());  // (numel,)
     b.params = g;
+    cast = cast || options_.comm_dtype != p0.dtype();
+    largest = std::max(largest, numel);
     buckets_.push_back(std::move(b));
   }
-}
-
-GradReducer::~GradReducer() {
-  alive_.reset();
-  for (auto& [name, p] : params_) p.clear_grad_ready_hooks();
+  if (cast) {  // every bucket on one device here (the model's); buffers of the largest bucket
+    const int count = std::min<int>(options_.comm_buffers, static_cast<int>(buckets_.size()));
+    for (int s = 0; s < count; ++s)
+      staging_.push_back(Tensor::empty({largest}, options_.comm_dtype, buckets_.front().flat.device()));  // (largest,)
+    staging_free_.assign(staging_.size(), true);
+  }
 }
 
 int64_t GradReducer::num_buckets() {
@@ -80,19 +109,28 @@ int64_t GradReducer::num_buckets() {
 }
 
 std::vector<std::string> GradReducer::bucket_names(int64_t i) {
-  lay_out();
   std::vector<std::string> names;
-  for (size_t k : buckets_.at(static_cast<size_t>(i)).params) names.push_back(params_[k].first);
+  for (size_t k : bucket_params(i)) names.push_back(params_[k].first);
   return names;
+}
+
+const Tensor& GradReducer::bucket_buffer(int64_t i) {
+  lay_out();
+  return buckets_.at(static_cast<size_t>(i)).flat;
+}
+
+const std::vector<size_t>& GradReducer::bucket_params(int64_t i) {
+  lay_out();
+  return buckets_.at(static_cast<size_t>(i)).params;
 }
 
 void GradReducer::zero_grad() {
   lay_out();
+  wait_all();
   NoGradGuard ng;
   for (auto& b : buckets_) {
     b.flat.fill_(0.0);
     b.launched = false;
-    b.work.reset();
     b.pending = static_cast<int>(b.params.size());
     for (size_t k : b.params) {
       Tensor view = b.flat.narrow(0, offsets_[k], params_[k].second.numel()).view(shapes_[k]);
@@ -100,7 +138,8 @@ void GradReducer::zero_grad() {
       ready_[k] = false;
     }
   }
-  next_launch_ = 0;
+  hooks_seen_ = 0;
+  launches_.clear();
 }
 
 void GradReducer::set_sync(bool on) { sync_ = on; }
@@ -108,65 +147,111 @@ void GradReducer::set_sync(bool on) { sync_ = on; }
 void GradReducer::on_grad_ready(size_t k) {
   if (!sync_ || ready_[k] || buckets_.empty()) return;
   ready_[k] = true;
-  Bucket& b = buckets_[bucket_of_[k]];
-  if (--b.pending == 0) launch_ready_in_order();
-  poll_in_flight();
+  ++hooks_seen_;
+  const size_t i = bucket_of_[k];
+  if (--buckets_[i].pending == 0) launch(i, /*from_finalize=*/false);
+  if (poll_progress_) poll_in_flight();
 }
 
-void GradReducer::launch_ready_in_order() {
-  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch(buckets_[next_launch_++]);
+void GradReducer::check_same_bucket(size_t i) {
+  const Device dev = buckets_[i].flat.device();
+  Tensor mine = Tensor::full({1}, static_cast<double>(i), DType::i64, dev);  // (1,)
+  Tensor all = Tensor::empty({group_->size()}, DType::i64, dev);              // (size,)
+  group_->all_gather(mine, all)->wait();
+  const std::vector<double> got = all.to_double();
+  for (size_t r = 0; r < got.size(); ++r)
+    if (got[r] != static_cast<double>(i))
+      ST_THROW(CommError, "gradient buckets launched in different orders in group '"
+                              << group_->name() << "' (debug mode): rank " << group_->rank() << " launches bucket " << i
+                              << ", rank " << r << " bucket " << got[r]
+                              << " (the ranks' backward graphs differ, so their grad-ready hooks fire in different orders)");
 }
 
-void GradReducer::launch(Bucket& b) {
-  if (group_->size() == 1) {  // nothing to reduce
-    b.launched = true;
-    return;
+int GradReducer::take_staging() {
+  for (;;) {
+    for (size_t s = 0; s < staging_free_.size(); ++s)
+      if (staging_free_[s]) {
+        staging_free_[s] = false;
+        return static_cast<int>(s);
+      }
+    // all taken: the oldest bucket in flight gives its buffer back
+    ST_CHECK(!in_flight_.empty(), ValueError, "GradReducer: no communication buffer and nothing in flight");
+    const size_t oldest = in_flight_.front();
+    if (buckets_[oldest].work) buckets_[oldest].work->wait();
+    retire(oldest);
   }
-  NoGradGuard ng;
-  const Tensor& buf = b.comm_buf.defined() ? b.comm_buf : b.flat;
-  if (b.comm_buf.defined()) b.comm_buf.copy_(b.flat);
-  b.t_launch = std::chrono::steady_clock::now();
-  b.timed = false;
-  b.work = group_->all_reduce(buf, comm::ReduceOp::sum);
+}
+
+void GradReducer::launch(size_t i, bool from_finalize) {
+  Bucket& b = buckets_[i];
   b.launched = true;
+  b.t_launch = Clock::now();
+  launches_.push_back({static_cast<int64_t>(i), hooks_seen_, from_finalize, b.t_launch});
   ++stats_.buckets_launched;
-  stats_.bytes += static_cast<int64_t>(buf.nbytes());
+  if (group_->size() == 1) return;  // nothing to reduce
+  if (group_->debug_checks()) check_same_bucket(i);
+  NoGradGuard ng;
+  Tensor buf = b.flat;
+  if (b.flat.dtype() != options_.comm_dtype) {
+    b.staging = take_staging();
+    buf = staging_[static_cast<size_t>(b.staging)].narrow(0, 0, b.flat.numel());
+    buf.copy_(b.flat);  // (numel,) in comm dtype
+  }
+  b.t_launch_us = trace::now_us();
+  if (!skip_comm_) {
+    b.work = group_->all_reduce(buf, comm::ReduceOp::sum);
+    stats_.bytes += static_cast<int64_t>(buf.nbytes());
+  }
+  in_flight_.push_back(i);
 }
 
 void GradReducer::poll_in_flight() {
-  for (auto& b : buckets_)
-    if (b.work && !b.timed && b.work->is_completed()) note_done(b);
-}
-
-void GradReducer::note_done(Bucket& b) {
-  stats_.comm_ms += ms_since(b.t_launch);
-  b.timed = true;
-  if (trace::enabled())
-    trace::record("allreduce bucket " + std::to_string(&b - buckets_.data()), "comm",
-                  trace::now_us() - static_cast<int64_t>(ms_since(b.t_launch) * 1000), trace::now_us());
-}
-
-void GradReducer::complete(Bucket& b) {
-  if (!b.work) return;
-  b.work->wait();
-  if (!b.timed) note_done(b);
-  if (b.comm_buf.defined()) {
-    NoGradGuard ng;
-    b.flat.copy_(b.comm_buf);
+  for (size_t n = in_flight_.size(); n-- > 0;) {
+    const size_t i = in_flight_.front();
+    const bool done = !buckets_[i].work || buckets_[i].work->is_completed();
+    in_flight_.pop_front();
+    in_flight_.push_back(i);  // rotate: every bucket polled once, launch order kept
+    if (done) retire(i);
   }
+}
+
+void GradReducer::retire(size_t i) {
+  Bucket& b = buckets_[i];
+  if (b.staging >= 0) {
+    NoGradGuard ng;
+    b.flat.copy_(staging_[static_cast<size_t>(b.staging)].narrow(0, 0, b.flat.numel()));
+    staging_free_[static_cast<size_t>(b.staging)] = true;
+    b.staging = -1;
+  }
+  if (trace::enabled())  // launch → the completion seen by this rank (a poll or a wait)
+    trace::record("allreduce bucket " + std::to_string(i), "comm", b.t_launch_us, trace::now_us());
   b.work.reset();
+  in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), i));
+}
+
+void GradReducer::wait_all() {
+  while (!in_flight_.empty()) {
+    const size_t i = in_flight_.front();
+    if (buckets_[i].work) buckets_[i].work->wait();
+    retire(i);
+  }
 }
 
 void GradReducer::finalize() {
-  auto t0 = std::chrono::steady_clock::now();
+  const Clock::time_point t0 = Clock::now();
+  const int64_t t0_us = trace::now_us();
   // Buckets not launched yet (parameters backward did not reach, or sync was off): in order.
-  for (; next_launch_ < buckets_.size(); ++next_launch_) {
-    Bucket& b = buckets_[next_launch_];
-    b.pending = 0;
-    launch(b);
-  }
-  for (auto& b : buckets_) complete(b);
-  stats_.exposed_ms += ms_since(t0);
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    if (!buckets_[i].launched) {
+      buckets_[i].pending = 0;
+      launch(i, /*from_finalize=*/true);
+    }
+  wait_all();
+  for (const BucketLaunch& l : launches_)
+    if (!l.from_finalize && l.hooks_seen < hooks_seen_) ++stats_.launched_early;
+  ++stats_.steps;
+  stats_.wait_ms += ms_since(t0);
+  if (trace::enabled()) trace::record("gradient sync wait", "comm", t0_us, trace::now_us());
 }
 
 }  // namespace st::runtime

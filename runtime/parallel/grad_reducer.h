@@ -1,31 +1,60 @@
-// Data-parallel gradient reducer (DDP-style), fed by the autograd engine's grad-ready hooks.
+// Data-parallel gradient reducer (DDP-style), fed by the autograd engine's grad-ready hooks; the
+// gradient half of ZeRO-1 too (runtime/parallel/zero1.h).
 //
-// Parameters are grouped into buckets in reverse registration order (backward produces the last
+// Buckets. Parameters are grouped in reverse registration order (backward produces the last
 // layers' gradients first): a small first bucket so communication starts early, then buckets of
-// `bucket_bytes`. Each parameter's .grad() is a view into its bucket's flat buffer, so the
+// `bucket_bytes`; a bucket holds one dtype and device and, when `segment` is given, one segment
+// (ZeRO: one owner). Each parameter's .grad() is a view into its bucket's flat buffer, so the
 // engine's += accumulation writes straight into what is communicated (no copy, and gradient
 // accumulation over micro-batches needs nothing extra).
 //
-// On the step's last micro-batch (set_sync(true)) a hook marks each parameter ready when its
-// gradient is final; a bucket whose parameters are all ready is all-reduced (SUM) at once, in
-// bucket order on every rank, while backward continues. finalize() launches what is left (for
-// parameters that backward did not reach, their zero gradient) and waits for the buckets still
-// in flight. The trainer scales each micro-batch's loss by 1/(global batch), so the SUM is the
-// gradient of the global-batch mean.
+// Ready order. On the step's last micro-batch (set_sync(true)) a hook marks each parameter ready
+// when its gradient is final; a bucket whose parameters are all ready is all-reduced (SUM) at
+// once, whether or not an earlier bucket is — while backward continues. Every rank of the group
+// launches the buckets in the same order because that order is the order of the grad-ready
+// hooks, and the hooks follow the engine: the same graph (same model, same ops, same shapes on
+// every rank of a DP group) run by the same deterministic engine (nodes by creation order,
+// tensor/autograd.cpp). A rank whose graph differs would pair different buckets in one
+// all-reduce; with SHARDTRAIN_COMM_DEBUG=1 every launch first all-gathers the bucket's index and
+// a mismatch is a CommError on every rank (comm's signature check alone compares only dtype and
+// count, which two buckets can share). finalize() launches what is left, in bucket order (for
+// parameters that backward did not reach, their zero gradient) and waits for what is in flight.
+// The trainer scales each micro-batch's loss by 1/(global batch), so the SUM is the gradient of
+// the global-batch mean.
+//
+// Progress. MPI's nonblocking collectives advance only inside MPI calls, so on the MPI backend
+// each hook polls the buckets in flight (one MPI_Test each); NCCL runs on its own stream and is
+// not polled. On CUDA the NCCL backend orders each all-reduce after an event it records on the
+// current stream when the bucket is launched, i.e. after the bucket's last gradient kernel: no
+// host synchronisation at launch. finalize() still waits on the host for each bucket's
+// completion event: comm offers no device-side wait on a Work (a Work::wait_on_stream() making
+// the current stream wait for the completion event would let the optimizer's kernels queue
+// behind it instead). The MPI backend's pinned staging makes the host wait for the stream at
+// launch (comm/README.md).
+//
+// Communication dtype. With comm_dtype ≠ the gradient dtype (e.g. bf16 over f32 gradients) a
+// bucket is cast into a communication buffer, reduced there and cast back: half the bytes, one
+// rounding. There are at most `comm_buffers` such buffers (each the size of the largest bucket,
+// in comm_dtype), shared by the buckets in flight: launching a bucket when all are taken first
+// waits for the oldest bucket in flight. Beside the gradients the reducer so holds at most
+// comm_buffers buckets, never a copy of every gradient.
 //
 // The buckets are laid out (and their buffers allocated) at the first zero_grad(), in the dtype
 // and on the device the parameters have then — the trainer casts them to the compute dtype when
 // it is built, after the reducer — and laid out again if that changes.
 //
-// With comm_dtype ≠ the gradient dtype (e.g. bf16 over f32 gradients) a bucket is cast into a
-// communication buffer, reduced there, and cast back: half the bytes, one rounding.
+// Test hook (docs/testing.md): SHARDTRAIN_TEST_SKIP_GRAD_COMM=1, read at construction, makes
+// every bucket skip its collective and do everything else (the hooks, the casts, the waits and
+// the statistics), so that a run's step time without gradient communication can be measured
+// against the same run with it (tests/bench/bench_dp_overlap.cpp). Gradients are then local.
 #pragma once
-#include <chrono>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "runtime/common/timing.h"
 #include "tensor/tensor.h"
 
 namespace st::runtime {
@@ -34,13 +63,26 @@ struct ReducerOptions {
   size_t bucket_bytes = 25u << 20;
   size_t first_bucket_bytes = 1u << 20;
   DType comm_dtype = DType::f32;  // f32 | bf16 | f16
+  // segment[k] of parameter k (registration order): a bucket never holds two segments. Empty:
+  // one segment. ZeRO passes each parameter's owner.
+  std::vector<int> segment;
+  int comm_buffers = 2;  // communication buffers when comm_dtype differs (≥ 1)
 };
 
 struct ReducerStats {
+  int64_t steps = 0;                 // finalize() calls
   int64_t buckets_launched = 0;
-  int64_t bytes = 0;               // bytes communicated (comm dtype)
-  double comm_ms = 0;              // sum over buckets of launch → completion seen
-  double exposed_ms = 0;           // time finalize() spent waiting (communication not hidden)
+  int64_t launched_early = 0;        // launched before the step's last grad-ready hook
+  int64_t bytes = 0;                 // bytes communicated (comm dtype); 0 with the skip hook
+  double wait_ms = 0;                // time spent in finalize() (launching the rest, waiting)
+};
+
+// One bucket's launch in the current step (cleared by zero_grad), for tests and the log.
+struct BucketLaunch {
+  int64_t bucket = 0;
+  int64_t hooks_seen = 0;      // grad-ready hooks of this step fired when it launched (incl. its own)
+  bool from_finalize = false;  // launched by finalize(), not by a hook
+  Clock::time_point at;
 };
 
 class GradReducer {
@@ -51,7 +93,8 @@ class GradReducer {
   GradReducer& operator=(const GradReducer&) = delete;
   ~GradReducer();
 
-  // Zeroes every bucket (and so every gradient) and re-binds each parameter's grad as a view.
+  // Zeroes every bucket (and so every gradient), re-binds each parameter's grad as a view and
+  // clears the launch log. Waits for anything still in flight first.
   void zero_grad();
   // On: the next backward communicates (the step's last micro-batch). Off: accumulate only.
   void set_sync(bool on);
@@ -61,41 +104,61 @@ class GradReducer {
   int64_t num_buckets();
   // Parameter names of bucket i, in bucket order (for tests and the log).
   std::vector<std::string> bucket_names(int64_t i);
+  // Bucket i's flat gradient buffer (numel,) in the parameters' dtype, and its parameters
+  // (indices into the constructor's list) with their offsets in it: ZeRO reuses the buffer to
+  // send updated values back after the optimizer step.
+  const Tensor& bucket_buffer(int64_t i);
+  const std::vector<size_t>& bucket_params(int64_t i);
+  int64_t offset_in_bucket(size_t param_index) const { return offsets_.at(param_index); }
+  bool skips_comm() const { return skip_comm_; }
+
+  const std::vector<BucketLaunch>& launches() const { return launches_; }
+  int64_t hooks_seen() const { return hooks_seen_; }  // grad-ready hooks so far in this step
   const ReducerStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
 
  private:
   struct Bucket {
-    Tensor flat;       // (numel,) in the parameters' dtype; grads are views of it
-    Tensor comm_buf;   // (numel,) in comm dtype when it differs, else undefined
+    Tensor flat;                 // (numel,) in the parameters' dtype; grads are views of it
     std::vector<size_t> params;  // indices into params_
     int pending = 0;
     bool launched = false;
+    int staging = -1;            // index into staging_ while in flight with a comm dtype cast
     comm::WorkPtr work;
-    std::chrono::steady_clock::time_point t_launch;
-    bool timed = false;
+    Clock::time_point t_launch;
+    int64_t t_launch_us = 0;     // trace clock
   };
   bool layout_is_current() const;
   void lay_out();  // buckets for the parameters' current dtype and device (no-op when current)
   void on_grad_ready(size_t param_index);
-  void launch_ready_in_order();
-  void launch(Bucket& b);
-  void poll_in_flight();
-  void complete(Bucket& b);
-  void note_done(Bucket& b);  // statistics and a trace event for a finished all-reduce
+  void launch(size_t i, bool from_finalize);
+  void check_same_bucket(size_t i);  // debug mode: every rank launches bucket i now
+  int take_staging();                // a free communication buffer (waits for the oldest bucket if none)
+  void poll_in_flight();             // MPI progress; retires what completed
+  void retire(size_t i);             // after completion: cast back, free the buffer, trace
+  void wait_all();
 
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<size_t> bucket_of_;  // param index → bucket index
   std::vector<Shape> shapes_;
   std::vector<int64_t> offsets_;   // param index → offset in its bucket
   std::vector<Bucket> buckets_;
+  std::vector<Tensor> staging_;    // comm_buffers × (largest bucket numel,) in comm dtype, when it differs
+  std::vector<bool> staging_free_;
+  std::deque<size_t> in_flight_;   // bucket indices, in launch order
   std::vector<bool> ready_;
   std::shared_ptr<comm::Communicator> group_;
   ReducerOptions options_;
   bool sync_ = false;
-  size_t next_launch_ = 0;
+  bool poll_progress_ = false;     // the backend progresses only inside its calls (MPI)
+  bool skip_comm_ = false;         // SHARDTRAIN_TEST_SKIP_GRAD_COMM
+  int64_t hooks_seen_ = 0;
+  std::vector<BucketLaunch> launches_;
   ReducerStats stats_;
   std::shared_ptr<bool> alive_;  // hooks outlive nothing: they check this flag
 };
+
+// True when SHARDTRAIN_TEST_SKIP_GRAD_COMM is set to a non-empty value other than "0".
+bool skip_grad_comm_env();
 
 }  // namespace st::runtime

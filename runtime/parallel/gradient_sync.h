@@ -55,24 +55,26 @@ class DataParallelSync : public GradientSync {
   std::shared_ptr<GradReducer> reducer_;
 };
 
-// ZeRO-1: reduce-scatter to the owners after backward, all-gather the owners' updated values
-// after a step that was taken (runtime/parallel/zero1.h).
+// ZeRO-1: the gradients reduced to their owners bucket by bucket during the last backward, the
+// owners' updated values broadcast back after a step that was taken (runtime/parallel/zero1.h).
 class ZeroSync : public GradientSync {
  public:
   explicit ZeroSync(std::shared_ptr<Zero1> zero) : zero_(std::move(zero)) {}
   void begin_step() override { zero_->zero_grad(); }
-  void finish() override { zero_->reduce_scatter(); }
+  void last_backward() override { zero_->set_sync(true); }
+  void finish() override { zero_->reduce_gradients(); }
   void end_step(bool stepped) override {
-    if (stepped) zero_->all_gather();
+    if (stepped) zero_->broadcast_updates();
   }
+  const Zero1& zero() const { return *zero_; }
 
  private:
   std::shared_ptr<Zero1> zero_;
 };
 
 // A weight held by two pipeline stages (the GPT's wte in the first and the last): the two
-// copies' gradients are summed over a two-rank group after backward. Sums are linear, so under
-// ZeRO this runs before the reduce-scatter on the still-local gradients.
+// copies' gradients are summed over a two-rank group after backward, after the DP (or ZeRO)
+// all-reduce: every rank then holds its stage's group sum, and the pair adds its two stages'.
 class TiedGradSync : public GradientSync {
  public:
   // params: this rank's copies of the tied weights, in the same order on both ranks of `group`.

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/cpu/elementary.h"  // exp/log with the same bits on every CPU (docs/testing.md)
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
@@ -51,7 +52,7 @@ Tensor vocab_ce_grad(const VocabCeSaved& s, double dloss) {
   for (int64_t n = 0; n < s.N; ++n) {
     const int64_t t = s.target[static_cast<size_t>(n)];
     if (t == s.ignore_index) continue;
-    for (int64_t c = 0; c < s.nvalid; ++c) pd[n * s.Vl + c] = std::exp(px[n * s.Vl + c] - s.lse[n]) * k;
+    for (int64_t c = 0; c < s.nvalid; ++c) pd[n * s.Vl + c] = ops::cpu::exp_f32(px[n * s.Vl + c] - s.lse[n]) * k;
     if (t - s.start >= 0 && t - s.start < s.nvalid) pd[n * s.Vl + (t - s.start)] -= k;
   }
   return d;
@@ -208,7 +209,7 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
   std::vector<float> st(static_cast<size_t>(2 * N), 0.f);  // [sumexp (N) | target logit (N)]
   for (int64_t n = 0; n < N; ++n) {
     double s = 0;
-    for (int64_t c = 0; c < nvalid; ++c) s += std::exp(static_cast<double>(px[n * Vl + c] - mx[n]));
+    for (int64_t c = 0; c < nvalid; ++c) s += ops::cpu::exp_f32(px[n * Vl + c] - mx[n]);
     st[n] = static_cast<float>(s);
     const int64_t t = tgt[static_cast<size_t>(n)] - start;
     if (tgt[static_cast<size_t>(n)] != ignore_index && t >= 0 && t < nvalid) st[N + n] = px[n * Vl + t];
@@ -220,7 +221,7 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
   std::vector<float> lse(static_cast<size_t>(N));  // (N) log-sum-exp
   double total = 0;
   for (int64_t n = 0; n < N; ++n) {
-    const double ls = std::log(static_cast<double>(st[n]));
+    const double ls = ops::cpu::log_f64(static_cast<double>(st[n]));
     lse[n] = mx[n] + static_cast<float>(ls);
     if (tgt[static_cast<size_t>(n)] != ignore_index) total += ls - static_cast<double>(st[N + n] - mx[n]);
   }

@@ -1,7 +1,6 @@
 #include "runtime/parallel/zero1.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "runtime/common/partition.h"
 #include "runtime/common/timing.h"
@@ -9,44 +8,59 @@
 #include "tensor/error.h"
 
 namespace st::runtime {
+namespace {
 
-Zero1::Zero1(NamedTensors params, std::shared_ptr<comm::Communicator> dp) : params_(std::move(params)), dp_(std::move(dp)) {
-  if (!dp_) ST_THROW(ValueError, "Zero1: no communicator");
-  if (params_.empty()) ST_THROW(ValueError, "Zero1: no parameters");
-  const int n = static_cast<int>(params_.size()), size = dp_->size(), rank = dp_->rank();
-  const Tensor& p0 = params_.front().second;
-  for (size_t k = 0; k < params_.size(); ++k) {
-    const auto& [name, p] = params_[k];
+// Checks the list and cuts it: (dp + 1) run starts, rank r owning [first[r], first[r+1]).
+std::vector<int> cut_runs(const NamedTensors& params, const comm::Communicator* dp) {
+  if (!dp) ST_THROW(ValueError, "Zero1: no communicator");
+  if (params.empty()) ST_THROW(ValueError, "Zero1: no parameters");
+  const int n = static_cast<int>(params.size()), size = dp->size();
+  const Tensor& p0 = params.front().second;
+  for (const auto& [name, p] : params) {
     if (!p.defined()) ST_THROW(ValueError, "Zero1: parameter '" << name << "' is undefined");
     if (p.dtype() != p0.dtype())
-      ST_THROW(DTypeError, "Zero1: parameter '" << name << "' is " << p.describe() << ", '" << params_.front().first
+      ST_THROW(DTypeError, "Zero1: parameter '" << name << "' is " << p.describe() << ", '" << params.front().first
                                                 << "' is " << p0.describe() << " (one dtype for all)");
     if (p.device() != p0.device())
-      ST_THROW(DeviceError, "Zero1: parameter '" << name << "' is on another device than '" << params_.front().first << "'");
-    if (!index_.emplace(name, k).second) ST_THROW(ValueError, "Zero1: parameter name '" << name << "' appears twice");
+      ST_THROW(DeviceError, "Zero1: parameter '" << name << "' is on another device than '" << params.front().first << "'");
   }
-
   // Contiguous runs balanced by bytes; fewer parameters than ranks: one each, the rest none.
-  first_.assign(static_cast<size_t>(size) + 1, n);
+  std::vector<int> first(static_cast<size_t>(size) + 1, n);
   if (n >= size) {
     std::vector<double> costs;
-    for (auto& [name, p] : params_) costs.push_back(static_cast<double>(p.nbytes()));
-    Partition part = partition_balanced(costs, size);
-    for (int r = 0; r < size; ++r) first_[static_cast<size_t>(r)] = part.begin(r);
+    for (const auto& [name, p] : params) costs.push_back(static_cast<double>(p.nbytes()));
+    const Partition part = partition_balanced(costs, size);
+    for (int r = 0; r < size; ++r) first[static_cast<size_t>(r)] = part.begin(r);
   } else {
-    for (int r = 0; r < size; ++r) first_[static_cast<size_t>(r)] = std::min(r, n);
+    for (int r = 0; r < size; ++r) first[static_cast<size_t>(r)] = std::min(r, n);
   }
-  owner_of_.assign(static_cast<size_t>(n), 0);
-  offsets_.assign(static_cast<size_t>(n), 0);
-  for (int r = 0; r < size; ++r) {
-    int64_t run = 0;
-    for (int k = begin(r); k < end(r); ++k) {
-      owner_of_[static_cast<size_t>(k)] = r;
-      offsets_[static_cast<size_t>(k)] = run;
-      run += params_[static_cast<size_t>(k)].second.numel();
-    }
-    S_ = std::max(S_, run);
-  }
+  return first;
+}
+
+std::vector<int> owners(const std::vector<int>& first, size_t n) {
+  std::vector<int> out(n, 0);
+  for (size_t r = 0; r + 1 < first.size(); ++r)
+    for (int k = first[r]; k < first[r + 1]; ++k) out[static_cast<size_t>(k)] = static_cast<int>(r);
+  return out;
+}
+
+ReducerOptions with_segments(ReducerOptions o, const std::vector<int>& owner_of) {
+  o.segment = owner_of;
+  return o;
+}
+
+}  // namespace
+
+Zero1::Zero1(NamedTensors params, std::shared_ptr<comm::Communicator> dp, ReducerOptions options)
+    : params_(std::move(params)),
+      dp_(std::move(dp)),
+      first_(cut_runs(params_, dp_.get())),
+      owner_of_(owners(first_, params_.size())),
+      reducer_(params_, dp_, with_segments(std::move(options), owner_of_)) {
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (!index_.emplace(params_[k].first, k).second)
+      ST_THROW(ValueError, "Zero1: parameter name '" << params_[k].first << "' appears twice");
+  const int rank = dp_->rank();
   for (int k = begin(rank); k < end(rank); ++k) owned_.push_back(params_[static_cast<size_t>(k)]);
 }
 
@@ -58,54 +72,47 @@ int Zero1::owner(const std::string& name) const {
   return owner_of_[it->second];
 }
 
-Tensor Zero1::chunk(const Tensor& flat, int rank) const { return flat.narrow(0, rank * S_, S_); }
+int64_t Zero1::owned_numel(int rank) const {
+  int64_t n = 0;
+  for (int k = begin(rank); k < end(rank); ++k) n += params_[static_cast<size_t>(k)].second.numel();
+  return n;
+}
 
 void Zero1::zero_grad() {
-  NoGradGuard ng;
-  const Tensor& p0 = params_.front().second;
-  if (!grads_.defined() || grads_.dtype() != p0.dtype() || grads_.device() != p0.device()) {
-    const int64_t n = dp_->size() * S_;
-    grads_ = Tensor::zeros({n}, p0.dtype(), p0.device());   // (dp·S,)
-    values_ = Tensor::zeros({n}, p0.dtype(), p0.device());  // (dp·S,)
-  }
-  grads_.fill_(0.0);
-  for (size_t k = 0; k < params_.size(); ++k) {
-    Tensor& p = params_[k].second;
-    const int64_t at = owner_of_[k] * S_ + offsets_[k];
-    p.set_grad(grads_.narrow(0, at, p.numel()).view(p.shape()));
-  }
+  reducer_.zero_grad();
+  reducer_.set_sync(false);
 }
 
-void Zero1::reduce_scatter() {
-  ST_CHECK(grads_.defined(), ValueError, "Zero1::reduce_scatter before the first zero_grad()");
-  if (dp_->size() == 1) return;  // the local gradient is the sum
+void Zero1::broadcast_updates() {
+  if (dp_->size() == 1 || reducer_.skips_comm()) return;  // one rank owns everything / the test hook
   NoGradGuard ng;
-  auto t0 = std::chrono::steady_clock::now();
-  // in place: grads_ (dp·S,) → this rank's chunk (S,)
-  dp_->reduce_scatter(grads_, chunk(grads_, dp_->rank()), comm::ReduceOp::sum)->wait();
-  stats_.reduce_ms += ms_since(t0);
-  stats_.bytes_reduced += static_cast<int64_t>(grads_.nbytes());
-}
-
-void Zero1::all_gather() {
-  ST_CHECK(values_.defined(), ValueError, "Zero1::all_gather before the first zero_grad()");
-  if (dp_->size() == 1) return;  // every parameter is owned here
-  NoGradGuard ng;
+  const Clock::time_point t0 = Clock::now();
   const int rank = dp_->rank();
-  for (int k = begin(rank); k < end(rank); ++k) {
-    const Tensor& p = params_[static_cast<size_t>(k)].second;
-    values_.narrow(0, rank * S_ + offsets_[static_cast<size_t>(k)], p.numel()).view(p.shape()).copy_(p.detach());
+  const int64_t buckets = reducer_.num_buckets();
+  auto view = [&](const Tensor& flat, size_t k) {
+    const Tensor& p = params_[k].second;
+    return flat.narrow(0, reducer_.offset_in_bucket(k), p.numel()).view(p.shape());
+  };
+  std::vector<comm::WorkPtr> works;
+  for (int64_t i = 0; i < buckets; ++i) {  // every rank in bucket order
+    const Tensor& flat = reducer_.bucket_buffer(i);  // (numel,): the bucket's gradients, now its values
+    const int owner = owner_of_[reducer_.bucket_params(i).front()];
+    if (owner == rank)
+      for (size_t k : reducer_.bucket_params(i)) view(flat, k).copy_(params_[k].second.detach());
+    works.push_back(dp_->broadcast(flat, owner));
+    stats_.bytes_broadcast += static_cast<int64_t>(flat.nbytes());
   }
-  auto t0 = std::chrono::steady_clock::now();
-  // in place: this rank's chunk (S,) → values_ (dp·S,)
-  dp_->all_gather(chunk(values_, rank), values_)->wait();
-  stats_.gather_ms += ms_since(t0);
-  stats_.bytes_gathered += static_cast<int64_t>(values_.nbytes());
-  for (size_t k = 0; k < params_.size(); ++k) {
-    if (owner_of_[k] == rank) continue;
-    Tensor p = params_[k].second.detach();
-    p.copy_(values_.narrow(0, owner_of_[k] * S_ + offsets_[k], p.numel()).view(p.shape()));
+  for (int64_t i = 0; i < buckets; ++i) {
+    works[static_cast<size_t>(i)]->wait();
+    const Tensor& flat = reducer_.bucket_buffer(i);
+    if (owner_of_[reducer_.bucket_params(i).front()] == rank) continue;
+    for (size_t k : reducer_.bucket_params(i)) {
+      Tensor p = params_[k].second.detach();
+      p.copy_(view(flat, k));
+    }
   }
+  ++stats_.broadcasts;
+  stats_.broadcast_ms += ms_since(t0);
 }
 
 }  // namespace st::runtime

@@ -1,21 +1,52 @@
-// ZeRO-1 communication: each DP rank owns a contiguous run of the parameters (and so the
-// optimizer state of that run only); gradients are reduce-scattered to their owners and the
-// owners' updated values all-gathered back to every rank.
+// ZeRO-1: each DP rank owns a contiguous run of the parameters and keeps the optimizer state
+// (and, in fp16/bf16, the f32 master weights) of that run only; the gradients go to the owners
+// per bucket during backward, and the owners' updated values come back per bucket after the step.
 //
-// Layout. Parameters (identical list on every rank of `dp`) are cut into dp contiguous runs in
-// registration order, balanced by bytes (partition_balanced; with fewer parameters than ranks,
-// rank i < n owns parameter i alone and the rest own none). A flat buffer (dp·S,) in the
-// parameters' dtype holds run r at [r·S, r·S + size_r), S = the largest run, padding zero. Each
-// parameter's .grad() is a view into the gradient buffer, so autograd's += accumulation over
-// micro-batches lands there with no copy. reduce_scatter() reduces (SUM) the buffer in place into
-// this rank's chunk: afterwards OWNED grads hold the group sum; the other views hold stale data.
-// all_gather() packs the owned parameter values into a second flat buffer (dp·S,) and gathers it
-// in place, then copies every non-owned parameter from its owner's chunk (= assignment).
-// Communication is in the parameters' dtype (the MPI backend reduces f16/bf16 in f32). Ownership
-// is fixed at construction (by bytes, so the same before and after a cast of every parameter);
-// the buffers are allocated at the first zero_grad(), in the dtype the parameters have then (the
-// trainer casts them to the compute dtype after this is built), and again if it changes.
-// Every rank of `dp` must call zero_grad/reduce_scatter/all_gather in the same order.
+// Ownership. Parameters (an identical list on every rank of `dp`) are cut into dp contiguous runs
+// in registration order, balanced by bytes: the cut that minimises the largest run
+// (partition_balanced, exact). The granularity is the parameter, so the rounding is this: every
+// rank's share of the parameter elements — and so of the AdamW state (2 f32 per element) and of
+// the f32 masters — is below total/dp + the largest parameter (a greedy cut closing each run
+// once it reaches total/dp achieves that bound, the optimum is no worse), and the shares add up
+// to the total. With fewer parameters than ranks, rank i < n owns parameter i and the rest none.
+// Ownership is fixed at construction (by bytes, so the same before and after the trainer casts
+// every parameter to the compute dtype).
+//
+// Gradients. A GradReducer (runtime/parallel/grad_reducer.h) whose buckets never hold two
+// owners' parameters: .grad() is a view of its bucket, buckets launch in ready order from the
+// grad-ready hooks of the step's last backward, overlapped with it, in --grad-comm-dtype, cut by
+// --bucket-mb. The memory beside the parameters is the gradients themselves (P, unpadded) plus
+// at most ReducerOptions::comm_buffers bucket-sized buffers when the comm dtype differs — no
+// buffer of every gradient or value besides.
+//
+// Which collective reduces a bucket to its one owner (ring algorithms; n bytes of one bucket, P
+// bytes of all gradients per step in the comm dtype; bytes each rank sends):
+//   all_reduce, non-owners unused       2(dp−1)/dp · n     per step 2(dp−1)/dp · P     ← this one
+//   reduce to the owner (not in comm)   ≤ n                per step ≤ P; (dp−1)·P over all ranks
+//   reduce_scatter of dp owners' chunks (dp−1) · m         per step (dp−1)/dp · P'
+// The all-reduce moves what plain DP moves, twice a reduce's total over the ranks; comm has no
+// reduce. A reduce_scatter delivers one chunk to each rank, so it needs dp equal chunks, one per
+// owner, per call: with contiguous ownership those chunks come from every part of the model and
+// are final only when backward ends (no overlap); with ownership interleaved per bucket it
+// overlaps, but every chunk is padded to the largest of its dp buckets at parameter granularity
+// (m ≥ n, P' ≥ P: a GPT's wte bucket pads dp−1 others to its size), and the gradients, views of
+// that layout, carry the padding. So: the all-reduce now; a `reduce(t, root)` in comm would
+// take the reduction to P. Because it is an all-reduce every rank holds the group sum
+// after reduce_gradients(), so weights tied across pipeline stages (TiedGradSync) are summed after
+// it exactly as under plain DP; with a reduce to the owner they would have to be summed before
+// their buckets launch.
+//
+// Values. After a step the owner of each bucket copies its updated parameters into that bucket's
+// gradient buffer (no longer needed: the next step zeroes it) and broadcasts it from there; the
+// others copy the values out. All buckets' broadcasts are in flight at once, each in its own
+// buffer, so no staging buffer is added. Per step: V bytes of values (the parameters' dtype);
+// a pipelined broadcast sends ≤ n per rank and bucket (≤ V per step), an all_gather of dp
+// owners' chunks (dp−1)/dp · V' with the padding above. A skipped step (fp16 overflow)
+// broadcasts nothing: no parameter changed.
+//
+// SHARDTRAIN_TEST_SKIP_GRAD_COMM=1 (docs/testing.md) skips the broadcasts as well as the
+// gradient collectives. Every rank of `dp` calls zero_grad / reduce_gradients /
+// broadcast_updates in the same order.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -25,20 +56,22 @@
 
 #include "comm/communicator.h"
 #include "runtime/common/named_tensors.h"
+#include "runtime/parallel/grad_reducer.h"
 #include "tensor/tensor.h"
 
 namespace st::runtime {
 
 struct Zero1Stats {
-  int64_t bytes_reduced = 0, bytes_gathered = 0;  // flat buffer bytes (dp·S·elem) per call, summed
-  double reduce_ms = 0, gather_ms = 0;            // launch → wait() returned, summed
+  int64_t broadcasts = 0;
+  int64_t bytes_broadcast = 0;  // bucket bytes broadcast (parameters' dtype), summed over calls
+  double broadcast_ms = 0;      // broadcast_updates(): packing, the broadcasts, unpacking
 };
 
 class Zero1 {
  public:
   // params: this rank's (full name, parameter) list in registration order, identical on every
-  // rank of `dp` (same names, shapes, dtype, device).
-  Zero1(NamedTensors params, std::shared_ptr<comm::Communicator> dp);
+  // rank of `dp` (same names, shapes, dtype, device). options: the buckets (segment is set here).
+  Zero1(NamedTensors params, std::shared_ptr<comm::Communicator> dp, ReducerOptions options = {});
   Zero1(const Zero1&) = delete;
   Zero1& operator=(const Zero1&) = delete;
 
@@ -48,33 +81,33 @@ class Zero1 {
   // First and one-past-last parameter index owned by `rank` (registration order).
   int begin(int rank) const { return first_[static_cast<size_t>(rank)]; }
   int end(int rank) const { return first_[static_cast<size_t>(rank) + 1]; }
-  int64_t chunk_numel() const { return S_; }  // S: elements per rank in the flat buffers
+  int64_t owned_numel(int rank) const;  // elements of `rank`'s run
 
-  // Zeroes the gradient buffer (allocating it first); every parameter's .grad() becomes its view in it.
+  // Zeroes the gradients (allocating the buckets first) and turns communication off: earlier
+  // micro-batches accumulate locally.
   void zero_grad();
-  // After the step's backward: reduce_scatter SUM of the gradient buffer. Afterwards each OWNED
-  // parameter's .grad() holds the sum over the DP group (non-owned grads are undefined).
-  void reduce_scatter();
+  // Just before the step's last backward: its grad-ready hooks reduce each bucket when final.
+  void set_sync(bool on) { reducer_.set_sync(on); }
+  // After the last backward: launches what is left and waits. Afterwards every OWNED parameter's
+  // .grad() holds the sum over the DP group (the other grads too, but no optimizer reads them).
+  void reduce_gradients() { reducer_.finalize(); }
   // After the optimizer updated the owned parameters in place: every rank receives every
-  // parameter's new value (in the parameters' dtype).
-  void all_gather();
+  // parameter's new value (in the parameters' dtype), bucket by bucket.
+  void broadcast_updates();
 
+  const GradReducer& reducer() const { return reducer_; }
+  GradReducer& reducer() { return reducer_; }
   const Zero1Stats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
 
  private:
-  Tensor chunk(const Tensor& flat, int rank) const;  // flat (dp·S,) → (S,) of `rank`
-
   NamedTensors params_;
   NamedTensors owned_;
   std::shared_ptr<comm::Communicator> dp_;
   std::vector<int> first_;        // (dp + 1): rank r owns params [first_[r], first_[r+1])
   std::vector<int> owner_of_;     // param index → rank
-  std::vector<int64_t> offsets_;  // param index → offset within its owner's chunk
   std::unordered_map<std::string, size_t> index_;
-  int64_t S_ = 0;
-  Tensor grads_;   // (dp·S,) gradient buffer; grads are views of it
-  Tensor values_;  // (dp·S,) parameter staging buffer for all_gather
+  GradReducer reducer_;           // buckets never straddle two owners
   Zero1Stats stats_;
 };
 

@@ -7,11 +7,21 @@ namespace st::runtime {
 
 StageModel::StageModel(std::shared_ptr<LanguageModel> part) : part_(std::move(part)) {
   ST_CHECK(part_ != nullptr && !part_->layers().empty(), ValueError, "StageModel: no layers");
-  set_layer_range({part_->first_layer(), part_->first_layer() + static_cast<int>(part_->layers().size())},
-                  part_->total_layers());
-  for (auto& l : part_->layers()) add_layer(l->scope(), l);
+  set_layer_ranges(part_->ranges(), part_->total_layers());
+  for (const LayerRange& r : part_->ranges()) {
+    local_begin_.push_back(layers().size());
+    for (int i = r.begin; i < r.end; ++i) {
+      auto& l = part_->layers()[layers().size()];
+      add_layer(l->scope(), l);
+    }
+  }
   set_generator(part_->generator());
   train(part_->is_training());
+}
+
+Tensor StageModel::forward_chunk(const Tensor& x, int c) {
+  const size_t b = local_begin_.at(static_cast<size_t>(c));
+  return forward_layers(x, b, b + static_cast<size_t>(chunk(c).end - chunk(c).begin));
 }
 
 void StageModel::load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict) {
@@ -20,14 +30,23 @@ void StageModel::load_full_state_dict(const std::map<std::string, Tensor>& full,
   part_->load_full_state_dict(full, /*strict=*/false);
 }
 
-std::vector<std::string> tied_across_stages(const ModelDescription& model, const Partition& partition) {
+std::vector<LayerRange> stage_chunks(const Partition& pieces, int stage, int stages) {
+  const int n = static_cast<int>(pieces.first.size());
+  ST_CHECK(stages >= 1 && stage >= 0 && stage < stages && n % stages == 0, ValueError,
+           "stage_chunks: stage " << stage << " of " << stages << " over " << n << " pieces");
+  std::vector<LayerRange> out;
+  for (int q = stage; q < n; q += stages) out.push_back({pieces.begin(q), pieces.end(q)});
+  return out;
+}
+
+std::vector<TiedWeight> tied_across_stages(const ModelDescription& model, const Partition& pieces, int stages) {
   std::map<std::string, std::set<int>> stages_of;
-  for (int s = 0; s < static_cast<int>(partition.first.size()); ++s)
-    for (int l = partition.begin(s); l < partition.end(s); ++l)
-      for (auto& [name, shape] : model.layers[static_cast<size_t>(l)].params) stages_of[name].insert(s);
-  std::vector<std::string> out;
-  for (auto& [name, stages] : stages_of)
-    if (stages.size() > 1) out.push_back(name);
+  for (int q = 0; q < static_cast<int>(pieces.first.size()); ++q)
+    for (int l = pieces.begin(q); l < pieces.end(q); ++l)
+      for (auto& [name, shape] : model.layers.at(static_cast<size_t>(l)).params) stages_of[name].insert(q % stages);
+  std::vector<TiedWeight> out;
+  for (auto& [name, s] : stages_of)
+    if (s.size() > 1) out.push_back({name, {s.begin(), s.end()}});
   return out;
 }
 
@@ -45,11 +64,11 @@ std::vector<double> partition_costs(PartitionKind kind, const ModelDescription& 
   return costs;
 }
 
-Partition choose_partition(PartitionKind kind, const ModelDescription& model, int stages,
+Partition choose_partition(PartitionKind kind, const ModelDescription& model, int pieces,
                            const std::vector<double>& profiled) {
   const int L = static_cast<int>(model.layers.size());
-  if (kind == PartitionKind::uniform) return partition_uniform(L, stages);
-  return partition_balanced(partition_costs(kind, model, profiled), stages);
+  if (kind == PartitionKind::uniform) return partition_uniform(L, pieces);
+  return partition_balanced(partition_costs(kind, model, profiled), pieces);
 }
 
 }  // namespace st::runtime

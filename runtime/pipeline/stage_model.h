@@ -1,10 +1,15 @@
-// StageModel: the contiguous slice of a model's layers that one pipeline stage runs, itself a
-// LanguageModel (so the trainer, the optimizer and checkpoints treat it like a whole model). It
-// wraps a model built with only that LayerRange (runtime/train/model_registry.h): no stage holds
-// another stage's layers. Parameters keep their full names; a parameter tied across the slice
-// boundary (the GPT's wte, held by the first and the last layer) appears in both the first and
-// the last stage under the same name, each stage holding its own copy — the pipeline sums their
-// two gradients (tied_across_stages).
+// StageModel: the layers one pipeline stage runs, itself a LanguageModel (so the trainer, the
+// optimizer and checkpoints treat it like a whole model). A stage holds one contiguous range of
+// the model's layers (GPipe, 1F1B) or v ranges, its chunks (interleaved 1F1B: the model cut into
+// p·v chunks, stage s holding chunks s, s + p, …, s + (v−1)·p, Megatron's layout — stage_chunks).
+// It wraps a model built with only those ranges (runtime/train/model_registry.h): no stage holds
+// another stage's layers.
+//
+// Parameters keep their full names. A parameter used by layers on two stages (the GPT's wte, in
+// the embedding on stage 0 and in the head on stage p−1) appears on both under the same name, each
+// stage holding its own copy, and the pipeline sums their gradients (tied_across_stages); used by
+// two chunks of ONE stage it is one tensor there (the model built both layers), listed once, and
+// autograd adds both uses into its gradient.
 //
 // The partition is cut from the model's description (ModelDescription: names, full shapes and
 // costs from the config), so choosing it builds nothing.
@@ -18,7 +23,7 @@ namespace st::runtime {
 
 class StageModel : public LanguageModel {
  public:
-  // `part`: a model holding layers [begin, end) of its full model.
+  // `part`: a model holding its stage's ranges of its full model (one per chunk, in order).
   explicit StageModel(std::shared_ptr<LanguageModel> part);
   std::string family() const override { return part_->family(); }
   int64_t vocab_size() const override { return part_->vocab_size(); }
@@ -29,26 +34,41 @@ class StageModel : public LanguageModel {
   void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict) override;
   ShardRule shard_rule() const override { return part_->shard_rule(); }
   std::shared_ptr<comm::Communicator> tensor_parallel_group() const override { return part_->tensor_parallel_group(); }
-  int begin() const { return first_layer(); }
-  int end() const { return first_layer() + static_cast<int>(layers().size()); }
   bool recomputable(size_t i) const override { return part_->recomputable(i); }
-  bool is_first() const { return holds_first(); }
-  bool is_last() const { return holds_last(); }
+
+  int chunks() const { return static_cast<int>(ranges().size()); }
+  const LayerRange& chunk(int c) const { return ranges().at(static_cast<size_t>(c)); }
+  // Chunk c's layers on x: the model's first layer takes token ids (B, T) i64, the others hidden
+  // (B, T, C); the model's last layer returns logits (B, T, V).
+  Tensor forward_chunk(const Tensor& x, int c);
+  bool is_first() const { return holds_first(); }  // holds the model's first layer
+  bool is_last() const { return holds_last(); }    // holds the model's last layer
 
  private:
   std::shared_ptr<LanguageModel> part_;
+  std::vector<size_t> local_begin_;  // chunk c's first layer in layers()
 };
 
-// Names of parameters that live in more than one stage of `partition` (weight tying across
-// stages): they are held by the first and the last stage that use them.
-std::vector<std::string> tied_across_stages(const ModelDescription& model, const Partition& partition);
+// The chunks stage `stage` of `stages` holds when `pieces` cuts the model into stages·v pieces:
+// pieces stage, stage + stages, … (v = 1: the stage's one piece).
+std::vector<LayerRange> stage_chunks(const Partition& pieces, int stage, int stages);
+
+// A parameter used by layers on more than one stage, and those stages (ascending): the lowest
+// counts it in the gradient norm and writes it to checkpoints, all of them sum its gradient.
+struct TiedWeight {
+  std::string name;
+  std::vector<int> stages;
+};
+// Over `pieces` of the model described by `model`, assigned to `stages` stages as stage_chunks does.
+std::vector<TiedWeight> tied_across_stages(const ModelDescription& model, const Partition& pieces, int stages);
 
 // The per-layer costs a partition balances: for params the layers' parameter bytes; for profile
 // the measured times (`profiled`, one per layer); none for uniform.
 std::vector<double> partition_costs(PartitionKind kind, const ModelDescription& model,
                                     const std::vector<double>& profiled = {});
-// The split of the model's layers into `stages` (costs from partition_costs).
-Partition choose_partition(PartitionKind kind, const ModelDescription& model, int stages,
+// The split of the model's layers into `pieces` (stages · virtual stages; costs from
+// partition_costs).
+Partition choose_partition(PartitionKind kind, const ModelDescription& model, int pieces,
                            const std::vector<double>& profiled = {});
 
 }  // namespace st::runtime

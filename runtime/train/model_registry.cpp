@@ -65,10 +65,10 @@ std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& entry
 
 uint64_t dropout_seed(uint64_t seed) { return seed ^ 0x9E3779B97F4A7C15ull; }
 
-std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, LayerRange layers,
+std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, std::vector<LayerRange> layers,
                                            std::shared_ptr<comm::Communicator> tp, Device device) {
   const nlohmann::json entry = model_entry(cfg);
-  auto model = build_model_from_json(entry, ModelBuild{layers, tp, dropout_seed(cfg.seed)});
+  auto model = build_model_from_json(entry, ModelBuild{std::move(layers), tp, dropout_seed(cfg.seed)});
   {
     MemoryCategoryScope mem(MemoryCategory::params);
     model->move_parameters(device);

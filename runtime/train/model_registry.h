@@ -23,7 +23,7 @@ namespace st::runtime {
 
 // What to build of a model.
 struct ModelBuild {
-  LayerRange layers;                            // the layers this rank holds (default: all)
+  std::vector<LayerRange> layers;               // the ranges this rank holds (empty: all)
   std::shared_ptr<comm::Communicator> tp;       // a group of > 1 ranks: the tensor-parallel variant
   uint64_t dropout_seed = 0;                    // seed of the model's dropout generator
 };
@@ -58,7 +58,7 @@ ModelDescription describe_model(const nlohmann::json& entry, int64_t seq_len);
 std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& entry, const ModelBuild& build = {});
 // Builds the model the options ask for and fills it: from cfg.init_from (load_pretrained), else
 // init_weights(cfg.seed). Its dropout seed derives from cfg.seed. On `device`.
-std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, LayerRange layers = {},
+std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, std::vector<LayerRange> layers = {},
                                            std::shared_ptr<comm::Communicator> tp = nullptr,
                                            Device device = Device::cpu);
 // The dropout generator's seed of a run seeded `seed` (its own stream, not the weights').

@@ -28,45 +28,57 @@ struct Job {
   bool zero() const { return cfg.zero && grid.layout().dp > 1; }
 };
 
-// Pipeline (pp > 1): the split of the model's layers (by --partition, from its description; a
-// profile builds one layer at a time). Every rank computes the same split.
+// Pipeline (pp > 1): the split of the model's layers into pp · v pieces (v the virtual stages of
+// the interleaved schedule, 1 otherwise) by --partition, from its description; a profile builds
+// one layer at a time. Every rank computes the same split.
 Partition plan_pipeline(const Job& job, const ModelPlan& plan) {
-  const int pp = job.grid.layout().pp;
+  const int pp = job.grid.layout().pp, v = static_cast<int>(job.cfg.virtual_stages);
   std::vector<double> profiled;
   if (job.cfg.partition == PartitionKind::profile) {
     LayerBuilder one_layer = [&](int i) {
-      auto m = build_model_from_json(plan.entry, ModelBuild{{i, i + 1}, job.grid.tp_group(), 0});
+      auto m = build_model_from_json(plan.entry, ModelBuild{{LayerRange{i, i + 1}}, job.grid.tp_group(), 0});
       m->move_parameters(job.cfg.device);
       return m;
     };
     profiled = profile_layers(one_layer, static_cast<int>(plan.description.layers.size()), job.cfg.micro_batch,
                               plan.seq_len, job.cfg.device, job.world.get());
   }
-  const Partition part = choose_partition(job.cfg.partition, plan.description, pp, profiled);
+  const Partition part = choose_partition(job.cfg.partition, plan.description, pp * v, profiled);
   if (job.lead()) {
     std::vector<double> shown = partition_costs(job.cfg.partition, plan.description, profiled);
     if (shown.empty())
       for (auto& l : plan.description.layers) shown.push_back(l.param_bytes());
-    std::cout << "partition (" << to_string(job.cfg.partition) << "): " << part.describe(shown) << std::endl;
+    std::cout << "partition (" << to_string(job.cfg.partition) << (v > 1 ? ", piece q on stage q mod pp" : "")
+              << "): " << part.describe(shown) << std::endl;
   }
   return part;
 }
 
-// This rank's stage (the model holds only its layers), driven by the schedule. Returns the
-// names of the weights this stage shares with another (tied across stages).
-std::vector<std::string> wire_pipeline(const Job& job, const ModelPlan& plan, const Partition& part,
-                                       const TrainInputs& in, std::shared_ptr<LanguageModel>& model, TrainerWiring& w,
-                                       PipelineGradientSource*& source) {
+// This rank's stage (the model holds only its chunks of `part`), driven by the schedule. Returns
+// the weights this stage shares with another (tied across stages).
+std::vector<TiedWeight> wire_pipeline(const Job& job, const ModelPlan& plan, const Partition& part,
+                                      const TrainInputs& in, std::shared_ptr<LanguageModel>& model, TrainerWiring& w,
+                                      PipelineGradientSource*& source) {
+  const int pp = job.grid.layout().pp, v = static_cast<int>(job.cfg.virtual_stages);
   auto stage = std::make_shared<StageModel>(in.model);
   model = stage;
-  auto src = std::make_unique<PipelineGradientSource>(stage, in.data, in.layout, in.device, job.grid.pp_group(),
-                                                      job.cfg.schedule, /*count_loss=*/job.me.tp == 0);
+  auto src = std::make_unique<PipelineGradientSource>(
+      stage, in.data, in.layout, in.device, job.grid.pp_group(),
+      make_plan(job.cfg.schedule, job.me.pp, pp, static_cast<int>(in.layout.grad_accum), v),
+      /*count_loss=*/job.me.tp == 0);
   source = src.get();
   w.source = std::move(src);
-  std::vector<std::string> tied = tied_across_stages(plan.description, part);
-  if (!stage->is_first())  // the first stage counts a tied weight in the norm
-    for (const std::string& name : tied) w.roles.counted_elsewhere.insert(name);
-  return tied;
+  std::vector<TiedWeight> all = tied_across_stages(plan.description, part, pp), mine;
+  for (const TiedWeight& t : all)  // one group sums them all (wire_tied_weights); every rank checks alike
+    ST_CHECK(t.stages == all.front().stages, ValueError,
+             "pipeline: weights tied across different stages (" << all.front().name << " and " << t.name
+                                                                << ") are not supported");
+  for (TiedWeight& t : all) {
+    if (std::find(t.stages.begin(), t.stages.end(), job.me.pp) == t.stages.end()) continue;
+    if (t.stages.front() != job.me.pp) w.roles.counted_elsewhere.insert(t.name);  // the lowest stage counts it
+    mine.push_back(std::move(t));
+  }
+  return mine;
 }
 
 // Tensor parallel (tp > 1): each tp rank holds a shard of the split tensors and a copy of the
@@ -77,12 +89,23 @@ void wire_tensor_parallel(const Job& job, const ShardRule& rule, const LanguageM
     if (rule(name).kind == ShardSpec::Kind::replicated) w.roles.counted_elsewhere.insert(name);
 }
 
-// ZeRO-1 (dp > 1): each DP rank's optimizer owns a contiguous run of the parameters. With tp > 1
-// each tp rank's dp group shards that rank's own (tp-sharded) list; the shard shapes are equal
-// across tp ranks, so every tp rank owns the same names and the norm weights still count a
-// replicated tensor once (tests: dp 2 × tp 2 with zero 1 equals one process).
-std::shared_ptr<GradientSync> wire_zero(const Job& job, const LanguageModel& model, TrainerWiring& w) {
-  auto zero1 = std::make_shared<Zero1>(model.named_parameters(), job.grid.dp_group());
+// The gradient buckets of DP and ZeRO alike: --bucket-mb (the first bucket at most 1 MiB, so
+// communication starts early) and --grad-comm-dtype.
+ReducerOptions reducer_options(const TrainConfig& cfg) {
+  ReducerOptions ro;
+  ro.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * (1 << 20));
+  ro.first_bucket_bytes = std::min<size_t>(ro.bucket_bytes, 1u << 20);
+  ro.comm_dtype = compute_dtype(cfg.grad_comm_dtype);
+  return ro;
+}
+
+// ZeRO-1 (dp > 1): each DP rank's optimizer owns a contiguous run of the parameters; the
+// gradients reach the owners bucket by bucket during the last backward. With tp > 1 each tp
+// rank's dp group shards that rank's own (tp-sharded) list; the shard shapes are equal across
+// tp ranks, so every tp rank owns the same names and the norm weights still count a replicated
+// tensor once (tests: dp 2 × tp 2 with zero 1 equals one process).
+std::shared_ptr<ZeroSync> wire_zero(const Job& job, const LanguageModel& model, TrainerWiring& w) {
+  auto zero1 = std::make_shared<Zero1>(model.named_parameters(), job.grid.dp_group(), reducer_options(job.cfg));
   for (auto& [name, p] : model.named_parameters())
     if (!zero1->owns(name)) w.roles.updated_elsewhere.insert(name);
   return std::make_shared<ZeroSync>(zero1);
@@ -91,26 +114,23 @@ std::shared_ptr<GradientSync> wire_zero(const Job& job, const LanguageModel& mod
 // Data parallel (dp > 1, no ZeRO): bucketed all-reduce over the DP group during the last
 // micro-batch's backward.
 std::shared_ptr<DataParallelSync> wire_data_parallel(const Job& job, const LanguageModel& model) {
-  ReducerOptions ro;
-  ro.bucket_bytes = static_cast<size_t>(job.cfg.bucket_mb * (1 << 20));
-  ro.first_bucket_bytes = std::min<size_t>(ro.bucket_bytes, 1u << 20);
-  ro.comm_dtype = compute_dtype(job.cfg.grad_comm_dtype);
-  auto reducer = std::make_shared<GradReducer>(model.named_parameters(), job.grid.dp_group(), ro);
+  auto reducer = std::make_shared<GradReducer>(model.named_parameters(), job.grid.dp_group(), reducer_options(job.cfg));
   return std::make_shared<DataParallelSync>(reducer);
 }
 
-// Weights tied across stages (the GPT's wte in the first and the last stage): the two stages of
-// one (dp, tp) position sum their gradients over a two-rank group. Collective over the world
-// (the split) even for ranks that hold no tied weight.
+// Weights tied across stages (the GPT's wte on the first and the last stage): the stages holding
+// them, of one (dp, tp) position, sum their gradients over a group of their own (every tied
+// weight is held by the same stages: wire_pipeline checks). Collective over the world (the split)
+// even for ranks that hold no tied weight.
 std::shared_ptr<GradientSync> wire_tied_weights(const Job& job, const StageModel& stage,
-                                                const std::vector<std::string>& tied) {
-  const bool ends = stage.is_first() || stage.is_last();
-  const int color = ends && !tied.empty() ? job.me.dp * job.grid.layout().tp + job.me.tp : -1;
+                                                const std::vector<TiedWeight>& tied) {
+  const int color = tied.empty() ? -1 : job.me.dp * job.grid.layout().tp + job.me.tp;
   std::shared_ptr<comm::Communicator> group = job.world->split(color, job.me.pp, "tied");
   if (!group) return nullptr;
   std::vector<Tensor> params;
   for (auto& [name, p] : stage.named_parameters())
-    if (std::find(tied.begin(), tied.end(), name) != tied.end()) params.push_back(p);
+    if (std::any_of(tied.begin(), tied.end(), [&](const TiedWeight& t) { return t.name == name; }))
+      params.push_back(p);
   return std::make_shared<TiedGradSync>(params, group);
 }
 
@@ -128,13 +148,22 @@ StepReductions wire_reductions(const Job& job) {
   return r;
 }
 
-void print_summary(const Job& job, const DataParallelSync* dp, const PipelineGradientSource* pipe) {
+// What a run can measure about its gradient communication by itself: how many buckets went out
+// while backward was still producing gradients, and how long finish() waited per step. (How much
+// communication is hidden needs a second run without it: tests/bench/bench_dp_overlap.cpp.)
+void print_summary(const Job& job, const GradReducer* reducer, const Zero1* zero, const PipelineGradientSource* pipe) {
   if (!job.lead()) return;
-  if (dp && dp->reducer().stats().buckets_launched > 0) {
-    const ReducerStats& s = dp->reducer().stats();
-    std::cout << "data parallel: " << s.buckets_launched << " bucket all-reduces, " << s.bytes / (1 << 20)
-              << " MiB; communication " << s.comm_ms << " ms, exposed after backward " << s.exposed_ms << " ms ("
-              << (s.comm_ms > 0 ? 100.0 * (1.0 - s.exposed_ms / s.comm_ms) : 0.0) << "% hidden)" << std::endl;
+  if (reducer && reducer->stats().steps > 0) {
+    const ReducerStats& s = reducer->stats();
+    const double steps = static_cast<double>(s.steps);
+    std::cout << (zero ? "zero 1" : "data parallel") << ": " << s.buckets_launched / s.steps << " buckets per step ("
+              << s.launched_early << " of " << s.buckets_launched << " launched before backward ended), "
+              << static_cast<double>(s.bytes) / steps / (1 << 20) << " MiB per step; finish() waited "
+              << s.wait_ms / steps << " ms per step";
+    if (zero && zero->stats().broadcasts > 0)
+      std::cout << "; updated values broadcast " << static_cast<double>(zero->stats().bytes_broadcast) / steps / (1 << 20)
+                << " MiB, " << zero->stats().broadcast_ms / steps << " ms per step";
+    std::cout << std::endl;
   }
   if (pipe)
     std::cout << "pipeline stage 0: compute " << pipe->stats().compute_ms << " ms, waiting " << pipe->stats().wait_ms
@@ -156,10 +185,10 @@ int run_parallel_training(const TrainConfig& cfg) {
 
   const ModelPlan plan = plan_model(cfg);
   Partition part;
-  LayerRange stage_layers;
+  std::vector<LayerRange> stage_layers;  // empty: all
   if (layout.pp > 1) {
     part = plan_pipeline(job, plan);
-    stage_layers = {part.begin(job.me.pp), part.end(job.me.pp)};
+    stage_layers = stage_chunks(part, job.me.pp, layout.pp);
   }
   TrainInputs in = prepare_training(cfg, plan, stage_layers, layout.dp, job.me.dp, grid.tp_group());
   const ShardRule rule = in.model->shard_rule();  // null unless tp > 1
@@ -169,7 +198,7 @@ int run_parallel_training(const TrainConfig& cfg) {
   w.layout = in.layout;
 
   PipelineGradientSource* pipe = nullptr;
-  std::vector<std::string> tied;
+  std::vector<TiedWeight> tied;
   if (layout.pp > 1)
     tied = wire_pipeline(job, plan, part, in, model, w, pipe);
   else
@@ -179,20 +208,17 @@ int run_parallel_training(const TrainConfig& cfg) {
 
   std::vector<std::shared_ptr<GradientSync>> syncs;
   std::shared_ptr<DataParallelSync> dp_sync;
+  std::shared_ptr<ZeroSync> zero_sync;
   std::shared_ptr<GradientSync> tied_sync =
       layout.pp > 1 ? wire_tied_weights(job, static_cast<const StageModel&>(*model), tied) : nullptr;
-  // order of finish(): the DP all-reduce, then the tied sum; under ZeRO the tied sum on the
-  // local gradients, then the reduce-scatter
-  if (job.zero()) {
-    if (tied_sync) syncs.push_back(tied_sync);
-    syncs.push_back(wire_zero(job, *model, w));
-  } else {
-    if (layout.dp > 1)
-      syncs.push_back(dp_sync = wire_data_parallel(job, *model));
-    else
-      syncs.push_back(std::make_shared<ClearGrads>(model));
-    if (tied_sync) syncs.push_back(tied_sync);
-  }
+  // order of finish(): the DP or ZeRO all-reduce, then the tied sum (zero1.h says why)
+  if (job.zero())
+    syncs.push_back(zero_sync = wire_zero(job, *model, w));
+  else if (layout.dp > 1)
+    syncs.push_back(dp_sync = wire_data_parallel(job, *model));
+  else
+    syncs.push_back(std::make_shared<ClearGrads>(model));
+  if (tied_sync) syncs.push_back(tied_sync);
   w.sync = syncs.size() == 1 ? syncs.front() : std::make_shared<SyncChain>(syncs);
 
   // checkpoints: every rank writes its share; a DP replica's copy only DP rank 0 (ZeRO: every
@@ -201,7 +227,8 @@ int run_parallel_training(const TrainConfig& cfg) {
 
   Trainer trainer(cfg, model, std::move(w), in.resume_path);
   trainer.run();
-  print_summary(job, dp_sync.get(), pipe);
+  const GradReducer* reducer = dp_sync ? &dp_sync->reducer() : zero_sync ? &zero_sync->zero().reducer() : nullptr;
+  print_summary(job, reducer, zero_sync ? &zero_sync->zero() : nullptr, pipe);
   world->barrier()->wait();
   return 0;
 }

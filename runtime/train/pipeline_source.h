@@ -1,18 +1,23 @@
-// PipelineGradientSource: one step's forward/backward over a pipeline stage, running a schedule
-// from runtime/pipeline/pipeline_schedule.h (GPipe or 1F1B). Replaces LocalGradientSource when
-// pp > 1.
+// PipelineGradientSource: one step's forward/backward over a pipeline stage, running the step
+// list of a PipelinePlan (runtime/pipeline/pipeline_schedule.h: GPipe, 1F1B or interleaved 1F1B).
+// Replaces LocalGradientSource when pp > 1.
 //
-// Every stage reads the step's micro-batches of its DP replica (the first stage needs the
-// inputs, the last the targets; reading is cheap). Activations (B, T, C) travel to the next
-// stage and their gradients back, by batched point-to-point: each run of consecutive
-// communication actions posts its sends and receives together; receives are waited for at once,
-// sends only at the end of the step (they never block a stage, so the schedule's pairing cannot
-// deadlock — see the simulation in tests/runtime/pipeline). Tags: 2·mb for activations,
-// 2·mb + 1 for gradients.
+// Every stage reads the step's micro-batches of its DP replica (the model's first chunk needs
+// the inputs, the last the targets; reading is cheap). Activations (B, T, C) travel to the next
+// model chunk and their gradients back by point-to-point: each step's group of sends and
+// receives is posted as ONE batch_p2p and waited for before the step's compute action, so the
+// executor is correct under rendezvous semantics (NCCL; MPI with SHARDTRAIN_P2P=strict: a send
+// completes only when the peer's receive is posted), which the all-stage simulation in
+// tests/runtime/pipeline proves deadlock-free. When a group completes its send buffers are
+// dropped, and a sent input gradient releases the micro-batch's input: a (micro-batch, chunk)
+// holds memory from its first action to its last, and the executor throws if more pairs are held
+// than the plan's in-flight bound. Tags: pipe_tag (chunks distinguished); one shape handshake per
+// chunk at the first step, on kPipeShapeTag.
 //
-// The last stage scales each micro-batch's mean loss by loss_scale/(K·dp) as LocalGradientSource
-// does, so the gradients are those of the global-batch mean whatever the layout. The gradient
-// sync's last_backward() runs just before the step's final backward action.
+// The model's last chunk scales each micro-batch's mean loss by loss_scale/(K·dp) as
+// LocalGradientSource does, so the gradients are those of the global-batch mean whatever the
+// layout. The gradient sync's last_backward() runs just before the step's final backward action
+// (with several chunks a bucket whose gradients were final earlier goes out in finish()).
 #pragma once
 #include <memory>
 #include <string>
@@ -27,15 +32,17 @@ namespace st::runtime {
 
 struct PipelineStats {
   double compute_ms = 0;  // forward + backward time of this stage in the last step
-  double wait_ms = 0;     // time blocked in receives (the bubble seen by this stage)
-  int64_t peak_in_flight = 0;  // micro-batches forwarded and not yet backpropagated, at most
+  double wait_ms = 0;     // time blocked in point-to-point groups (the bubble seen by this stage)
+  int64_t peak_in_flight = 0;  // (micro-batch, chunk) pairs holding activations, at most
   int64_t peak_activation_bytes = 0;  // CPU bytes in use at the peak, above the step's start
 };
 
 class PipelineGradientSource : public GradientSource {
  public:
+  // `plan` is this stage's (make_plan with the stage's pp rank, K = layout.grad_accum and the
+  // stage's number of chunks); the stage model's chunks are the ones the actions name.
   PipelineGradientSource(std::shared_ptr<StageModel> stage, std::shared_ptr<const TokenData> data, BatchLayout layout,
-                         Device device, std::shared_ptr<comm::Communicator> pp_group, Schedule schedule,
+                         Device device, std::shared_ptr<comm::Communicator> pp_group, PipelinePlan plan,
                          bool count_loss);
   double compute_gradients(int64_t step, double loss_scale, GradientSync& sync) override;
   int64_t global_batch() const override { return layout_.global_batch(); }
@@ -43,39 +50,46 @@ class PipelineGradientSource : public GradientSource {
   const PipelineStats& stats() const { return stats_; }
 
  private:
-  // One micro-batch's state on this stage during a step.
-  struct Micro {
-    TokenBatch batch;
-    Tensor input;        // received activation (leaf, requires grad), or token ids
-    Tensor output;       // stage output (non-last) or scaled loss (last)
-    Tensor grad_output;  // received gradient of output
+  // One (micro-batch, chunk) pair's tensors during a step.
+  struct Slot {
+    TokenBatch batch;    // on the model's first chunk (inputs) and last chunk (targets)
+    Tensor input;        // received activation (B, T, C), a leaf that requires grad
+    Tensor output;       // chunk output (B, T, C), or the scaled loss () on the model's last chunk
+    Tensor grad_output;  // received gradient of output (B, T, C)
+    bool held = false;   // counted in StepState::held
   };
   // The step being run: what the actions read and write.
   struct StepState {
     int64_t step = 0;
     double factor = 1.0;  // loss_scale / (K · dp)
-    std::vector<Micro> mbs;
-    std::vector<comm::WorkPtr> pending_sends;
-    std::vector<Tensor> losses;  // unscaled micro-batch means (last stage), () f32 each
-    size_t mem0 = 0;             // CPU bytes in use when the step began
-    int64_t in_flight = 0;
+    std::vector<Slot> slots;  // (micro-batch mb, chunk c) at mb · v + c
+    Tensor losses;            // (K,) f32 unscaled micro-batch means (the model's last chunk)
+    size_t mem0 = 0;          // CPU bytes in use when the step began
+    int64_t held = 0;         // slots holding a tensor
   };
-  // Actions [i, j) are consecutive communication actions: posted as one batch; receives waited.
-  void communicate(StepState& st, size_t i, size_t j);
-  void forward(StepState& st, int mb);
-  void backward(StepState& st, int mb);
-  void load(StepState& st, int mb);  // micro-batch mb's tokens, once
+  void agree_shapes();  // the input shape and dtype of each chunk, once
+  // One group: posted as one batch_p2p, waited for, send buffers and sent-from inputs dropped.
+  void communicate(StepState& st, const std::vector<PipeAction>& group);
+  void forward(StepState& st, const PipeAction& a);
+  void backward(StepState& st, const PipeAction& a);
+  Slot& slot(StepState& st, const PipeAction& a) const;
+  void update_held(StepState& st, Slot& s) const;
+  void check_bound(StepState& st, const std::vector<PipeAction>& after);  // after a group or a compute action
+  bool first_chunk(int c) const { return pp_->rank() == 0 && c == 0; }
+  bool last_chunk(int c) const { return pp_->rank() == pp_->size() - 1 && c == chunks_ - 1; }
 
   std::shared_ptr<StageModel> stage_;
   std::shared_ptr<const TokenData> data_;
   BatchLayout layout_;
   Device device_;
   std::shared_ptr<comm::Communicator> pp_;
-  std::vector<PipeAction> actions_;
+  PipelinePlan plan_;
+  int chunks_;
+  size_t last_backward_ = 0;  // step of the final Backward
   bool count_loss_;
   PipelineStats stats_;
-  Shape recv_shape_;            // what this stage receives: (B, T, C), agreed at the first step
-  DType act_dtype_ = DType::f32;  // ... in the compute dtype
+  std::vector<Shape> in_shape_;  // per chunk: what it receives, (B, T, C), agreed at the first step
+  std::vector<DType> in_dtype_;  // ... in the compute dtype
 };
 
 }  // namespace st::runtime

@@ -1,5 +1,6 @@
 // Sampler (runtime/train/sampler.h). Forward only, under NoGradGuard; logits of the last position are
 // copied to the host as floats and the choice is made there in double precision.
+#include "ops/cpu/elementary.h"  // exp with the same bits on every CPU (docs/testing.md)
 #include "runtime/train/sampler.h"
 
 #include <algorithm>
@@ -59,7 +60,7 @@ int64_t pick_token(const std::vector<float>& logits, double temperature, int64_t
   std::vector<double> p(k);
   const double mx = logits[idx[0]];
   double sum = 0;
-  for (int64_t i = 0; i < k; ++i) sum += p[i] = std::exp((logits[idx[i]] - mx) / temperature);
+  for (int64_t i = 0; i < k; ++i) sum += p[i] = ops::cpu::exp_f32(static_cast<float>((logits[idx[i]] - mx) / temperature));
   double u = std::uniform_real_distribution<double>(0.0, sum)(rng);
   for (int64_t i = 0; i < k; ++i) {
     if (u < p[i]) return idx[i];

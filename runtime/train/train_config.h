@@ -29,6 +29,7 @@ struct TrainConfig {
   int64_t tp = 1;
   int64_t pp = 1;
   Schedule schedule = Schedule::one_f_one_b;
+  int64_t virtual_stages = 1;  // model chunks per pipeline stage (interleaved schedule: ≥ 2)
   PartitionKind partition = PartitionKind::params;
   std::string comm = "auto";         // auto | nccl | mpi
   // batch
@@ -40,8 +41,8 @@ struct TrainConfig {
   uint64_t seed = 1;
   bool recompute = false;
   bool zero = false;
-  Precision grad_comm_dtype = Precision::fp32;  // dtype of the DP gradient all-reduce
-  double bucket_mb = 25.0;              // DP bucket size
+  Precision grad_comm_dtype = Precision::fp32;  // dtype of the DP / ZeRO gradient all-reduce
+  double bucket_mb = 25.0;              // DP / ZeRO bucket size
   // optimizer
   OptimizerKind optimizer = OptimizerKind::adamw;
   double lr = 1e-3;

@@ -71,7 +71,7 @@ ModelPlan plan_model(const TrainConfig& cfg) {
   return plan;
 }
 
-TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, LayerRange layers, int64_t dp,
+TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std::vector<LayerRange> layers, int64_t dp,
                              int64_t replica, std::shared_ptr<comm::Communicator> tp) {
   ST_CHECK(!cfg.data.empty(), ValueError, "train: no token file (--data)");
   TrainInputs in;
@@ -129,7 +129,7 @@ void Trainer::init(const std::string& resume_path) {
   if (!resume_path.empty()) {  // this rank's part of each weight, read in place
     ckpt = open_train_checkpoint(resume_path);
     load_parts(model_part_source(*model_, *ckpt.model), model_->named_parameters(),
-               /*strict=*/model_->holds_first() && model_->holds_last());
+               /*strict=*/model_->holds_all());
   }
   const DType compute = compute_dtype(cfg_.precision);
   NamedTensors opt_params = model_->named_parameters();

@@ -3,8 +3,8 @@
 //   1. GradientSync::begin_step — clear or zero the gradients
 //   2. GradientSource::compute_gradients — forward/backward over this rank's micro-batches, loss
 //      scaled by loss_scale/(K·dp) (runtime/train/gradient_source.h; a pipeline replaces it)
-//   3. GradientSync::finish — the DP reducer waits for its bucket all-reduces, tied weights sum,
-//      ZeRO reduce-scatters (runtime/parallel/gradient_sync.h)
+//   3. GradientSync::finish — the DP / ZeRO reducer waits for its bucket all-reduces, tied
+//      weights sum (runtime/parallel/gradient_sync.h)
 //   4. one ops::grad_stats pass over the raw gradients (their own dtype, no copies): the
 //      unscaled local norm² and the inf/NaN flag, read to the host once; the flag agreed by
 //      reductions.flag (fp16)
@@ -12,7 +12,7 @@
 //      else: global norm² by reductions.grad, lr from the schedule, optimizer step on the raw
 //      gradients with 1/scale and the clip coefficient applied in its kernels (f32 masters,
 //      low-precision copies rewritten), loss scaler update
-//   6. GradientSync::end_step (ZeRO all-gathers the updated shards)
+//   6. GradientSync::end_step (ZeRO broadcasts the owners' updated buckets)
 //   7. metrics: loss (reductions.loss of the local shares), JSONL + stdout on rank 0
 // Checkpoints (runtime/train/train_checkpoint.h) every cfg.checkpoint_every steps and at the end;
 // --resume takes the newest complete one and continues bit-exactly (same data order, same
@@ -61,7 +61,7 @@ struct TrainInputs {
 };
 // With a tp group of several ranks the model is the family's tensor-parallel variant; `layers`
 // is the range a pipeline stage holds (default: all).
-TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, LayerRange layers = {}, int64_t dp = 1,
+TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std::vector<LayerRange> layers = {}, int64_t dp = 1,
                              int64_t replica = 0, std::shared_ptr<comm::Communicator> tp = nullptr);
 
 // What a layout plugs into the step, built before the Trainer (runtime/train/parallel_training.cpp

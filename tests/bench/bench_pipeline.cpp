@@ -1,13 +1,17 @@
 // Pipeline benchmark (a program, not a test): runs one pipeline stage per rank of a GPT for a few
-// steps under GPipe and 1F1B and prints, per schedule, the measured bubble against the theory
-// (p − 1)/(m + p − 1) and each stage's peak activation memory (bytes held above the step's
-// start), and 1F1B with activation recompute (1f1b+rc).
+// steps under GPipe, 1F1B, 1F1B with activation recompute (1f1b+rc) and interleaved 1F1B with v
+// chunks per stage, and prints per schedule the measured bubble against the theory, and stage
+// 0's peak activation memory (bytes held above the step's start).
 //
-//   mpirun -np 2 build/tests/bench/bench_pipeline [m] [layers] [d_model] [micro_batch] [seq_len]
+//   mpirun -np 2 build/tests/bench/bench_pipeline [m] [layers] [d_model] [micro_batch] [seq_len] [v]
 //
-// Bubble of a stage = time blocked in receives / step time; the table reports the mean over
-// stages and stage 0's. Compute-bound stages (one core per rank) are needed for the theory to
-// apply: on an oversubscribed machine the numbers measure the scheduler, not the pipeline.
+// A stage's wait = time blocked in point-to-point groups, compute = forward + backward time. Two
+// measures, averaged over the stages: wait / (wait + compute), whose theory is (p − 1)/(m + p − 1)
+// for GPipe and 1F1B and (p − 1)/(v·m + p − 1) interleaved, and wait / compute, (p − 1)/m and
+// (p − 1)/(v·m) (Narayanan et al. 2021). Compute-bound stages (one core per rank) are needed for
+// the theory to apply: on an oversubscribed machine the numbers measure the scheduler, not the
+// pipeline. Layers are cut into p (or p·v) pieces balancing parameter bytes (--partition params).
+// Interleaved runs only when m is a multiple of p and the model has p·v layers or more.
 #include <mpi.h>
 
 #include <chrono>
@@ -39,6 +43,7 @@ int main(int argc, char** argv) {
   cfg.vocab = 256;
   cfg.micro_batch = argc > 4 ? std::atoi(argv[4]) : 4;
   cfg.seq_len = argc > 5 ? std::atoi(argv[5]) : 64;
+  const int v = argc > 6 ? std::atoi(argv[6]) : 2;
   auto world = comm::make_communicator("mpi", std::chrono::seconds(600)).world;
   const int p = world->size(), rank = world->rank();
   const std::string data = "/tmp/bench_pipeline_tokens.bin";
@@ -54,22 +59,27 @@ int main(int argc, char** argv) {
   layout.grad_accum = m;
   layout.seq_len = cfg.seq_len;
   if (rank == 0)
-    std::printf("pipeline p=%d m=%d | GPT layers %ld d %ld | micro-batch %ld x T %ld | theory bubble %.3f\n", p, m,
+    std::printf("pipeline p=%d m=%d | GPT layers %ld d %ld | micro-batch %ld x T %ld | interleaved v=%d\n", p, m,
                 static_cast<long>(cfg.layers), static_cast<long>(cfg.d_model), static_cast<long>(cfg.micro_batch),
-                static_cast<long>(cfg.seq_len), (p - 1.0) / (m + p - 1.0));
-  if (rank == 0) std::printf("%-7s %12s %12s %14s %18s\n", "sched", "step ms", "bubble(mean)", "bubble(stage0)", "peak act MiB(st0)");
-  for (const std::string variant : {"gpipe", "1f1b", "1f1b+rc"}) {
-    const bool recompute = variant == "1f1b+rc";
-    const std::string sched = recompute ? "1f1b" : variant;
-    const int layers = static_cast<int>(describe_model(model_entry(cfg), cfg.seq_len).layers.size());
-    Partition part = partition_uniform(layers, p);
-    auto stage = std::make_shared<StageModel>(build_model(cfg, {part.begin(rank), part.end(rank)}));
+                static_cast<long>(cfg.seq_len), v);
+  if (rank == 0)
+    std::printf("%-12s %9s %12s %8s %13s %8s %17s %9s\n", "sched", "step ms", "wait/(w+c)", "theory", "wait/compute",
+                "theory", "peak act MiB(st0)", "in flight");
+  for (const std::string variant : {"gpipe", "1f1b", "1f1b+rc", "interleaved"}) {
+    const bool recompute = variant == "1f1b+rc", inter = variant == "interleaved";
+    const Schedule sched = inter ? Schedule::interleaved : variant == "gpipe" ? Schedule::gpipe : Schedule::one_f_one_b;
+    const int chunks = inter ? v : 1;
+    const ModelDescription desc = describe_model(model_entry(cfg), cfg.seq_len);
+    const int pieces = p * chunks;
+    if (inter && (m % p != 0 || pieces > static_cast<int>(desc.layers.size()))) continue;
+    const Partition part = choose_partition(PartitionKind::params, desc, pieces);
+    auto stage = std::make_shared<StageModel>(build_model(cfg, stage_chunks(part, rank, p)));  // its layers only
     stage->set_recompute(recompute);
-    PipelineGradientSource src(stage, tokens, layout, Device::cpu, world, parse_enum<Schedule>(sched, "schedule"), true);
+    PipelineGradientSource src(stage, tokens, layout, Device::cpu, world, make_plan(sched, rank, p, m, chunks), true);
     ClearGrads no_sync(stage);
     const int steps = 4;
     double step_ms = 0, wait = 0, compute = 0;
-    int64_t peak = 0;
+    int64_t peak = 0, in_flight = 0;
     for (int s = 0; s < steps + 1; ++s) {
       world->barrier()->wait();
       auto t0 = std::chrono::steady_clock::now();
@@ -81,20 +91,25 @@ int main(int argc, char** argv) {
       wait += src.stats().wait_ms;
       compute += src.stats().compute_ms;
       peak = std::max(peak, src.stats().peak_activation_bytes);
+      in_flight = std::max(in_flight, src.stats().peak_in_flight);
     }
-    float mine[3] = {static_cast<float>(wait / (wait + compute)), static_cast<float>(step_ms / steps),
-                     static_cast<float>(peak)};
-    Tensor t = Tensor::from_vector(std::vector<float>{mine[0], mine[1], mine[2]}, {3});
-    Tensor all = Tensor::empty({3 * p});
+    std::vector<float> mine{static_cast<float>(wait / (wait + compute)), static_cast<float>(wait / compute),
+                            static_cast<float>(step_ms / steps), static_cast<float>(peak), static_cast<float>(in_flight)};
+    const int n = static_cast<int>(mine.size());
+    Tensor t = Tensor::from_vector(mine, {n});
+    Tensor all = Tensor::empty({n * p});
     world->all_gather(t, all)->wait();
-    auto v = all.to_double();
+    auto x = all.to_double();
     if (rank == 0) {
-      double mean_bubble = 0, max_step = 0;
+      double of_step = 0, of_compute = 0, max_step = 0;
       for (int r = 0; r < p; ++r) {
-        mean_bubble += v[3 * r] / p;
-        max_step = std::max(max_step, v[3 * r + 1]);
+        of_step += x[n * r] / p;
+        of_compute += x[n * r + 1] / p;
+        max_step = std::max(max_step, x[n * r + 2]);
       }
-      std::printf("%-7s %12.1f %12.3f %14.3f %18.2f\n", variant.c_str(), max_step, mean_bubble, v[0], v[2] / (1 << 20));
+      const double vm = static_cast<double>(chunks) * m;
+      std::printf("%-12s %9.1f %12.3f %8.3f %13.3f %8.3f %17.2f %9.0f\n", variant.c_str(), max_step, of_step,
+                  (p - 1.0) / (vm + p - 1.0), of_compute, (p - 1.0) / vm, x[3] / (1 << 20), x[4]);
     }
   }
   MPI_Finalize();

@@ -8,7 +8,7 @@ inline const std::vector<std::string>& contract_train_flags() {
   static const std::vector<std::string> f = {
       // docs/design.md
       "model", "layers", "d-model", "heads", "vocab", "seq-len", "init-from", "dp", "tp", "pp", "schedule",
-      "partition", "comm", "micro-batch", "grad-accum", "precision", "device", "seed", "recompute", "zero",
+      "virtual-stages", "partition", "comm", "micro-batch", "grad-accum", "precision", "device", "seed", "recompute", "zero",
       "optimizer", "lr", "weight-decay", "beta1", "beta2", "eps", "clip", "lr-schedule", "warmup", "steps", "data",
       "val-data", "eval-every", "checkpoint-dir", "checkpoint-every", "resume", "metrics", "trace", "timeout-s",
       // extensions

@@ -1,5 +1,10 @@
-# Tests of the launch tooling: the plot script, the installed package and the mpirun wrapper.
-# Included from tests/launch/CMakeLists.txt.
+# Tests of the launch tooling: the set-up, demo and plot scripts, the installed package and the
+# mpirun wrapper. Included from tests/launch/CMakeLists.txt.
+# launch/setup.sh without package network (apt-get and dpkg stubbed), and demo.sh --help.
+add_test(NAME test_launch_setup COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/setup_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_launch_setup PROPERTIES LABELS cpu TIMEOUT 180)
+add_test(NAME test_launch_demo_help COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/demo_help_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_launch_demo_help PROPERTIES LABELS cpu TIMEOUT 60)
 add_test(NAME test_launch_plot COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/plot_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_launch_plot PROPERTIES LABELS cpu TIMEOUT 120)
 # The installed package: needs the whole build (cmake --install), as test.sh does before ctest.

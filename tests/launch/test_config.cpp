@@ -118,6 +118,31 @@ TEST(LaunchConfig, Validation) {
   expect_usage_error({"--timeout-s", "0"}, {"--timeout-s", "must be positive"});
 }
 
+// The pipeline schedule's options are checked at parse time, each error naming its flag.
+TEST(LaunchConfig, PipelineScheduleOptions) {
+  TrainConfig c = parse_train_args({"--pp", "2", "--layers", "4", "--schedule", "interleaved", "--virtual-stages", "2",
+                                    "--grad-accum", "6"});
+  EXPECT_EQ(c.schedule, runtime::Schedule::interleaved);
+  EXPECT_EQ(c.virtual_stages, 2);
+  const std::vector<std::string> inter = {"--pp", "2", "--layers", "4", "--schedule", "interleaved"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = inter;
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  expect_usage_error(with({"--grad-accum", "4"}), {"--virtual-stages", "needs 2 or more, got 1"});
+  expect_usage_error(with({"--virtual-stages", "2", "--grad-accum", "3"}),
+                     {"--grad-accum", "multiple of --pp 2, got 3"});
+  expect_usage_error(with({"--virtual-stages", "3", "--grad-accum", "4"}), {"--virtual-stages", "6 chunks for 4 layers"});
+  expect_usage_error({"--pp", "2", "--virtual-stages", "2"}, {"--virtual-stages", "--schedule 1f1b needs 1, got 2"});
+  // tags: 2·m·v − 1 must stay below the shape handshake's 32767
+  EXPECT_EQ(parse_train_args({"--pp", "2", "--grad-accum", "16383"}).grad_accum, 16383);
+  expect_usage_error({"--pp", "2", "--grad-accum", "16384"}, {"--grad-accum", "at most 16383 micro-batches", "16384"});
+  expect_usage_error(with({"--virtual-stages", "2", "--grad-accum", "8192"}),
+                     {"--grad-accum", "at most 8191 micro-batches", "of 2 chunks per stage"});
+  EXPECT_EQ(parse_train_args({"--grad-accum", "100000"}).grad_accum, 100000);  // no pipeline, no tags
+}
+
 TEST(LaunchConfig, InitFromTakesSizesFromConfigJson) {
   const std::string dir = ST_FIXTURE_DIR;
   TrainConfig c = parse_train_args({"--init-from", dir, "--heads", "4"});  // agreeing size flag is fine

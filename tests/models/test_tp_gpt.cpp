@@ -120,7 +120,7 @@ TEST(TpGpt, ALayerRangeHoldsItsShardsOfTheWholeModel) {
   const ShardRule rule = models::gpt_tp_shard_rule(c.vocab_size);
   const int p = tp_size(tp_group()), r = tp_rank(tp_group());
   for (auto [b, e] : std::vector<std::pair<int, int>>{{3, 4}, {1, 3}, {0, 1}}) {
-    models::TpGpt part(c, tp_group(), gen, {b, e});
+    models::TpGpt part(c, tp_group(), gen, {{b, e}});
     part.init_weights(21);
     ASSERT_EQ(static_cast<int>(part.layers().size()), e - b);
     size_t n = 0;

@@ -1,7 +1,11 @@
 // Zero1 under mpirun (np 1–4): the ownership partition (contiguous, covering, byte-balanced
-// against a brute-force optimum, fewer parameters than ranks), reduce-scattered gradients after
-// two accumulated backward passes against the closed-form sum over ranks, all-gathered
-// parameters against each owner's closed-form values; f32, f16 and bf16.
+// against a brute-force optimum, fewer parameters than ranks); buckets that never hold two
+// owners' parameters; the reduced gradients after two accumulated backward passes against the
+// closed-form sum over ranks, every element, with several buckets launched during the last
+// backward; broadcast parameters against each owner's closed-form values; f32, f16 and bf16, and
+// a communication dtype other than the parameters'. The optimizer state and f32 masters of a GPT
+// at dp 2 and 4 against the closed form: each rank's share of the elements, below total/dp + the
+// largest parameter, adding up to the total.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -11,7 +15,9 @@
 #include "comm/make_communicator.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "runtime/optim/optimizer.h"
 #include "runtime/parallel/zero1.h"
+#include "runtime/train/model_registry.h"
 #include "tensor/autograd.h"
 
 using namespace st;
@@ -118,17 +124,32 @@ void check_partition(const Zero1& z, const NamedTensors& ps) {
   EXPECT_EQ(total, count);
 }
 
-void run_step(DType dt, size_t count) {
+void run_step(DType dt, size_t count, DType comm_dt) {
   const int n = world()->size(), rank = world()->rank();
   auto ps = make_params(count, dt);
-  Zero1 z(ps, world());
+  ReducerOptions opt;  // buckets of ~200 bytes: several per owner
+  opt.first_bucket_bytes = opt.bucket_bytes = 200;
+  opt.comm_dtype = comm_dt;
+  Zero1 z(ps, world(), opt);
   check_partition(z, ps);
+  GradReducer& red = z.reducer();
+  // no bucket holds two owners' parameters
+  for (int64_t b = 0; b < red.num_buckets(); ++b) {
+    const int owner = z.owner(ps[red.bucket_params(b).front()].first);
+    for (size_t k : red.bucket_params(b)) EXPECT_EQ(z.owner(ps[k].first), owner) << "bucket " << b << ": " << ps[k].first;
+  }
 
-  // two accumulated backward passes, then reduce-scatter
+  // two accumulated backward passes, the second one communicating
   z.zero_grad();
   loss_of(ps, rank, 1.0).backward();
+  EXPECT_TRUE(red.launches().empty()) << "a micro-batch before the last one communicated";
+  z.set_sync(true);
   loss_of(ps, rank, 2.0).backward();
-  z.reduce_scatter();
+  const size_t in_backward = red.launches().size();
+  z.reduce_gradients();
+  if (count > 1) {
+    EXPECT_GE(in_backward, 1u) << "no bucket launched from the grad-ready hooks";
+  }
   for (auto& [name, p] : z.owned()) {
     const size_t i = std::stoul(name.substr(5));
     auto g = p.grad().to_double();
@@ -136,14 +157,19 @@ void run_step(DType dt, size_t count) {
     for (int64_t j = 0; j < p.numel(); ++j) {
       double want = 0;
       for (int r = 0; r < n; ++r) want += coef(r, i, j, 1.0) + coef(r, i, j, 2.0);
-      EXPECT_NEAR(g[static_cast<size_t>(j)], want, tol(dt, want)) << name << "[" << j << "]";
+      // every rank's accumulated gradient is an integer ≤ 96, exact in every dtype; only the
+      // sum over ranks (≤ 384) may round, once, in the comm dtype or the parameters' (tol)
+      EXPECT_NEAR(g[static_cast<size_t>(j)], want, std::max(tol(dt, want), tol(comm_dt, want)))
+          << name << "[" << j << "]";
     }
   }
+  int64_t total = 0;
+  for (auto& [name, p] : ps) total += p.numel();
   if (n > 1) {
-    EXPECT_EQ(z.stats().bytes_reduced, static_cast<int64_t>(n * z.chunk_numel() * dtype_size(dt)));
+    EXPECT_EQ(red.stats().bytes, total * static_cast<int64_t>(dtype_size(comm_dt)));
   }
 
-  // owners write closed-form values; all_gather brings them to every rank
+  // owners write closed-form values; broadcast_updates brings them to every rank
   {
     NoGradGuard ng;
     for (auto& [name, p] : z.owned()) {
@@ -153,7 +179,7 @@ void run_step(DType dt, size_t count) {
       p.detach().copy_(Tensor::from_vector(v, p.shape()));
     }
   }
-  z.all_gather();
+  z.broadcast_updates();
   for (size_t i = 0; i < ps.size(); ++i) {
     const Tensor& p = ps[i].second;
     const int owner = z.owner(ps[i].first);
@@ -164,8 +190,11 @@ void run_step(DType dt, size_t count) {
       EXPECT_NEAR(got[static_cast<size_t>(j)], want, tol(dt, want)) << ps[i].first << "[" << j << "]";
     }
   }
+  if (n > 1) {
+    EXPECT_EQ(z.stats().bytes_broadcast, total * static_cast<int64_t>(dtype_size(dt)));
+  }
 
-  // the next step starts from zero gradients everywhere
+  // the next step starts from zero gradients everywhere (the buffers carried values meanwhile)
   z.zero_grad();
   for (auto& [name, p] : ps)
     for (double g : p.grad().to_double()) ASSERT_EQ(g, 0.0) << name;
@@ -187,7 +216,14 @@ TEST(Zero1, PartitionIsContiguousBalancedAndCovering) {
     EXPECT_GT(run, 0) << "rank " << r << " owns nothing although there are enough parameters";
   }
   EXPECT_EQ(largest, brute_force_bottleneck(bytes, n));
-  EXPECT_EQ(z.chunk_numel() * 4, static_cast<int64_t>(largest));
+  // default buckets (1 MiB first, then 25 MiB) would hold every parameter: cut once per owner
+  GradReducer& red = z.reducer();
+  ASSERT_EQ(red.num_buckets(), n);
+  for (int64_t b = 0; b < n; ++b) {
+    const int owner = n - 1 - static_cast<int>(b);  // reverse registration order: the last run first
+    EXPECT_EQ(static_cast<int>(red.bucket_params(b).size()), z.end(owner) - z.begin(owner)) << "bucket " << b;
+    for (size_t k : red.bucket_params(b)) EXPECT_EQ(z.owner(ps[k].first), owner) << "bucket " << b;
+  }
 }
 
 TEST(Zero1, FewerParametersThanRanks) {
@@ -203,10 +239,61 @@ TEST(Zero1, FewerParametersThanRanks) {
   EXPECT_THROW(z.owner("nope"), ValueError);
 }
 
-TEST(Zero1, StepF32) { run_step(DType::f32, 7); }
-TEST(Zero1, StepF16) { run_step(DType::f16, 7); }
-TEST(Zero1, StepBf16) { run_step(DType::bf16, 7); }
-TEST(Zero1, StepWithIdleRanks) { run_step(DType::f32, 2); }
+TEST(Zero1, StepF32) { run_step(DType::f32, 7, DType::f32); }
+TEST(Zero1, StepF16) { run_step(DType::f16, 7, DType::f16); }
+TEST(Zero1, StepBf16) { run_step(DType::bf16, 7, DType::bf16); }
+TEST(Zero1, StepBf16CommunicatedInF32) { run_step(DType::bf16, 7, DType::f32); }
+TEST(Zero1, StepF32CommunicatedInBf16) { run_step(DType::f32, 7, DType::bf16); }
+TEST(Zero1, StepWithIdleRanks) { run_step(DType::f32, 2, DType::f32); }
+
+// Optimizer state and masters of a GPT (bf16 compute, so AdamW keeps f32 masters) at dp 2 and 4
+// (dp 2 at np 4: two groups of 2): on each rank exactly 8 bytes of state and 4 of master per
+// owned element, each rank's elements below total/dp + the largest parameter (parameter
+// granularity, zero1.h), the shares adding up to the total.
+TEST(Zero1, OptimizerStateAndMastersAreOneDpthOfTheTotal) {
+  const int np = world()->size(), rank = world()->rank();
+  bool ran = false;
+  for (int dp : {2, 4}) {
+    if (dp > np || np % dp != 0) continue;
+    ran = true;
+    auto group = world()->split(rank / dp, rank, "dp" + std::to_string(dp));
+    TrainConfig cfg;
+    cfg.model = "gpt";
+    cfg.layers = 3;
+    cfg.d_model = 64;
+    cfg.heads = 4;
+    cfg.vocab = 256;
+    cfg.seq_len = 32;
+    cfg.seed = 5;
+    auto model = build_model(cfg);
+    const NamedTensors ps = model->named_parameters();
+    int64_t total = 0, largest = 0;
+    for (auto& [name, p] : ps) {
+      total += p.numel();
+      largest = std::max(largest, p.numel());
+    }
+    Zero1 z(ps, group);
+    AdamW opt(z.owned(), AdamWOptions{}, DType::bf16);
+    int64_t state = 0, master = 0;
+    for (auto& [key, t] : opt.state_dict()) {
+      if (key.rfind("exp_avg", 0) == 0) state += static_cast<int64_t>(t.nbytes());
+      if (key.rfind("master.", 0) == 0) master += static_cast<int64_t>(t.nbytes());
+    }
+    const int me = group->rank();
+    const int64_t mine = z.owned_numel(me);
+    EXPECT_EQ(state, 8 * mine) << "dp " << dp;
+    EXPECT_EQ(master, 4 * mine) << "dp " << dp;
+    EXPECT_LT(static_cast<double>(mine), static_cast<double>(total) / dp + static_cast<double>(largest)) << "dp " << dp;
+    int64_t sum = 0;
+    for (int r = 0; r < dp; ++r) sum += z.owned_numel(r);
+    EXPECT_EQ(sum, total) << "dp " << dp;
+    if (rank == 0)
+      std::printf("dp %d: %lld parameter elements, largest %lld; rank 0 owns %lld (total/dp = %.0f)\n", dp,
+                  static_cast<long long>(total), static_cast<long long>(largest), static_cast<long long>(mine),
+                  static_cast<double>(total) / dp);
+  }
+  if (!ran) GTEST_SKIP() << "dp 2 or 4 needs np 2 or 4";
+}
 
 TEST(Zero1, RejectsMixedDtypes) {
   auto ps = make_params(2, DType::f32);

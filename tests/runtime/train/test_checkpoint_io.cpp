@@ -196,7 +196,7 @@ constexpr int64_t kFile = V * C + P * C + 2 * kBlock + 2 * C;  // wte, wpe, 2 bl
 
 TEST(ShardedLoad, EachPipelineStageReadsOnlyItsTensors) {
   if (world_size() != 4) GTEST_SKIP() << "pp 4 needs 4 ranks";
-  for (const std::string src : {kFixture, work_dir() + "/hf_sharded"}) {
+  for (const std::string& src : {kFixture, work_dir() + "/hf_sharded"}) {
     TrainConfig c = fixture_config(src);
     c.pp = 4;  // one layer per stage: [embedding], [block 0], [block 1], [head]
     Outcome r = run_layout(c, "pp4_load");

@@ -1,9 +1,17 @@
-// The property that matters most: every layout (dp, pp, schedule, grad-accum, micro-batch)
-// gives the same loss curve as one process on the same global batch. Under mpirun -np N this
-// runs `shardtrain train`'s code path (run_parallel_training) in several layouts of N ranks and
-// compares each step's loss and global grad norm with a single-process Trainer on every rank,
-// to 1e-5 relative (f32). Also: bf16 gradient communication within 1%, a checkpoint written by
-// one layout resumed by another, and an injected fp16 overflow that every rank skips together.
+// The property that matters most: every layout (dp, tp, pp, schedule, grad-accum, micro-batch,
+// ZeRO, recompute, dropout) gives the same loss curve as one process on the same global batch.
+// Under mpirun -np N this runs `shardtrain train`'s code path (run_parallel_training) in several
+// layouts of N ranks and compares each step's loss and global grad norm with a single-process
+// Trainer on every rank. Also: bf16 gradient communication within 1%, checkpoints written by one
+// layout resumed by another, and an injected fp16 overflow that every rank skips together.
+//
+// Tolerance: measured, not guessed (see "The noise of a run" below). A layout computes the
+// one-process function in another summation order (sums over ranks, stages and tp shards, other
+// GEMM shapes), and training amplifies the roundoff of that order step after step, so a fixed
+// tolerance passes or fails by luck of the model, the data and the CPU (a user's machine once
+// failed 1e-5 by 6e-5). Each comparison therefore measures its own noise floor: the one-process
+// run re-cut into other micro-batches (every sum over sequences reordered) and with its matrix
+// products blocked differently (every sum over features reordered).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -15,6 +23,7 @@
 #include <tuple>
 
 #include "comm/mpi_env.h"
+#include "ops/cpu/sgemm.h"
 #include "runtime/train/parallel_training.h"
 #include "runtime/data/token_data.h"
 #include "runtime/train/trainer.h"
@@ -69,13 +78,6 @@ TrainConfig base_config() {
   c.lr = 3e-3;
   c.weight_decay = 0.1;
   c.clip = 1.0;
-  // Adam divides by √v̂ + eps: an element whose gradient is near zero (|g| ~ 1e-8, a cancellation
-  // of larger terms) moves by lr·g/(|g| + eps), so the roundoff δg of another summation order
-  // becomes up to lr·δg/eps in the weight and grows over the steps. With eps 1e-8 two of nine
-  // runs of this file (seeds 1–3 × np 2–4) left one process by more than 1e-5 by step 5 (3e-5
-  // dp 2 × tp 2, 1e-4 simple-transformer pp 4), under either initialisation scheme; with eps
-  // 1e-4 every one stayed within 2.4e-6.
-  c.eps = 1e-4;
   c.data = work_dir() + "/tokens.bin";
   c.progress = false;
   c.log_every = 1000;
@@ -86,15 +88,20 @@ TrainConfig base_config() {
 struct Curve {
   std::vector<double> loss, grad_norm, loss_scale;
   std::vector<bool> skipped;
+  // reference curves only: the noise envelope per step (relative; see reference())
+  std::vector<double> loss_noise, norm_noise;
 };
 
-// One process, global batch G = B·K·dp as micro-batches of B (the same sequences in order).
-Curve reference(TrainConfig c, int64_t dp) {
-  c.grad_accum *= dp;
+// One process, global batch G = B·K·dp as K·dp micro-batches of B (the same sequences in order).
+Curve one_process(TrainConfig c) {
   c.dp = 1;
   c.tp = c.pp = 1;
+  c.schedule = Schedule::one_f_one_b;
+  c.virtual_stages = 1;
+  c.zero = false;
   c.metrics.clear();
   c.checkpoint_dir.clear();
+  c.resume = false;
   Trainer t(c);
   Curve r;
   for (int64_t s = 0; s < c.steps; ++s) {
@@ -103,6 +110,64 @@ Curve reference(TrainConfig c, int64_t dp) {
     r.grad_norm.push_back(m.grad_norm);
     r.loss_scale.push_back(m.loss_scale);
     r.skipped.push_back(m.skipped);
+  }
+  return r;
+}
+
+// ---- The noise of a run -----------------------------------------------------------------------
+// Two one-process runs compute the reference's function with its sums in other orders:
+//   resplit   the same global batch cut differently (one micro-batch of B·K·dp sequences instead
+//             of K·dp of B, or B of one when K·dp = 1): every sum over sequences — the GEMMs'
+//             token reductions, the weight gradients, the accumulation over micro-batches — in
+//             another order (what data parallelism and pipelines change);
+//   kc 8      every CPU matrix product summed in blocks of 8 instead of 256 along its depth
+//             (ops::cpu::sgemm_set_depth_block): every sum over features in another order (what a
+//             tensor-parallel row split does to c_proj and the vocabulary-parallel loss).
+// Their distance to the reference, step by step, is the roundoff that this model, data and CPU
+// amplify: noise_i = max over both runs and steps j ≤ i of |other_j − ref_j| / |ref_j| (an
+// envelope: one step's distance may vanish by chance; the envelope never shrinks). A layout
+// passes when its distance stays within kNoiseMultiple · max(noise_i, kNoiseFloor).
+//   kNoiseMultiple: measured on this project's CPU (2026-12-03) over every comparison below at
+//     np 2, 3, 4 and 8 (ST_LAYOUT_NOISE_LOG=1 prints each ratio), the largest layout/noise ratio
+//     was 1.7 (dropout under tp 3, recompute under tp 2); 8 leaves a margin of 4.7. The widest
+//     tolerance this gives in f32 is 8e-5 relative (a resumed run's last step), while a real
+//     error is far above it: a rank whose gradient is not divided by dp changes the gradient by
+//     1/dp of itself (≥ 25 %); a sequence of the global batch read twice or missed changes the
+//     step's loss by about 1/G of its spread over sequences (≥ 1e-3 here). fp16 runs are
+//     compared the same way: their noise is f16 rounding (~1e-3), so is their tolerance.
+//   kNoiseFloor: 2⁻²¹ ≈ 4.8e-7 relative — a few f32 roundings of the first step, where the
+//     resplit may agree to the last bit and a layout still differs by the f32 rounding of its
+//     loss all-reduce (runtime/parallel/reductions.h sends f32).
+constexpr double kNoiseMultiple = 8.0;
+constexpr double kNoiseFloor = 4.76837158203125e-7;
+
+double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
+
+// The reference of a layout with dp replicas: one process on the same global batch, with its
+// noise envelope.
+Curve reference(TrainConfig c, int64_t dp) {
+  c.grad_accum *= dp;
+  Curve r = one_process(c);
+  TrainConfig re = c;
+  if (c.grad_accum > 1) {
+    re.micro_batch = c.micro_batch * c.grad_accum;
+    re.grad_accum = 1;
+  } else {
+    re.micro_batch = 1;
+    re.grad_accum = c.micro_batch;
+  }
+  const Curve resplit = one_process(re);
+  const int64_t kc = ops::cpu::sgemm_set_depth_block(8);
+  const Curve blocked = one_process(c);
+  ops::cpu::sgemm_set_depth_block(kc);
+  double ln = 0, nn = 0;
+  for (size_t i = 0; i < r.loss.size(); ++i) {
+    for (const Curve* o : {&resplit, &blocked}) {
+      ln = std::max(ln, rel(o->loss[i], r.loss[i]));
+      nn = std::max(nn, rel(o->grad_norm[i], r.grad_norm[i]));
+    }
+    r.loss_noise.push_back(ln);
+    r.norm_noise.push_back(nn);
   }
   return r;
 }
@@ -127,13 +192,27 @@ Curve run_layout(TrainConfig c, const std::string& name) {
   return r;
 }
 
-void expect_same(const Curve& got, const Curve& want, double rtol, const std::string& what, size_t from = 0) {
+// got (steps from+1 …) against the reference `want` within its noise (see above). `extra`: an
+// absolute relative allowance added per step (the HF fixture: our own distance to transformers).
+void expect_same(const Curve& got, const Curve& want, const std::string& what, size_t from = 0,
+                 const Curve* extra = nullptr) {
   ASSERT_EQ(got.loss.size(), want.loss.size() - from) << what << ": number of steps";
+  ASSERT_EQ(want.loss_noise.size(), want.loss.size()) << what << ": the reference has no noise measured";
+  double worst = 0, widest = 0;
   for (size_t i = 0; i < got.loss.size(); ++i) {
-    EXPECT_NEAR(got.loss[i], want.loss[i + from], rtol * std::fabs(want.loss[i + from])) << what << " loss, step " << i + from + 1;
-    EXPECT_NEAR(got.grad_norm[i], want.grad_norm[i + from], rtol * std::fabs(want.grad_norm[i + from]))
-        << what << " grad norm, step " << i + from + 1;
+    const size_t k = i + from;
+    const double tl = kNoiseMultiple * std::max(want.loss_noise[k], kNoiseFloor) + (extra ? extra->loss[k] : 0.0);
+    const double tn = kNoiseMultiple * std::max(want.norm_noise[k], kNoiseFloor) + (extra ? extra->grad_norm[k] : 0.0);
+    const double dl = rel(got.loss[i], want.loss[k]), dn = rel(got.grad_norm[i], want.grad_norm[k]);
+    EXPECT_LE(dl, tl) << what << " loss, step " << k + 1 << ": " << got.loss[i] << " vs " << want.loss[k]
+                      << " (noise " << want.loss_noise[k] << ")";
+    EXPECT_LE(dn, tn) << what << " grad norm, step " << k + 1 << ": " << got.grad_norm[i] << " vs " << want.grad_norm[k]
+                      << " (noise " << want.norm_noise[k] << ")";
+    worst = std::max({worst, dl / std::max(want.loss_noise[k], kNoiseFloor), dn / std::max(want.norm_noise[k], kNoiseFloor)});
+    widest = std::max({widest, tl, tn});
   }
+  if (world_rank() == 0 && std::getenv("ST_LAYOUT_NOISE_LOG"))  // to re-derive kNoiseMultiple
+    std::printf("noise ratio %-60s %.3g (widest tolerance %.2g)\n", what.c_str(), worst, widest);
 }
 
 }  // namespace
@@ -143,7 +222,7 @@ TEST(Layouts, DataParallelEqualsOneProcess) {
   TrainConfig c = base_config();
   c.dp = n;
   Curve want = reference(c, n);
-  expect_same(run_layout(c, "dp"), want, 1e-5, "dp " + std::to_string(n));
+  expect_same(run_layout(c, "dp"), want, "dp " + std::to_string(n));
   // the loss falls: the layouts are compared on a run that learns
   EXPECT_LT(want.loss.back(), want.loss.front());
 }
@@ -154,12 +233,11 @@ TEST(Layouts, DataParallelWithoutAccumulation) {
   c.dp = n;
   c.grad_accum = 1;
   c.micro_batch = 3;
-  expect_same(run_layout(c, "dp_noaccum"), reference(c, n), 1e-5, "dp, K=1");
+  expect_same(run_layout(c, "dp_noaccum"), reference(c, n), "dp, K=1");
 }
 
 TEST(Layouts, PipelineBothSchedulesEqualOneProcess) {
   const int n = world_size();
-  if (n == 1) GTEST_SKIP() << "a pipeline needs 2 ranks or more";
   for (const char* schedule : {"gpipe", "1f1b"}) {
     TrainConfig c = base_config();
     c.pp = n;
@@ -167,37 +245,60 @@ TEST(Layouts, PipelineBothSchedulesEqualOneProcess) {
     c.grad_accum = 4;
     c.schedule = parse_enum<Schedule>(schedule, "schedule");
     c.partition = n == 3 ? PartitionKind::uniform : PartitionKind::params;
-    expect_same(run_layout(c, std::string("pp_") + schedule), reference(c, 1), 1e-5,
+    expect_same(run_layout(c, std::string("pp_") + schedule), reference(c, 1),
                 "pp " + std::to_string(n) + " " + schedule);
   }
 }
 
+// Interleaved 1F1B, 2 chunks per stage (stage s holds model chunks s and s + n): the same curve.
+// m = 2n micro-batches (a multiple of p), 8 blocks so every one of the 2n chunks has a layer.
+TEST(Layouts, PipelineInterleavedEqualsOneProcess) {
+  const int n = world_size();
+  for (PartitionKind partition : {PartitionKind::params, PartitionKind::uniform}) {
+    TrainConfig c = base_config();
+    c.layers = 8;
+    c.pp = n;
+    c.dp = 1;
+    c.grad_accum = 2 * n;
+    c.schedule = Schedule::interleaved;
+    c.virtual_stages = 2;
+    c.partition = partition;
+    expect_same(run_layout(c, "pp_interleaved"), reference(c, 1),
+                "pp " + std::to_string(n) + " interleaved v 2, partition " + to_string(partition));
+  }
+}
+
+// Recompute (each block's forward replayed in backward) against the one-process run WITHOUT it:
+// in one process the replay is the same computation, so the curve is the same to the bit; under
+// pp and tp it is the layout's curve.
 TEST(Layouts, RecomputeGivesTheSameCurve) {
   const int n = world_size();
   TrainConfig c = base_config();
-  c.recompute = true;
-  if (n == 1) {
-    expect_same(run_layout(c, "recompute"), reference(c, 1), 0.0, "recompute, one process");
-    return;
-  }
-  c.pp = n;
-  c.dp = 1;
-  c.schedule = Schedule::one_f_one_b;
-  c.partition = PartitionKind::uniform;
-  expect_same(run_layout(c, "recompute_pp"), reference(c, 1), 1e-5, "recompute with pp " + std::to_string(n));
+  Curve plain = reference(c, 1);
+  TrainConfig rc = c;
+  rc.recompute = true;
+  const Curve one = one_process(rc);
+  EXPECT_EQ(one.loss, plain.loss) << "recompute in one process changed the loss";
+  EXPECT_EQ(one.grad_norm, plain.grad_norm) << "recompute in one process changed the grad norm";
+  rc.pp = n;
+  rc.dp = 1;
+  rc.schedule = Schedule::one_f_one_b;
+  rc.partition = PartitionKind::uniform;
+  expect_same(run_layout(rc, "recompute_pp"), plain, "recompute with pp " + std::to_string(n));
   if (n % 2 == 0) {
-    c.pp = 1;
-    c.tp = 2;
-    c.dp = n / 2;
-    c.heads = 12;
-    c.d_model = 48;
-    expect_same(run_layout(c, "recompute_tp"), reference(c, n / 2), 1e-5, "recompute with tp 2");
+    TrainConfig t = c;
+    t.heads = 12;
+    t.d_model = 48;
+    const Curve plain_tp = reference(t, n / 2);
+    t.recompute = true;
+    t.tp = 2;
+    t.dp = n / 2;
+    expect_same(run_layout(t, "recompute_tp"), plain_tp, "recompute with tp 2");
   }
 }
 
 TEST(Layouts, LowPrecisionPipelineTracksF32) {
   const int n = world_size();
-  if (n == 1) GTEST_SKIP() << "a pipeline needs 2 ranks or more";
   TrainConfig c = base_config();
   c.pp = n;
   c.dp = 1;
@@ -246,10 +347,19 @@ TEST(Layouts, HuggingFaceFixtureUnderEveryLayout) {
   c.log_every = 1000;
   c.timeout_s = 120;
   std::vector<std::tuple<int, int, int, const char*>> layouts;  // dp, tp, pp, schedule
-  if (n == 1) layouts = {{1, 1, 1, "1f1b"}};
   if (n == 2) layouts = {{1, 1, 2, "1f1b"}, {1, 1, 2, "gpipe"}, {1, 2, 1, "1f1b"}, {2, 1, 1, "1f1b"}};
   if (n == 3) layouts = {{1, 1, 3, "1f1b"}};
   if (n == 4) layouts = {{1, 1, 4, "1f1b"}, {1, 2, 2, "gpipe"}, {2, 1, 2, "1f1b"}, {1, 4, 1, "1f1b"}};
+  // our one process against transformers: its distance is allowed on top of the layout's noise
+  // (test_gpt_fidelity holds that distance to its own bound)
+  const Curve ours = reference(c, 1);
+  Curve distance;
+  for (size_t i = 0; i < want.loss.size(); ++i) {
+    distance.loss.push_back(rel(ours.loss[i], want.loss[i]));
+    distance.grad_norm.push_back(rel(ours.grad_norm[i], want.grad_norm[i]));
+  }
+  want.loss_noise = ours.loss_noise;
+  want.norm_noise = ours.norm_noise;
   for (auto [dp, tp, pp, sched] : layouts) {
     TrainConfig l = c;
     l.dp = dp;
@@ -258,8 +368,9 @@ TEST(Layouts, HuggingFaceFixtureUnderEveryLayout) {
     l.grad_accum = 4 / dp;
     l.schedule = parse_enum<Schedule>(sched, "schedule");
     l.partition = PartitionKind::uniform;
-    expect_same(run_layout(l, "hf"), want, 1e-5,
-                "HF fixture, dp " + std::to_string(dp) + " tp " + std::to_string(tp) + " pp " + std::to_string(pp) + " " + sched);
+    expect_same(run_layout(l, "hf"), want,
+                "HF fixture, dp " + std::to_string(dp) + " tp " + std::to_string(tp) + " pp " + std::to_string(pp) + " " + sched,
+                0, &distance);
   }
 }
 
@@ -269,28 +380,30 @@ TEST(Layouts, DataTimesPipelineGrid) {
   c.dp = 2;
   c.pp = 2;
   c.schedule = Schedule::one_f_one_b;
-  expect_same(run_layout(c, "dp2pp2"), reference(c, 2), 1e-5, "dp 2 × pp 2");
+  expect_same(run_layout(c, "dp2pp2"), reference(c, 2), "dp 2 × pp 2");
+  c.schedule = Schedule::interleaved;  // the DP buckets of the earlier chunk go out in finish()
+  c.virtual_stages = 2;
+  expect_same(run_layout(c, "dp2pp2_interleaved"), reference(c, 2), "dp 2 × pp 2, interleaved v 2");
 }
 
 TEST(Layouts, TensorParallelEqualsOneProcess) {
   const int n = world_size();
-  if (n == 1) GTEST_SKIP() << "tensor parallelism needs 2 ranks or more";
   TrainConfig c = base_config();
   c.heads = 12;  // divisible by 2, 3 and 4
   c.d_model = 48;
   c.vocab = 62;  // not a multiple of 4 or 3: padded and masked
   c.tp = n;
   c.dp = 1;
-  expect_same(run_layout(c, "tp"), reference(c, 1), 1e-5, "tp " + std::to_string(n));
+  expect_same(run_layout(c, "tp"), reference(c, 1), "tp " + std::to_string(n));
   if (n == 4) {
     c.tp = 2;
     c.pp = 2;
-    expect_same(run_layout(c, "tp2pp2"), reference(c, 1), 1e-5, "tp 2 × pp 2");
+    expect_same(run_layout(c, "tp2pp2"), reference(c, 1), "tp 2 × pp 2");
     c.pp = 1;
     c.dp = 2;
-    expect_same(run_layout(c, "dp2tp2"), reference(c, 2), 1e-5, "dp 2 × tp 2");
+    expect_same(run_layout(c, "dp2tp2"), reference(c, 2), "dp 2 × tp 2");
     c.zero = true;  // each tp rank's shards split over its dp group
-    expect_same(run_layout(c, "dp2tp2zero"), reference(c, 2), 1e-5, "dp 2 × tp 2, zero 1");
+    expect_same(run_layout(c, "dp2tp2zero"), reference(c, 2), "dp 2 × tp 2, zero 1");
   }
 }
 
@@ -314,7 +427,7 @@ TEST(Layouts, ResumeTensorParallelCheckpointAsPipeline) {
   b.resume = true;
   b.pp = n;
   b.dp = 1;
-  expect_same(run_layout(b, "tp_b"), want, 1e-5, "tp checkpoint resumed as pp", 3);
+  expect_same(run_layout(b, "tp_b"), want, "tp checkpoint resumed as pp", 3);
 }
 
 TEST(Layouts, ZeroOneEqualsOneProcess) {
@@ -323,11 +436,39 @@ TEST(Layouts, ZeroOneEqualsOneProcess) {
   c.dp = n;
   c.zero = true;
   Curve want = reference(c, n);
-  expect_same(run_layout(c, "zero1"), want, 1e-5, "dp " + std::to_string(n) + " zero 1");
+  expect_same(run_layout(c, "zero1"), want, "dp " + std::to_string(n) + " zero 1");
   if (n % 2 == 0 && n > 2) {
     c.dp = n / 2;
     c.pp = 2;
-    expect_same(run_layout(c, "zero1_pp2"), reference(c, n / 2), 1e-5, "zero 1 with pp 2");
+    expect_same(run_layout(c, "zero1_pp2"), reference(c, n / 2), "zero 1 with pp 2");
+  }
+  // small buckets (10 KiB of a ~0.2 MB model: many per owner, launched during backward)
+  c = base_config();
+  c.dp = n;
+  c.zero = true;
+  c.bucket_mb = 0.01;
+  testing::internal::CaptureStdout();
+  Curve small = run_layout(c, "zero1_buckets");
+  const std::string log = testing::internal::GetCapturedStdout();
+  expect_same(small, want, "dp " + std::to_string(n) + " zero 1, --bucket-mb 0.01");
+  if (n > 1 && world_rank() == 0) {  // the run summary: "zero 1: N buckets per step (...)"
+    const size_t at = log.find("zero 1: ");
+    ASSERT_NE(at, std::string::npos) << log;
+    EXPECT_GE(std::stoi(log.substr(at + 8)), 10) << "--bucket-mb 0.01 ignored under --zero 1: " << log.substr(at, 80);
+  }
+  // bf16 gradient communication: within the 1 % of the plain-DP bf16 case below, and not the
+  // f32 curve bit for bit (the option is applied)
+  if (n > 1) {
+    c.grad_comm_dtype = Precision::bf16;
+    Curve bf = run_layout(c, "zero1_bf16comm");
+    ASSERT_EQ(bf.loss.size(), want.loss.size());
+    bool differs = false;
+    for (size_t i = 0; i < bf.loss.size(); ++i) {
+      EXPECT_NEAR(bf.loss[i], want.loss[i], 0.01 * want.loss[i]) << "zero 1, bf16 comm, step " << i + 1;
+      EXPECT_NEAR(bf.grad_norm[i], want.grad_norm[i], 0.01 * want.grad_norm[i]) << "zero 1, bf16 comm, step " << i + 1;
+      differs = differs || bf.grad_norm[i] != small.grad_norm[i];
+    }
+    EXPECT_TRUE(differs) << "--grad-comm-dtype bf16 ignored under --zero 1";
   }
   // bf16 with f32 masters sharded: within 2% of the f32 curve
   c = base_config();
@@ -341,7 +482,6 @@ TEST(Layouts, ZeroOneEqualsOneProcess) {
 
 TEST(Layouts, ResumeZeroCheckpointWithoutZero) {
   const int n = world_size();
-  if (n < 2) GTEST_SKIP() << "needs dp ≥ 2";
   TrainConfig c = base_config();
   c.grad_accum = 1;
   c.micro_batch = 2;
@@ -365,7 +505,7 @@ TEST(Layouts, ResumeZeroCheckpointWithoutZero) {
     b.micro_batch = 2;
     b.grad_accum = 2;
   }
-  expect_same(run_layout(b, "zero_b"), want, 1e-5, "resumed without zero", 3);
+  expect_same(run_layout(b, "zero_b"), want, "resumed without zero", 3);
 }
 
 TEST(Layouts, ResumeZeroTensorParallelCheckpointElsewhere) {
@@ -389,7 +529,7 @@ TEST(Layouts, ResumeZeroTensorParallelCheckpointElsewhere) {
   b.resume = true;
   b.dp = 2;
   b.pp = 2;
-  expect_same(run_layout(b, "zero_tp_b"), want, 1e-5, "dp 2 × tp 2 zero checkpoint resumed as dp 2 × pp 2", 3);
+  expect_same(run_layout(b, "zero_tp_b"), want, "dp 2 × tp 2 zero checkpoint resumed as dp 2 × pp 2", 3);
 
   TrainConfig d = c;  // and back: a dp 2 × pp 2 checkpoint split into tp and zero shards
   d.dp = 2;
@@ -405,7 +545,7 @@ TEST(Layouts, ResumeZeroTensorParallelCheckpointElsewhere) {
   e.dp = 2;
   e.tp = 2;
   e.zero = true;
-  expect_same(run_layout(e, "to_zero_tp_b"), want, 1e-5, "dp 2 × pp 2 checkpoint resumed as dp 2 × tp 2 zero", 3);
+  expect_same(run_layout(e, "to_zero_tp_b"), want, "dp 2 × pp 2 checkpoint resumed as dp 2 × tp 2 zero", 3);
 }
 
 // Dropout on (p 0.1, GPT embedding and residual dropouts): masks follow the global sequence index
@@ -422,42 +562,40 @@ TEST(Layouts, DropoutMasksAreTheSameInEveryLayout) {
   TrainConfig off = c;
   off.dropout = 0;
   EXPECT_NE(reference(off, n).loss[0], one.loss[0]) << "dropout 0.1 changed nothing";
-  if (n == 1) return;
   TrainConfig l = c;
   l.dp = n;
-  expect_same(run_layout(l, "drop_dp"), one, 1e-5, "dropout, dp " + std::to_string(n));
+  expect_same(run_layout(l, "drop_dp"), one, "dropout, dp " + std::to_string(n));
   l.dp = 1;
   l.grad_accum = c.grad_accum * n;
   l.pp = n;
   l.schedule = Schedule::one_f_one_b;
   l.recompute = true;  // recomputed forwards must redraw the same masks
-  expect_same(run_layout(l, "drop_pp"), one, 1e-5, "dropout, pp " + std::to_string(n) + " 1f1b + recompute");
+  expect_same(run_layout(l, "drop_pp"), one, "dropout, pp " + std::to_string(n) + " 1f1b + recompute");
   l.pp = 1;
   l.recompute = false;
   l.tp = n;
-  expect_same(run_layout(l, "drop_tp"), one, 1e-5, "dropout, tp " + std::to_string(n));
+  expect_same(run_layout(l, "drop_tp"), one, "dropout, tp " + std::to_string(n));
   if (n == 4) {
     l.tp = 2;
     l.dp = 2;
     l.grad_accum = c.grad_accum * 2;
     l.zero = true;
-    expect_same(run_layout(l, "drop_dp2tp2"), one, 1e-5, "dropout, dp 2 × tp 2, zero 1");
+    expect_same(run_layout(l, "drop_dp2tp2"), one, "dropout, dp 2 × tp 2, zero 1");
   }
   // the seed's encoder Transformer keeps its own dropout 0.1 (three uses of one site per layer)
   TrainConfig st = base_config();
   st.model = "simple-transformer";
   Curve st_one = reference(st, n);
   st.dp = n;
-  expect_same(run_layout(st, "drop_st_dp"), st_one, 1e-5, "simple-transformer (dropout 0.1), dp " + std::to_string(n));
+  expect_same(run_layout(st, "drop_st_dp"), st_one, "simple-transformer (dropout 0.1), dp " + std::to_string(n));
   st.dp = 1;
   st.grad_accum *= n;
   st.pp = n;
-  expect_same(run_layout(st, "drop_st_pp"), st_one, 1e-5, "simple-transformer (dropout 0.1), pp " + std::to_string(n));
+  expect_same(run_layout(st, "drop_st_pp"), st_one, "simple-transformer (dropout 0.1), pp " + std::to_string(n));
 }
 
 TEST(Layouts, Bf16GradientCommunicationWithinOnePercent) {
   const int n = world_size();
-  if (n == 1) GTEST_SKIP() << "no communication with one rank";
   TrainConfig c = base_config();
   c.dp = n;
   c.grad_comm_dtype = Precision::bf16;
@@ -471,7 +609,6 @@ TEST(Layouts, Bf16GradientCommunicationWithinOnePercent) {
 
 TEST(Layouts, ResumeUnderAnotherLayout) {
   const int n = world_size();
-  if (n == 1) GTEST_SKIP() << "needs two layouts";
   TrainConfig c = base_config();
   Curve want = reference(c, 1);  // global batch 4 = B 2 × K 2 × dp 1
   // first 3 steps as a pipeline of n stages, then 2 more as dp 2 (K 1) or another pipeline
@@ -482,9 +619,9 @@ TEST(Layouts, ResumeUnderAnotherLayout) {
   a.checkpoint_dir = work_dir() + "/ckpt";
   if (world_rank() == 0) fs::remove_all(a.checkpoint_dir);
   barrier();
-  expect_same(run_layout(a, "resume_a"), Curve{{want.loss.begin(), want.loss.begin() + 3},
-                                               {want.grad_norm.begin(), want.grad_norm.begin() + 3}, {}, {}},
-              1e-5, "before the checkpoint");
+  Curve first3 = want;  // steps 1-3
+  for (auto* v : {&first3.loss, &first3.grad_norm, &first3.loss_noise, &first3.norm_noise}) v->resize(3);
+  expect_same(run_layout(a, "resume_a"), first3, "before the checkpoint");
   TrainConfig b = c;
   b.checkpoint_dir = a.checkpoint_dir;
   b.resume = true;
@@ -498,28 +635,69 @@ TEST(Layouts, ResumeUnderAnotherLayout) {
     b.pp = n;
     b.schedule = Schedule::gpipe;
   }
-  expect_same(run_layout(b, "resume_b"), want, 1e-5, "after resuming", 3);
+  expect_same(run_layout(b, "resume_b"), want, "after resuming", 3);
 }
 
+// fp16 overflow on one rank only (the last): every rank must skip that step and halve its scale.
+// The curve after the skip equals a one-process run with the same overflow: a rank that stepped
+// while the others skipped would leave its replica (or stage) elsewhere, and the next steps would
+// show it.
 TEST(Layouts, Fp16OverflowSkippedByEveryRank) {
   const int n = world_size();
   TrainConfig c = base_config();
-  c.dp = n;
   c.precision = Precision::fp16;
-  // rank n−1 poisons one gradient at step 2 (from 1): every rank must skip it together
-  setenv("SHARDTRAIN_TEST_INF_STEP", "2", 1);
+  setenv("SHARDTRAIN_TEST_INF_STEP", "2", 1);  // step 2 (from 1)
+  setenv("SHARDTRAIN_TEST_INF_RANK", "0", 1);  // the one-process reference's only rank
+  const Curve want = reference(c, n);
+  const Curve want_pp = reference(c, 1);
   setenv("SHARDTRAIN_TEST_INF_RANK", std::to_string(n - 1).c_str(), 1);
-  Curve got = run_layout(c, "fp16_overflow");
+  TrainConfig dp = c;
+  dp.dp = n;
+  const Curve got = run_layout(dp, "fp16_overflow_dp");
+  TrainConfig pp = c;
+  pp.pp = n;
+  pp.dp = 1;
+  const Curve got_pp = run_layout(pp, "fp16_overflow_pp");  // the last stage overflows
   unsetenv("SHARDTRAIN_TEST_INF_STEP");
   unsetenv("SHARDTRAIN_TEST_INF_RANK");
-  ASSERT_EQ(got.loss.size(), 5u);
-  EXPECT_FALSE(got.skipped[0]);
-  EXPECT_TRUE(got.skipped[1]);
-  EXPECT_FALSE(got.skipped[2]);
-  EXPECT_EQ(got.loss_scale[0], 65536.0);
-  EXPECT_EQ(got.loss_scale[2], 32768.0);  // halved after the skipped step
-  for (double l : got.loss) EXPECT_TRUE(std::isfinite(l));
-  EXPECT_LT(got.loss.back(), got.loss.front());  // training goes on
+  for (const auto& [curve, ref, what] : {std::tuple{&got, &want, "dp"}, std::tuple{&got_pp, &want_pp, "pp"}}) {
+    ASSERT_EQ(curve->loss.size(), 5u) << what;
+    EXPECT_EQ(curve->skipped, (std::vector<bool>{false, true, false, false, false})) << what;
+    EXPECT_EQ(ref->skipped, curve->skipped) << what << ": the reference skipped elsewhere";
+    EXPECT_EQ(curve->loss_scale[1], 65536.0) << what;
+    EXPECT_EQ(curve->loss_scale[2], 32768.0) << what << ": the scale halves after the skipped step";
+    for (double l : curve->loss) EXPECT_TRUE(std::isfinite(l)) << what;
+    // the steps after the skip, loss and grad norm, within the noise of the one-process run
+    Curve after = *curve, ref_after = *ref;
+    for (Curve* v : {&after, &ref_after}) {
+      v->loss.erase(v->loss.begin(), v->loss.begin() + 2);
+      v->grad_norm.erase(v->grad_norm.begin(), v->grad_norm.begin() + 2);
+    }
+    ref_after.loss_noise.erase(ref_after.loss_noise.begin(), ref_after.loss_noise.begin() + 2);
+    ref_after.norm_noise.erase(ref_after.norm_noise.begin(), ref_after.norm_noise.begin() + 2);
+    expect_same(after, ref_after, std::string("fp16 overflow on the last rank, ") + what + ", steps 3-5");
+  }
+}
+
+// Every axis at once (8 ranks: dp 2 × tp 2 × pp 2), with ZeRO-1 and recompute, and the interleaved
+// schedule: the one-process curve.
+TEST(Layouts, EveryAxisAtOnce) {
+  if (world_size() != 8) GTEST_SKIP() << "dp 2 × tp 2 × pp 2 needs 8 ranks (ctest: test_layouts_np8)";
+  TrainConfig c = base_config();
+  c.heads = 12;
+  c.d_model = 48;
+  c.vocab = 62;
+  c.dp = 2;
+  c.tp = 2;
+  c.pp = 2;
+  const Curve want = reference(c, 2);
+  expect_same(run_layout(c, "dp2tp2pp2"), want, "dp 2 × tp 2 × pp 2");
+  c.zero = true;
+  c.recompute = true;
+  expect_same(run_layout(c, "dp2tp2pp2_zero_rc"), want, "dp 2 × tp 2 × pp 2, zero 1, recompute");
+  c.schedule = Schedule::interleaved;
+  c.virtual_stages = 2;
+  expect_same(run_layout(c, "dp2tp2pp2_interleaved"), want, "dp 2 × tp 2 × pp 2, interleaved v 2, zero 1");
 }
 
 int main(int argc, char** argv) {
