@@ -32,7 +32,9 @@ TrainConfig gpt(int64_t blocks) {
 ModelDescription describe(const TrainConfig& cfg) { return describe_model(model_entry(cfg), cfg.seq_len); }
 
 // A stage built with only these chunks.
-StageModel stage(const TrainConfig& cfg, std::vector<LayerRange> chunks) { return StageModel(build_model(cfg, chunks)); }
+StageModel stage(const TrainConfig& cfg, std::vector<LayerRange> chunks) {
+  return StageModel(build_model(cfg, std::move(chunks)));
+}
 
 }  // namespace
 
