@@ -1,9 +1,12 @@
 // Per-rank memory against its closed form, under mpirun -np 2 and 4: the bytes of parameters,
 // gradients and optimizer state each rank's allocator counted (tensor/memory_category.h) in a
-// training step, for pp 2 and 4, tp 2 and 4, dp 2 (the control: every rank holds everything)
-// and ZeRO-1's optimizer shard. The closed form is written here from the model's sizes: a GPT
-// of L = 4 blocks, C = 48, V = 64, 16 positions, f32, AdamW (two moments per parameter, the
-// masters are the parameters), uniform partition (6 layers: the embedding, 4 blocks, the head).
+// training step, for pp 2 and 4 (and pp 2 interleaved, two chunks per stage), tp 2 and 4, dp 2
+// (the control: every rank holds everything) and ZeRO-1 (its optimizer shard; the gradients
+// alone, no buffer beside them); and the bytes a rank allocates while saving a checkpoint (its
+// share is already held: at most one full tensor more). The closed form is written here from
+// the model's sizes: a GPT of L = 4 blocks, C = 48, V = 64, 16 positions, f32, AdamW (two
+// moments per parameter, the masters are the parameters), uniform partition (6 layers: the
+// embedding, 4 blocks, the head).
 // Tolerance: the allocator counts requested bytes exactly, so 2 % of the closed form (a layout's
 // own buffers, e.g. DP bucket padding) plus one tensor's rounding (64 bytes: a CPU allocation's
 // alignment); for ZeRO's shard plus the largest tensor's moments instead (its contiguous split by
@@ -15,9 +18,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "comm/make_communicator.h"
 #include "comm/mpi_env.h"
+#include "comm/process_grid.h"
 #include "runtime/data/token_data.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/train/model_registry.h"
 #include "runtime/train/parallel_training.h"
+#include "runtime/train/train_checkpoint.h"
 #include "tensor/memory_category.h"
 #include "tensor/philox.h"
 
@@ -157,6 +165,20 @@ TEST(Memory, PipelineStagesHoldOnlyTheirLayers) {
   }
 }
 
+// Interleaved: 4 pieces [embedding, block 0] [block 1, block 2] [block 3] [head], piece q on
+// stage q mod 2 — each stage builds its two chunks only.
+TEST(Memory, InterleavedStagesHoldOnlyTheirChunks) {
+  TrainConfig c = base();
+  c.pp = 2;
+  c.dp = world_size() / 2;
+  c.schedule = Schedule::interleaved;
+  c.virtual_stages = 2;
+  std::vector<int64_t> want;
+  for (int r = 0; r < world_size(); ++r)
+    want.push_back(r < c.dp ? kWte + kWpe + kBlock + kBlock : 2 * kBlock + kLnF + kWte);
+  expect_layout(measure(c, "pp2_interleaved"), want, "pp 2 interleaved");
+}
+
 TEST(Memory, TensorParallelRanksHoldTheirShards) {
   TrainConfig c = base();
   c.tp = 2;
@@ -171,9 +193,10 @@ TEST(Memory, TensorParallelRanksHoldTheirShards) {
   }
 }
 
-// ZeRO-1: each DP rank's optimizer holds the moments of its own run of the parameters only.
-// (Its gradient bytes are not checked: Zero1::zero_grad allocates the parameter staging buffer
-// of the all-gather together with the gradient buffer, so both count as gradients.)
+// ZeRO-1: each DP rank's optimizer holds the moments of its own run of the parameters only. Its
+// gradients are the parameters' .grad() in owner-aligned buckets (runtime/parallel/zero1.h): the
+// model's size once, with no staging or full-size buffer beside them (f32 communication: no
+// cast buffers either).
 TEST(Memory, ZeroOneShardsTheOptimizerState) {
   TrainConfig c = base();
   c.dp = world_size();
@@ -181,9 +204,52 @@ TEST(Memory, ZeroOneShardsTheOptimizerState) {
   const std::vector<Bytes> got = measure(c, "zero1");
   for (size_t r = 0; r < got.size(); ++r) {
     expect_bytes(got[r].params, kModel, "zero 1 params, rank " + std::to_string(r));
+    expect_bytes(got[r].grads, kModel, "zero 1 grads, rank " + std::to_string(r));
     expect_bytes(got[r].optim, 2 * kModel / world_size(), "zero 1 optimizer state, rank " + std::to_string(r),
                  2 * 4.0 * kLargest);
   }
+}
+
+// Saving with tp = every rank (tp 2 or 4): each rank writes its share, and a tp-split tensor is
+// assembled on its writer one tensor at a time (runtime/parallel/state_sharding.h). Measured on
+// every rank: the allocator's bytes above those in use when save_train_checkpoint starts (the
+// rank's share, already held), at their peak during the save. Bound: the largest full tensor
+// (the assembly, 4C² f32 here) plus its shard (the broadcast buffer), + 4 KiB (the all-gather of
+// the file counts, the step scalar). Gathering the model's 114 k parameters and their two
+// moments, or keeping each assembled tensor, would be ≥ 10× that. At least the largest full
+// tensor is seen on the rank that assembles it (the measurement is not blind).
+TEST(Memory, SavingHoldsItsShareAndOneFullTensorMore) {
+  const int n = world_size();
+  TrainConfig c = base();
+  c.tp = n;
+  auto world = comm::make_communicator("mpi", std::chrono::seconds(120)).world;
+  comm::ProcessGrid grid(world, 1, n, 1);
+  const int64_t extra = [&] {
+    auto model = build_model(c, {}, grid.tp_group());
+    AdamW opt(model->named_parameters(), AdamWOptions{});
+    const ShardRule rule = model->shard_rule();
+    const bool lead = grid.coord().tp == 0;  // writes the replicated tensors
+    const WrittenElsewhere elsewhere = [&](const std::string& name) {
+      return !lead && rule(name).kind == ShardSpec::Kind::replicated;
+    };
+    TrainState state;
+    state.model = model_entry(c);
+    const NamedTensors weights = opt.master_weights(), moments = opt.state_dict();
+    reset_memory_peaks(Device::cpu);
+    const size_t before = memory_usage(Device::cpu).total_in_use;
+    save_train_checkpoint(work_dir() + "/saved", state, model->config_json(), weights, moments, rule, elsewhere,
+                          StateSharding{world, grid.tp_group(), true}, 0);
+    return static_cast<int64_t>(memory_usage(Device::cpu).total_peak - before);
+  }();
+  std::vector<int64_t> all(static_cast<size_t>(n));
+  MPI_Allgather(&extra, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
+  const int64_t bound = 4 * (kLargest + kLargest / n) + 4096;
+  int64_t most = 0;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_LE(all[static_cast<size_t>(r)], bound) << "rank " << r << " while saving (tp " << n << ")";
+    most = std::max(most, all[static_cast<size_t>(r)]);
+  }
+  EXPECT_GE(most, 4 * kLargest);
 }
 
 int main(int argc, char** argv) {
