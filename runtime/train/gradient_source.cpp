@@ -3,6 +3,7 @@
 
 #include "ops/elementwise.h"
 #include "runtime/nn/dropout_context.h"
+#include "runtime/observe/trace.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -35,10 +36,17 @@ double LocalGradientSource::compute_gradients(int64_t step, double loss_scale, G
     // dropout masks by global sequence index: the same in every layout (runtime/nn/dropout_context.h)
     DropoutScope dropout_scope(step, (layout_.replica * layout_.grad_accum + k) * layout_.micro_batch);
     TokenBatch b = micro_batch(step, k);
-    Tensor loss = model_->loss(model_->forward(b.inputs), b.targets);  // () f32, micro-batch mean
-    Tensor scaled = factor == 1.0 ? loss : ops::scale(loss, factor);
+    Tensor loss, scaled;
+    {
+      trace::Scope ts("forward", "compute", k);  // the slices the DP all-reduces overlap in a trace
+      loss = model_->loss(model_->forward(b.inputs), b.targets);  // () f32, micro-batch mean
+      scaled = factor == 1.0 ? loss : ops::scale(loss, factor);
+    }
     if (k == layout_.grad_accum - 1) sync.last_backward();
-    scaled.backward();
+    {
+      trace::Scope ts("backward", "compute", k);
+      scaled.backward();
+    }
     losses.push_back(loss.detach());
   }
   double sum = 0;
