@@ -12,6 +12,7 @@
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/optim/grad_clip.h"
 #include "runtime/common/timing.h"
+#include "runtime/observe/device_capacity.h"
 #include "runtime/observe/progress.h"
 #include "runtime/observe/trace.h"
 #include "runtime/train/model_registry.h"
@@ -206,18 +207,14 @@ StepMetrics Trainer::train_step() {
   m.step_ms = ms_since(t0);
   const double tokens = static_cast<double>(w_.source->global_batch() * w_.source->seq_len());
   m.tokens_per_s = m.step_ms > 0 ? tokens / (m.step_ms / 1000.0) : 0.0;
-  const bool on_gpu = model_->parameters().front().is_cuda();
-  if (on_gpu) {
-    // this rank's model FLOPs (forward ×3 for forward + backward; its replica's share of the
-    // tokens) over an H100/H200's dense peak: 989 TFLOP/s f16/bf16, 67 TFLOP/s plain f32
-    const double peak = cfg_.precision == Precision::fp32 ? 67e12 : 989e12;
-    m.mfu = 3.0 * model_->flops_per_token(w_.source->seq_len()) * m.tokens_per_s /
-            static_cast<double>(w_.layout.dp) / peak;
-    m.mem_bytes = static_cast<int64_t>(cuda::device_bytes_peak());
-  } else {
-    m.mfu = 0.0;  // reported on the GPU only
-    m.mem_bytes = static_cast<int64_t>(cpu_bytes_peak());
-  }
+  // this rank's model FLOPs (forward ×3 for forward + backward; its replica's share of the
+  // tokens) over its device's dense peak (runtime/observe/device_capacity.h); none on the CPU
+  const Device device = model_->parameters().front().device();
+  const DeviceCapacity cap = device_capacity(device, matrix_math(compute_dtype(cfg_.precision)));
+  m.mfu = cap.utilization(3.0 * model_->flops_per_token(w_.source->seq_len()) * m.tokens_per_s /
+                          static_cast<double>(w_.layout.dp));
+  m.mem_bytes = static_cast<int64_t>(device == Device::cuda ? cuda::device_bytes_peak() : cpu_bytes_peak());
+  m.mem_total_bytes = cap.memory_bytes;
   return m;
 }
 
