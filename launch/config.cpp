@@ -77,7 +77,8 @@ OptionTable train_options(TrainConfig& c) {
     "simple-transformer 0.1). Masks follow the global sequence index: the same in every layout");
   // layout
   I("dp", "layout", c.dp, "N", "data-parallel replicas; 0: world / (tp * pp)");
-  I("tp", "layout", c.tp, "N", "tensor-parallel ranks per layer");
+  I("tp", "layout", c.tp, "N",
+    "tensor-parallel ranks per layer; gpt only (simple-transformer and mlp have no tensor-parallel form)");
   I("pp", "layout", c.pp, "N", "pipeline stages");
   E("schedule", "layout", c.schedule, "pipeline schedule (interleaved: 1F1B over --virtual-stages chunks per stage)");
   I("virtual-stages", "layout", c.virtual_stages, "V",
@@ -91,7 +92,7 @@ OptionTable train_options(TrainConfig& c) {
   // numerics
   E("precision", "numerics", c.precision, "compute precision (fp32 master weights)");
   E("device", "numerics", c.device, "where the model runs");
-  t.add({"seed", "numerics", "N", "random seed (initialisation, dropout, sampling)", false, OptionTable::bind(c.seed),
+  t.add({"seed", "numerics", "N", "random seed (initialisation, dropout, the --shuffle order)", false, OptionTable::bind(c.seed),
          [&c] { return std::to_string(c.seed); }});
   B("recompute", "numerics", c.recompute, "recompute activations in backward (saves memory)");
   B("zero", "numerics", c.zero, "ZeRO-1: shard optimizer state over DP replicas");
@@ -110,10 +111,16 @@ OptionTable train_options(TrainConfig& c) {
   I("warmup", "optimizer", c.warmup, "N", "linear warm-up steps");
   F("min-lr-ratio", "optimizer", c.min_lr_ratio, "cosine floor as a fraction of lr");
   // run
-  I("steps", "run", c.steps, "N", "the run's total optimizer steps (a resumed run goes on to N)");
+  I("steps", "run", c.steps, "N",
+    "the run's total optimizer steps (a resumed run goes on to N; its lr schedule keeps the length the "
+    "checkpoint was written with, so a longer run goes on at the cosine's floor)");
   S("data", "run", c.data, "FILE.bin", "training tokens (llm.c .bin); empty: the built-in corpus");
-  S("val-data", "run", c.val_data, "FILE", "validation tokens (.bin)");
-  I("eval-every", "run", c.eval_every, "N", "validate every N steps; 0: never");
+  B("shuffle", "run", c.shuffle,
+    "read the sequences in a new random order each pass over --data (seeded by --seed; the same order in "
+    "every layout and after --resume); 0: the file's order");
+  S("val-data", "run", c.val_data, "FILE", "validation tokens (.bin): the mean loss of up to 8 micro-batches");
+  I("eval-every", "run", c.eval_every, "N",
+    "validate every N steps; 0: with --val-data every max(1, steps / 10) steps, without it never");
   S("checkpoint-dir", "run", c.checkpoint_dir, "DIR", "where step_NNNNNNNN/ checkpoints go");
   I("checkpoint-every", "run", c.checkpoint_every, "N", "checkpoint every N steps; 0: only at the end if a dir is set");
   I("keep-checkpoints", "run", c.keep_checkpoints, "N", "keep the newest N checkpoints; 0: all");
@@ -147,6 +154,8 @@ void validate(const TrainConfig& c, const OptionTable& t) {
   non_negative("dp", static_cast<double>(c.dp));
   positive("tp", c.tp);
   positive("pp", c.pp);
+  if (c.tp > 1 && c.model != "gpt")
+    fail("tp", "the " + c.model + " model has no tensor-parallel form (only gpt has); use --tp 1");
   if (c.model != "mlp" && c.tp > 1 && c.heads % c.tp != 0)
     fail("tp", "heads " + std::to_string(c.heads) + " is not divisible by tp " + std::to_string(c.tp));
   if (c.pp > c.layers) fail("pp", std::to_string(c.pp) + " stages for " + std::to_string(c.layers) + " layers");

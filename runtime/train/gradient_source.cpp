@@ -1,4 +1,4 @@
-// Single-process gradient computation: grad-accumulation over micro-batches.
+// Single-process gradient computation: grad-accumulation over micro-batches; validation forwards.
 #include "runtime/train/gradient_source.h"
 
 #include "ops/elementwise.h"
@@ -52,6 +52,25 @@ double LocalGradientSource::compute_gradients(int64_t step, double loss_scale, G
   double sum = 0;
   for (auto& l : losses) sum += l.item();
   return sum / static_cast<double>(layout_.grad_accum * layout_.dp);
+}
+
+double LocalGradientSource::evaluate(const TokenData& val, int64_t batches) {
+  const int64_t B = layout_.micro_batch, T = layout_.seq_len;
+  NoGradGuard ng;
+  const bool was_training = model_->is_training();
+  model_->eval();
+  double sum = 0;
+  for (int64_t i = layout_.replica; i < batches; i += layout_.dp) {
+    trace::Scope ts("eval forward", "compute", i);
+    TokenBatch b = val.read(i * B, B, T);  // inputs, targets (B, T)
+    if (device_ != Device::cpu) {
+      b.inputs = b.inputs.to(device_);
+      b.targets = b.targets.to(device_);
+    }
+    sum += model_->loss(model_->forward(b.inputs), b.targets).item();
+  }
+  model_->train(was_training);
+  return sum / static_cast<double>(batches);
 }
 
 }  // namespace st::runtime

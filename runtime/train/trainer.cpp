@@ -65,7 +65,7 @@ TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp, int64_t replica
     in.model = build_model(cfg, init_gen, tp);
   }
   in.device = cfg.device;
-  in.data = std::make_shared<TokenData>(cfg.data);
+  in.data = std::make_shared<TokenData>(cfg.data, SequenceOrder{cfg.shuffle, cfg.seed});
   const int64_t max_tok = in.data->max_token();
   ST_CHECK(max_tok < in.model->vocab_size(), ValueError,
            cfg.data << " holds token id " << max_tok << ", outside the model's vocabulary of "
@@ -135,6 +135,13 @@ void Trainer::init(const std::string& resume_path) {
              "--resume: " << resume_path << " has global batch " << st.global_batch << " × seq-len " << st.seq_len
                           << ", this run " << w_.source->global_batch() << " × " << w_.source->seq_len()
                           << " (the data order would change)");
+    ST_CHECK(st.shuffle == cfg_.shuffle && (!st.shuffle || st.shuffle_seed == cfg_.seed), ValueError,
+             "--resume: " << resume_path << " was written by a run with --shuffle " << st.shuffle
+                          << (st.shuffle ? " --seed " + std::to_string(st.shuffle_seed) : std::string()) << ", this one has --shuffle "
+                          << cfg_.shuffle << (cfg_.shuffle ? " --seed " + std::to_string(cfg_.seed) : std::string())
+                          << " (the data order would change)");
+    // the schedule keeps the length it started with: a longer --steps goes on at its end value
+    if (st.schedule_steps > 0) schedule_.total_steps = st.schedule_steps;
     try {
       opt_->load_state_dict(w_.state->optimizer_part(ckpt.optimizer, opt_->params()));
     } catch (const ValueError& e) {
@@ -147,7 +154,7 @@ void Trainer::init(const std::string& resume_path) {
   }
   model_->train(true);
   model_->set_recompute(cfg_.recompute);
-  if (!cfg_.val_data.empty() && cfg_.eval_every > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
+  if (eval_interval(cfg_) > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
 }
 
 std::vector<Tensor> Trainer::collect_grads() {
@@ -222,16 +229,10 @@ double Trainer::evaluate(const TokenData& val, int64_t max_batches) {
   const int64_t B = w_.layout.micro_batch, T = w_.source->seq_len();
   const int64_t n = std::min<int64_t>(max_batches, val.num_sequences(T) / B);
   ST_CHECK(n >= 1, ValueError, val.path() << " is too short for one validation batch of " << B << " × " << T);
-  const Device device = model_->parameters().front().device();
-  NoGradGuard ng;
-  model_->eval();
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    TokenBatch b = val.read(i * B, B, T);
-    sum += model_->loss(model_->forward(b.inputs.to(device)), b.targets.to(device)).item();
-  }
-  model_->train(true);
-  return sum / static_cast<double>(n);
+  // the source splits the batches over the replicas (and a pipeline runs them through its
+  // stages); each rank's share summed as training's loss is the mean over the n batches
+  trace::Scope ts("evaluate", "pipeline");
+  return w_.reductions.loss->allreduce_sum(w_.source->evaluate(val, n));
 }
 
 TrainState Trainer::state() const {
@@ -239,6 +240,9 @@ TrainState Trainer::state() const {
   s.step = step_;
   s.global_batch = w_.source->global_batch();
   s.seq_len = w_.source->seq_len();
+  s.shuffle = cfg_.shuffle;
+  s.shuffle_seed = cfg_.shuffle ? cfg_.seed : 0;
+  s.schedule_steps = schedule_.total_steps;
   if (model_->generator()) {
     s.rng_seed = model_->generator()->seed();
     s.rng_offset = model_->generator()->offset();
@@ -273,6 +277,12 @@ void Trainer::run() {
               << w_.source->global_batch() << " × " << w_.source->seq_len() << " tokens | "
               << to_string(cfg_.optimizer) << " lr " << cfg_.lr << " (" << to_string(cfg_.lr_schedule) << ")\n";
     if (!resumed_from_.empty()) std::cout << "resumed from " << resumed_from_ << " at step " << step_ << "\n";
+    if (cfg_.lr_schedule == LrScheduleKind::cosine && schedule_.total_steps < cfg_.steps)
+      std::cout << "lr schedule: the checkpoint's cosine ends at step " << schedule_.total_steps << "; steps "
+                << schedule_.total_steps + 1 << "-" << cfg_.steps << " run at its floor lr "
+                << schedule_.at(schedule_.total_steps) << "\n";
+    if (val_data_)
+      std::cout << "validation: every " << eval_interval(cfg_) << " steps on " << cfg_.val_data << "\n";
     std::cout.flush();
   }
   Progress bar(step_, cfg_.steps, lead && cfg_.progress);
@@ -282,7 +292,7 @@ void Trainer::run() {
       trace::Scope ts("step " + std::to_string(step_ + 1), "pipeline");
       m = train_step();
     }
-    if (val_data_ && step_ % cfg_.eval_every == 0) m.val_loss = evaluate(*val_data_);
+    if (val_data_ && step_ % eval_interval(cfg_) == 0) m.val_loss = evaluate(*val_data_);
     const bool ckpt_due = !cfg_.checkpoint_dir.empty() &&
                           ((cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0) || step_ == cfg_.steps);
     if (ckpt_due) {

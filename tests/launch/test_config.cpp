@@ -53,7 +53,7 @@ TEST(LaunchConfig, DefaultsFileThenFlags) {
   EXPECT_TRUE(d.resume);
   EXPECT_EQ(d.steps, 7);
   // every field is reachable by its flag
-  TrainConfig e = parse_train_args({"--model", "mlp", "--seq-len", "16", "--dp", "2", "--tp", "2", "--pp", "2", "--layers", "4",
+  TrainConfig e = parse_train_args({"--model", "mlp", "--seq-len", "16", "--dp", "2", "--tp", "1", "--pp", "2", "--layers", "4",
                                     "--schedule", "gpipe", "--partition", "uniform", "--comm", "mpi", "--device", "cuda",
                                     "--seed", "18446744073709551615", "--grad-comm-dtype", "bf16", "--bucket-mb", "1.5",
                                     "--optimizer", "sgd", "--momentum", "0.5", "--weight-decay", "0.2", "--beta1", "0.8",
