@@ -121,10 +121,15 @@ OptionTable train_options(TrainConfig& c) {
   S("val-data", "run", c.val_data, "FILE", "validation tokens (.bin): the mean loss of up to 8 micro-batches");
   I("eval-every", "run", c.eval_every, "N",
     "validate every N steps; 0: with --val-data every max(1, steps / 10) steps, without it never");
-  S("checkpoint-dir", "run", c.checkpoint_dir, "DIR", "where step_NNNNNNNN/ checkpoints go");
+  S("checkpoint-dir", "run", c.checkpoint_dir, "DIR",
+    "where step_NNNNNNNN/ checkpoints go; a run without --resume refuses a DIR that already holds some");
   I("checkpoint-every", "run", c.checkpoint_every, "N", "checkpoint every N steps; 0: only at the end if a dir is set");
   I("keep-checkpoints", "run", c.keep_checkpoints, "N", "keep the newest N checkpoints; 0: all");
-  B("resume", "run", c.resume, "continue from the newest complete checkpoint in --checkpoint-dir");
+  B("resume", "run", c.resume,
+    "continue from the newest complete checkpoint in --checkpoint-dir (none there: start fresh, and say so)");
+  B("overwrite-checkpoints", "run", c.overwrite_checkpoints,
+    "without --resume, write into a --checkpoint-dir that holds another run's checkpoints (--keep-checkpoints "
+    "may then delete them)");
   S("metrics", "run", c.metrics, "FILE.jsonl", "one JSON object per optimizer step (rank 0)");
   S("trace", "run", c.trace, "FILE.json", "Chrome/Perfetto trace, a track per rank");
   F("timeout-s", "run", c.timeout_s, "a collective slower than this aborts every rank with a named cause");
@@ -181,6 +186,8 @@ void validate(const TrainConfig& c, const OptionTable& t) {
   if (c.timeout_s <= 0) fail("timeout-s", "must be positive, got " + fmt(c.timeout_s));
   positive("log-every", c.log_every);
   if (c.resume && c.checkpoint_dir.empty()) fail("resume", "needs --checkpoint-dir");
+  if (c.resume && c.overwrite_checkpoints)
+    fail("overwrite-checkpoints", "a resumed run continues its checkpoints; drop one of --resume and --overwrite-checkpoints");
   if (c.checkpoint_every > 0 && c.checkpoint_dir.empty()) fail("checkpoint-every", "needs --checkpoint-dir");
   if (c.eval_every > 0 && c.val_data.empty()) fail("eval-every", "needs --val-data");
   if (c.zero && c.optimizer != runtime::OptimizerKind::adamw)

@@ -65,6 +65,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;
   int64_t keep_checkpoints = 3;
   bool resume = false;
+  bool overwrite_checkpoints = false;  // a fresh run may write into a dir holding checkpoints
   bool shuffle = false;  // sequences in a permuted order per pass, seeded by `seed` (runtime/data/token_data.h)
   std::string metrics;  // JSONL path (rank 0 writes)
   std::string trace;    // Chrome trace JSON path

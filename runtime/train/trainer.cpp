@@ -15,6 +15,7 @@
 #include "runtime/observe/device_capacity.h"
 #include "runtime/observe/progress.h"
 #include "runtime/observe/trace.h"
+#include "runtime/train/checkpoint_guard.h"
 #include "runtime/train/model_registry.h"
 #include "tensor/autograd.h"
 
@@ -316,6 +317,8 @@ void Trainer::run() {
 }
 
 int run_training(const TrainConfig& cfg) {
+  const std::string note = check_checkpoint_dir(cfg, nullptr);  // a fresh run leaves other runs' checkpoints alone
+  if (!note.empty()) std::cout << note << std::endl;
   Trainer trainer(cfg);
   trainer.run();
   return 0;
