@@ -134,7 +134,9 @@ OptionTable train_options(TrainConfig& c) {
   S("trace", "run", c.trace, "FILE.json", "Chrome/Perfetto trace, a track per rank");
   F("timeout-s", "run", c.timeout_s, "a collective slower than this aborts every rank with a named cause");
   I("log-every", "run", c.log_every, "N", "print a step line every N steps");
-  B("progress", "run", c.progress, "progress bar when stdout is a terminal");
+  B("progress", "run", c.progress,
+    "a progress bar below the step lines, only when stdout is a terminal (isatty); redirected (a file, a "
+    "pipe, a SLURM .out) the step lines are plain");
   return t;
 }
 

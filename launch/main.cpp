@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/build_info.h"
 #include "launch/commands.h"
 #include "launch/error_report.h"
 #include "launch/options.h"
@@ -20,7 +21,8 @@ const char* kUsage =
     "  train    train a model (shardtrain train --help lists every option)\n"
     "  sample   generate text from a checkpoint\n"
     "  prepare  tokenize a text file into an llm.c .bin token file\n"
-    "  info     build features, library versions and devices\n";
+    "  info     build features, library versions and devices\n"
+    "  version  the version and the commit it was built from (also --version)\n";
 
 }  // namespace
 
@@ -37,11 +39,16 @@ int main(int argc, char** argv) {
       std::cout << kUsage;
       return 0;
     }
+    if (cmd == "--version" || cmd == "version") {
+      std::cout << "shardtrain " << st::launch::build_info().version << " (commit " << st::launch::build_info().commit
+                << ")\n";
+      return 0;
+    }
     if (cmd == "train") return st::launch::cmd_train(rest);
     if (cmd == "sample") return st::launch::cmd_sample(rest);
     if (cmd == "prepare") return st::launch::cmd_prepare(rest);
     if (cmd == "info") return st::launch::cmd_info(rest);
-    throw st::launch::UsageError("unknown command '" + cmd + "' (commands: train, sample, prepare, info)");
+    throw st::launch::UsageError("unknown command '" + cmd + "' (commands: train, sample, prepare, info, version)");
   } catch (const st::launch::UsageError& e) {
     return st::launch::report_error(e.what(), 2);
   } catch (const std::exception& e) {

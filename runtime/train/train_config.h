@@ -71,7 +71,7 @@ struct TrainConfig {
   std::string trace;    // Chrome trace JSON path
   double timeout_s = 300.0;
   int64_t log_every = 1;
-  bool progress = true;  // progress bar on a terminal
+  bool progress = true;  // progress bar when stdout is a terminal
 };
 
 // How often a run validates: eval_every, or with val_data and eval_every 0 every max(1, steps / 10)

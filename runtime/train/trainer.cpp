@@ -45,6 +45,37 @@ void maybe_inject_overflow(std::vector<Tensor>& grads, int64_t step, int rank) {
   grads[0].flatten().narrow(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
 }
 
+// Elements of the whole model, each parameter once: this rank's parameters but those another
+// rank counts (ParameterRoles::counted_elsewhere: tied copies on later stages, replicated
+// tensors on tp ranks > 0), a padded tp shard (the vocabulary) at its unpadded share, and only
+// on replica 0 (the DP replicas hold copies); summed over the world in i64 (exact).
+int64_t whole_model_parameters(const LanguageModel& model, const ParameterRoles& roles, const BatchLayout& layout,
+                               comm::Communicator* world) {
+  int64_t mine = 0;
+  if (layout.replica == 0) {
+    const ShardRule rule = model.shard_rule();
+    const auto tp = model.tensor_parallel_group();
+    const int64_t tp_size = tp ? tp->size() : 1, tp_rank = tp ? tp->rank() : 0;
+    for (const auto& [name, p] : model.named_parameters()) {
+      if (roles.counted_elsewhere.count(name)) continue;
+      const ShardSpec spec = rule ? rule(name) : ShardSpec::replicate();
+      if (spec.kind == ShardSpec::Kind::split && spec.pad_to_tp && tp_size > 1) {
+        const int64_t dim = spec.dim < 0 ? spec.dim + p.dim() : spec.dim, per = p.numel() / p.size(dim);
+        // rank t holds rows t·s … t·s + s − 1 of the padded dim; those below full_size count
+        const int64_t s = p.size(dim), rows = std::clamp<int64_t>(spec.full_size - tp_rank * s, 0, s);
+        mine += per * rows;
+      } else {
+        mine += p.numel();
+      }
+    }
+  }
+  if (!world || world->size() == 1) return mine;
+  Tensor t = Tensor::from_vector(std::vector<int64_t>{mine}, {1});
+  if (std::string(world->backend()) == "nccl") t = t.to(Device::cuda);  // NCCL takes device tensors
+  world->all_reduce(t, comm::ReduceOp::sum)->wait();
+  return t.to(Device::cpu).data<int64_t>()[0];
+}
+
 }  // namespace
 
 TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp, int64_t replica,
@@ -272,11 +303,16 @@ void Trainer::run() {
   const bool lead = rank() == 0;
   MetricsWriter metrics(lead ? cfg_.metrics : "", /*append=*/!resumed_from_.empty());
   if (!cfg_.trace.empty()) trace::start(rank());
+  const int64_t params = whole_model_parameters(*model_, w_.roles, w_.layout, w_.world.get());  // collective
   if (lead) {
-    std::cout << "model " << model_->family() << ": " << model_->num_parameters() << " parameters, "
-              << model_->layers().size() << " layers | " << to_string(cfg_.precision) << " | global batch "
-              << w_.source->global_batch() << " × " << w_.source->seq_len() << " tokens | "
-              << to_string(cfg_.optimizer) << " lr " << cfg_.lr << " (" << to_string(cfg_.lr_schedule) << ")\n";
+    const nlohmann::json mc = model_->config_json();
+    const int64_t blocks = mc.value("n_layer", mc.value("layers", cfg_.layers));  // GPT's HF name, or ours
+    std::cout << "model " << model_->family() << ": " << params << " parameters, " << blocks
+              << (model_->family() == "mlp" ? " hidden layers" : " blocks") << " | " << to_string(cfg_.precision)
+              << " | global batch " << w_.source->global_batch() << " × " << w_.source->seq_len() << " tokens | "
+              << to_string(cfg_.optimizer) << " lr " << cfg_.lr << " (" << to_string(cfg_.lr_schedule);
+    if (cfg_.lr_schedule == LrScheduleKind::cosine) std::cout << " over " << schedule_.total_steps << " steps";
+    std::cout << ")\n";
     if (!resumed_from_.empty()) std::cout << "resumed from " << resumed_from_ << " at step " << step_ << "\n";
     if (cfg_.lr_schedule == LrScheduleKind::cosine && schedule_.total_steps < cfg_.steps)
       std::cout << "lr schedule: the checkpoint's cosine ends at step " << schedule_.total_steps << "; steps "

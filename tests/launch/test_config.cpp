@@ -74,6 +74,35 @@ TEST(LaunchConfig, DefaultsFileThenFlags) {
   EXPECT_FALSE(e.progress);
 }
 
+// The options of a first hour: --shuffle, --overwrite-checkpoints, validation's default interval,
+// and --tp refused for the families without a tensor-parallel form (as --help says).
+TEST(LaunchConfig, ShuffleOverwriteEvalIntervalAndTpFamilies) {
+  TrainConfig c = parse_train_args({"--shuffle", "1", "--checkpoint-dir", "/tmp/x", "--overwrite-checkpoints"});
+  EXPECT_TRUE(c.shuffle);
+  EXPECT_TRUE(c.overwrite_checkpoints);
+  EXPECT_FALSE(parse_train_args({}).shuffle);
+  expect_usage_error({"--checkpoint-dir", "/tmp/x", "--resume", "1", "--overwrite-checkpoints", "1"},
+                     {"--overwrite-checkpoints", "a resumed run continues its checkpoints"});
+  for (const char* family : {"simple-transformer", "mlp"})
+    expect_usage_error({"--model", family, "--tp", "2", "--heads", "2"},
+                       {"--tp", "the " + std::string(family) + " model has no tensor-parallel form (only gpt has)"});
+  EXPECT_EQ(parse_train_args({"--tp", "2"}).tp, 2);  // gpt
+  TrainConfig v;
+  v.steps = 200;
+  EXPECT_EQ(runtime::eval_interval(v), 0);  // no validation data: never
+  v.val_data = "v.bin";
+  EXPECT_EQ(runtime::eval_interval(v), 20);  // max(1, steps / 10)
+  v.steps = 7;
+  EXPECT_EQ(runtime::eval_interval(v), 1);
+  v.eval_every = 3;
+  EXPECT_EQ(runtime::eval_interval(v), 3);
+  const std::string help = train_usage();
+  for (const char* needle : {"gpt only (simple-transformer and mlp have no tensor-parallel form)",
+                             "0: with --val-data every max(1, steps / 10) steps", "only when stdout is a terminal (isatty)",
+                             "--overwrite-checkpoints 0|1", "--shuffle 0|1"})
+    EXPECT_NE(help.find(needle), std::string::npos) << needle;
+}
+
 TEST(LaunchConfig, UnknownKeysAndFlagsNameThemAndTheFile) {
   std::string y = temp_yaml("unknown.yaml", "layers: 2\nd_model: 64\n");
   expect_usage_error({"--config", y}, {"unknown key 'd_model'", y, "did you mean 'd-model'"});
