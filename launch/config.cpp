@@ -131,7 +131,7 @@ OptionTable train_options(TrainConfig& c) {
     "without --resume, write into a --checkpoint-dir that holds another run's checkpoints (--keep-checkpoints "
     "may then delete them)");
   S("metrics", "run", c.metrics, "FILE.jsonl", "one JSON object per optimizer step (rank 0)");
-  S("trace", "run", c.trace, "FILE.json", "Chrome/Perfetto trace, a track per rank");
+  S("trace", "run", c.trace, "FILE.json", "Chrome/Perfetto trace: a process per rank, a thread per track");
   F("timeout-s", "run", c.timeout_s, "a collective slower than this aborts every rank with a named cause");
   I("log-every", "run", c.log_every, "N", "print a step line every N steps");
   B("progress", "run", c.progress,
