@@ -1,5 +1,5 @@
 // What this binary was built with, as recorded by CMake (launch/build_info.cpp.in is filled by
-// configure_file), for `shardtrain info`.
+// configure_file), for `shardtrain info` and `shardtrain --version`.
 #pragma once
 #include <string>
 
@@ -20,6 +20,7 @@ struct BuildInfo {
   const char* eigen_version;
   const char* json_version;
   const char* yaml_cpp_version;
+  const char* commit;  // git describe of the source tree at configure time, "unknown" without git
 };
 
 const BuildInfo& build_info();

@@ -23,7 +23,7 @@ int cmd_info(const std::vector<std::string>& args) {
   auto feature = [](bool on, const std::string& version) {
     return on ? std::string("yes") + (version.empty() ? "" : " " + version) : std::string("no");
   };
-  std::cout << "shardtrain " << b.version << " (" << b.build_type << ", " << b.compiler << ")\n";
+  std::cout << "shardtrain " << b.version << " (commit " << b.commit << ", " << b.build_type << ", " << b.compiler << ")\n";
   std::cout << "CUDA: " << feature(b.cuda, b.cuda_version) << (b.cuda ? std::string(" (arch ") + b.cuda_arch + ")" : "") << "\n";
   std::cout << "NCCL: " << feature(b.nccl, b.nccl_version) << "\n";
   std::cout << "cuDNN: " << feature(b.cudnn, b.cudnn_version) << "\n";

@@ -1,7 +1,8 @@
-// `shardtrain train`: options (YAML + flags), the built-in corpus when --data is empty, then MPI
-// (a single process without mpirun is a world of one) and the parallel trainer. An error
-// propagates to main(), which prints one line naming the rank and aborts the job so no rank
-// waits forever.
+// `shardtrain train`: MPI (a single process without mpirun is a world of one), options (YAML +
+// flags), the built-in corpus when --data is empty, then the parallel trainer. MPI comes first so
+// that an error every rank meets alike (a bad flag) is printed once (launch/error_report.h); an
+// error propagates to main(), which prints one line naming the rank and aborts the job so no
+// rank waits forever.
 #include <mpi.h>
 
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "launch/commands.h"
 #include "launch/config.h"
 #include "launch/corpus.h"
+#include "launch/error_report.h"
 #include "runtime/train/parallel_training.h"
 
 namespace st::launch {
@@ -19,8 +21,6 @@ int cmd_train(const std::vector<std::string>& args) {
     std::cout << train_usage();
     return 0;
   }
-  runtime::TrainConfig cfg = parse_train_args(args);
-  if (cfg.data.empty()) cfg.data = builtin_corpus_path();
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -28,7 +28,11 @@ int cmd_train(const std::vector<std::string>& args) {
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   }
+  prepare_error_agreement();
+  runtime::TrainConfig cfg = parse_train_args(args);
+  if (cfg.data.empty()) cfg.data = builtin_corpus_path();
   const int rc = runtime::run_parallel_training(cfg);
+  release_error_agreement();
   MPI_Finalize();
   return rc;
 }

@@ -78,7 +78,8 @@ OptionTable train_options(TrainConfig& c) {
     "simple-transformer 0.1). Masks follow the global sequence index: the same in every layout");
   // layout
   I("dp", "layout", c.dp, "N", "data-parallel replicas; 0: world / (tp * pp)");
-  I("tp", "layout", c.tp, "N", "tensor-parallel ranks per layer");
+  I("tp", "layout", c.tp, "N",
+    "tensor-parallel ranks per layer; gpt only (simple-transformer and mlp have no tensor-parallel form)");
   I("pp", "layout", c.pp, "N", "pipeline stages");
   E("schedule", "layout", c.schedule, "pipeline schedule (interleaved: 1F1B over --virtual-stages chunks per stage)");
   I("virtual-stages", "layout", c.virtual_stages, "V",
@@ -92,7 +93,7 @@ OptionTable train_options(TrainConfig& c) {
   // numerics
   E("precision", "numerics", c.precision, "compute precision (fp32 master weights)");
   E("device", "numerics", c.device, "where the model runs");
-  t.add({"seed", "numerics", "N", "random seed (initialisation, dropout, sampling)", false, OptionTable::bind(c.seed),
+  t.add({"seed", "numerics", "N", "random seed (initialisation, dropout, the --shuffle order)", false, OptionTable::bind(c.seed),
          [&c] { return std::to_string(c.seed); }});
   B("recompute", "numerics", c.recompute, "recompute activations in backward (saves memory)");
   B("zero", "numerics", c.zero, "ZeRO-1: shard optimizer state over DP replicas");
@@ -111,19 +112,32 @@ OptionTable train_options(TrainConfig& c) {
   I("warmup", "optimizer", c.warmup, "N", "linear warm-up steps");
   F("min-lr-ratio", "optimizer", c.min_lr_ratio, "cosine floor as a fraction of lr");
   // run
-  I("steps", "run", c.steps, "N", "the run's total optimizer steps (a resumed run goes on to N)");
+  I("steps", "run", c.steps, "N",
+    "the run's total optimizer steps (a resumed run goes on to N; its lr schedule keeps the length the "
+    "checkpoint was written with, so a longer run goes on at the cosine's floor)");
   S("data", "run", c.data, "FILE.bin", "training tokens (llm.c .bin); empty: the built-in corpus");
-  S("val-data", "run", c.val_data, "FILE", "validation tokens (.bin)");
-  I("eval-every", "run", c.eval_every, "N", "validate every N steps; 0: never");
-  S("checkpoint-dir", "run", c.checkpoint_dir, "DIR", "where step_NNNNNNNN/ checkpoints go");
+  B("shuffle", "run", c.shuffle,
+    "read the sequences in a new random order each pass over --data (seeded by --seed; the same order in "
+    "every layout and after --resume); 0: the file's order");
+  S("val-data", "run", c.val_data, "FILE", "validation tokens (.bin): the mean loss of up to 8 micro-batches");
+  I("eval-every", "run", c.eval_every, "N",
+    "validate every N steps; 0: with --val-data every max(1, steps / 10) steps, without it never");
+  S("checkpoint-dir", "run", c.checkpoint_dir, "DIR",
+    "where step_NNNNNNNN/ checkpoints go; a run without --resume refuses a DIR that already holds some");
   I("checkpoint-every", "run", c.checkpoint_every, "N", "checkpoint every N steps; 0: only at the end if a dir is set");
   I("keep-checkpoints", "run", c.keep_checkpoints, "N", "keep the newest N checkpoints; 0: all");
-  B("resume", "run", c.resume, "continue from the newest complete checkpoint in --checkpoint-dir");
+  B("resume", "run", c.resume,
+    "continue from the newest complete checkpoint in --checkpoint-dir (none there: start fresh, and say so)");
+  B("overwrite-checkpoints", "run", c.overwrite_checkpoints,
+    "without --resume, write into a --checkpoint-dir that holds another run's checkpoints (--keep-checkpoints "
+    "may then delete them)");
   S("metrics", "run", c.metrics, "FILE.jsonl", "one JSON object per optimizer step (rank 0)");
-  S("trace", "run", c.trace, "FILE.json", "Chrome/Perfetto trace, a track per rank");
+  S("trace", "run", c.trace, "FILE.json", "Chrome/Perfetto trace: a process per rank, a thread per track");
   F("timeout-s", "run", c.timeout_s, "a collective slower than this aborts every rank with a named cause");
   I("log-every", "run", c.log_every, "N", "print a step line every N steps");
-  B("progress", "run", c.progress, "progress bar when stdout is a terminal");
+  B("progress", "run", c.progress,
+    "a progress bar below the step lines, only when stdout is a terminal (isatty); redirected (a file, a "
+    "pipe, a SLURM .out) the step lines are plain");
   return t;
 }
 
@@ -148,6 +162,8 @@ void validate(const TrainConfig& c, const OptionTable& t) {
   non_negative("dp", static_cast<double>(c.dp));
   positive("tp", c.tp);
   positive("pp", c.pp);
+  if (c.tp > 1 && c.model != "gpt")
+    fail("tp", "the " + c.model + " model has no tensor-parallel form (only gpt has); use --tp 1");
   if (c.model != "mlp" && c.tp > 1 && c.heads % c.tp != 0)
     fail("tp", "heads " + std::to_string(c.heads) + " is not divisible by tp " + std::to_string(c.tp));
   if (c.pp > c.layers) fail("pp", std::to_string(c.pp) + " stages for " + std::to_string(c.layers) + " layers");
@@ -173,6 +189,8 @@ void validate(const TrainConfig& c, const OptionTable& t) {
   if (c.timeout_s <= 0) fail("timeout-s", "must be positive, got " + fmt(c.timeout_s));
   positive("log-every", c.log_every);
   if (c.resume && c.checkpoint_dir.empty()) fail("resume", "needs --checkpoint-dir");
+  if (c.resume && c.overwrite_checkpoints)
+    fail("overwrite-checkpoints", "a resumed run continues its checkpoints; drop one of --resume and --overwrite-checkpoints");
   if (c.checkpoint_every > 0 && c.checkpoint_dir.empty()) fail("checkpoint-every", "needs --checkpoint-dir");
   if (c.eval_every > 0 && c.val_data.empty()) fail("eval-every", "needs --val-data");
   if (c.zero && c.optimizer != runtime::OptimizerKind::adamw)

@@ -9,9 +9,10 @@
 # 2. Builds build/shardtrain (Release, CUDA when the toolkit is found).
 # 3. Trains launch/configs/demo.yaml (a small byte-level GPT on the built-in corpus: Debian's
 #    license texts) with 2 MPI ranks of data parallelism through launch/mpirun.sh: on the CPU, or
-#    on the GPU when this build has CUDA and a device is visible (--device cuda). Rank 0 prints a
-#    step line every 10 steps under a progress bar. Output: runs/demo/ (metrics.jsonl,
-#    checkpoints/, trace.json, plots/), replaced on each run.
+#    on the GPU when this build has CUDA and a device is visible (--device cuda), the sequences
+#    in a shuffled order (--shuffle 1). Rank 0 prints a step line every 10 steps (with a progress
+#    bar below them on a terminal). Output: runs/demo/ (metrics.jsonl, checkpoints/, trace.json,
+#    plots/), replaced on each run; README.md's Usage goes on from there.
 # 4. Prints a sample from the last checkpoint (`shardtrain sample`) and writes PNG plots of the
 #    metrics (launch/plot.sh) when gnuplot is installed.
 # Environment: SHARDTRAIN_BUILD (build dir, default build), SHARDTRAIN_NP (ranks, default 2),

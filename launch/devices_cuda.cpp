@@ -13,8 +13,16 @@ std::string describe_devices() {
   std::string out = "cpu: " + std::to_string(std::thread::hardware_concurrency()) + " hardware threads\n";
   int runtime_v = 0, driver_v = 0, n = 0;
   cudaRuntimeGetVersion(&runtime_v);
-  cudaDriverGetVersion(&driver_v);
+  // 0 when no driver is installed (libcuda missing): say that, not "driver 0.0" and CUDA's
+  // "driver version is insufficient"
+  const bool driver = cudaDriverGetVersion(&driver_v) == cudaSuccess && driver_v > 0;
   char line[512];
+  if (!driver) {
+    cudaGetLastError();
+    std::snprintf(line, sizeof(line), "cuda: runtime %d.%d; no NVIDIA driver: none is installed, so no GPU is usable (training runs on the CPU)\n",
+                  runtime_v / 1000, (runtime_v % 1000) / 10);
+    return out + line;
+  }
   std::snprintf(line, sizeof(line), "cuda: runtime %d.%d, driver %d.%d\n", runtime_v / 1000, (runtime_v % 1000) / 10,
                 driver_v / 1000, (driver_v % 1000) / 10);
   out += line;

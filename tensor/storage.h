@@ -5,7 +5,10 @@
 // (tensor/memory_category.h).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "tensor/dtype.h"
 #include "tensor/memory_category.h"
@@ -42,6 +45,15 @@ void* device_alloc(size_t bytes);
 void device_free(void* p, size_t bytes);
 bool available();  // built with CUDA and a device is visible
 size_t device_bytes_peak();  // the caching allocator's peak bytes handed to tensors (0 without CUDA)
+// The current device as CUDA describes it (nullopt in a CPU-only build or without a device).
+struct DeviceProperties {
+  std::string name;           // "NVIDIA H200"
+  int major = 0, minor = 0;   // compute capability
+  int sm_count = 0;
+  int64_t clock_khz = 0;      // the SMs' peak clock (cudaDevAttrClockRate)
+  size_t total_bytes = 0;     // device memory
+};
+std::optional<DeviceProperties> device_properties();
 }  // namespace cuda
 
 }  // namespace st

@@ -11,12 +11,35 @@
 #include <cstring>
 
 #include "runtime/common/json_io.h"
+#include "tensor/philox.h"
 
 namespace st::runtime {
 
 #define ST_TOKEN_ERROR(path, msg) ST_THROW(IOError, "token file " << (path) << ": " << msg)
 
-TokenData::TokenData(const std::string& path) : path_(path) {
+int64_t SequenceOrder::index(int64_t i, int64_t n) const {
+  if (!shuffle) return i % n;
+  const uint64_t pass = static_cast<uint64_t>(i / n), q = static_cast<uint64_t>(i % n);
+  int half = 1;  // bits per Feistel half: 4^half ≥ n (n < 2^31: half ≤ 16)
+  while ((uint64_t{1} << (2 * half)) < static_cast<uint64_t>(n)) ++half;
+  const uint64_t mask = (uint64_t{1} << half) - 1;
+  const uint64_t key = seed ^ 0x5368756666756c65ull;  // "Shuffle": apart from the seed's other streams
+  auto permute = [&](uint64_t x) {
+    uint64_t l = x >> half, r = x & mask;
+    for (uint64_t round = 0; round < 6; ++round) {
+      const uint64_t f = philox4x32_10(key, (pass << 24) | (round << 16) | r).x[0] & mask;  // r < 2^16
+      const uint64_t next = l ^ f;
+      l = r;
+      r = next;
+    }
+    return (l << half) | r;
+  };
+  uint64_t y = permute(q);
+  while (y >= static_cast<uint64_t>(n)) y = permute(y);  // cycle walking: back into [0, n)
+  return static_cast<int64_t>(y);
+}
+
+TokenData::TokenData(const std::string& path, SequenceOrder order) : path_(path), order_(order) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) ST_TOKEN_ERROR(path, "cannot open: " << std::strerror(errno));
   struct stat sb {};
@@ -90,7 +113,7 @@ TokenBatch TokenData::read(int64_t first, int64_t count, int64_t T) const {
   int64_t* x = b.inputs.data<int64_t>();   // (count, T)
   int64_t* y = b.targets.data<int64_t>();  // (count, T)
   for (int64_t r = 0; r < count; ++r) {
-    const uint16_t* seq = tokens_ + ((first + r) % n_seq) * T;  // T + 1 tokens
+    const uint16_t* seq = tokens_ + order_.index(first + r, n_seq) * T;  // T + 1 tokens
     for (int64_t t = 0; t < T; ++t) {
       x[r * T + t] = seq[t];
       y[r * T + t] = seq[t + 1];

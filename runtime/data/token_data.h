@@ -11,6 +11,13 @@
 // A DP replica r reading micro-batch k of a step asks only for its own slice:
 // sequences(step, G, first = (r·K + k)·B, count = B, T) (any partition of 0 … G−1 gives the
 // same global batch).
+//
+// SequenceOrder (--shuffle 1): global sequence i reads file sequence π_p(i mod N) instead of
+// i mod N, where pass p = ⌊i / N⌋ and π_p is a permutation of 0 … N−1 drawn from (seed, p): each
+// pass over the file visits every sequence once, in a new order. π_p is computed, not stored: a
+// 6-round Feistel network keyed by (seed, p) over the 4^k ≥ N indices, walked back into
+// [0, N) (cycle walking), so any rank maps any index alone and every layout, and a resumed run,
+// reads the same global order (it is a function of i).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -25,6 +32,14 @@ constexpr int32_t kTokenMagic = 20240520;
 constexpr int32_t kTokenVersion = 1;
 constexpr int64_t kTokenHeaderInts = 256;
 
+struct SequenceOrder {
+  bool shuffle = false;  // false: llm.c's sequential order
+  uint64_t seed = 0;
+  // The file sequence (0 … n−1) that global sequence i ≥ 0 reads, of n ≥ 1.
+  int64_t index(int64_t i, int64_t n) const;
+  bool operator==(const SequenceOrder&) const = default;
+};
+
 struct TokenBatch {
   Tensor inputs;   // i64 (count, T)
   Tensor targets;  // i64 (count, T)
@@ -33,13 +48,14 @@ struct TokenBatch {
 class TokenData {
  public:
   // Maps and validates `path` (magic, version, count against the file size); throws IOError
-  // naming the file.
-  explicit TokenData(const std::string& path);
+  // naming the file. `order`: how global sequence indices map to the file's sequences.
+  explicit TokenData(const std::string& path, SequenceOrder order = {});
   ~TokenData();
   TokenData(const TokenData&) = delete;
   TokenData& operator=(const TokenData&) = delete;
 
   const std::string& path() const { return path_; }
+  const SequenceOrder& order() const { return order_; }
   int64_t num_tokens() const { return count_; }
   uint16_t token(int64_t i) const;  // bounds-checked
   const uint16_t* tokens() const { return tokens_; }
@@ -48,7 +64,8 @@ class TokenData {
   // Largest token id (scans the file once; to check against the vocabulary).
   uint16_t max_token() const;
 
-  // Global sequences first … first+count−1 (each taken mod num_sequences(T)).
+  // Global sequences first … first+count−1 (each mapped by the order: mod num_sequences(T),
+  // shuffled within its pass with --shuffle).
   // Throws IOError when the file is too short for even one sequence of length T.
   TokenBatch read(int64_t first, int64_t count, int64_t T) const;
   // The slice [first_seq, first_seq + count) of step `step`'s global batch of `global_batch`
@@ -57,6 +74,7 @@ class TokenData {
 
  private:
   std::string path_;
+  SequenceOrder order_;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
   const uint16_t* tokens_ = nullptr;

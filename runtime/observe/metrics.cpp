@@ -33,8 +33,9 @@ nlohmann::ordered_json StepMetrics::to_json() const {
                       {"skipped", skipped},
                       {"tokens_per_s", tokens_per_s},
                       {"step_ms", step_ms},
-                      {"mfu", mfu},
+                      {"mfu", mfu ? finite_or_null(*mfu) : nlohmann::ordered_json(nullptr)},
                       {"mem_bytes", mem_bytes},
+                      {"mem_total_bytes", mem_total_bytes},
                       {"mem_params", mem_params},
                       {"mem_grads", mem_grads},
                       {"mem_optim", mem_optim},
@@ -51,8 +52,13 @@ std::string StepMetrics::line(int64_t total_steps) const {
                 static_cast<long long>(step), static_cast<long long>(total_steps), loss, lr, grad_norm, loss_scale,
                 tokens_per_s, step_ms, human_bytes(static_cast<double>(mem_bytes)).c_str());
   std::string s = buf;
-  if (mfu > 0) {
-    std::snprintf(buf, sizeof buf, " | mfu %.1f%%", 100 * mfu);
+  if (mem_total_bytes > 0) {
+    std::snprintf(buf, sizeof buf, " (%.1f%% of %s)", 100.0 * static_cast<double>(mem_bytes) / static_cast<double>(mem_total_bytes),
+                  human_bytes(static_cast<double>(mem_total_bytes)).c_str());
+    s += buf;
+  }
+  if (mfu) {
+    std::snprintf(buf, sizeof buf, " | mfu %.1f%%", 100 * *mfu);
     s += buf;
   }
   if (skipped) s += " | skipped (inf/nan)";

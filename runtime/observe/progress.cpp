@@ -8,6 +8,9 @@
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <string>
+
+#include <unistd.h>
 
 namespace st::runtime {
 namespace {
@@ -19,6 +22,20 @@ double now_s() {
 bool env_allows() {
   const char* v = std::getenv("SHARDTRAIN_PROGRESS");
   return !(v && std::string(v) == "0");
+}
+
+// Open MPI gives every rank a pseudo-terminal of its own, whatever mpirun's stdout is; so under
+// it (OMPI_COMM_WORLD_RANK set) stdout counts as a terminal when mpirun's does: the rank's
+// parent (mpirun on its node) has a /dev/pts/N or /dev/tty* as its fd 1.
+bool stdout_is_terminal() {
+  if (::isatty(STDOUT_FILENO) != 1) return false;
+  if (!std::getenv("OMPI_COMM_WORLD_RANK")) return true;
+  const std::string fd1 = "/proc/" + std::to_string(::getppid()) + "/fd/1";
+  char target[256];
+  const ssize_t n = ::readlink(fd1.c_str(), target, sizeof target - 1);
+  if (n <= 0) return false;
+  const std::string t(target, static_cast<size_t>(n));
+  return t.rfind("/dev/pts/", 0) == 0 || t.rfind("/dev/tty", 0) == 0;
 }
 
 }  // namespace
@@ -57,7 +74,10 @@ std::string format_bar(int64_t done, int64_t total, int64_t first, double elapse
   return o.str();
 }
 
-Progress::Progress(int64_t first, int64_t total, bool draw) : Progress(first, total, draw, std::cout) {}
+// stdout redirected to a file or a pipe (a log, a SLURM .out) gets plain step lines: no '\r'
+// redraws in a log
+Progress::Progress(int64_t first, int64_t total, bool draw)
+    : Progress(first, total, draw && stdout_is_terminal(), std::cout) {}
 
 Progress::Progress(int64_t first, int64_t total, bool draw, std::ostream& out)
     : out_(out), first_(first), total_(total), done_(first), draw_(draw && env_allows()), t0_(now_s()) {}

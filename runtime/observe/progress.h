@@ -6,8 +6,10 @@
 // The bar is redrawn in place with '\r' and erased ("\r\033[K") before each step line, so step
 // lines scroll above it. It goes to the same stream as the step lines (stdout) so mpirun, which
 // forwards each rank's streams separately, cannot interleave them. Disabled (draw = false: rank
-// != 0, --progress 0, or SHARDTRAIN_PROGRESS=0 in the environment), update() draws nothing and
-// line() just prints the line. format_bar() is the pure part (tested).
+// != 0, --progress 0, SHARDTRAIN_PROGRESS=0 in the environment, or — for the stdout constructor —
+// stdout not a terminal (isatty; under Open MPI, which gives each rank a pseudo-terminal, mpirun's
+// stdout), so a redirected run or a SLURM .out file holds plain step lines), update() draws nothing and line() just prints the line. format_bar() is the pure part
+// (tested).
 #pragma once
 #include <cstdint>
 #include <iosfwd>
@@ -23,7 +25,8 @@ std::string format_duration(double seconds);
 
 class Progress {
  public:
-  // Steps `first`..`total`: a resumed run starts at first > 0. The clock starts here.
+  // Steps `first`..`total`: a resumed run starts at first > 0. The clock starts here. On stdout,
+  // drawn only when stdout is a terminal.
   Progress(int64_t first, int64_t total, bool draw);
   Progress(int64_t first, int64_t total, bool draw, std::ostream& out);
   ~Progress();  // finish()

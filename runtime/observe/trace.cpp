@@ -1,8 +1,10 @@
 // Trace recorder (runtime/observe/trace.h): one process-wide state; the enabled flag is an atomic read
 // on every Scope, the event list is guarded by a mutex. Part files hold {"rank", "wall_start_us",
-// "events": [[name, track, begin, dur], ...]}; the merge shifts each rank by its wall-clock start.
+// "events": [[name, track, begin, dur], ...]}; the merge shifts each rank by its wall-clock start
+// and spreads a track's overlapping events over lanes (assign_lanes).
 #include "runtime/observe/trace.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -37,6 +39,30 @@ int64_t wall_now_us() {
 }
 
 }  // namespace
+
+std::vector<int> assign_lanes(const std::vector<std::pair<int64_t, int64_t>>& spans) {
+  std::vector<size_t> order(spans.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // by begin; of two that begin together the longer first, so it is the one the other nests in
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return spans[a].first != spans[b].first ? spans[a].first < spans[b].first : spans[a].second > spans[b].second;
+  });
+  std::vector<std::vector<int64_t>> open;  // per lane: the ends of its events still open, innermost last
+  std::vector<int> lane(spans.size(), 0);
+  for (size_t i : order) {
+    const auto [begin, end] = spans[i];
+    size_t k = 0;
+    for (; k < open.size(); ++k) {
+      std::vector<int64_t>& ends = open[k];
+      while (!ends.empty() && ends.back() <= begin) ends.pop_back();  // ended before this one begins
+      if (ends.empty() || end <= ends.back()) break;                  // free, or nests in the innermost
+    }
+    if (k == open.size()) open.emplace_back();
+    open[k].push_back(end);
+    lane[i] = static_cast<int>(k);
+  }
+  return lane;
+}
 
 void start(int rank) {
   State& s = state();
@@ -121,25 +147,49 @@ void merge_parts(const std::string& path, int world) {
     parts.push_back(read_json_file(part));
     t0 = std::min(t0, parts.back().at("wall_start_us").get<int64_t>());
   }
-  // tid per track: the fixed ones first, then others in order of first appearance.
+  // tid per track (and lane): the fixed ones first, then others in order of first appearance.
   std::map<std::string, int> tids = {{"compute", 1}, {"comm", 2}, {"optimizer", 3}, {"pipeline", 4}};
+  auto tid_of = [&tids](const std::string& name) {
+    auto it = tids.find(name);
+    if (it == tids.end()) it = tids.emplace(name, static_cast<int>(tids.size()) + 1).first;
+    return it->second;
+  };
   nlohmann::json out = nlohmann::json::array();
   for (int r = 0; r < world; ++r) {
     const nlohmann::json& p = parts[r];
     int64_t shift = p.at("wall_start_us").get<int64_t>() - t0;
     out.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0}, {"args", {{"name", "rank " + std::to_string(r)}}}});
     out.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", r}, {"tid", 0}, {"args", {{"sort_index", r}}}});
-    std::map<int, std::string> used;
+    // each track's events in recording order, then their lanes
+    std::map<std::string, std::vector<const nlohmann::json*>> by_track;
+    std::vector<std::string> track_order;
     for (const auto& e : p.at("events")) {
       const std::string track = e.at(1).get<std::string>();
-      auto it = tids.find(track);
-      if (it == tids.end()) it = tids.emplace(track, static_cast<int>(tids.size()) + 1).first;
-      used[it->second] = track;
-      out.push_back({{"name", e.at(0)}, {"cat", track}, {"ph", "X"}, {"pid", r}, {"tid", it->second},
-                     {"ts", e.at(2).get<int64_t>() + shift}, {"dur", e.at(3)}});
+      if (!by_track.count(track)) track_order.push_back(track);
+      by_track[track].push_back(&e);
     }
-    for (auto& [tid, track] : used)
-      out.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", tid}, {"args", {{"name", track}}}});
+    std::map<int, std::pair<std::string, int>> used;  // tid -> (thread name, sort index)
+    for (const std::string& track : track_order) {
+      const std::vector<const nlohmann::json*>& evs = by_track[track];
+      std::vector<std::pair<int64_t, int64_t>> spans;
+      for (const nlohmann::json* e : evs) {
+        const int64_t b = e->at(2).get<int64_t>();
+        spans.emplace_back(b, b + e->at(3).get<int64_t>());
+      }
+      const std::vector<int> lanes = assign_lanes(spans);
+      const int base = tid_of(track);
+      for (size_t i = 0; i < evs.size(); ++i) {
+        const std::string name = lanes[i] == 0 ? track : track + " " + std::to_string(lanes[i]);
+        const int tid = lanes[i] == 0 ? base : tid_of(name);
+        used[tid] = {name, base * 1000 + lanes[i]};  // a track's lanes sort right below it
+        out.push_back({{"name", evs[i]->at(0)}, {"cat", track}, {"ph", "X"}, {"pid", r}, {"tid", tid},
+                       {"ts", spans[i].first + shift}, {"dur", evs[i]->at(3)}});
+      }
+    }
+    for (auto& [tid, named] : used) {
+      out.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", tid}, {"args", {{"name", named.first}}}});
+      out.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", r}, {"tid", tid}, {"args", {{"sort_index", named.second}}}});
+    }
   }
   nlohmann::json doc = {{"traceEvents", std::move(out)}, {"displayTimeUnit", "ms"}};
   std::filesystem::path p(path);

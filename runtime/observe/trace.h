@@ -2,7 +2,11 @@
 // (`--trace FILE.json`; open it in ui.perfetto.dev or chrome://tracing).
 //
 // Model: each rank is a process (pid = rank, named "rank R"); each track is a thread (tid:
-// compute 1, comm 2, optimizer 3, pipeline 4, any other name the next free number). An event is
+// compute 1, comm 2, optimizer 3, pipeline 4, any other name the next free number). Events of one
+// track that overlap without nesting (the DP reducer's bucket all-reduces in flight together)
+// cannot share a thread — Perfetto and Chrome draw a thread's slices as a stack — so the merge
+// puts each on the first lane where it fits (assign_lanes): lane 0 is the track itself, lane k
+// the thread "TRACK k" ("comm 1", "comm 2"), sorted right below it. An event is
 // a complete event ("ph": "X") with a begin and a duration in microseconds. Within one rank
 // times are from a steady clock since trace::start(); across ranks they are aligned by each
 // rank's wall-clock start time (the merged file starts at the earliest rank's start), which is
@@ -26,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace st::runtime::trace {
@@ -69,6 +74,12 @@ class Scope {
   int64_t index_ = -1;
   int64_t begin_us_ = -1;  // -1: tracing was off at construction
 };
+
+// The lane of each [begin, end) span of one track: the first (from 0) where, once the lane's
+// events that ended by its begin are closed, it nests in the innermost still open or nothing is
+// open. Spans are placed in order of begin (of equal begins the longer first), so events within
+// a lane either nest or do not overlap.
+std::vector<int> assign_lanes(const std::vector<std::pair<int64_t, int64_t>>& spans);
 
 // Part file of `rank` for the merged trace `path`.
 std::string part_path(const std::string& path, int rank);

@@ -1,8 +1,9 @@
-// Single-process gradient computation: grad-accumulation over micro-batches.
+// Single-process gradient computation: grad-accumulation over micro-batches; validation forwards.
 #include "runtime/train/gradient_source.h"
 
 #include "ops/elementwise.h"
 #include "runtime/nn/dropout_context.h"
+#include "runtime/observe/trace.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -35,15 +36,41 @@ double LocalGradientSource::compute_gradients(int64_t step, double loss_scale, G
     // dropout masks by global sequence index: the same in every layout (runtime/nn/dropout_context.h)
     DropoutScope dropout_scope(step, (layout_.replica * layout_.grad_accum + k) * layout_.micro_batch);
     TokenBatch b = micro_batch(step, k);
-    Tensor loss = model_->loss(model_->forward(b.inputs), b.targets);  // () f32, micro-batch mean
-    Tensor scaled = factor == 1.0 ? loss : ops::scale(loss, factor);
+    Tensor loss, scaled;
+    {
+      trace::Scope ts("forward", "compute", k);  // the slices the DP all-reduces overlap in a trace
+      loss = model_->loss(model_->forward(b.inputs), b.targets);  // () f32, micro-batch mean
+      scaled = factor == 1.0 ? loss : ops::scale(loss, factor);
+    }
     if (k == layout_.grad_accum - 1) sync.last_backward();
-    scaled.backward();
+    {
+      trace::Scope ts("backward", "compute", k);
+      scaled.backward();
+    }
     losses.push_back(loss.detach());
   }
   double sum = 0;
   for (auto& l : losses) sum += l.item();
   return sum / static_cast<double>(layout_.grad_accum * layout_.dp);
+}
+
+double LocalGradientSource::evaluate(const TokenData& val, int64_t batches) {
+  const int64_t B = layout_.micro_batch, T = layout_.seq_len;
+  NoGradGuard ng;
+  const bool was_training = model_->is_training();
+  model_->eval();
+  double sum = 0;
+  for (int64_t i = layout_.replica; i < batches; i += layout_.dp) {
+    trace::Scope ts("eval forward", "compute", i);
+    TokenBatch b = val.read(i * B, B, T);  // inputs, targets (B, T)
+    if (device_ != Device::cpu) {
+      b.inputs = b.inputs.to(device_);
+      b.targets = b.targets.to(device_);
+    }
+    sum += model_->loss(model_->forward(b.inputs), b.targets).item();
+  }
+  model_->train(was_training);
+  return sum / static_cast<double>(batches);
 }
 
 }  // namespace st::runtime

@@ -11,6 +11,11 @@
 // accumulated gradient is that of the mean over the GLOBAL batch of B·K·dp sequences whatever
 // the split, and the returned loss (Σ_k mean_k / (K·dp), unscaled) summed over the DP replicas
 // is the global mean loss.
+//
+// evaluate() is the forward-only pass of validation: batch i of B sequences is val sequences
+// i·B … i·B + B − 1 (the file's order), batches are split over the replicas (i ≡ r mod dp), and the
+// source returns its share Σ_its i loss_i / n, so the trainer's loss reduction (the same as
+// training's) gives the mean over the n batches whatever the layout.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -26,6 +31,9 @@ class GradientSource {
   virtual ~GradientSource() = default;
   // Step `step` counts from 0. Returns this rank's share of the global mean loss (see above).
   virtual double compute_gradients(int64_t step, double loss_scale, GradientSync& sync) = 0;
+  // No gradients, eval mode (no dropout): this rank's share of the mean loss over `batches`
+  // validation batches (see above). Every rank of the job calls it at the same point.
+  virtual double evaluate(const TokenData& val, int64_t batches) = 0;
   // Sequences in one optimizer step over all replicas (the global batch G) and their length.
   virtual int64_t global_batch() const = 0;
   virtual int64_t seq_len() const = 0;
@@ -45,6 +53,7 @@ class LocalGradientSource : public GradientSource {
   LocalGradientSource(std::shared_ptr<LanguageModel> model, std::shared_ptr<const TokenData> data, BatchLayout layout,
                       Device device = Device::cpu);
   double compute_gradients(int64_t step, double loss_scale, GradientSync& sync) override;
+  double evaluate(const TokenData& val, int64_t batches) override;
   int64_t global_batch() const override { return layout_.global_batch(); }
   int64_t seq_len() const override { return layout_.seq_len; }
   // Micro-batch k of step `step` for this replica (inputs, targets on the device).

@@ -11,6 +11,7 @@
 #include "runtime/parallel/gradient_sync.h"
 #include "runtime/parallel/zero1.h"
 #include "runtime/pipeline/layer_profile.h"
+#include "runtime/train/checkpoint_guard.h"
 #include "runtime/train/model_registry.h"
 #include "runtime/train/pipeline_source.h"
 #include "runtime/train/trainer.h"
@@ -180,6 +181,9 @@ int run_parallel_training(const TrainConfig& cfg) {
                                                    static_cast<int>(cfg.pp));
   if (world->size() == 1) return run_training(cfg);
   if (world->rank() == 0) std::cout << "layout: " << layout.str() << " | comm " << setup.reason << std::endl;
+  // rank 0 looks at --checkpoint-dir; every rank refuses (or goes on) alike
+  if (const std::string note = check_checkpoint_dir(cfg, world.get()); !note.empty() && world->rank() == 0)
+    std::cout << note << std::endl;
   comm::ProcessGrid grid(world, layout.dp, layout.tp, layout.pp);
   const Job job{cfg, world, grid, grid.coord()};
 

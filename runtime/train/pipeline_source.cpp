@@ -208,4 +208,50 @@ double PipelineGradientSource::compute_gradients(int64_t step, double loss_scale
   return sum / static_cast<double>(K * layout_.dp);
 }
 
+double PipelineGradientSource::evaluate(const TokenData& val, int64_t batches) {
+  if (in_shape_.empty()) agree_shapes();  // before any training step (collective over the stages)
+  NoGradGuard ng;
+  const bool was_training = stage_->is_training();
+  stage_->eval();
+  const int r = pp_->rank(), p = pp_->size();
+  const int64_t B = layout_.micro_batch, T = layout_.seq_len;
+  double sum = 0;
+  int local = 0;  // this replica's batch number: the tags' micro-batch
+  for (int64_t i = layout_.replica; i < batches; i += layout_.dp, ++local) {
+    TokenBatch b;
+    if (first_chunk(0) || last_chunk(chunks_ - 1)) {
+      b = val.read(i * B, B, T);  // inputs, targets (B, T)
+      if (device_ != Device::cpu) {
+        b.inputs = b.inputs.to(device_);
+        b.targets = b.targets.to(device_);
+      }
+    }
+    for (int c = 0; c < chunks_; ++c) {
+      Tensor x;
+      if (first_chunk(c)) {
+        x = b.inputs;
+      } else {
+        const PipeAction a{PipeOp::RecvAct, local, c};
+        x = Tensor::empty(in_shape_[static_cast<size_t>(c)], in_dtype_[static_cast<size_t>(c)], device_);
+        trace::Scope ts("eval p2p", "comm");
+        pp_->batch_p2p({comm::P2POp::recv(x, pipe_peer(a, r, p).stage, pipe_tag(a, r, p, chunks_))})->wait();
+      }
+      {
+        trace::Scope ts("eval forward", "compute", i);
+        x = stage_->forward_chunk(x, c);
+        if (last_chunk(c)) sum += stage_->loss(x, b.targets).item();  // () f32, the batch mean
+      }
+      if (!last_chunk(c)) {
+        const PipeAction a{PipeOp::SendAct, local, c};
+        trace::Scope ts("eval p2p", "comm");
+        pp_->batch_p2p({comm::P2POp::send(x.contiguous(), pipe_peer(a, r, p).stage, pipe_tag(a, r, p, chunks_))})
+            ->wait();
+      }
+    }
+  }
+  stage_->train(was_training);
+  if (!last_chunk(chunks_ - 1) || !count_loss_) return 0.0;
+  return sum / static_cast<double>(batches);
+}
+
 }  // namespace st::runtime

@@ -18,6 +18,14 @@
 // LocalGradientSource does, so the gradients are those of the global-batch mean whatever the
 // layout. The gradient sync's last_backward() runs just before the step's final backward action
 // (with several chunks a bucket whose gradients were final earlier goes out in finish()).
+//
+// evaluate() is forward only: each validation batch of the replica (GradientSource) passes
+// through the model chunks in model order — chunk c of stage s is model chunk c·p + s — each
+// hop one batch_p2p of one message (RecvAct before the chunk's forward, SendAct after), tagged
+// with pipe_tag of (the replica's batch number, chunk). Every stage handles the model chunks in
+// increasing order and each message is the next one its receiver waits for, so the hops form
+// one chain: no two groups wait on each other under rendezvous. The model's last chunk takes
+// the loss; only it (on tp rank 0) returns a share, as in training.
 #pragma once
 #include <memory>
 #include <string>
@@ -45,6 +53,7 @@ class PipelineGradientSource : public GradientSource {
                          Device device, std::shared_ptr<comm::Communicator> pp_group, PipelinePlan plan,
                          bool count_loss);
   double compute_gradients(int64_t step, double loss_scale, GradientSync& sync) override;
+  double evaluate(const TokenData& val, int64_t batches) override;
   int64_t global_batch() const override { return layout_.global_batch(); }
   int64_t seq_len() const override { return layout_.seq_len; }
   const PipelineStats& stats() const { return stats_; }

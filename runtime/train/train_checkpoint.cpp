@@ -13,7 +13,13 @@ namespace st::runtime {
 nlohmann::json TrainState::to_json() const {
   return {{"format", 1},
           {"step", step},
-          {"data", {{"global_batch", global_batch}, {"seq_len", seq_len}, {"next_sequence", step * global_batch}}},
+          {"data",
+           {{"global_batch", global_batch},
+            {"seq_len", seq_len},
+            {"next_sequence", step * global_batch},
+            {"shuffle", shuffle},
+            {"shuffle_seed", shuffle_seed}}},
+          {"lr_schedule", {{"total_steps", schedule_steps}}},
           {"rng", {{"seed", rng_seed}, {"offset", rng_offset}}},
           {"loss_scale", {{"scale", loss_scale}, {"good_steps", loss_scale_good_steps}}},
           {"precision", precision},
@@ -29,6 +35,9 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& whe
     s.step = j.at("step").get<int64_t>();
     s.global_batch = j.at("data").at("global_batch").get<int64_t>();
     s.seq_len = j.at("data").at("seq_len").get<int64_t>();
+    s.shuffle = j.at("data").value("shuffle", false);  // added fields: absent in older checkpoints
+    s.shuffle_seed = j.at("data").value("shuffle_seed", uint64_t{0});
+    if (j.contains("lr_schedule")) s.schedule_steps = j.at("lr_schedule").value("total_steps", int64_t{0});
     s.rng_seed = j.at("rng").at("seed").get<uint64_t>();
     s.rng_offset = j.at("rng").at("offset").get<uint64_t>();
     s.loss_scale = j.at("loss_scale").at("scale").get<double>();

@@ -29,6 +29,9 @@ struct TrainState {
   int64_t step = 0;            // optimizer steps completed (the next step to run, from 0)
   int64_t global_batch = 0;    // G: sequences per step; step s reads sequences s·G … s·G + G − 1
   int64_t seq_len = 0;
+  bool shuffle = false;        // the data order (runtime/data/token_data.h); older files: sequential
+  uint64_t shuffle_seed = 0;
+  int64_t schedule_steps = 0;  // the lr schedule's length; 0: not recorded (older files)
   uint64_t rng_seed = 0, rng_offset = 0;  // the model's dropout generator
   double loss_scale = 1.0;
   int64_t loss_scale_good_steps = 0;

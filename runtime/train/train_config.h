@@ -2,6 +2,7 @@
 // data. launch/ fills it from YAML and flags (each enum parsed once, through its EnumNames
 // table) and validates it; runtime/ only reads it.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -59,16 +60,25 @@ struct TrainConfig {
   int64_t steps = 10;  // the run's total; a resumed run goes on to it
   std::string data;    // token .bin (required; the CLI substitutes the built-in corpus when --data is absent)
   std::string val_data;
-  int64_t eval_every = 0;
+  int64_t eval_every = 0;  // 0: with val_data every eval_interval() steps (below), else never
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int64_t keep_checkpoints = 3;
   bool resume = false;
+  bool overwrite_checkpoints = false;  // a fresh run may write into a dir holding checkpoints
+  bool shuffle = false;  // sequences in a permuted order per pass, seeded by `seed` (runtime/data/token_data.h)
   std::string metrics;  // JSONL path (rank 0 writes)
   std::string trace;    // Chrome trace JSON path
   double timeout_s = 300.0;
   int64_t log_every = 1;
-  bool progress = true;  // progress bar on a terminal
+  bool progress = true;  // progress bar when stdout is a terminal
 };
+
+// How often a run validates: eval_every, or with val_data and eval_every 0 every max(1, steps / 10)
+// steps; 0 (never) without val_data.
+inline int64_t eval_interval(const TrainConfig& c) {
+  if (c.val_data.empty()) return 0;
+  return c.eval_every > 0 ? c.eval_every : std::max<int64_t>(1, c.steps / 10);
+}
 
 }  // namespace st::runtime

@@ -15,8 +15,10 @@
 #include "runtime/parallel/tp_shard.h"
 #include "runtime/common/timing.h"
 #include "runtime/observe/memory_report.h"
+#include "runtime/observe/device_capacity.h"
 #include "runtime/observe/progress.h"
 #include "runtime/observe/trace.h"
+#include "runtime/train/checkpoint_guard.h"
 #include "runtime/train/model_registry.h"
 #include "tensor/autograd.h"
 
@@ -44,6 +46,37 @@ void maybe_inject_overflow(std::vector<Tensor>& grads, int64_t step, int rank) {
   if (at_rank && std::atoi(at_rank) != rank) return;
   NoGradGuard ng;
   grads[0].flatten().narrow(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
+}
+
+// Elements of the whole model, each parameter once: this rank's parameters but those another
+// rank counts (ParameterRoles::counted_elsewhere: tied copies on later stages, replicated
+// tensors on tp ranks > 0), a padded tp shard (the vocabulary) at its unpadded share, and only
+// on replica 0 (the DP replicas hold copies); summed over the world in i64 (exact).
+int64_t whole_model_parameters(const LanguageModel& model, const ParameterRoles& roles, const BatchLayout& layout,
+                               comm::Communicator* world) {
+  int64_t mine = 0;
+  if (layout.replica == 0) {
+    const ShardRule rule = model.shard_rule();
+    const auto tp = model.tensor_parallel_group();
+    const int64_t tp_size = tp ? tp->size() : 1, tp_rank = tp ? tp->rank() : 0;
+    for (const auto& [name, p] : model.named_parameters()) {
+      if (roles.counted_elsewhere.count(name)) continue;
+      const ShardSpec spec = rule ? rule(name) : ShardSpec::replicate();
+      if (spec.kind == ShardSpec::Kind::split && spec.pad_to_tp && tp_size > 1) {
+        const int64_t dim = spec.dim < 0 ? spec.dim + p.dim() : spec.dim, per = p.numel() / p.size(dim);
+        // rank t holds rows t·s … t·s + s − 1 of the padded dim; those below full_size count
+        const int64_t s = p.size(dim), rows = std::clamp<int64_t>(spec.full_size - tp_rank * s, 0, s);
+        mine += per * rows;
+      } else {
+        mine += p.numel();
+      }
+    }
+  }
+  if (!world || world->size() == 1) return mine;
+  Tensor t = Tensor::from_vector(std::vector<int64_t>{mine}, {1});
+  if (std::string(world->backend()) == "nccl") t = t.to(Device::cuda);  // NCCL takes device tensors
+  world->all_reduce(t, comm::ReduceOp::sum)->wait();
+  return t.to(Device::cpu).data<int64_t>()[0];
 }
 
 }  // namespace
@@ -77,7 +110,7 @@ TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std:
   TrainInputs in;
   in.resume_path = plan.resume_path;
   in.device = cfg.device;
-  in.data = std::make_shared<TokenData>(cfg.data);
+  in.data = std::make_shared<TokenData>(cfg.data, SequenceOrder{cfg.shuffle, cfg.seed});
   const int64_t max_tok = in.data->max_token();
   ST_CHECK(max_tok < plan.description.vocab_size, ValueError,
            cfg.data << " holds token id " << max_tok << ", outside the model's vocabulary of "
@@ -155,6 +188,13 @@ void Trainer::init(const std::string& resume_path) {
              "--resume: " << resume_path << " has global batch " << st.global_batch << " × seq-len " << st.seq_len
                           << ", this run " << w_.source->global_batch() << " × " << w_.source->seq_len()
                           << " (the data order would change)");
+    ST_CHECK(st.shuffle == cfg_.shuffle && (!st.shuffle || st.shuffle_seed == cfg_.seed), ValueError,
+             "--resume: " << resume_path << " was written by a run with --shuffle " << st.shuffle
+                          << (st.shuffle ? " --seed " + std::to_string(st.shuffle_seed) : std::string()) << ", this one has --shuffle "
+                          << cfg_.shuffle << (cfg_.shuffle ? " --seed " + std::to_string(cfg_.seed) : std::string())
+                          << " (the data order would change)");
+    // the schedule keeps the length it started with: a longer --steps goes on at its end value
+    if (st.schedule_steps > 0) schedule_.total_steps = st.schedule_steps;
     PartSource state = model_part_source(*model_, *ckpt.optimizer);
     if (state.rule) state.rule = optimizer_state_shard_rule(state.rule);
     check_parts(state, opt_->state_dict(), /*strict=*/false);  // this rank's keys (its stage, shards, ZeRO run)
@@ -166,7 +206,7 @@ void Trainer::init(const std::string& resume_path) {
   }
   model_->train(true);
   model_->set_recompute(cfg_.recompute);
-  if (!cfg_.val_data.empty() && cfg_.eval_every > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
+  if (eval_interval(cfg_) > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
 }
 
 std::vector<Tensor> Trainer::collect_grads() {
@@ -245,17 +285,13 @@ StepMetrics Trainer::train_step() {
   m.mem_optim = static_cast<int64_t>(mem.peak_of(MemoryCategory::optim));
   m.mem_act_peak = static_cast<int64_t>(mem.peak_of(MemoryCategory::activations));
   m.mem_peak = static_cast<int64_t>(mem.total_peak);
-  if (device == Device::cuda) {
-    // this rank's model FLOPs (forward ×3 for forward + backward; its replica's share of the
-    // tokens) over an H100/H200's dense peak: 989 TFLOP/s f16/bf16, 67 TFLOP/s plain f32
-    const double peak = cfg_.precision == Precision::fp32 ? 67e12 : 989e12;
-    m.mfu = 3.0 * model_->flops_per_token(w_.source->seq_len()) * m.tokens_per_s /
-            static_cast<double>(w_.layout.dp) / peak;
-    m.mem_bytes = static_cast<int64_t>(cuda::device_bytes_peak());
-  } else {
-    m.mfu = 0.0;  // reported on the GPU only
-    m.mem_bytes = static_cast<int64_t>(cpu_bytes_peak());
-  }
+  // this rank's model FLOPs (forward ×3 for forward + backward; its replica's share of the
+  // tokens) over its device's dense peak (runtime/observe/device_capacity.h); none on the CPU
+  const DeviceCapacity cap = device_capacity(device, matrix_math(compute_dtype(cfg_.precision)));
+  m.mfu = cap.utilization(3.0 * model_->flops_per_token(w_.source->seq_len()) * m.tokens_per_s /
+                          static_cast<double>(w_.layout.dp));
+  m.mem_bytes = static_cast<int64_t>(device == Device::cuda ? cuda::device_bytes_peak() : cpu_bytes_peak());
+  m.mem_total_bytes = cap.memory_bytes;
   return m;
 }
 
@@ -263,16 +299,10 @@ double Trainer::evaluate(const TokenData& val, int64_t max_batches) {
   const int64_t B = w_.layout.micro_batch, T = w_.source->seq_len();
   const int64_t n = std::min<int64_t>(max_batches, val.num_sequences(T) / B);
   ST_CHECK(n >= 1, ValueError, val.path() << " is too short for one validation batch of " << B << " × " << T);
-  const Device device = model_->parameters().front().device();
-  NoGradGuard ng;
-  model_->eval();
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    TokenBatch b = val.read(i * B, B, T);
-    sum += model_->loss(model_->forward(b.inputs.to(device)), b.targets.to(device)).item();
-  }
-  model_->train(true);
-  return sum / static_cast<double>(n);
+  // the source splits the batches over the replicas (and a pipeline runs them through its
+  // stages); each rank's share summed as training's loss is the mean over the n batches
+  trace::Scope ts("evaluate", "pipeline");
+  return w_.reductions.loss->allreduce_sum(w_.source->evaluate(val, n));
 }
 
 TrainState Trainer::state() const {
@@ -280,6 +310,9 @@ TrainState Trainer::state() const {
   s.step = step_;
   s.global_batch = w_.source->global_batch();
   s.seq_len = w_.source->seq_len();
+  s.shuffle = cfg_.shuffle;
+  s.shuffle_seed = cfg_.shuffle ? cfg_.seed : 0;
+  s.schedule_steps = schedule_.total_steps;
   if (model_->generator()) {
     s.rng_seed = model_->generator()->seed();
     s.rng_offset = model_->generator()->offset();
@@ -309,12 +342,23 @@ void Trainer::run() {
   const bool lead = rank() == 0;
   MetricsWriter metrics(lead ? cfg_.metrics : "", /*append=*/!resumed_from_.empty());
   if (!cfg_.trace.empty()) trace::start(rank());
+  const int64_t params = whole_model_parameters(*model_, w_.roles, w_.layout, w_.world.get());  // collective
   if (lead) {
-    std::cout << "model " << model_->family() << ": " << model_->num_parameters() << " parameters, "
-              << model_->layers().size() << " layers | " << to_string(cfg_.precision) << " | global batch "
-              << w_.source->global_batch() << " × " << w_.source->seq_len() << " tokens | "
-              << to_string(cfg_.optimizer) << " lr " << cfg_.lr << " (" << to_string(cfg_.lr_schedule) << ")\n";
+    const nlohmann::json mc = model_->config_json();
+    const int64_t blocks = mc.value("n_layer", mc.value("layers", cfg_.layers));  // GPT's HF name, or ours
+    std::cout << "model " << model_->family() << ": " << params << " parameters, " << blocks
+              << (model_->family() == "mlp" ? " hidden layers" : " blocks") << " | " << to_string(cfg_.precision)
+              << " | global batch " << w_.source->global_batch() << " × " << w_.source->seq_len() << " tokens | "
+              << to_string(cfg_.optimizer) << " lr " << cfg_.lr << " (" << to_string(cfg_.lr_schedule);
+    if (cfg_.lr_schedule == LrScheduleKind::cosine) std::cout << " over " << schedule_.total_steps << " steps";
+    std::cout << ")\n";
     if (!resumed_from_.empty()) std::cout << "resumed from " << resumed_from_ << " at step " << step_ << "\n";
+    if (cfg_.lr_schedule == LrScheduleKind::cosine && schedule_.total_steps < cfg_.steps)
+      std::cout << "lr schedule: the checkpoint's cosine ends at step " << schedule_.total_steps << "; steps "
+                << schedule_.total_steps + 1 << "-" << cfg_.steps << " run at its floor lr "
+                << schedule_.at(schedule_.total_steps) << "\n";
+    if (val_data_)
+      std::cout << "validation: every " << eval_interval(cfg_) << " steps on " << cfg_.val_data << "\n";
     std::cout.flush();
   }
   Progress bar(step_, cfg_.steps, lead && cfg_.progress);
@@ -324,7 +368,7 @@ void Trainer::run() {
       trace::Scope ts("step " + std::to_string(step_ + 1), "pipeline");
       m = train_step();
     }
-    if (val_data_ && step_ % cfg_.eval_every == 0) m.val_loss = evaluate(*val_data_);
+    if (val_data_ && step_ % eval_interval(cfg_) == 0) m.val_loss = evaluate(*val_data_);
     const bool ckpt_due = !cfg_.checkpoint_dir.empty() &&
                           ((cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0) || step_ == cfg_.steps);
     if (ckpt_due) {
@@ -356,6 +400,8 @@ void Trainer::run() {
 }
 
 int run_training(const TrainConfig& cfg) {
+  const std::string note = check_checkpoint_dir(cfg, nullptr);  // a fresh run leaves other runs' checkpoints alone
+  if (!note.empty()) std::cout << note << std::endl;
   Trainer trainer(cfg);
   trainer.run();
   return 0;

@@ -66,4 +66,16 @@ void synchronize() { CHECK_CUDA(cudaStreamSynchronize(current_stream())); }
 
 bool available() { return device_count() > 0; }
 
+std::optional<DeviceProperties> device_properties() {
+  if (!available()) return std::nullopt;
+  const int d = current_device();
+  cudaDeviceProp p{};
+  int clock = 0;
+  if (cudaGetDeviceProperties(&p, d) != cudaSuccess || cudaDeviceGetAttribute(&clock, cudaDevAttrClockRate, d) != cudaSuccess) {
+    cudaGetLastError();
+    return std::nullopt;
+  }
+  return DeviceProperties{p.name, p.major, p.minor, p.multiProcessorCount, clock, p.totalGlobalMem};
+}
+
 }  // namespace st::cuda

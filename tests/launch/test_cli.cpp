@@ -1,6 +1,6 @@
 // The built binary: every subcommand's --help lists every flag of docs/design.md's contract, exit
 // codes (0 / 1 error / 2 usage), one-line error causes naming the rank under MPI launchers,
-// prepare end to end, info's build features.
+// prepare end to end, info's build features, --version.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "contract_flags.h"
 #include "runtime/data/token_data.h"
@@ -58,7 +59,7 @@ TEST(Cli, UsageErrorsExitTwoWithOneLine) {
   EXPECT_EQ(r.code, 2);
   r = run("fly");
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.out, "shardtrain: error: unknown command 'fly' (commands: train, sample, prepare, info)\n");
+  EXPECT_EQ(r.out, "shardtrain: error: unknown command 'fly' (commands: train, sample, prepare, info, version)\n");
   r = run("train --d-modle 8");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
@@ -111,9 +112,33 @@ TEST(Cli, InfoReportsBuildFeatures) {
     EXPECT_TRUE(has(flash.out, "ST_ATTENTION=flash: own flash kernels")) << flash.out;
     Result bad = run("info", "ST_ATTENTION=fastest");
     EXPECT_TRUE(has(bad.out, "ST_ATTENTION=fastest: not one of deterministic, fast, cudnn, flash")) << bad.out;
+    // a CUDA build on a machine without the driver says so (not "driver 0.0 ... insufficient")
+    if (!fs::exists("/proc/driver/nvidia/version")) {
+      EXPECT_TRUE(has(r.out, "no NVIDIA driver: none is installed")) << r.out;
+      EXPECT_FALSE(has(r.out, "driver 0.0")) << r.out;
+    }
   } else {
     EXPECT_TRUE(has(r.out, "CUDA: no\n")) << r.out;
     EXPECT_TRUE(has(r.out, "NCCL: no\n")) << r.out;
     EXPECT_TRUE(has(r.out, "cuda available: no\n")) << r.out;
+  }
+}
+
+// shardtrain --version / version: CMake's project version and the commit (git describe at
+// configure time: a commit of this repository, or "unknown" without git).
+TEST(Cli, VersionNamesTheProjectVersionAndCommit) {
+  for (const char* cmd : {"--version", "version"}) {
+    Result r = run(cmd);
+    EXPECT_EQ(r.code, 0) << cmd;
+    std::smatch m;
+    const std::regex line("^shardtrain ([0-9.]+) \\(commit ([^ ()]+)\\)\n$");
+    ASSERT_TRUE(std::regex_match(r.out, m, line)) << r.out;
+    EXPECT_EQ(m[1].str(), ST_PROJECT_VERSION);
+    const std::string commit = m[2].str();
+    if (commit == "unknown") continue;
+    std::smatch h;
+    ASSERT_TRUE(std::regex_search(commit, h, std::regex("(?:^|-g)([0-9a-f]{7,40})(?:-dirty)?$"))) << commit;
+    const std::string check = "git -C '" + std::string(ST_SOURCE_DIR) + "' cat-file -e " + h[1].str() + "^{commit} 2>/dev/null";
+    EXPECT_EQ(std::system(check.c_str()), 0) << commit << " is not a commit of " << ST_SOURCE_DIR;
   }
 }

@@ -53,7 +53,7 @@ TEST(LaunchConfig, DefaultsFileThenFlags) {
   EXPECT_TRUE(d.resume);
   EXPECT_EQ(d.steps, 7);
   // every field is reachable by its flag
-  TrainConfig e = parse_train_args({"--model", "mlp", "--seq-len", "16", "--dp", "2", "--tp", "2", "--pp", "2", "--layers", "4",
+  TrainConfig e = parse_train_args({"--model", "mlp", "--seq-len", "16", "--dp", "2", "--tp", "1", "--pp", "2", "--layers", "4",
                                     "--schedule", "gpipe", "--partition", "uniform", "--comm", "mpi", "--device", "cuda",
                                     "--seed", "18446744073709551615", "--grad-comm-dtype", "bf16", "--bucket-mb", "1.5",
                                     "--optimizer", "sgd", "--momentum", "0.5", "--weight-decay", "0.2", "--beta1", "0.8",
@@ -72,6 +72,35 @@ TEST(LaunchConfig, DefaultsFileThenFlags) {
   EXPECT_EQ(e.keep_checkpoints, 0);
   EXPECT_EQ(e.metrics, "m.jsonl");
   EXPECT_FALSE(e.progress);
+}
+
+// The options of a first hour: --shuffle, --overwrite-checkpoints, validation's default interval,
+// and --tp refused for the families without a tensor-parallel form (as --help says).
+TEST(LaunchConfig, ShuffleOverwriteEvalIntervalAndTpFamilies) {
+  TrainConfig c = parse_train_args({"--shuffle", "1", "--checkpoint-dir", "/tmp/x", "--overwrite-checkpoints"});
+  EXPECT_TRUE(c.shuffle);
+  EXPECT_TRUE(c.overwrite_checkpoints);
+  EXPECT_FALSE(parse_train_args({}).shuffle);
+  expect_usage_error({"--checkpoint-dir", "/tmp/x", "--resume", "1", "--overwrite-checkpoints", "1"},
+                     {"--overwrite-checkpoints", "a resumed run continues its checkpoints"});
+  for (const char* family : {"simple-transformer", "mlp"})
+    expect_usage_error({"--model", family, "--tp", "2", "--heads", "2"},
+                       {"--tp", "the " + std::string(family) + " model has no tensor-parallel form (only gpt has)"});
+  EXPECT_EQ(parse_train_args({"--tp", "2"}).tp, 2);  // gpt
+  TrainConfig v;
+  v.steps = 200;
+  EXPECT_EQ(runtime::eval_interval(v), 0);  // no validation data: never
+  v.val_data = "v.bin";
+  EXPECT_EQ(runtime::eval_interval(v), 20);  // max(1, steps / 10)
+  v.steps = 7;
+  EXPECT_EQ(runtime::eval_interval(v), 1);
+  v.eval_every = 3;
+  EXPECT_EQ(runtime::eval_interval(v), 3);
+  const std::string help = train_usage();
+  for (const char* needle : {"gpt only (simple-transformer and mlp have no tensor-parallel form)",
+                             "0: with --val-data every max(1, steps / 10) steps", "only when stdout is a terminal (isatty)",
+                             "--overwrite-checkpoints 0|1", "--shuffle 0|1"})
+    EXPECT_NE(help.find(needle), std::string::npos) << needle;
 }
 
 TEST(LaunchConfig, UnknownKeysAndFlagsNameThemAndTheFile) {

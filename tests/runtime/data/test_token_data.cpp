@@ -1,6 +1,7 @@
 // Token files: header validation (errors name the file), docs/design.md's sequence order in closed
 // form (token k of the file has value k mod 65536 … here k·7 mod 1000), DP slices that tile the
-// global batch, wrap-around, and the fixture's tokens against its documented batch order.
+// global batch, wrap-around, the fixture's tokens against its documented batch order, and the
+// --shuffle order: a permutation per pass, the same in every layout.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -152,4 +153,76 @@ TEST(TokenData, BadFilesNameTheFile) {
   p = temp_file("neg.bin");
   write_raw(p, kTokenMagic, 1, -1, 0);
   expect_error(p, "negative token count");
+}
+
+// --shuffle: every pass over the file is a permutation of its sequences, a different one per pass
+// and per seed, the same for a given (seed, index) every time it is asked.
+TEST(TokenData, ShuffledOrderIsAPermutationPerPass) {
+  for (int64_t n : {1, 2, 3, 5, 7, 16, 17, 64, 1000, 4097}) {
+    const SequenceOrder order{true, 1234};
+    std::vector<std::vector<int64_t>> passes;
+    for (int64_t pass = 0; pass < 3; ++pass) {
+      std::vector<int64_t> seen(static_cast<size_t>(n), 0), perm;
+      for (int64_t q = 0; q < n; ++q) {
+        const int64_t j = order.index(pass * n + q, n);
+        ASSERT_TRUE(j >= 0 && j < n) << "n " << n << ": index " << j;
+        ++seen[static_cast<size_t>(j)];
+        perm.push_back(j);
+      }
+      for (int64_t j = 0; j < n; ++j) ASSERT_EQ(seen[static_cast<size_t>(j)], 1) << "n " << n << " pass " << pass << ": " << j;
+      passes.push_back(perm);
+    }
+    if (n >= 16) {  // 16! orders: two passes (or two seeds) agreeing would be a broken key
+      EXPECT_NE(passes[0], passes[1]) << n;
+      EXPECT_NE(passes[1], passes[2]) << n;
+      std::vector<int64_t> other, identity;
+      for (int64_t q = 0; q < n; ++q) other.push_back(SequenceOrder{true, 1235}.index(q, n)), identity.push_back(q);
+      EXPECT_NE(other, passes[0]) << n;
+      EXPECT_NE(passes[0], identity) << n;
+    }
+    for (int64_t q = 0; q < n; ++q) EXPECT_EQ(order.index(q, n), passes[0][static_cast<size_t>(q)]);  // a function
+  }
+  // shuffle off: the sequential order (i mod n)
+  for (int64_t i : {0, 5, 99, 100, 12345}) EXPECT_EQ(SequenceOrder{}.index(i, 100), i % 100);
+  // a well mixed permutation moves most elements: 1000 positions, fixed points ~1 expected
+  int fixed = 0;
+  for (int64_t q = 0; q < 1000; ++q) fixed += SequenceOrder{true, 7}.index(q, 1000) == q;
+  EXPECT_LT(fixed, 10);
+}
+
+// The same global order in every layout: for several (dp, grad-accum, micro-batch) splits of one
+// global batch, the replicas' micro-batches read exactly the sequences one process reads, so
+// every layout still equals one process (as in the sequential order); and a step reads the
+// shuffled file sequences, not the file's order.
+TEST(TokenData, ShuffledOrderIsTheSameInEveryLayout) {
+  const int64_t T = 5, G = 12;
+  const std::string path = make_file("shuffle.bin", 61 * T + 1);  // 61 sequences: passes wrap mid-step
+  const SequenceOrder order{true, 99};
+  TokenData td(path, order);
+  ASSERT_EQ(td.num_sequences(T), 61);
+  for (int64_t step : {0, 3, 5, 11}) {
+    const TokenBatch one = td.sequences(step, G, 0, G, T);  // one process: the whole global batch
+    const int64_t* x = one.inputs.data<int64_t>();
+    for (int64_t j = 0; j < G; ++j) {
+      const int64_t file_seq = order.index(step * G + j, 61);
+      for (int64_t t = 0; t < T; ++t) ASSERT_EQ(x[j * T + t], value(file_seq * T + t)) << step << " " << j;
+    }
+    for (auto [dp, K] : std::vector<std::pair<int64_t, int64_t>>{{1, 12}, {2, 3}, {3, 2}, {4, 1}, {6, 2}, {12, 1}}) {
+      const int64_t B = G / (dp * K);
+      for (int64_t r = 0; r < dp; ++r)
+        for (int64_t k = 0; k < K; ++k) {
+          const int64_t first = (r * K + k) * B;
+          const TokenBatch part = td.sequences(step, G, first, B, T);
+          for (int64_t i = 0; i < B * T; ++i) {
+            ASSERT_EQ(part.inputs.data<int64_t>()[i], x[first * T + i]) << "dp " << dp << " K " << K;
+            ASSERT_EQ(part.targets.data<int64_t>()[i], one.targets.data<int64_t>()[first * T + i]);
+          }
+        }
+    }
+  }
+  // a run resumed at step s reads what the uninterrupted run reads at s (a function of the index)
+  TokenData again(path, order);
+  const TokenBatch a = td.sequences(7, G, 4, 4, T), b = again.sequences(7, G, 4, 4, T);
+  for (int64_t i = 0; i < 4 * T; ++i) EXPECT_EQ(a.inputs.data<int64_t>()[i], b.inputs.data<int64_t>()[i]);
+  EXPECT_EQ(td.order(), order);
 }

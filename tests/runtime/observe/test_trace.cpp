@@ -139,3 +139,64 @@ TEST(Trace, MergeNamesAMissingPart) {
   }
   fs::remove_all(dir);
 }
+
+// Lanes of one track: a span that overlaps the open one without nesting goes to the next lane.
+TEST(Trace, OverlappingSpansGoToLanes) {
+  //            [0, 100)  [50, 150)  [60, 80)  [120, 200)  [200, 210)  [0, 0)   [50, 150) again
+  const std::vector<std::pair<int64_t, int64_t>> spans = {{0, 100},   {50, 150}, {60, 80}, {120, 200},
+                                                          {200, 210}, {0, 0},    {50, 150}};
+  // [60, 80) nests in [0, 100) (lane 0); [120, 200) overlaps [50, 150) in lane 1 and ends after
+  // it, but lane 0 is free again at 120; the zero-length mark at 0 nests in [0, 100); the second
+  // [50, 150) overlaps lane 0's [0, 100) and nests in lane 1's equal span
+  EXPECT_EQ(tr::assign_lanes(spans), (std::vector<int>{0, 1, 0, 0, 0, 0, 1}));
+  EXPECT_EQ(tr::assign_lanes({{0, 10}, {2, 12}, {4, 14}, {6, 16}}), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(tr::assign_lanes({{0, 10}, {0, 10}, {10, 20}}), (std::vector<int>{0, 0, 0}));
+}
+
+// The merged trace: on every thread the slices nest or are disjoint (what Perfetto needs to draw
+// them), the overlapping all-reduces land on "comm" and "comm 1", nested ones stay on their track.
+TEST(Trace, OverlappingEventsMergeOntoSubTracks) {
+  fs::path dir = temp_dir("lanes");
+  const std::string path = (dir / "t.json").string();
+  tr::start(0);
+  tr::record("step", "compute", 0, 1000);
+  tr::record("forward mb0", "compute", 10, 400);          // nests in step
+  tr::record("backward mb0", "compute", 400, 900);        // nests in step
+  tr::record("allreduce bucket 0", "comm", 500, 800);     // in flight ...
+  tr::record("allreduce bucket 1", "comm", 600, 950);     // ... together with bucket 0
+  tr::record("allreduce bucket 2", "comm", 700, 1200);    // and with both
+  tr::record("wait", "comm", 650, 900);  // overlaps bucket 0 (lane 0), nests in bucket 1 (lane 1)
+  tr::stop();
+  tr::write_part(path);
+  tr::merge_parts(path, 1);
+  std::ifstream f(path);
+  const nlohmann::json doc = nlohmann::json::parse(f);
+  std::map<int, std::string> names;
+  std::map<int, std::vector<std::pair<int64_t, int64_t>>> slices;
+  std::map<std::string, int> tid_of_event;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e.at("ph") == "M" && e.at("name") == "thread_name") names[e.at("tid").get<int>()] = e.at("args").at("name");
+    if (e.at("ph") != "X") continue;
+    const int64_t ts = e.at("ts").get<int64_t>();
+    slices[e.at("tid").get<int>()].emplace_back(ts, ts + e.at("dur").get<int64_t>());
+    tid_of_event[e.at("name").get<std::string>()] = e.at("tid").get<int>();
+  }
+  for (auto& [tid, s] : slices)
+    for (size_t i = 0; i < s.size(); ++i)
+      for (size_t j = 0; j < s.size(); ++j) {
+        if (i == j) continue;
+        const auto [a0, a1] = s[i];
+        const auto [b0, b1] = s[j];
+        const bool disjoint = a1 <= b0 || b1 <= a0, a_in_b = b0 <= a0 && a1 <= b1, b_in_a = a0 <= b0 && b1 <= a1;
+        EXPECT_TRUE(disjoint || a_in_b || b_in_a)
+            << "thread " << names[tid] << ": [" << a0 << ", " << a1 << ") and [" << b0 << ", " << b1 << ") overlap";
+      }
+  EXPECT_EQ(names[tid_of_event["step"]], "compute");
+  EXPECT_EQ(names[tid_of_event["forward mb0"]], "compute");
+  EXPECT_EQ(names[tid_of_event["allreduce bucket 0"]], "comm");
+  EXPECT_EQ(names[tid_of_event["allreduce bucket 1"]], "comm 1");
+  EXPECT_EQ(names[tid_of_event["allreduce bucket 2"]], "comm 2");
+  EXPECT_EQ(names[tid_of_event["wait"]], "comm 1");
+  EXPECT_EQ(tid_of_event["allreduce bucket 0"], 2);  // the track keeps its fixed tid
+  fs::remove_all(dir);
+}

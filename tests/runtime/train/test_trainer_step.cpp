@@ -44,6 +44,7 @@ struct ScriptedSource : GradientSource {
     }
     return 0.5;
   }
+  double evaluate(const TokenData&, int64_t) override { return 0.0; }
   int64_t global_batch() const override { return 1; }
   int64_t seq_len() const override { return 1; }
   std::shared_ptr<ToyModel> model;
