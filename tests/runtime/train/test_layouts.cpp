@@ -49,7 +49,10 @@ void barrier() { MPI_Barrier(MPI_COMM_WORLD); }
 
 std::string work_dir() {
   static std::string dir = [] {
-    std::string d = std::string(ST_TEST_BINARY_DIR) + "/layouts_np" + std::to_string(world_size());
+    // one folder per ctest (the strict-p2p twin of a rank count may run beside it under ctest -j)
+    const char* p2p = std::getenv("SHARDTRAIN_P2P");
+    std::string d = std::string(ST_TEST_BINARY_DIR) + "/layouts_np" + std::to_string(world_size()) +
+                    (p2p && *p2p ? std::string("_") + p2p : std::string());
     if (world_rank() == 0) {
       fs::remove_all(d);
       fs::create_directories(d);
