@@ -12,7 +12,7 @@ namespace st::launch {
 runtime::SampleConfig parse_sample_args(const std::vector<std::string>& args, std::string* help) {
   runtime::SampleConfig c;
   OptionTable t("sample", false);
-  t.add({"checkpoint", "sample", "DIR", "checkpoint dir (ours, or HF GPT-2 with model.safetensors + config.json) (required)",
+  t.add({"checkpoint", "sample", "DIR", "checkpoint dir (ours, or HF GPT-2: config.json + model.safetensors or its sharded index) (required)",
          false, OptionTable::bind(c.checkpoint), nullptr});
   t.add({"prompt", "sample", "TEXT", "text the continuation starts from", false, OptionTable::bind(c.prompt),
          [&c] { return c.prompt; }});

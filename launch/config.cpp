@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "runtime/io/safetensors_index.h"
 #include "runtime/common/json_io.h"
 
 namespace st::launch {
@@ -71,7 +72,7 @@ OptionTable train_options(TrainConfig& c) {
   I("heads", "model", c.heads, "N", "attention heads (d-model must be divisible by it)");
   I("vocab", "model", c.vocab, "N", "vocabulary size (256 for the byte tokenizer)");
   I("seq-len", "model", c.seq_len, "N", "sequence length T; 0: the model's context length");
-  S("init-from", "model", c.init_from, "DIR", "HF GPT-2 dir (model.safetensors + config.json); sizes come from it");
+  S("init-from", "model", c.init_from, "DIR", "HF GPT-2 dir (config.json + model.safetensors or its sharded index); sizes come from it");
   F("dropout", "model", c.dropout,
     "p of every dropout layer (GPT: embedding, residual); -1: the model's own (GPT 0 or config.json's, "
     "simple-transformer 0.1). Masks follow the global sequence index: the same in every layout");
@@ -203,8 +204,10 @@ void resolve_init_from(TrainConfig& c, const OptionTable& t) {
   const std::string where = "--init-from" + t.origin_of("init-from");
   const fs::path dir = c.init_from;
   if (!fs::is_directory(dir)) ST_THROW(UsageError, where << ": " << c.init_from << " is not a directory");
-  for (const char* f : {"model.safetensors", "config.json"})
-    if (!fs::is_regular_file(dir / f)) ST_THROW(UsageError, where << ": " << (dir / f).string() << " is missing");
+  if (!fs::is_regular_file(dir / "config.json"))
+    ST_THROW(UsageError, where << ": " << (dir / "config.json").string() << " is missing");
+  if (!runtime::SafetensorsStore::exists(dir.string(), "model"))
+    ST_THROW(UsageError, where << ": " << c.init_from << " holds neither model.safetensors nor model.safetensors.index.json");
   const std::string cfg_path = (dir / "config.json").string();
   nlohmann::json j = runtime::read_json_file(cfg_path);
   if (j.value("model_type", std::string()) != "gpt2")

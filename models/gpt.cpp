@@ -11,11 +11,13 @@
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
 #include "ops/mlp.h"
+#include "tensor/autograd.h"
 
 namespace st::models {
 // ---- embedding --------------------------------------------------------------------------------
 
-GptEmbedding::GptEmbedding(const GptConfig& c, std::shared_ptr<Generator> gen) : drop_(c.embd_pdrop, std::move(gen)) {
+GptEmbedding::GptEmbedding(const GptConfig& c, std::shared_ptr<Generator> gen)
+    : drop_(c.embd_pdrop, std::move(gen), /*site=*/0) {
   wte = register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd));
   wpe = register_module("wpe", std::make_shared<Embedding>(c.n_positions, c.n_embd));
 }
@@ -37,8 +39,8 @@ runtime::LayerCost GptEmbedding::cost(int64_t) const {
 // ---- block ------------------------------------------------------------------------------------
 
 GptBlock::GptBlock(int64_t c, int64_t h, int64_t hd, int64_t f, double ln_eps, double resid_pdrop,
-                   std::shared_ptr<Generator> gen)
-    : n_embd(c), n_head(h), head_dim(hd), ffn(f), drop_(resid_pdrop, std::move(gen)) {
+                   std::shared_ptr<Generator> gen, int index)
+    : n_embd(c), n_head(h), head_dim(hd), ffn(f), drop_(resid_pdrop, std::move(gen), static_cast<uint64_t>(index)) {
   const int64_t A = h * hd;  // attention width held here (C, or C/tp)
   ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c, ln_eps));
   c_attn = register_module("attn.c_attn", std::make_shared<Linear>(c, 3 * A));
@@ -65,12 +67,15 @@ Tensor GptBlock::forward(const Tensor& x) {
   return ops::add(h, drop_.forward(mlp(ln_2->forward(h)), is_training()));
 }
 
+double gpt_block_flops(double C, double A, double F, double T) {
+  const double matmuls = 2.0 * (C * 3 * A + A * C + C * F + F * C);
+  return matmuls + 4.0 * T * A;  // + q·kᵀ and p·v
+}
+
 runtime::LayerCost GptBlock::cost(int64_t seq_len) const {
-  const double C = static_cast<double>(n_embd), A = static_cast<double>(n_head * head_dim);
-  const double F = static_cast<double>(ffn), T = static_cast<double>(seq_len);
-  double matmuls = 2.0 * (C * 3 * A + A * C + C * F + F * C);
-  double attn = 4.0 * T * A;  // q·kᵀ and p·v (causal half not discounted)
-  return {static_cast<double>(param_bytes()), matmuls + attn};
+  return {static_cast<double>(param_bytes()),
+          gpt_block_flops(static_cast<double>(n_embd), static_cast<double>(n_head * head_dim),
+                          static_cast<double>(ffn), static_cast<double>(seq_len))};
 }
 
 // ---- head -------------------------------------------------------------------------------------
@@ -89,23 +94,34 @@ runtime::LayerCost GptHead::cost(int64_t) const {
 
 // ---- model ------------------------------------------------------------------------------------
 
-Gpt::Gpt(const GptConfig& c, std::shared_ptr<Generator> gen) : cfg_(c) {
+void check_gpt_config(const GptConfig& c) {
   ST_CHECK(c.n_layer >= 1 && c.n_embd >= 1 && c.n_head >= 1 && c.vocab_size >= 1 && c.n_positions >= 1, ValueError,
            "GPT: sizes must be positive (layers " << c.n_layer << ", d_model " << c.n_embd << ", heads " << c.n_head
                                                   << ", vocab " << c.vocab_size << ", positions " << c.n_positions << ")");
   ST_CHECK(c.n_embd % c.n_head == 0, ValueError,
            "GPT: d_model " << c.n_embd << " is not divisible by heads " << c.n_head);
-  set_generator(gen);
-  auto emb = std::make_shared<GptEmbedding>(c, gen);
-  add_layer("transformer", emb);
-  for (int64_t i = 0; i < c.n_layer; ++i)
-    add_layer("transformer.h." + std::to_string(i),
-              std::make_shared<GptBlock>(c.n_embd, c.n_head, c.n_embd / c.n_head, 4 * c.n_embd, c.layer_norm_epsilon,
-                                         c.resid_pdrop, gen));
-  add_layer("transformer", std::make_shared<GptHead>(c, emb->wte->weight));
 }
 
-void gpt_init_parameter(const std::string& name, Tensor& t, Generator& gen, int64_t n_layer) {
+Gpt::Gpt(const GptConfig& c, std::shared_ptr<Generator> gen, std::vector<runtime::LayerRange> ranges) : cfg_(c) {
+  check_gpt_config(c);
+  set_generator(gen);
+  std::shared_ptr<GptEmbedding> emb;
+  for (int i : set_layer_ranges(std::move(ranges), static_cast<int>(c.n_layer) + 2)) {
+    if (i == 0) {
+      emb = std::make_shared<GptEmbedding>(c, gen);
+      add_layer("transformer", emb);
+    } else if (i <= c.n_layer) {
+      add_layer("transformer.h." + std::to_string(i - 1),
+                std::make_shared<GptBlock>(c.n_embd, c.n_head, c.n_embd / c.n_head, 4 * c.n_embd,
+                                           c.layer_norm_epsilon, c.resid_pdrop, gen, i));
+    } else {  // the head: the embedding's wte, or this stage's own copy of it
+      Tensor wte = emb ? emb->wte->weight : Tensor::zeros({c.vocab_size, c.n_embd});
+      add_layer("transformer", std::make_shared<GptHead>(c, wte));
+    }
+  }
+}
+
+void gpt_init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t n_layer, const ElementMap& map) {
   const float std_ = 0.02f, proj_std = static_cast<float>(0.02 / std::sqrt(2.0 * static_cast<double>(n_layer)));
   const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
   const bool is_ln = name.find(".ln_") != std::string::npos;
@@ -113,17 +129,50 @@ void gpt_init_parameter(const std::string& name, Tensor& t, Generator& gen, int6
     t.fill_(is_bias ? 0.0 : 1.0);
   else if (is_bias)
     t.fill_(0.0);
-  else if (name.find(".c_proj.weight") != std::string::npos)
-    fill_normal(t, gen, 0.f, proj_std);
   else
-    fill_normal(t, gen, 0.f, std_);
+    fill_normal_keyed(t, stream_key(seed, name), 0.f,
+                      name.find(".c_proj.weight") != std::string::npos ? proj_std : std_, map);
 }
 
-void Gpt::init_weights(Generator& gen) {
+void Gpt::init_weights(uint64_t seed) {
+  NoGradGuard ng;
   for (auto& [name, p] : named_parameters()) {
     Tensor t = p.detach();
-    gpt_init_parameter(name, t, gen, cfg_.n_layer);
+    gpt_init_parameter(name, t, seed, cfg_.n_layer, ElementMap::whole(t.numel()));
   }
+}
+
+runtime::ModelDescription describe_gpt(const GptConfig& c, int64_t seq_len) {
+  check_gpt_config(c);
+  const int64_t C = c.n_embd, V = c.vocab_size, F = 4 * c.n_embd;
+  runtime::ModelDescription d;
+  d.vocab_size = V;
+  d.context_length = c.n_positions;
+  d.layers.push_back({"transformer",
+                      {{"transformer.wte.weight", {V, C}}, {"transformer.wpe.weight", {c.n_positions, C}}},
+                      static_cast<double>(C)});
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const std::string p = "transformer.h." + std::to_string(i);
+    d.layers.push_back({p,
+                        {{p + ".ln_1.weight", {C}},
+                         {p + ".ln_1.bias", {C}},
+                         {p + ".attn.c_attn.weight", {C, 3 * C}},
+                         {p + ".attn.c_attn.bias", {3 * C}},
+                         {p + ".attn.c_proj.weight", {C, C}},
+                         {p + ".attn.c_proj.bias", {C}},
+                         {p + ".ln_2.weight", {C}},
+                         {p + ".ln_2.bias", {C}},
+                         {p + ".mlp.c_fc.weight", {C, F}},
+                         {p + ".mlp.c_fc.bias", {F}},
+                         {p + ".mlp.c_proj.weight", {F, C}},
+                         {p + ".mlp.c_proj.bias", {C}}},
+                        gpt_block_flops(static_cast<double>(C), static_cast<double>(C), static_cast<double>(F),
+                                        static_cast<double>(seq_len))});
+  }
+  d.layers.push_back({"transformer",
+                      {{"transformer.wte.weight", {V, C}}, {"transformer.ln_f.weight", {C}}, {"transformer.ln_f.bias", {C}}},
+                      2.0 * static_cast<double>(V * C)});
+  return d;
 }
 
 nlohmann::json gpt_hf_config_json(const GptConfig& cfg_) {

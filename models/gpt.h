@@ -8,10 +8,14 @@
 // Layers: [GptEmbedding(wte, wpe), GptBlock × L, GptHead(ln_f, tied wte)]. The head holds the
 // same wte tensor as the embedding (registered under the same name); with pp > 1 the last
 // stage's copy gets a gradient that must be summed with the first stage's (runtime/nn/language_model.h).
+// Layer indices: 0 the embedding, 1 … L the blocks, L + 1 the head; a Gpt may hold a range of
+// them (a pipeline stage). A range with the head but not the embedding holds its own wte tensor
+// (the same name, the same initial values: the stage copy of the tied weight).
 // Initialisation is HF's: normal(0, 0.02) for wte, wpe and every Conv1D weight, std
 // 0.02/√(2L) for the residual projections (attn.c_proj, mlp.c_proj), biases 0, LayerNorm 1/0;
-// drawn from the Philox Generator in parameter order. Backward: ops write fresh gradients (=),
-// parameters accumulate (+=) — the tied wte receives the sum of the embedding's and the head's.
+// each normal tensor drawn from its stream keyed by (seed, full name) (tensor/rng.h). Backward:
+// ops write fresh gradients (=), parameters accumulate (+=) — the tied wte receives the sum of
+// the embedding's and the head's.
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -29,7 +33,7 @@ struct GptConfig {
 
 class GptEmbedding : public runtime::Layer {
  public:
-  GptEmbedding(const GptConfig& c, std::shared_ptr<Generator> gen);
+  GptEmbedding(const GptConfig& c, std::shared_ptr<Generator> gen);  // dropout site 0
   Tensor forward(const Tensor& ids) override;  // ids (B, T) i64 → wte[ids] + wpe[0..T) (B, T, C)
   runtime::LayerCost cost(int64_t seq_len) const override;
   std::shared_ptr<Embedding> wte, wpe;
@@ -42,8 +46,9 @@ class GptEmbedding : public runtime::Layer {
 // a tensor-parallel block can hold heads/tp heads and ffn/tp MLP columns.
 class GptBlock : public runtime::Layer {
  public:
+  // `index`: the block's layer index in the model (1 + its number), its dropout site.
   GptBlock(int64_t n_embd, int64_t n_head, int64_t head_dim, int64_t ffn, double ln_eps, double resid_pdrop,
-           std::shared_ptr<Generator> gen);
+           std::shared_ptr<Generator> gen, int index);
   Tensor forward(const Tensor& x) override;  // x (B, T, C) → (B, T, C)
   runtime::LayerCost cost(int64_t seq_len) const override;
   Tensor attention(const Tensor& h) const;  // h (B, T, C) → (B, T, C) (c_proj applied)
@@ -67,18 +72,26 @@ class GptHead : public runtime::Layer {
   Tensor wte;  // (V, C), the embedding's tensor
 };
 
+// ValueError unless every size is positive and d_model divides by heads.
+void check_gpt_config(const GptConfig& c);
+// Forward FLOPs per token of one block: the four matmuls (attention width A, MLP width F) and
+// the attention scores over T positions (causal half not discounted).
+double gpt_block_flops(double C, double A, double F, double T);
 // HF GPT-2 initialisation of one parameter by its full name (normal 0.02, residual projections
-// 0.02/√(2L), biases 0, LayerNorm 1/0), drawing from `gen`: shared by Gpt and TpGpt so that both
-// draw the same numbers in the same order.
-void gpt_init_parameter(const std::string& name, Tensor& t, Generator& gen, int64_t n_layer);
+// 0.02/√(2L), biases 0, LayerNorm 1/0), from the stream keyed by (seed, name); `map` places t in
+// the full tensor (a tp shard: runtime/common/shard_spec.h). Shared by Gpt and TpGpt, so a shard
+// holds exactly its part of the unsplit model's tensor.
+void gpt_init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t n_layer, const ElementMap& map);
 // The Hugging Face config.json of a GPT of these sizes.
 nlohmann::json gpt_hf_config_json(const GptConfig& c);
+// Every layer's names, full shapes and forward FLOPs at sequence length T.
+runtime::ModelDescription describe_gpt(const GptConfig& c, int64_t seq_len);
 
 class Gpt : public runtime::LanguageModel {
  public:
   // Parameters are zeros / LN ones; call init_weights() or load a state dict.
-  Gpt(const GptConfig& c, std::shared_ptr<Generator> gen);
-  void init_weights(Generator& gen);
+  Gpt(const GptConfig& c, std::shared_ptr<Generator> gen, std::vector<runtime::LayerRange> layers = {});
+  void init_weights(uint64_t seed) override;
   const GptConfig& config() const { return cfg_; }
   std::string family() const override { return "gpt"; }
   int64_t vocab_size() const override { return cfg_.vocab_size; }

@@ -12,7 +12,7 @@ namespace st::models {
 // ---- embedding --------------------------------------------------------------------------------
 
 TpGptEmbedding::TpGptEmbedding(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen)
-    : drop_(c.embd_pdrop, std::move(gen)) {
+    : drop_(c.embd_pdrop, std::move(gen), /*site=*/0) {
   wte = register_module("wte", std::make_shared<runtime::VocabParallelEmbedding>(c.vocab_size, c.n_embd, tp));
   wpe = register_module("wpe", std::make_shared<Embedding>(c.n_positions, c.n_embd));
 }
@@ -33,8 +33,8 @@ runtime::LayerCost TpGptEmbedding::cost(int64_t) const {
 
 // ---- block ------------------------------------------------------------------------------------
 
-TpGptBlock::TpGptBlock(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen)
-    : n_embd_(c.n_embd), drop_(c.resid_pdrop, std::move(gen)) {
+TpGptBlock::TpGptBlock(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen, int index)
+    : n_embd_(c.n_embd), drop_(c.resid_pdrop, std::move(gen), static_cast<uint64_t>(index)) {
   ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c.n_embd, c.layer_norm_epsilon));
   attn = register_module("attn", std::make_shared<runtime::TpSelfAttention>(c.n_embd, c.n_head, tp));
   ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c.n_embd, c.layer_norm_epsilon));
@@ -48,13 +48,10 @@ Tensor TpGptBlock::forward(const Tensor& x) {
   return ops::add(h, drop_.forward(mlp->forward(ln_2->forward(h)), is_training()));
 }
 
-runtime::LayerCost TpGptBlock::cost(int64_t seq_len) const {
-  const double C = static_cast<double>(n_embd_), T = static_cast<double>(seq_len);
-  const double A = static_cast<double>(attn->local_heads * attn->head_dim);
-  const double F = static_cast<double>(mlp->c_fc->out_local);
-  double matmuls = 2.0 * (C * 3 * A + A * C + C * F + F * C);
-  double scores = 4.0 * T * A;  // q·kᵀ and p·v of this rank's heads
-  return {static_cast<double>(param_bytes()), matmuls + scores};
+runtime::LayerCost TpGptBlock::cost(int64_t seq_len) const {  // this rank's heads and MLP columns
+  return {static_cast<double>(param_bytes()),
+          gpt_block_flops(static_cast<double>(n_embd_), static_cast<double>(attn->local_heads * attn->head_dim),
+                          static_cast<double>(mlp->c_fc->out_local), static_cast<double>(seq_len))};
 }
 
 // ---- head -------------------------------------------------------------------------------------
@@ -76,21 +73,24 @@ runtime::LayerCost TpGptHead::cost(int64_t) const {
 
 // ---- model ------------------------------------------------------------------------------------
 
-TpGpt::TpGpt(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen) : cfg_(c), tp_(std::move(tp)) {
+TpGpt::TpGpt(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen, std::vector<runtime::LayerRange> ranges)
+    : cfg_(c), tp_(std::move(tp)) {
   const int p = runtime::tp_size(tp_);
-  ST_CHECK(c.n_layer >= 1 && c.n_embd >= 1 && c.n_head >= 1 && c.vocab_size >= 1 && c.n_positions >= 1, ValueError,
-           "GPT: sizes must be positive (layers " << c.n_layer << ", d_model " << c.n_embd << ", heads " << c.n_head
-                                                  << ", vocab " << c.vocab_size << ", positions " << c.n_positions
-                                                  << ")");
-  ST_CHECK(c.n_embd % c.n_head == 0, ValueError,
-           "GPT: d_model " << c.n_embd << " is not divisible by heads " << c.n_head);
+  check_gpt_config(c);
   ST_CHECK(c.n_head % p == 0, ValueError, "GPT: heads " << c.n_head << " are not divisible by tp " << p);
   set_generator(gen);
-  auto emb = std::make_shared<TpGptEmbedding>(c, tp_, gen);
-  add_layer("transformer", emb);
-  for (int64_t i = 0; i < c.n_layer; ++i)
-    add_layer("transformer.h." + std::to_string(i), std::make_shared<TpGptBlock>(c, tp_, gen));
-  add_layer("transformer", std::make_shared<TpGptHead>(c, tp_, emb->wte->weight));
+  std::shared_ptr<TpGptEmbedding> emb;
+  for (int i : set_layer_ranges(std::move(ranges), static_cast<int>(c.n_layer) + 2)) {
+    if (i == 0) {
+      emb = std::make_shared<TpGptEmbedding>(c, tp_, gen);
+      add_layer("transformer", emb);
+    } else if (i <= c.n_layer) {
+      add_layer("transformer.h." + std::to_string(i - 1), std::make_shared<TpGptBlock>(c, tp_, gen, i));
+    } else {  // the embedding's shard, or this stage's own copy of it (Vp/tp, C)
+      Tensor wte = emb ? emb->wte->weight : Tensor::zeros({runtime::pad_vocab(c.vocab_size, p) / p, c.n_embd});
+      add_layer("transformer", std::make_shared<TpGptHead>(c, tp_, wte));
+    }
+  }
 }
 
 Shape TpGpt::full_shape(const std::string& name) const {
@@ -102,15 +102,15 @@ Shape TpGpt::full_shape(const std::string& name) const {
   return shape;
 }
 
-// Same rule and order as Gpt::init_weights, on full tensors, then sharded.
-void TpGpt::init_weights(Generator& gen) {
+// Gpt's rule, each shard drawing its elements of the full tensor's stream.
+void TpGpt::init_weights(uint64_t seed) {
   const runtime::ShardRule rule = shard_rule();
   const int p = runtime::tp_size(tp_), r = runtime::tp_rank(tp_);
   NoGradGuard ng;
   for (auto& [name, param] : named_parameters()) {
-    Tensor full = Tensor::empty(full_shape(name), param.dtype(), param.device());
-    gpt_init_parameter(name, full, gen, cfg_.n_layer);
-    param.detach().copy_(runtime::shard_tensor(full, rule(name), p, r));
+    const Shape full = full_shape(name);
+    Tensor t = param.detach();
+    gpt_init_parameter(name, t, seed, cfg_.n_layer, runtime::element_map(runtime::shard_slice(rule(name), full, p, r), full));
   }
 }
 

@@ -9,7 +9,8 @@
 //   transformer.h.{i}.mlp.c_fc (C, 4C/tp)    columns      mlp.c_proj (4C/tp, C) rows, bias replicated
 //   transformer.ln_f (C)                     replicated; lm_head = the local wte shardᵀ (tied)
 // Layers: [TpGptEmbedding, TpGptBlock × L, TpGptHead], registered in Gpt's order, so
-// named_parameters() lists the same names in the same order as Gpt's.
+// named_parameters() lists the same names in the same order as Gpt's; like Gpt, a TpGpt may
+// hold a range of them (a pipeline stage of a tp × pp grid).
 //
 // forward(tokens (B, T)) returns THIS RANK'S VOCABULARY SHARD of the logits, (B, T, Vp/tp):
 // compute the loss with loss() (vocab-parallel cross-entropy, equal to ops::cross_entropy on
@@ -47,7 +48,7 @@ class TpGptEmbedding : public runtime::Layer {
 
 class TpGptBlock : public runtime::Layer {
  public:
-  TpGptBlock(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen);
+  TpGptBlock(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen, int index);  // index: as GptBlock's
   Tensor forward(const Tensor& x) override;                 // x (B, T, C) replicated → (B, T, C) replicated
   runtime::LayerCost cost(int64_t seq_len) const override;  // this rank's share
   std::shared_ptr<LayerNorm> ln_1, ln_2;
@@ -75,12 +76,12 @@ class TpGpt : public runtime::LanguageModel {
  public:
   // Throws ValueError unless heads and 4C divide by the group size (d_model by heads as for Gpt).
   // Parameters start as zeros / LN ones: call init_weights() or load_full_state_dict().
-  TpGpt(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen);
+  TpGpt(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen, std::vector<runtime::LayerRange> layers = {});
 
-  // Draws the FULL tensors exactly as Gpt::init_weights does (same generator order and counts)
-  // and keeps this rank's shards: a TpGpt initialised from a generator equals the Gpt
-  // initialised from the same generator, sharded. No communication.
-  void init_weights(Generator& gen);
+  // Each shard draws only its own elements of the full tensor's keyed stream (the shard's
+  // ElementMap), padding rows zero: a TpGpt initialised from a seed equals the Gpt initialised
+  // from the same seed, sharded. No communication.
+  void init_weights(uint64_t seed) override;
   // Full tensors by name (HF layout, e.g. a checkpoint's model.safetensors) → this rank's shards.
   // strict: unexpected keys throw (missing keys and wrong full shapes always do). No communication.
   void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict = true) override;

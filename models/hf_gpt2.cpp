@@ -5,9 +5,11 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include "runtime/common/json_io.h"
 #include "runtime/io/safetensors.h"
+#include "runtime/parallel/state_io.h"
 #include "tensor/autograd.h"
 
 namespace st::models {
@@ -71,47 +73,52 @@ GptConfig gpt_config_from_hf(const nlohmann::json& j, const std::string& where) 
   return c;
 }
 
-std::map<std::string, Tensor> hf_state_to_gpt(const std::map<std::string, Tensor>& hf, const std::string& where) {
-  bool prefixed = std::any_of(hf.begin(), hf.end(), [](auto& kv) { return kv.first.rfind("transformer.", 0) == 0; });
-  std::map<std::string, Tensor> out;
-  Tensor lm_head;
-  for (auto& [name, t] : hf) {
-    if (name == "lm_head.weight") {
-      lm_head = t;
-      continue;
-    }
-    std::string full = prefixed ? name : "transformer." + name;
-    auto ends_with = [&](const char* s) {
-      std::string suf(s);
-      return full.size() >= suf.size() && full.compare(full.size() - suf.size(), suf.size(), suf) == 0;
-    };
-    if (ends_with(".attn.bias") || ends_with(".attn.masked_bias")) continue;  // legacy mask buffers
-    out[full] = t;
+namespace {
+bool is_legacy_buffer(const std::string& n) {
+  auto ends_with = [&](const std::string& suf) {
+    return n.size() >= suf.size() && n.compare(n.size() - suf.size(), suf.size(), suf) == 0;
+  };
+  return ends_with(".attn.bias") || ends_with(".attn.masked_bias");
+}
+}  // namespace
+
+void load_hf_gpt2_weights(runtime::LanguageModel& model, const std::string& dir) {
+  ST_CHECK(std::filesystem::is_directory(dir), IOError, "--init-from " << dir << ": not a directory");
+  const runtime::SafetensorsStore store(dir, "model");
+  runtime::PartSource src = runtime::model_part_source(model, store);
+  const std::string prefix = "transformer.";
+  src.file_name = [&store, prefix](const std::string& n) {  // GPT2LMHeadModel's names, or GPT2Model's bare ones
+    if (store.contains(n) || n.rfind(prefix, 0) != 0) return n;
+    const std::string bare = n.substr(prefix.size());
+    return store.contains(bare) ? bare : n;
+  };
+  const runtime::NamedTensors params = model.named_parameters();
+  runtime::load_parts(src, params, /*strict=*/false);
+  if (model.holds_all()) {
+    std::set<std::string> taken;
+    for (auto& [n, p] : params) taken.insert(src.in_store(n));
+    for (const std::string& n : store.names())
+      ST_CHECK(taken.count(n) || is_legacy_buffer(n) || n == "lm_head.weight", ValueError,
+               store.where() << ": unexpected key '" << n << "'");
   }
-  if (lm_head.defined()) {
-    auto wte = out.find("transformer.wte.weight");
-    ST_CHECK(wte != out.end(), ValueError, where << ": lm_head.weight without transformer.wte.weight");
-    ST_CHECK(lm_head.shape() == wte->second.shape(), ValueError, where << ": lm_head.weight has shape "
-                                                                       << shape_str(lm_head.shape()) << ", wte "
-                                                                       << shape_str(wte->second.shape()));
-    auto a = lm_head.to_double(), b = wte->second.to_double();
-    ST_CHECK(a == b, ValueError, where << ": lm_head.weight differs from transformer.wte.weight (untied heads are not supported)");
+  if (!store.contains("lm_head.weight")) return;
+  for (auto& [n, wte] : params) {
+    if (n != "transformer.wte.weight") continue;
+    runtime::PartSource head = src;  // lm_head read as this rank's part of wte
+    head.file_name = [](const std::string&) { return std::string("lm_head.weight"); };
+    const Tensor lm = runtime::read_part(head, n, wte.shape());
+    ST_CHECK(lm.to_double() == wte.to_double(), ValueError,
+             store.where() << ": lm_head.weight differs from transformer.wte.weight (untied heads are not supported)");
   }
-  return out;
 }
 
 std::shared_ptr<Gpt> load_hf_gpt2(const std::string& dir, std::shared_ptr<Generator> gen, double dropout) {
-  const std::string cfg_path = dir + "/config.json", st_path = dir + "/model.safetensors";
+  const std::string cfg_path = dir + "/config.json";
   ST_CHECK(std::filesystem::is_directory(dir), IOError, "--init-from " << dir << ": not a directory");
   GptConfig c = gpt_config_from_hf(runtime::read_json_file(cfg_path), cfg_path);
   if (dropout >= 0) c.embd_pdrop = c.resid_pdrop = dropout;
   auto model = std::make_shared<Gpt>(c, std::move(gen));
-  auto sd = hf_state_to_gpt(runtime::load_safetensors(st_path), st_path);
-  try {
-    model->load_state_dict(sd, /*strict=*/true);
-  } catch (const ValueError& e) {
-    ST_THROW(ValueError, st_path << ": " << e.what());
-  }
+  load_hf_gpt2_weights(*model, dir);
   return model;
 }
 

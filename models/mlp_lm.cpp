@@ -8,6 +8,7 @@
 #include "ops/embedding.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
+#include "tensor/autograd.h"
 
 namespace st::models {
 MlpEmbedding::MlpEmbedding(int64_t vocab, int64_t d) {
@@ -31,28 +32,57 @@ runtime::LayerCost MlpHead::cost(int64_t) const {
   return {static_cast<double>(param_bytes()), 2.0 * static_cast<double>(fc->weight.numel())};
 }
 
-MlpLm::MlpLm(const MlpConfig& c) : cfg_(c) {
+namespace {
+void check_config(const MlpConfig& c) {
   ST_CHECK(c.vocab >= 1 && c.d_model >= 1 && c.layers >= 0, ValueError,
            "MLP: sizes must be positive (vocab " << c.vocab << ", d_model " << c.d_model << ", layers " << c.layers
                                                 << ")");
-  add_layer("embedding", std::make_shared<MlpEmbedding>(c.vocab, c.d_model));
-  for (int64_t i = 0; i < c.layers; ++i) add_layer("hidden." + std::to_string(i), std::make_shared<MlpHidden>(c.d_model));
-  add_layer("head", std::make_shared<MlpHead>(c.d_model, c.vocab));
+}
+}  // namespace
+
+MlpLm::MlpLm(const MlpConfig& c, std::vector<runtime::LayerRange> ranges) : cfg_(c) {
+  check_config(c);
+  for (int i : set_layer_ranges(std::move(ranges), static_cast<int>(c.layers) + 2)) {
+    if (i == 0)
+      add_layer("embedding", std::make_shared<MlpEmbedding>(c.vocab, c.d_model));
+    else if (i <= c.layers)
+      add_layer("hidden." + std::to_string(i - 1), std::make_shared<MlpHidden>(c.d_model));
+    else
+      add_layer("head", std::make_shared<MlpHead>(c.d_model, c.vocab));
+  }
 }
 
-void MlpLm::init_weights(Generator& gen) {
+void MlpLm::init_weights(uint64_t seed) {
+  NoGradGuard ng;
   for (auto& [name, p] : named_parameters()) {
     Tensor t = p.detach();
     if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0)
       t.fill_(0.0);
     else
-      fill_normal(t, gen, 0.f, 0.02f);
+      init_normal(t, name, seed, 0.02f);
   }
 }
 
-nlohmann::json MlpLm::config_json() const {
-  return {{"model_type", "mlp"}, {"vocab", cfg_.vocab}, {"d_model", cfg_.d_model}, {"layers", cfg_.layers},
-          {"max_len", cfg_.max_len}};
+runtime::ModelDescription MlpLm::describe(const MlpConfig& c) {
+  check_config(c);
+  const int64_t C = c.d_model, V = c.vocab;
+  runtime::ModelDescription d;
+  d.vocab_size = V;
+  d.context_length = c.max_len;
+  d.layers.push_back({"embedding", {{"embedding.weight", {V, C}}}, 0.0});
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string p = "hidden." + std::to_string(i);
+    d.layers.push_back({p, {{p + ".weight", {C, C}}, {p + ".bias", {C}}}, 2.0 * static_cast<double>(C * C)});
+  }
+  d.layers.push_back({"head", {{"head.weight", {C, V}}, {"head.bias", {V}}}, 2.0 * static_cast<double>(C * V)});
+  return d;
+}
+
+nlohmann::json MlpLm::config_json() const { return config_to_json(cfg_); }
+
+nlohmann::json MlpLm::config_to_json(const MlpConfig& c) {
+  return {{"model_type", "mlp"}, {"vocab", c.vocab}, {"d_model", c.d_model}, {"layers", c.layers},
+          {"max_len", c.max_len}};
 }
 
 MlpConfig MlpLm::config_from_json(const nlohmann::json& j) {

@@ -2,7 +2,8 @@
 // (a learned bigram model with depth) — the smallest model that trains through the same data,
 // loss and optimizer path as the transformers.
 //   embedding.weight (V, C) → hidden.{i}: relu(x · weight (C, C) + bias) × L → head (C, V)
-// Init: normal(0, 0.02) weights, zero biases.
+// Init: normal(0, 0.02) weights (each keyed by its name), zero biases. Layers: 0 the embedding,
+// 1 … layers the hidden layers, layers + 1 the head; a range of them may be built alone.
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -42,13 +43,15 @@ class MlpHead : public runtime::Layer {
 
 class MlpLm : public runtime::LanguageModel {
  public:
-  explicit MlpLm(const MlpConfig& c);
-  void init_weights(Generator& gen);
+  explicit MlpLm(const MlpConfig& c, std::vector<runtime::LayerRange> layers = {});
+  void init_weights(uint64_t seed) override;
+  static runtime::ModelDescription describe(const MlpConfig& c);
   std::string family() const override { return "mlp"; }
   int64_t vocab_size() const override { return cfg_.vocab; }
   int64_t context_length() const override { return cfg_.max_len; }
   nlohmann::json config_json() const override;
   static MlpConfig config_from_json(const nlohmann::json& j);
+  static nlohmann::json config_to_json(const MlpConfig& c);  // what config_json() returns
 
  private:
   MlpConfig cfg_;

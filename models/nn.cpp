@@ -33,8 +33,7 @@ Embedding::Embedding(int64_t num, int64_t dim) { weight = register_parameter("we
 // ids (...) i64 → (..., C)
 Tensor Embedding::forward(const Tensor& ids) const { return ops::embedding(weight, ids); }
 
-Dropout::Dropout(double p, std::shared_ptr<Generator> gen)
-    : p_(p), gen_(std::move(gen)), site_(gen_ ? gen_->take_stream() : 0) {}
+Dropout::Dropout(double p, std::shared_ptr<Generator> gen, uint64_t site) : p_(p), gen_(std::move(gen)), site_(site) {}
 
 Tensor Dropout::forward(const Tensor& x, bool training) const {
   if (!training || p_ == 0.0) return x;
@@ -56,10 +55,9 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t heads, int64_t head_dim)
   return ops::causal_attention_qkv(qkv, heads);  // (B, T, A)
 }
 
-void init_linear(Linear& l, Generator& gen, float std) {
-  Tensor w = l.weight.detach();
-  fill_normal(w, gen, 0.f, std);
-  if (l.bias.defined()) l.bias.detach().fill_(0.0);
+void init_normal(Tensor t, const std::string& name, uint64_t seed, float std) {
+  Tensor d = t.detach();
+  fill_normal_keyed(d, stream_key(seed, name), 0.f, std, ElementMap::whole(d.numel()));
 }
 
 }  // namespace st::models

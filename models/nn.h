@@ -6,12 +6,17 @@
 //   Dropout    x (B, ...) → x with probability-p zeros, scaled by 1/(1−p) in training; identity in
 //              eval or at p = 0. Inside a training step's DropoutScope the mask is a function of
 //              (seed, site, call, step, global sequence index), the same in every layout
-//              (runtime/nn/dropout_context.h); outside one it advances the generator.
-// Initialisation is the caller's (each model's init_weights); constructors create zeros / LN ones.
+//              (runtime/nn/dropout_context.h); outside one it advances the generator. The site
+//              is the number of the model layer the dropout belongs to (its index in the full
+//              model), so a pipeline stage that builds only its layers numbers them as one
+//              process does.
+// Initialisation is the caller's (each model's init_weights, keyed by name: init_normal below);
+// constructors create zeros / LN ones.
 // Backward is the ops' (each writes fresh tensors, =); the autograd engine accumulates (+=) into
 // the parameters' .grad(), so K micro-batches' backward calls sum their gradients.
 #pragma once
 #include <memory>
+#include <string>
 
 #include "runtime/nn/module.h"
 #include "tensor/rng.h"
@@ -45,8 +50,8 @@ class Embedding : public Module {
 class Dropout {
  public:
   // `gen` is the model's shared generator (its (seed, offset) is checkpointed by the trainer);
-  // the site number is taken from it in construction order.
-  Dropout(double p, std::shared_ptr<Generator> gen);
+  // `site`: the index of the owning layer in the full model.
+  Dropout(double p, std::shared_ptr<Generator> gen, uint64_t site);
   Tensor forward(const Tensor& x, bool training) const;
   double p() const { return p_; }
 
@@ -61,7 +66,7 @@ class Dropout {
 // → (B, T, A) (heads concatenated, before the output projection).
 Tensor causal_self_attention(const Tensor& qkv, int64_t heads, int64_t head_dim);
 
-// Initialisation used by every model here: normal(0, std) for weights, 0 for biases.
-void init_linear(Linear& l, Generator& gen, float std);
+// t ← normal(0, std) from the stream keyed by (seed, name), t being the whole tensor `name`.
+void init_normal(Tensor t, const std::string& name, uint64_t seed, float std);
 
 }  // namespace st::models

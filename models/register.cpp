@@ -9,43 +9,25 @@
 #include "models/simple_transformer.h"
 #include "runtime/common/json_io.h"
 #include "runtime/train/model_registry.h"
-#include "runtime/io/safetensors.h"
 
 namespace st::models {
 namespace {
 
 int64_t seq_or(const runtime::TrainConfig& cfg, int64_t dflt) { return cfg.seq_len > 0 ? cfg.seq_len : dflt; }
 
-// The dropout stream: its own seed (derived from the run's), so masks are not the numbers that
-// initialised the weights; the trainer checkpoints its (seed, offset).
-std::shared_ptr<Generator> dropout_generator(const Generator& init) {
-  return std::make_shared<Generator>(init.seed() ^ 0x9E3779B97F4A7C15ull, 0);
+std::shared_ptr<Generator> dropout_generator(const runtime::ModelBuild& b) {
+  return std::make_shared<Generator>(b.dropout_seed, 0);
 }
 
-std::shared_ptr<runtime::LanguageModel> gpt_from_config(const runtime::TrainConfig& cfg, Generator& gen) {
-  auto dropout_gen = dropout_generator(gen);
-  if (!cfg.init_from.empty()) return load_hf_gpt2(cfg.init_from, dropout_gen, cfg.dropout);
-  GptConfig c;
-  c.n_layer = cfg.layers;
-  c.n_embd = cfg.d_model;
-  c.n_head = cfg.heads;
-  c.vocab_size = cfg.vocab;
-  c.n_positions = seq_or(cfg, 64);
-  if (cfg.dropout >= 0) c.embd_pdrop = c.resid_pdrop = cfg.dropout;
-  auto m = std::make_shared<Gpt>(c, dropout_gen);
-  m->init_weights(gen);
-  return m;
-}
+bool split(const runtime::ModelBuild& b) { return b.tp && b.tp->size() > 1; }
 
-// The GPT split over a tp group: the same numbers as gpt_from_config, sharded.
-std::shared_ptr<runtime::LanguageModel> gpt_tp_from_config(const runtime::TrainConfig& cfg, Generator& gen,
-                                                           std::shared_ptr<comm::Communicator> tp) {
-  auto dropout_gen = dropout_generator(gen);
+// ---- gpt --------------------------------------------------------------------------------------
+
+nlohmann::json gpt_options(const runtime::TrainConfig& cfg) {
   GptConfig c;
-  std::map<std::string, Tensor> hf;
   if (!cfg.init_from.empty()) {
-    c = gpt_config_from_hf(runtime::read_json_file(cfg.init_from + "/config.json"), cfg.init_from + "/config.json");
-    hf = hf_state_to_gpt(runtime::load_safetensors(cfg.init_from + "/model.safetensors"), cfg.init_from);
+    const std::string path = cfg.init_from + "/config.json";
+    c = gpt_config_from_hf(runtime::read_json_file(path), path);
   } else {
     c.n_layer = cfg.layers;
     c.n_embd = cfg.d_model;
@@ -54,15 +36,18 @@ std::shared_ptr<runtime::LanguageModel> gpt_tp_from_config(const runtime::TrainC
     c.n_positions = seq_or(cfg, 64);
   }
   if (cfg.dropout >= 0) c.embd_pdrop = c.resid_pdrop = cfg.dropout;
-  auto m = std::make_shared<TpGpt>(c, tp, dropout_gen);
-  if (hf.empty())
-    m->init_weights(gen);
-  else
-    m->load_full_state_dict(hf);
-  return m;
+  return gpt_hf_config_json(c);
 }
 
-std::shared_ptr<runtime::LanguageModel> st_from_config(const runtime::TrainConfig& cfg, Generator& gen) {
+std::shared_ptr<runtime::LanguageModel> gpt_build(const nlohmann::json& j, const runtime::ModelBuild& b) {
+  const GptConfig c = gpt_config_from_hf(j, "model config");
+  if (split(b)) return std::make_shared<TpGpt>(c, b.tp, dropout_generator(b), b.layers);
+  return std::make_shared<Gpt>(c, dropout_generator(b), b.layers);
+}
+
+// ---- simple-transformer, mlp ------------------------------------------------------------------
+
+nlohmann::json st_options(const runtime::TrainConfig& cfg) {
   SimpleTransformerConfig c;
   c.layers = cfg.layers;
   c.d_model = cfg.d_model;
@@ -70,42 +55,39 @@ std::shared_ptr<runtime::LanguageModel> st_from_config(const runtime::TrainConfi
   c.vocab = cfg.vocab;
   c.max_len = seq_or(cfg, 64);
   if (cfg.dropout >= 0) c.dropout = cfg.dropout;
-  auto m = std::make_shared<SimpleTransformer>(c, dropout_generator(gen));
-  m->init_weights(gen);
-  return m;
+  return SimpleTransformer::config_to_json(c);
 }
 
-std::shared_ptr<runtime::LanguageModel> mlp_from_config(const runtime::TrainConfig& cfg, Generator& gen) {
+nlohmann::json mlp_options(const runtime::TrainConfig& cfg) {
   MlpConfig c;
   c.layers = cfg.layers;
   c.d_model = cfg.d_model;
   c.vocab = cfg.vocab;
   c.max_len = seq_or(cfg, 64);
-  auto m = std::make_shared<MlpLm>(c);
-  m->init_weights(gen);
-  return m;
+  return MlpLm::config_to_json(c);
 }
 
 struct Registrar {
   Registrar() {
     runtime::register_model(
-        "gpt", {gpt_from_config,
-                [](const nlohmann::json& j) -> std::shared_ptr<runtime::LanguageModel> {
-                  return std::make_shared<Gpt>(gpt_config_from_hf(j, "model config"), std::make_shared<Generator>(0, 0));
-                },
-                gpt_tp_from_config,
-                [](const nlohmann::json& j, std::shared_ptr<comm::Communicator> tp) -> std::shared_ptr<runtime::LanguageModel> {
-                  return std::make_shared<TpGpt>(gpt_config_from_hf(j, "model config"), tp,
-                                                 std::make_shared<Generator>(0, 0));
+        "gpt", {gpt_options,
+                [](const nlohmann::json& j, int64_t T) { return describe_gpt(gpt_config_from_hf(j, "model config"), T); },
+                gpt_build, load_hf_gpt2_weights, /*tensor_parallel=*/true});
+    runtime::register_model(
+        "simple-transformer",
+        {st_options,
+         [](const nlohmann::json& j, int64_t T) {
+           return SimpleTransformer::describe(SimpleTransformer::config_from_json(j), T);
+         },
+         [](const nlohmann::json& j, const runtime::ModelBuild& b) -> std::shared_ptr<runtime::LanguageModel> {
+           return std::make_shared<SimpleTransformer>(SimpleTransformer::config_from_json(j), dropout_generator(b),
+                                                      b.layers);
+         }});
+    runtime::register_model(
+        "mlp", {mlp_options, [](const nlohmann::json& j, int64_t) { return MlpLm::describe(MlpLm::config_from_json(j)); },
+                [](const nlohmann::json& j, const runtime::ModelBuild& b) -> std::shared_ptr<runtime::LanguageModel> {
+                  return std::make_shared<MlpLm>(MlpLm::config_from_json(j), b.layers);
                 }});
-    runtime::register_model("simple-transformer",
-                            {st_from_config, [](const nlohmann::json& j) -> std::shared_ptr<runtime::LanguageModel> {
-                               return std::make_shared<SimpleTransformer>(SimpleTransformer::config_from_json(j),
-                                                                          std::make_shared<Generator>(0, 0));
-                             }});
-    runtime::register_model("mlp", {mlp_from_config, [](const nlohmann::json& j) -> std::shared_ptr<runtime::LanguageModel> {
-                                      return std::make_shared<MlpLm>(MlpLm::config_from_json(j));
-                                    }});
   }
 };
 const Registrar registrar;

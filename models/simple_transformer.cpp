@@ -8,6 +8,7 @@
 #include "ops/embedding.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
+#include "tensor/autograd.h"
 
 namespace st::models {
 StEmbedding::StEmbedding(int64_t vocab, int64_t d, int64_t ml) : max_len(ml) {
@@ -22,8 +23,8 @@ Tensor StEmbedding::forward(const Tensor& ids) {
 runtime::LayerCost StEmbedding::cost(int64_t) const { return {static_cast<double>(param_bytes()), 0.0}; }
 
 StEncoderLayer::StEncoderLayer(int64_t d_, int64_t h, int64_t f, double dropout, double ln_eps,
-                               std::shared_ptr<Generator> gen)
-    : d(d_), heads(h), ffn(f), drop_(dropout, std::move(gen)) {
+                               std::shared_ptr<Generator> gen, int number)
+    : d(d_), heads(h), ffn(f), drop_(dropout, std::move(gen), static_cast<uint64_t>(number)) {
   ST_CHECK(d % h == 0, ValueError, "SimpleTransformer: d_model " << d << " is not divisible by heads " << h);
   in_proj = register_module("self_attn.in_proj", std::make_shared<Linear>(d, 3 * d));
   out_proj = register_module("self_attn.out_proj", std::make_shared<Linear>(d, d));
@@ -45,9 +46,13 @@ Tensor StEncoderLayer::forward(const Tensor& x) {
   return norm2->forward(ops::add(h, drop_.forward(f, tr)));
 }
 
+namespace {
+double encoder_layer_flops(double D, double F, double T) { return 2.0 * (4 * D * D + 2 * D * F) + 4.0 * T * D; }
+}  // namespace
+
 runtime::LayerCost StEncoderLayer::cost(int64_t seq_len) const {
-  const double D = static_cast<double>(d), F = static_cast<double>(ffn), T = static_cast<double>(seq_len);
-  return {static_cast<double>(param_bytes()), 2.0 * (4 * D * D + 2 * D * F) + 4.0 * T * D};
+  return {static_cast<double>(param_bytes()),
+          encoder_layer_flops(static_cast<double>(d), static_cast<double>(ffn), static_cast<double>(seq_len))};
 }
 
 StHead::StHead(int64_t d, int64_t vocab) { linear = register_module("linear", std::make_shared<Linear>(d, vocab)); }
@@ -58,18 +63,31 @@ runtime::LayerCost StHead::cost(int64_t) const {
   return {static_cast<double>(param_bytes()), 2.0 * static_cast<double>(linear->weight.numel())};
 }
 
-SimpleTransformer::SimpleTransformer(const SimpleTransformerConfig& c, std::shared_ptr<Generator> gen) : cfg_(c) {
+namespace {
+void check_config(const SimpleTransformerConfig& c) {
   ST_CHECK(c.vocab >= 1 && c.d_model >= 1 && c.heads >= 1 && c.layers >= 1 && c.ffn >= 1, ValueError,
            "SimpleTransformer: sizes must be positive");
+}
+}  // namespace
+
+SimpleTransformer::SimpleTransformer(const SimpleTransformerConfig& c, std::shared_ptr<Generator> gen,
+                                     std::vector<runtime::LayerRange> ranges)
+    : cfg_(c) {
+  check_config(c);
   set_generator(gen);
-  add_layer("", std::make_shared<StEmbedding>(c.vocab, c.d_model, c.max_len));
-  for (int64_t i = 0; i < c.layers; ++i)
-    add_layer("transformer_encoder.layers." + std::to_string(i),
-              std::make_shared<StEncoderLayer>(c.d_model, c.heads, c.ffn, c.dropout, c.ln_eps, gen));
-  add_layer("", std::make_shared<StHead>(c.d_model, c.vocab));
+  for (int i : set_layer_ranges(std::move(ranges), static_cast<int>(c.layers) + 2)) {
+    if (i == 0)
+      add_layer("", std::make_shared<StEmbedding>(c.vocab, c.d_model, c.max_len));
+    else if (i <= c.layers)
+      add_layer("transformer_encoder.layers." + std::to_string(i - 1),
+                std::make_shared<StEncoderLayer>(c.d_model, c.heads, c.ffn, c.dropout, c.ln_eps, gen, i - 1));
+    else
+      add_layer("", std::make_shared<StHead>(c.d_model, c.vocab));
+  }
 }
 
-void SimpleTransformer::init_weights(Generator& gen) {
+void SimpleTransformer::init_weights(uint64_t seed) {
+  NoGradGuard ng;
   for (auto& [name, p] : named_parameters()) {
     Tensor t = p.detach();
     bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
@@ -78,14 +96,44 @@ void SimpleTransformer::init_weights(Generator& gen) {
     else if (is_bias)
       t.fill_(0.0);
     else
-      fill_normal(t, gen, 0.f, 0.02f);
+      init_normal(t, name, seed, 0.02f);
   }
 }
 
-nlohmann::json SimpleTransformer::config_json() const {
-  return {{"model_type", "simple-transformer"}, {"vocab", cfg_.vocab},     {"d_model", cfg_.d_model},
-          {"heads", cfg_.heads},                {"layers", cfg_.layers},   {"ffn", cfg_.ffn},
-          {"max_len", cfg_.max_len},            {"dropout", cfg_.dropout}, {"ln_eps", cfg_.ln_eps}};
+runtime::ModelDescription SimpleTransformer::describe(const SimpleTransformerConfig& c, int64_t seq_len) {
+  check_config(c);
+  const int64_t D = c.d_model, F = c.ffn, V = c.vocab;
+  runtime::ModelDescription d;
+  d.vocab_size = V;
+  d.context_length = c.max_len;
+  d.layers.push_back({"", {{"embedding.weight", {V, D}}}, 0.0});
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string p = "transformer_encoder.layers." + std::to_string(i);
+    d.layers.push_back({p,
+                        {{p + ".self_attn.in_proj.weight", {D, 3 * D}},
+                         {p + ".self_attn.in_proj.bias", {3 * D}},
+                         {p + ".self_attn.out_proj.weight", {D, D}},
+                         {p + ".self_attn.out_proj.bias", {D}},
+                         {p + ".linear1.weight", {D, F}},
+                         {p + ".linear1.bias", {F}},
+                         {p + ".linear2.weight", {F, D}},
+                         {p + ".linear2.bias", {D}},
+                         {p + ".norm1.weight", {D}},
+                         {p + ".norm1.bias", {D}},
+                         {p + ".norm2.weight", {D}},
+                         {p + ".norm2.bias", {D}}},
+                        encoder_layer_flops(static_cast<double>(D), static_cast<double>(F), static_cast<double>(seq_len))});
+  }
+  d.layers.push_back({"", {{"linear.weight", {D, V}}, {"linear.bias", {V}}}, 2.0 * static_cast<double>(D * V)});
+  return d;
+}
+
+nlohmann::json SimpleTransformer::config_json() const { return config_to_json(cfg_); }
+
+nlohmann::json SimpleTransformer::config_to_json(const SimpleTransformerConfig& c) {
+  return {{"model_type", "simple-transformer"}, {"vocab", c.vocab},     {"d_model", c.d_model},
+          {"heads", c.heads},                {"layers", c.layers},   {"ffn", c.ffn},
+          {"max_len", c.max_len},            {"dropout", c.dropout}, {"ln_eps", c.ln_eps}};
 }
 
 SimpleTransformerConfig SimpleTransformer::config_from_json(const nlohmann::json& j) {

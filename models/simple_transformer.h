@@ -8,7 +8,9 @@
 // Defaults: vocab 10000, d 256, 8 heads, 6 layers. Weights in our (in, out) layout, PyTorch-like
 // names: embedding.weight, transformer_encoder.layers.{i}.self_attn.in_proj (C, 3C),
 // .self_attn.out_proj (C, C), .linear1 (C, F), .linear2 (F, C), .norm1, .norm2, linear (C, V).
-// Init: normal(0, 0.02) weights, zero biases, LN 1/0.
+// Init: normal(0, 0.02) weights (each keyed by its name), zero biases, LN 1/0.
+// Layers: 0 the embedding, 1 … layers the encoder layers, layers + 1 the head; a range of them
+// may be built alone (a pipeline stage).
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -34,7 +36,9 @@ class StEmbedding : public runtime::Layer {
 
 class StEncoderLayer : public runtime::Layer {
  public:
-  StEncoderLayer(int64_t d, int64_t heads, int64_t ffn, double dropout, double ln_eps, std::shared_ptr<Generator> gen);
+  // `number`: the encoder layer's number (from 0), its dropout site.
+  StEncoderLayer(int64_t d, int64_t heads, int64_t ffn, double dropout, double ln_eps, std::shared_ptr<Generator> gen,
+                 int number);
   Tensor forward(const Tensor& x) override;  // x (B, T, d) → (B, T, d)
   runtime::LayerCost cost(int64_t seq_len) const override;
   std::shared_ptr<Linear> in_proj, out_proj, linear1, linear2;
@@ -55,14 +59,16 @@ class StHead : public runtime::Layer {
 
 class SimpleTransformer : public runtime::LanguageModel {
  public:
-  SimpleTransformer(const SimpleTransformerConfig& c, std::shared_ptr<Generator> gen);
-  void init_weights(Generator& gen);
+  SimpleTransformer(const SimpleTransformerConfig& c, std::shared_ptr<Generator> gen, std::vector<runtime::LayerRange> layers = {});
+  void init_weights(uint64_t seed) override;
+  static runtime::ModelDescription describe(const SimpleTransformerConfig& c, int64_t seq_len);
   const SimpleTransformerConfig& config() const { return cfg_; }
   std::string family() const override { return "simple-transformer"; }
   int64_t vocab_size() const override { return cfg_.vocab; }
   int64_t context_length() const override { return cfg_.max_len; }
   nlohmann::json config_json() const override;
   static SimpleTransformerConfig config_from_json(const nlohmann::json& j);
+  static nlohmann::json config_to_json(const SimpleTransformerConfig& c);  // what config_json() returns
 
  private:
   SimpleTransformerConfig cfg_;

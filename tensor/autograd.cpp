@@ -57,6 +57,10 @@ void accumulate_leaf(const Tensor& leaf, const Tensor& g) {
   if (cur.defined()) {
     cur.add_(g);  // += : accumulation over backward passes
   } else {
+    // a parameter's .grad() counts as gradient memory wherever backward runs (another leaf's,
+    // e.g. a pipeline stage's received activation, stays in the current category)
+    const bool param = leaf.storage() && leaf.storage()->category() == MemoryCategory::params;
+    MemoryCategoryScope mem(param ? MemoryCategory::grads : current_memory_category());
     Tensor fresh = Tensor::empty(leaf.shape(), leaf.dtype(), leaf.device());
     fresh.copy_(g);  // a copy: g may alias another gradient
     Tensor(leaf).set_grad(fresh);

@@ -6,6 +6,7 @@
 // lanes 0 and 1 its normal (Box-Muller, cosine branch). Uniform floats are exact (24 bits);
 // normals agree across devices to a few ulp (libm vs CUDA logf/cosf).
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #if defined(__CUDACC__)

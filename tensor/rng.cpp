@@ -31,4 +31,25 @@ void fill_normal(Tensor& t, Generator& gen, float mean, float std) {
   fill_cpu(t, [&](int64_t i) { return mean + std * philox_normal(seed, off + i); });
 }
 
+uint64_t stream_key(uint64_t seed, std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, 64-bit
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  auto mix = [](uint64_t z) {  // splitmix64's finaliser
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  return mix(mix(seed + 0x9e3779b97f4a7c15ull) ^ h);
+}
+
+void fill_normal_keyed(Tensor& t, uint64_t key, float mean, float std, const ElementMap& map) {
+  ST_CHECK(map.numel() == t.numel(), ShapeError,
+           "keyed fill: the element map covers " << map.numel() << " elements, the tensor has " << t.numel());
+  if (t.is_cuda()) return cuda::fill_normal_keyed(t, key, mean, std, map);
+  fill_cpu(t, [&](int64_t i) {
+    const int64_t j = map.full_index(i);
+    return j < 0 ? 0.f : mean + std * philox_normal(key, static_cast<uint64_t>(j));
+  });
+}
+
 }  // namespace st

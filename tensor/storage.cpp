@@ -13,7 +13,8 @@ std::atomic<size_t> g_cpu_bytes{0};
 std::atomic<size_t> g_cpu_peak{0};
 }  // namespace
 
-Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
+Storage::Storage(size_t bytes, Device device)
+    : bytes_(bytes), device_(device), category_(current_memory_category()) {
   if (bytes == 0) return;
   if (device == Device::cpu) {
     size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
@@ -26,10 +27,21 @@ Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
   } else {
     data_ = cuda::device_alloc(bytes);
   }
+  memory_account_alloc(device_, category_, bytes_);
+}
+
+void Storage::set_category(MemoryCategory c) {
+  if (c == category_) return;
+  if (data_) {
+    memory_account_alloc(device_, c, bytes_);
+    memory_account_free(device_, category_, bytes_);
+  }
+  category_ = c;
 }
 
 Storage::~Storage() {
   if (!data_) return;
+  memory_account_free(device_, category_, bytes_);
   if (device_ == Device::cpu) {
     std::free(data_);
     g_cpu_bytes.fetch_sub(bytes_);

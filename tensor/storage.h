@@ -1,6 +1,8 @@
 // Storage: one contiguous allocation on one device, shared by a tensor and its views.
 // CPU memory is 64-byte aligned (whole cache lines, AVX-512 loads). CUDA memory comes from the
 // stream-aware caching allocator (tensor/cuda); in a CPU-only build asking for it throws.
+// Each storage counts its bytes in the memory category current at its allocation
+// (tensor/memory_category.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +11,7 @@
 #include <string>
 
 #include "tensor/dtype.h"
+#include "tensor/memory_category.h"
 
 namespace st {
 
@@ -22,11 +25,14 @@ class Storage {
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
+  MemoryCategory category() const { return category_; }
+  void set_category(MemoryCategory c);  // moves its bytes to category c
 
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_ = Device::cpu;
+  MemoryCategory category_ = MemoryCategory::other;
 };
 
 // Bytes currently held / peak since start (CPU allocations only; CUDA reports its own).

@@ -20,8 +20,7 @@ int main() {
   cfg.heads = 2;
   cfg.vocab = 256;
   cfg.seq_len = 16;
-  Generator gen(cfg.seed);
-  auto model = runtime::build_model(cfg, gen);
+  auto model = runtime::build_model(cfg);  // weights drawn by name from cfg.seed
 
   // Bytes of a repeated sentence: inputs x (1, T), targets y (1, T) shifted by one.
   const std::string text = "hello shardtrain! hello shardtrain! ";

@@ -9,10 +9,19 @@
 //                piece, concatenated in piece order (so its c_attn shard is [q_r | k_r | v_r]).
 //                pad_to_tp: the dim is first padded with zeros to a multiple of tp (the
 //                vocabulary); gathering cuts it back to full_size.
+//
+// ShardSlice says the same in positions: along the split dim, rank r holds the full tensor's
+// positions ranges[0] ++ ranges[1] ++ … (one range per chunk), then zero padding up to `extent`.
+// A keyed initialisation (element_map) and a positioned read of a checkpoint (runtime/io) use it
+// to produce a shard without the full tensor.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
+
+#include "tensor/element_map.h"
+#include "tensor/tensor.h"
 
 namespace st::runtime {
 
@@ -31,5 +40,20 @@ struct ShardSpec {
 std::string describe(const ShardSpec& s);  // "split dim 1 ×3 chunks", "replicated", ...
 
 using ShardRule = std::function<ShardSpec(const std::string& name)>;
+
+struct DimRange {
+  int64_t start = 0, length = 0;
+};
+struct ShardSlice {
+  int64_t dim = 0;                // the split dim (≥ 0); 0 for a replicated tensor
+  std::vector<DimRange> ranges;   // full positions held along dim, in local order
+  int64_t extent = 0;             // local size along dim (the ranges' total plus padding)
+};
+// What rank `rank` of `tp` holds of a tensor of full shape `full`. Throws ShapeError naming the
+// sizes when the dim (padded if asked) does not divide into chunks · tp. A replicated tensor (or
+// a 0-dim one) is one range covering everything.
+ShardSlice shard_slice(const ShardSpec& s, const Shape& full, int tp, int rank);
+// The ElementMap (tensor/element_map.h) of that slice: local element → full element.
+ElementMap element_map(const ShardSlice& slice, const Shape& full);
 
 }  // namespace st::runtime

@@ -19,6 +19,7 @@ namespace {
 constexpr const char* kPrefix = "step_";
 constexpr const char* kTmpPrefix = ".tmp-";
 constexpr const char* kOldPrefix = ".old-";
+constexpr const char* kGatherPrefix = ".gather-";  // per-rank files of the gather older versions used
 
 // "step_00000010" → 10; anything else → nullopt.
 std::optional<int64_t> parse_step(const std::string& name) {
@@ -117,7 +118,8 @@ std::vector<std::string> CheckpointDir::stale() const {
   if (!fs::is_directory(root_, ec)) return out;
   for (const auto& e : fs::directory_iterator(root_)) {
     const std::string n = e.path().filename().string();
-    if (n.rfind(kTmpPrefix, 0) == 0 || n.rfind(kOldPrefix, 0) == 0) out.push_back(e.path().string());
+    if (n.rfind(kTmpPrefix, 0) == 0 || n.rfind(kOldPrefix, 0) == 0 || n.rfind(kGatherPrefix, 0) == 0)
+      out.push_back(e.path().string());
   }
   std::sort(out.begin(), out.end());
   return out;

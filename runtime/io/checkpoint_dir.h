@@ -1,10 +1,12 @@
-// Checkpoint directories: one per step, `ROOT/step_00000010/`, holding model.safetensors,
-// optimizer state (safetensors) and state.json. A checkpoint is written under a temporary name
-// `ROOT/.tmp-step_00000010/`, every file and the directory are fsynced, and it is renamed to its
-// final name; so a directory named step_* is complete by construction, and a crash leaves only a
-// `.tmp-*` (or `.old-*`) directory that listing ignores and remove_stale() deletes.
-// One process (rank 0) calls begin()/commit(); other ranks may write files into the temporary
-// directory in between (the caller puts a barrier before commit()).
+// Checkpoint directories: one per step, `ROOT/step_00000010/`, holding the weights and optimizer
+// state (safetensors, possibly sharded over files with an index) and state.json. A checkpoint
+// is written under a temporary name `ROOT/.tmp-step_00000010/`, every file and the directory are
+// fsynced, and it is renamed to its final name; so a directory named step_* is complete by
+// construction, and a crash leaves only a `.tmp-*` (or `.old-*`) directory that listing ignores
+// and remove_stale() deletes (with the `.gather-*` part files of older versions).
+// One process (rank 0) calls begin()/commit(); other ranks write their files into the temporary
+// directory in between (runtime/train/train_checkpoint.h puts a barrier after begin() and one
+// before commit()).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -34,7 +36,7 @@ class CheckpointDir {
   std::vector<int64_t> complete_steps() const;  // ascending; empty when ROOT does not exist
   std::optional<int64_t> latest_step() const;
   std::string latest() const;  // path of the newest complete checkpoint, "" when none
-  std::vector<std::string> stale() const;  // leftover .tmp-* / .old-* directories
+  std::vector<std::string> stale() const;  // leftover .tmp-* / .old-* / .gather-* directories
   void remove_stale() const;
   // Deletes all but the newest `n` complete checkpoints (n ≤ 0 keeps all); returns the deleted steps.
   std::vector<int64_t> keep_last(int64_t n) const;

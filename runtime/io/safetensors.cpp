@@ -1,5 +1,5 @@
-// safetensors reader/writer: validation of the header, then one pread per tensor into aligned
-// CPU storage (no whole-file copy). See safetensors.h for the rules enforced.
+// safetensors reader/writer: validation of the header, then positioned reads (one pread per
+// contiguous run) into aligned CPU storage, and a streaming writer. See safetensors.h.
 #include "runtime/io/safetensors.h"
 
 #include <fcntl.h>
@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -85,42 +86,38 @@ uint64_t json_uint(const json& v, const std::string& path, const std::string& wh
   return v.get<uint64_t>();
 }
 
-struct Entry {
-  std::string name;
-  const FileDType* fdt;
-  Shape shape;
-  uint64_t begin, end;  // relative to the data buffer
-};
+std::atomic<uint64_t> g_bytes_read{0};
 
-// Converts one entry's raw bytes into the tensor dtype (only F64 and U8 need a conversion).
-Tensor materialize(const Entry& e, int fd, uint64_t data_start, const std::string& path) {
-  Tensor t = Tensor::empty(e.shape, e.fdt->dtype);
-  const size_t n = e.end - e.begin;
-  if (n == 0) return t;
-  if (e.fdt->size == dtype_size(e.fdt->dtype)) {  // stored as read
-    pread_all(fd, t.data_ptr(), n, data_start + e.begin, path);
-    return t;
+// Reads n elements of `e` starting at element `first` into dst (the tensor dtype's bytes).
+void read_elements(int fd, const SafetensorsReader::Entry& e, uint64_t data_start, int64_t first, int64_t n,
+                   void* dst, const std::string& path) {
+  if (n <= 0) return;
+  const size_t fb = e.file_elem_bytes, tb = dtype_size(e.dtype);
+  const uint64_t off = data_start + e.begin + static_cast<uint64_t>(first) * fb;
+  const size_t bytes = static_cast<size_t>(n) * fb;
+  g_bytes_read.fetch_add(bytes, std::memory_order_relaxed);
+  if (fb == tb) {  // stored as read
+    pread_all(fd, dst, bytes, off, path);
+    return;
   }
-  std::vector<unsigned char> raw(n);
-  pread_all(fd, raw.data(), n, data_start + e.begin, path);
-  const int64_t count = t.numel();
-  if (std::strcmp(e.fdt->name, "F64") == 0) {
-    float* d = t.data<float>();
-    for (int64_t i = 0; i < count; ++i) {
+  std::vector<unsigned char> raw(bytes);
+  pread_all(fd, raw.data(), bytes, off, path);
+  if (e.f64) {
+    float* d = static_cast<float*>(dst);
+    for (int64_t i = 0; i < n; ++i) {
       double v;
       std::memcpy(&v, raw.data() + 8 * i, 8);
       d[i] = static_cast<float>(v);
     }
   } else {  // U8
-    int32_t* d = t.data<int32_t>();
-    for (int64_t i = 0; i < count; ++i) d[i] = raw[static_cast<size_t>(i)];
+    int32_t* d = static_cast<int32_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = raw[static_cast<size_t>(i)];
   }
-  return t;
 }
 
 }  // namespace
 
-SafetensorsFile read_safetensors(const std::string& path) {
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
   Fd f;
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (f.fd < 0) ST_FILE_ERROR(path, "cannot open: " << std::strerror(errno));
@@ -151,7 +148,6 @@ SafetensorsFile read_safetensors(const std::string& path) {
 
   const uint64_t data_start = 8 + header_len;
   const uint64_t data_size = file_size - data_start;
-  SafetensorsFile out;
   std::vector<Entry> entries;
   for (auto it = h.begin(); it != h.end(); ++it) {
     const std::string& name = it.key();
@@ -160,7 +156,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
       if (!v.is_object()) ST_FILE_ERROR(path, "__metadata__ is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
         if (!m.value().is_string()) ST_FILE_ERROR(path, "__metadata__ value of '" << m.key() << "' is not a string");
-        out.metadata[m.key()] = m.value().get<std::string>();
+        metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
@@ -175,8 +171,11 @@ SafetensorsFile read_safetensors(const std::string& path) {
     Entry e;
     e.name = name;
     const std::string dt = v["dtype"].get<std::string>();
-    e.fdt = find_file_dtype(dt);
-    if (!e.fdt) ST_FILE_ERROR(path, "tensor '" << name << "': unsupported dtype '" << dt << "'");
+    const FileDType* fdt = find_file_dtype(dt);
+    if (!fdt) ST_FILE_ERROR(path, "tensor '" << name << "': unsupported dtype '" << dt << "'");
+    e.dtype = fdt->dtype;
+    e.file_elem_bytes = fdt->size;
+    e.f64 = std::strcmp(fdt->name, "F64") == 0;
     if (!v["shape"].is_array()) ST_FILE_ERROR(path, "tensor '" << name << "': shape is not an array");
     uint64_t numel = 1;
     bool overflow = false;
@@ -192,11 +191,11 @@ SafetensorsFile read_safetensors(const std::string& path) {
     e.begin = json_uint(off[0], path, "tensor '" + name + "': data_offsets begin");
     e.end = json_uint(off[1], path, "tensor '" + name + "': data_offsets end");
     if (e.end < e.begin) ST_FILE_ERROR(path, "tensor '" << name << "': data_offsets end " << e.end << " < begin " << e.begin);
-    if (overflow || numel > std::numeric_limits<uint64_t>::max() / e.fdt->size)
+    if (overflow || numel > std::numeric_limits<uint64_t>::max() / e.file_elem_bytes)
       ST_FILE_ERROR(path, "tensor '" << name << "': shape " << shape_str(e.shape) << " is too large");
-    if (numel * e.fdt->size != e.end - e.begin)
+    if (numel * e.file_elem_bytes != e.end - e.begin)
       ST_FILE_ERROR(path, "tensor '" << name << "': shape " << shape_str(e.shape) << " of " << dt << " needs "
-                                     << numel * e.fdt->size << " bytes but data_offsets span " << e.end - e.begin);
+                                     << numel * e.file_elem_bytes << " bytes but data_offsets span " << e.end - e.begin);
     if (e.end > data_size)
       ST_FILE_ERROR(path, "tensor '" << name << "': data_offsets [" << e.begin << ", " << e.end
                                      << "] run past the end of the " << data_size << "-byte data buffer");
@@ -219,9 +218,81 @@ SafetensorsFile read_safetensors(const std::string& path) {
   }
   if (pos != data_size)
     ST_FILE_ERROR(path, data_size - pos << " bytes after the last tensor are not described by the header");
+  entries_ = std::move(entries);
+  for (size_t k = 0; k < entries_.size(); ++k) index_[entries_[k].name] = k;
+  data_start_ = data_start;
+  data_size_ = data_size;
+  fd_ = f.fd;
+  f.fd = -1;  // kept open for the reads
+}
 
-  out.tensors.reserve(entries.size());
-  for (const Entry& e : entries) out.tensors.emplace_back(e.name, materialize(e, f.fd, data_start, path));
+SafetensorsReader::~SafetensorsReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+const SafetensorsReader::Entry* SafetensorsReader::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+const SafetensorsReader::Entry& SafetensorsReader::entry(const std::string& name) const {
+  const Entry* e = find(name);
+  if (!e) ST_FILE_ERROR(path_, "no tensor named '" << name << "'");
+  return *e;
+}
+
+uint64_t SafetensorsReader::data_bytes() const { return data_size_; }
+
+Tensor SafetensorsReader::read(const std::string& name) const {
+  const Entry& e = entry(name);
+  Tensor t = Tensor::empty(e.shape, e.dtype);
+  read_elements(fd_, e, data_start_, 0, t.numel(), t.data_ptr(), path_);
+  return t;
+}
+
+Tensor SafetensorsReader::read_ranges(const std::string& name, int64_t dim, const std::vector<DimRange>& ranges) const {
+  const Entry& e = entry(name);
+  const int64_t nd = static_cast<int64_t>(e.shape.size());
+  if (nd == 0) {
+    if (ranges.size() != 1 || ranges[0].start != 0 || ranges[0].length != 1)
+      ST_FILE_ERROR(path_, "tensor '" << name << "' is a scalar: only the whole of it can be read");
+    return read(name);
+  }
+  if (dim < 0 || dim >= nd) ST_FILE_ERROR(path_, "tensor '" << name << "': no dim " << dim << " in " << shape_str(e.shape));
+  Shape out_shape = e.shape;
+  int64_t local = 0;
+  for (const DimRange& r : ranges) {
+    if (r.start < 0 || r.length < 0 || r.start + r.length > e.shape[dim])
+      ST_FILE_ERROR(path_, "tensor '" << name << "': positions [" << r.start << ", " << r.start + r.length
+                                      << ") outside dim " << dim << " of " << shape_str(e.shape));
+    local += r.length;
+  }
+  out_shape[dim] = local;
+  Tensor t = Tensor::empty(out_shape, e.dtype);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= e.shape[d];
+  for (int64_t d = dim + 1; d < nd; ++d) inner *= e.shape[d];
+  auto* dst = static_cast<unsigned char*>(t.data_ptr());
+  const size_t eb = dtype_size(e.dtype);
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t acc = 0;
+    for (const DimRange& r : ranges) {  // one pread per contiguous run
+      read_elements(fd_, e, data_start_, (o * e.shape[dim] + r.start) * inner, r.length * inner,
+                    dst + static_cast<size_t>((o * local + acc) * inner) * eb, path_);
+      acc += r.length;
+    }
+  }
+  return t;
+}
+
+uint64_t safetensors_bytes_read() { return g_bytes_read.load(std::memory_order_relaxed); }
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  SafetensorsReader r(path);
+  SafetensorsFile out;
+  out.metadata = r.metadata();
+  out.tensors.reserve(r.entries().size());
+  for (const auto& e : r.entries()) out.tensors.emplace_back(e.name, r.read(e.name));
   return out;
 }
 
@@ -231,49 +302,74 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
   return m;
 }
 
-void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<Spec>& specs,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(path), specs_(specs) {
   json h = json::object();
   if (!metadata.empty()) {
     json m = json::object();
     for (const auto& [k, v] : metadata) m[k] = v;
     h["__metadata__"] = m;
   }
-  std::vector<Tensor> host;
-  host.reserve(tensors.size());
   uint64_t offset = 0;
   std::set<std::string> names;
-  for (const auto& [name, t] : tensors) {
-    if (name.empty() || name == "__metadata__") ST_FILE_ERROR(path, "invalid tensor name '" << name << "'");
-    if (!names.insert(name).second) ST_FILE_ERROR(path, "tensor '" << name << "' given twice");
-    if (!t.defined()) ST_FILE_ERROR(path, "tensor '" << name << "' is undefined");
-    const char* dt = file_dtype_name(t.dtype());
-    if (!dt) ST_FILE_ERROR(path, "tensor '" << name << "': dtype " << dtype_name(t.dtype()) << " cannot be written");
-    Tensor c = t.detach();
-    if (c.is_cuda()) c = c.to(Device::cpu);
-    c = c.contiguous();
-    const uint64_t n = c.nbytes();
-    h[name] = {{"dtype", dt}, {"shape", c.shape()}, {"data_offsets", {offset, offset + n}}};
+  for (const Spec& s : specs_) {
+    if (s.name.empty() || s.name == "__metadata__") ST_FILE_ERROR(path, "invalid tensor name '" << s.name << "'");
+    if (!names.insert(s.name).second) ST_FILE_ERROR(path, "tensor '" << s.name << "' given twice");
+    const char* dt = file_dtype_name(s.dtype);
+    if (!dt) ST_FILE_ERROR(path, "tensor '" << s.name << "': dtype " << dtype_name(s.dtype) << " cannot be written");
+    const uint64_t n = static_cast<uint64_t>(shape_numel(s.shape)) * dtype_size(s.dtype);
+    h[s.name] = {{"dtype", dt}, {"shape", s.shape}, {"data_offsets", {offset, offset + n}}};
     offset += n;
-    host.push_back(std::move(c));
   }
   std::string header = h.dump();
   header.append((8 - header.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
   unsigned char len_bytes[8];
   uint64_t len = header.size();
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>((len >> (8 * i)) & 0xff);
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) ST_FILE_ERROR(path, "cannot create: " << std::strerror(errno));
+  write_all(fd_, len_bytes, 8, path);
+  write_all(fd_, header.data(), header.size(), path);
+}
 
-  Fd f;
-  f.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (f.fd < 0) ST_FILE_ERROR(path, "cannot create: " << std::strerror(errno));
-  write_all(f.fd, len_bytes, 8, path);
-  write_all(f.fd, header.data(), header.size(), path);
-  for (const Tensor& c : host)
-    if (c.nbytes() > 0) write_all(f.fd, c.data_ptr(), c.nbytes(), path);
-  if (::fsync(f.fd) != 0) ST_FILE_ERROR(path, "fsync failed: " << std::strerror(errno));
-  int fd = f.fd;
-  f.fd = -1;
-  if (::close(fd) != 0) ST_FILE_ERROR(path, "close failed: " << std::strerror(errno));
+SafetensorsWriter::~SafetensorsWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void SafetensorsWriter::write(const Tensor& t) {
+  if (next_ >= specs_.size()) ST_FILE_ERROR(path_, "more tensors than the header lists (" << specs_.size() << ")");
+  const Spec& s = specs_[next_];
+  if (!t.defined()) ST_FILE_ERROR(path_, "tensor '" << s.name << "' is undefined");
+  if (t.dtype() != s.dtype || t.shape() != s.shape)
+    ST_FILE_ERROR(path_, "tensor '" << s.name << "' is " << t.describe() << ", the header says "
+                                    << dtype_name(s.dtype) << " " << shape_str(s.shape));
+  Tensor c = t.detach();
+  if (c.is_cuda()) c = c.to(Device::cpu);
+  c = c.contiguous();
+  if (c.nbytes() > 0) write_all(fd_, c.data_ptr(), c.nbytes(), path_);
+  ++next_;
+}
+
+void SafetensorsWriter::finish() {
+  if (next_ != specs_.size())
+    ST_FILE_ERROR(path_, next_ << " of the header's " << specs_.size() << " tensors were written");
+  if (::fsync(fd_) != 0) ST_FILE_ERROR(path_, "fsync failed: " << std::strerror(errno));
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) ST_FILE_ERROR(path_, "close failed: " << std::strerror(errno));
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsWriter::Spec> specs;
+  for (const auto& [name, t] : tensors) {
+    if (!t.defined()) ST_FILE_ERROR(path, "tensor '" << name << "' is undefined");
+    specs.push_back({name, t.dtype(), t.shape()});
+  }
+  SafetensorsWriter w(path, specs, metadata);
+  for (const auto& [name, t] : tensors) w.write(t);
+  w.finish();
 }
 
 }  // namespace st::runtime

@@ -6,16 +6,27 @@
 // dtype/shape/data_offsets, the dtype must be known, shape × dtype size must equal the offset
 // span, and the tensors must tile the data buffer exactly (no overlap, no gap, no trailing
 // bytes — the same rule as the reference implementation). Any violation throws st::IOError
-// naming the file and the problem. Tensors are read straight into (aligned) CPU storage.
+// naming the file and the problem.
+//
+// Reads are positioned (pread) and on request: SafetensorsReader validates the header when it
+// opens the file and then reads one tensor, or the ranges of one dim of it (a tensor-parallel
+// shard's rows or columns), straight into aligned CPU storage — one pread per contiguous run of
+// bytes, never the whole file. safetensors_bytes_read() counts the tensor bytes read by this
+// process (what a sharded load is checked against). The writer streams too: the header is
+// written from the names, dtypes and shapes, then each tensor in turn (SafetensorsWriter), so a
+// caller may produce one tensor at a time.
 //
 // dtypes: F32 F16 BF16 I32 I64 are read and written; F64 (read as f32) and U8 (read as i32) are
 // read-only conveniences.
 #pragma once
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/common/named_tensors.h"
+#include "runtime/common/shard_spec.h"
 #include "tensor/tensor.h"
 
 namespace st::runtime {
@@ -25,16 +36,81 @@ struct SafetensorsFile {
   std::map<std::string, std::string> metadata;  // "__metadata__" (may be empty)
 };
 
+class SafetensorsReader {
+ public:
+  struct Entry {
+    std::string name;
+    DType dtype;             // as read (F64 → f32, U8 → i32)
+    Shape shape;
+    uint64_t begin, end;     // byte offsets in the data buffer
+    size_t file_elem_bytes;  // element size on disk
+    bool f64 = false;        // stored as F64 (converted on read)
+  };
+  // Opens and validates the header; no tensor data is read.
+  explicit SafetensorsReader(const std::string& path);
+  ~SafetensorsReader();
+  SafetensorsReader(const SafetensorsReader&) = delete;
+  SafetensorsReader& operator=(const SafetensorsReader&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::vector<Entry>& entries() const { return entries_; }  // in data-buffer order
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const Entry* find(const std::string& name) const;  // null when absent
+  uint64_t data_bytes() const;                       // the data buffer's size
+
+  // The whole tensor (a fresh contiguous CPU tensor). IOError when `name` is absent.
+  Tensor read(const std::string& name) const;
+  // Along `dim`, the positions of `ranges` in order, concatenated: shape = the tensor's with
+  // dim's size = Σ lengths. Only those bytes are read.
+  Tensor read_ranges(const std::string& name, int64_t dim, const std::vector<DimRange>& ranges) const;
+
+ private:
+  const Entry& entry(const std::string& name) const;
+  std::string path_;
+  int fd_ = -1;
+  uint64_t data_start_ = 0, data_size_ = 0;
+  std::vector<Entry> entries_;
+  std::map<std::string, size_t> index_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Tensor bytes read from safetensors files by this process so far.
+uint64_t safetensors_bytes_read();
+
 // Reads and validates a whole file; every tensor is a fresh contiguous CPU tensor.
 SafetensorsFile read_safetensors(const std::string& path);
 
 // Same, as a name → tensor map.
 std::map<std::string, Tensor> load_safetensors(const std::string& path);
 
-// Writes `tensors` (any device, any strides; copied to contiguous CPU bytes) in the given order,
-// with `metadata` as "__metadata__" when not empty. Names must be unique and non-empty. Writes
-// to `path` directly and fsyncs it (callers that need atomicity write to a temporary name and
-// rename, as runtime/io/checkpoint_dir does).
+// Writes a file whose header lists `specs` (name, dtype, shape) in order; then write() takes
+// each tensor in that order (any device, any strides; copied to contiguous CPU bytes one at a
+// time) and finish() fsyncs and closes. Names must be unique and non-empty. Writes `path`
+// directly (callers that need atomicity write under a temporary name and rename, as
+// runtime/io/checkpoint_dir does).
+class SafetensorsWriter {
+ public:
+  struct Spec {
+    std::string name;
+    DType dtype;
+    Shape shape;
+  };
+  SafetensorsWriter(const std::string& path, const std::vector<Spec>& specs,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+  void write(const Tensor& t);  // the next tensor of the header's order; its dtype and shape
+  void finish();                // after the last tensor: fsync, close
+
+ private:
+  std::string path_;
+  std::vector<Spec> specs_;
+  size_t next_ = 0;
+  int fd_ = -1;
+};
+
+// The whole list at once (SafetensorsWriter over the tensors' own dtypes and shapes).
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 

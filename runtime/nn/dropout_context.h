@@ -1,8 +1,8 @@
 // Dropout masks that do not depend on the layout. During a training step the gradient sources
 // open a DropoutScope around each micro-batch: (step, index of its first sequence in the step's
-// global batch). A dropout site (models::Dropout, one per layer member, numbered in construction
-// order, which is the same on every rank since every rank builds the whole model) then derives
-// its counters from that context instead of advancing the model's generator:
+// global batch). A dropout site (models::Dropout, numbered by the index of its layer in the full
+// model, so a pipeline stage that builds only its layers numbers them as one process does) then
+// derives its counters from that context instead of advancing the model's generator:
 //   seed'  = mix(generator seed, site, call, step)   (call: the site's n-th use in this scope)
 //   element j of sequence s (row s of the (B, ...) input) ↦ Philox counter s·(numel/B) + j
 // so a sequence's mask is the same whether it is row 0 of a replica's micro-batch or row 5 of one

@@ -10,6 +10,8 @@ namespace st::runtime {
 
 Tensor LanguageModel::forward(const Tensor& tokens) {
   ST_CHECK(!layers_.empty(), ValueError, "LanguageModel::forward: the model has no layers");
+  ST_CHECK(ranges_.size() == 1, ValueError,
+           "LanguageModel::forward: the model holds " << ranges_.size() << " ranges of layers (run them one by one)");
   return forward_layers(tokens, 0, layers_.size());
 }
 
@@ -20,7 +22,44 @@ Tensor LanguageModel::forward_layers(const Tensor& x_in, size_t begin, size_t en
   return x;
 }
 
+double LayerInfo::param_bytes() const {
+  double b = 0;
+  for (auto& [n, shape] : params) b += 4.0 * static_cast<double>(shape_numel(shape));
+  return b;
+}
+
+bool LanguageModel::recomputable(size_t i) const {
+  const int g = global_layer(i);
+  return g != 0 && g + 1 != total_layers_;
+}
+
+std::vector<int> LanguageModel::set_layer_ranges(std::vector<LayerRange> ranges, int total) {
+  ST_CHECK(layers_.empty(), ValueError, "set_layer_ranges: layers were added already");
+  if (ranges.empty()) ranges.push_back({});
+  int prev_end = 0;
+  global_.clear();
+  for (LayerRange& r : ranges) {
+    if (r.end < 0) r.end = total;
+    ST_CHECK(prev_end <= r.begin && r.begin < r.end && r.end <= total, ValueError,
+             family() << ": layers [" << r.begin << ", " << r.end << ") of a " << total
+                      << "-layer model (ranges must be non-empty, disjoint, in order)");
+    prev_end = r.end;
+    for (int i = r.begin; i < r.end; ++i) global_.push_back(i);
+  }
+  ranges_ = ranges;
+  total_layers_ = total;
+  range_set_ = true;
+  return global_;
+}
+
 void LanguageModel::add_layer(const std::string& scope, std::shared_ptr<Layer> layer) {
+  if (!range_set_) {  // a model that holds all its layers
+    global_.push_back(static_cast<int>(layers_.size()));
+    total_layers_ = static_cast<int>(global_.size());
+    ranges_ = {{0, total_layers_}};
+  }
+  ST_CHECK(layers_.size() < global_.size(), ValueError,
+           "add_layer: more layers than the ranges set by set_layer_ranges");
   layer->set_scope(scope);
   register_module(scope, layer);
   layers_.push_back(std::move(layer));

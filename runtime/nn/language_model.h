@@ -8,6 +8,19 @@
 // the first and the last layer) is one tensor in one process; with pp > 1 the stage holding the
 // last layer holds a copy whose gradient must be summed with the first stage's before the step
 // (both copies have the same full name, which is how the pipeline finds them: tied_names()).
+//
+// A model object may hold only some ranges of its layers (LayerRange, one or more, disjoint and
+// in order): a pipeline stage builds just its own (one range, or one per chunk under the
+// interleaved schedule), so no rank ever allocates the whole model. Layer indices below are the
+// full model's (global_layer(i) of total_layers()). A weight used by two layers of ONE object
+// (the GPT's wte with both the embedding and the head held) is one tensor there, as in the whole
+// model. What a family's layers are (full names, full shapes, costs) is known from its config
+// without building anything (ModelDescription, from the registry:
+// runtime/train/model_registry.h), which is what the stage partition is cut from.
+//
+// Initialisation is by name: init_weights(seed) fills every parameter from the random stream
+// keyed by (seed, its full name), element j of the full tensor taking counter j (tensor/rng.h),
+// so a stage, a tp shard or one process get the same numbers for the same parameter.
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -21,19 +34,50 @@
 
 namespace st::runtime {
 
+// Layers [begin, end) of the full model's layer list; end −1: through the last layer.
+struct LayerRange {
+  int begin = 0;
+  int end = -1;
+  bool operator==(const LayerRange&) const = default;
+};
+
+// One layer of a model, described from the config alone.
+struct LayerInfo {
+  std::string scope;                                   // full-name prefix, e.g. "transformer.h.3"
+  std::vector<std::pair<std::string, Shape>> params;  // full names and FULL shapes (tied copies included)
+  double flops_per_token = 0;                          // forward, at the sequence length asked
+  double param_bytes() const;                          // f32 bytes of params
+};
+struct ModelDescription {
+  std::vector<LayerInfo> layers;  // every layer of the full model, in order
+  int64_t vocab_size = 0, context_length = 0;
+};
+
 class LanguageModel : public Module {
  public:
+  // The layers this object holds (all, or a pipeline stage's ranges), in model order.
   const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
-  // tokens (B, T) i64 → logits (B, T, V): every layer in order.
+  // The ranges held (ends resolved): {{0, total_layers()}} for a whole model.
+  const std::vector<LayerRange>& ranges() const { return ranges_; }
+  int global_layer(size_t i) const { return global_.at(i); }  // full-model index of layers()[i]
+  int total_layers() const { return total_layers_; }           // layers of the full model
+  bool holds_first() const { return !global_.empty() && global_.front() == 0; }
+  bool holds_last() const { return !global_.empty() && global_.back() + 1 == total_layers_; }
+  bool holds_all() const { return static_cast<int>(layers_.size()) == total_layers_; }
+  // Fills every parameter from its keyed stream (see above); the family's rule says which
+  // distribution (normal with a per-name std, zeros, ones).
+  virtual void init_weights(uint64_t seed) = 0;
+  // tokens (B, T) i64 → logits (B, T, V): every layer in order (one range held; a stage of
+  // several runs them one by one: runtime/pipeline/stage_model.h).
   Tensor forward(const Tensor& tokens);
   // Layers [begin, end) on x; with recompute on, each recomputable layer keeps only its input
   // and runs again in backward (runtime/nn/recompute.h): same numbers, less memory.
   Tensor forward_layers(const Tensor& x, size_t begin, size_t end);
   void set_recompute(bool on) { recompute_ = on; }
   bool recompute() const { return recompute_; }
-  // Layer i is recomputed (when recompute is on): every layer but the model's first and last,
-  // which hold the tied embedding (its gradient hook must fire once).
-  virtual bool recomputable(size_t i) const { return i != 0 && i + 1 != layers_.size(); }
+  // layers()[i] is recomputed (when recompute is on): every layer but the full model's first
+  // and last, which hold the tied embedding (its gradient hook must fire once).
+  virtual bool recomputable(size_t i) const;
 
   virtual std::string family() const = 0;    // "gpt" | "simple-transformer" | "mlp"
   virtual int64_t vocab_size() const = 0;
@@ -60,12 +104,21 @@ class LanguageModel : public Module {
   virtual std::shared_ptr<comm::Communicator> tensor_parallel_group() const { return nullptr; }
 
  protected:
+  // The ranges this object will hold of a `total`-layer model (before add_layer, which then
+  // takes exactly their layers in order; empty: all; a model that never calls it holds all the
+  // layers it adds). Throws ValueError for an empty, out-of-bounds, overlapping or out-of-order
+  // range. Returns the full-model indices of the layers to add, in order.
+  std::vector<int> set_layer_ranges(std::vector<LayerRange> ranges, int total);
   // Appends `layer` as the next layer, registered (and scoped) under `scope`.
   void add_layer(const std::string& scope, std::shared_ptr<Layer> layer);
   void set_generator(std::shared_ptr<Generator> g) { gen_ = std::move(g); }
 
  private:
   std::vector<std::shared_ptr<Layer>> layers_;
+  std::vector<LayerRange> ranges_;
+  std::vector<int> global_;  // layers()[i] is the full model's layer global_[i] (all of them once set)
+  int total_layers_ = 0;
+  bool range_set_ = false;
   std::shared_ptr<Generator> gen_;
   bool recompute_ = false;
 };

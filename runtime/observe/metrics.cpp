@@ -35,7 +35,12 @@ nlohmann::ordered_json StepMetrics::to_json() const {
                       {"step_ms", step_ms},
                       {"mfu", mfu ? finite_or_null(*mfu) : nlohmann::ordered_json(nullptr)},
                       {"mem_bytes", mem_bytes},
-                      {"mem_total_bytes", mem_total_bytes}};
+                      {"mem_total_bytes", mem_total_bytes},
+                      {"mem_params", mem_params},
+                      {"mem_grads", mem_grads},
+                      {"mem_optim", mem_optim},
+                      {"mem_act_peak", mem_act_peak},
+                      {"mem_peak", mem_peak}};
   if (val_loss) j["val_loss"] = finite_or_null(*val_loss);
   return j;
 }

@@ -2,11 +2,15 @@
 // step line. A non-finite value (the grad norm of a skipped fp16 step) is written as null.
 //   {"step": 1, "loss": 5.55, "grad_norm": 1.55, "lr": 0.001, "loss_scale": 65536,
 //    "skipped": false, "tokens_per_s": 1234.5, "step_ms": 12.3, "mfu": 0.41, "mem_bytes": 123456,
-//    "mem_total_bytes": 150838624256}
+//    "mem_total_bytes": 150838624256, "mem_params": 1000, "mem_grads": 1000, "mem_optim": 2008,
+//    "mem_act_peak": 5000, "mem_peak": 9100}
 // plus "val_loss" on evaluation steps. loss_scale is the scale the step ran with (1 unless fp16).
 // mfu is null where the device has no known peak (the CPU; a GPU outside the table of
 // runtime/observe/device_capacity.h); mem_total_bytes is the device's memory (CPU: MemTotal),
-// 0 when unknown, and the step line shows mem_bytes as a fraction of it.
+// 0 when unknown, and the step line shows mem_bytes as a fraction of it. mem_bytes: the
+// allocator's peak since the start (on the model's device); the other mem_* fields are rank 0's
+// tensor bytes by category during the step (tensor/memory_category.h): the peaks of its
+// parameters, gradients, optimizer state, activations, and of all its tensors together.
 #pragma once
 #include <cstdint>
 #include <fstream>
@@ -24,6 +28,7 @@ struct StepMetrics {
   std::optional<double> mfu;  // model FLOPs over the device's dense peak; none without a peak
   int64_t mem_bytes = 0;
   int64_t mem_total_bytes = 0;  // of the device (CPU: MemTotal); 0: unknown
+  int64_t mem_params = 0, mem_grads = 0, mem_optim = 0, mem_act_peak = 0, mem_peak = 0;
   std::optional<double> val_loss;
   nlohmann::ordered_json to_json() const;  // keys in the contract's order
   std::string line(int64_t total_steps) const;  // "step 3/10 | loss 5.5358 | lr 1.00e-03 | ..."

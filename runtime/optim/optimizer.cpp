@@ -74,14 +74,21 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& sd) {
                                   << shape_str(t.shape()));
   }
   for (auto& [key, t] : sd) ST_CHECK(known.count(key), ValueError, "optimizer state: unexpected key '" << key << "'");
-  NoGradGuard ng;
   ST_CHECK(sd.at("step").dtype() == DType::i64, ValueError, "optimizer state: 'step' must be i64");
-  step_ = sd.at("step").data<int64_t>()[0];
-  for (auto& [key, t] : mine)
-    if (key != "step") {
-      Tensor dst = t;
-      dst.copy_(sd.at(key));
+  load_state([&](const std::string& key, const Tensor& dst) { Tensor(dst).copy_(sd.at(key)); });
+}
+
+void Optimizer::load_state(const std::function<void(const std::string& key, const Tensor& dst)>& fill) {
+  NoGradGuard ng;
+  for (auto& [key, t] : state_dict()) {
+    if (key == "step") {
+      Tensor step = Tensor::zeros({1}, DType::i64);
+      fill(key, step);
+      step_ = step.data<int64_t>()[0];
+    } else {
+      fill(key, t);
     }
+  }
   for (size_t i = 0; i < params_.size(); ++i)
     if (params_[i].second.dtype() != DType::f32) params_[i].second.detach().copy_(master_[i]);
 }
@@ -132,17 +139,5 @@ void Sgd::update(const std::vector<Tensor>& grads, double lr, const ops::GradSca
 }
 
 std::vector<std::pair<std::string, std::vector<Tensor>*>> Sgd::state_slots() { return {{"momentum_buffer", &buf_}}; }
-
-std::map<std::string, Tensor> filter_optimizer_state(const std::map<std::string, Tensor>& state,
-                                                     const NamedTensors& params) {
-  std::set<std::string> names;
-  for (auto& [n, p] : params) names.insert(n);
-  std::map<std::string, Tensor> out;
-  for (auto& [key, t] : state) {
-    const size_t dot = key.find('.');
-    if (dot == std::string::npos ? key == "step" : names.count(key.substr(dot + 1)) > 0) out.emplace(key, t);
-  }
-  return out;
-}
 
 }  // namespace st::runtime

@@ -21,6 +21,7 @@
 // "momentum_buffer.<name>" (SGD), and "master.<name>" for low-precision parameters; all f32.
 // A ZeRO-1 optimizer is this over its shard of the names.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -63,6 +64,10 @@ class Optimizer {
   // Strict: every key of state_dict() must be present with its shape, no other key; ValueError
   // naming the key. Low-precision model tensors are refreshed from the loaded masters.
   void load_state_dict(const std::map<std::string, Tensor>& sd);
+  // The same, one tensor at a time: fill(key, dst) writes the value of every key of state_dict()
+  // into dst (its live tensor; "step" an i64 (1)), so a checkpoint's parts are read straight into
+  // place (runtime/parallel/state_io.h).
+  void load_state(const std::function<void(const std::string& key, const Tensor& dst)>& fill);
 
  protected:
   // All parameters at once; grads checked (one per parameter, shaped like it), step_ advanced.
@@ -110,10 +115,5 @@ class Sgd : public Optimizer {
   SgdOptions opt_;
   std::vector<Tensor> buf_;  // f32 momentum buffers
 };
-
-// The entries of an optimizer state_dict() that concern `params` ("step" and "<slot>.<name>" for
-// their names): what one pipeline stage loads from a full checkpoint.
-std::map<std::string, Tensor> filter_optimizer_state(const std::map<std::string, Tensor>& state,
-                                                     const NamedTensors& params);
 
 }  // namespace st::runtime

@@ -1,74 +1,47 @@
-// StateSharding: how this rank's part of the training state relates to a checkpoint, which
-// holds full tensors by name (so a run resumes under any layout).
-//   gather(local, what)          collective: the full tensors ("model" weights or "optimizer"
-//                                state) on rank 0, nothing elsewhere
-//   load_model(model, full)      a checkpoint's full weights → this rank's model (its stage's
-//                                layers, its tp shards)
-//   optimizer_part(full, params) a checkpoint's full optimizer state → what this rank's
-//                                optimizer over `params` loads (its stage, its tp shards, its
-//                                ZeRO shard)
-// ReplicatedState: every rank that saves holds everything (one process; plain data parallel,
-// where rank 0 writes alone). ShardedState: pipeline stages, tp shards and ZeRO shards,
-// assembled over the tp group and then gathered onto rank 0 (runtime/parallel/state_gather.h).
+// StateSharding: which part of a checkpoint this rank writes, so that across the job every
+// tensor is written exactly once, and the collective write of those parts. A checkpoint holds
+// full tensors by name (so a run resumes under any layout; reading back is per rank by name,
+// runtime/parallel/state_io.h), split over files in Hugging Face's sharded layout: each rank
+// that writes anything writes one file of its own, <base>-0000k-of-0000n.safetensors (or
+// <base>.safetensors when a single rank writes everything), and rank 0 indexes them
+// (runtime/io/safetensors_index.h).
+//
+// Who writes a tensor: a tensor held whole by several ranks by one of them — a DP replica's
+// copy by DP rank 0 (ZeRO: the owner of its optimizer shard), a tied weight by its first stage,
+// a tensor replicated over a tp group by tp rank 0 (the caller's `elsewhere` predicate names
+// the rest); a tensor split over a tp group is assembled inside the group one tensor at a time
+// (each tp rank broadcasts its shard in turn) by the tp rank whose turn it is (split tensors
+// round-robin over the group), so no rank holds more than its share plus one full tensor.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "runtime/common/named_tensors.h"
 #include "runtime/common/shard_spec.h"
-#include "runtime/nn/language_model.h"
 
 namespace st::runtime {
 
-class StateSharding {
- public:
-  virtual ~StateSharding() = default;
-  virtual NamedTensors gather(const NamedTensors& local, const std::string& what) = 0;
-  virtual void load_model(LanguageModel& model, const std::map<std::string, Tensor>& full) = 0;
-  virtual std::map<std::string, Tensor> optimizer_part(const std::map<std::string, Tensor>& full,
-                                                       const NamedTensors& params) = 0;
+struct StateSharding {
+  std::shared_ptr<comm::Communicator> world;  // every rank of the job; null: one process
+  std::shared_ptr<comm::Communicator> tp;     // this rank's tp group; null or one rank: none
+  bool writes = true;  // false on a DP replica whose tensors another DP rank writes (dp > 0, no ZeRO)
+  int rank() const { return world ? world->rank() : 0; }
 };
 
-class ReplicatedState : public StateSharding {
- public:
-  explicit ReplicatedState(int rank = 0) : rank_(rank) {}
-  NamedTensors gather(const NamedTensors& local, const std::string&) override {
-    return rank_ == 0 ? local : NamedTensors{};
-  }
-  void load_model(LanguageModel& model, const std::map<std::string, Tensor>& full) override {
-    model.load_full_state_dict(full, /*strict=*/true);
-  }
-  std::map<std::string, Tensor> optimizer_part(const std::map<std::string, Tensor>& full,
-                                               const NamedTensors&) override {
-    return full;
-  }
+// True for a checkpoint key that another rank writes (see above).
+using WrittenElsewhere = std::function<bool(const std::string& key)>;
 
- private:
-  int rank_;
-};
-
-struct ShardedStateOptions {
-  bool partial = false;    // the model or the optimizer covers only some names (a stage, ZeRO)
-  bool contribute = true;  // this rank's tensors are needed by rank 0 (not a duplicate)
-  ShardRule tp_rule;       // null unless the model is split over a tp group of > 1 ranks
-  std::string dir;         // the checkpoint directory, visible to every rank (the gather's files)
-};
-
-class ShardedState : public StateSharding {
- public:
-  ShardedState(std::shared_ptr<comm::Communicator> world, std::shared_ptr<comm::Communicator> tp,
-               ShardedStateOptions options)
-      : world_(std::move(world)), tp_(std::move(tp)), o_(std::move(options)) {}
-  NamedTensors gather(const NamedTensors& local, const std::string& what) override;
-  void load_model(LanguageModel& model, const std::map<std::string, Tensor>& full) override;
-  std::map<std::string, Tensor> optimizer_part(const std::map<std::string, Tensor>& full,
-                                               const NamedTensors& params) override;
-
- private:
-  std::shared_ptr<comm::Communicator> world_, tp_;
-  ShardedStateOptions o_;
-};
+// Collective over sharding.world and the tp groups: writes this rank's share of `state` (keys →
+// this rank's tensors: whole, or its tp shards as `rule` splits them) into DIR, each file
+// fsynced, metadata in each header. Returns every writing rank's file name (relative to DIR, in
+// rank order), the same list on every rank.
+std::vector<std::string> write_parts(const std::string& dir, const std::string& base, const NamedTensors& state,
+                                     const ShardRule& rule, const WrittenElsewhere& elsewhere,
+                                     const StateSharding& sharding,
+                                     const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace st::runtime

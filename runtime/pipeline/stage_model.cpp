@@ -5,25 +5,18 @@
 
 namespace st::runtime {
 
-StageModel::StageModel(std::shared_ptr<LanguageModel> full, std::vector<LayerRange> chunks)
-    : full_(std::move(full)), chunks_(std::move(chunks)) {
-  const int n = static_cast<int>(full_->layers().size());
-  ST_CHECK(!chunks_.empty(), ValueError, "StageModel: no layers");
-  int prev_end = 0;
-  for (const LayerRange& r : chunks_) {
-    ST_CHECK(prev_end <= r.begin && r.begin < r.end && r.end <= n, ValueError,
-             "StageModel: chunk of layers [" << r.begin << ", " << r.end << ") of a " << n
-                                             << "-layer model (chunks must be non-empty, disjoint, in order)");
-    prev_end = r.end;
+StageModel::StageModel(std::shared_ptr<LanguageModel> part) : part_(std::move(part)) {
+  ST_CHECK(part_ != nullptr && !part_->layers().empty(), ValueError, "StageModel: no layers");
+  set_layer_ranges(part_->ranges(), part_->total_layers());
+  for (const LayerRange& r : part_->ranges()) {
     local_begin_.push_back(layers().size());
     for (int i = r.begin; i < r.end; ++i) {
-      auto& l = full_->layers()[i];
+      auto& l = part_->layers()[layers().size()];
       add_layer(l->scope(), l);
-      global_.push_back(i);
     }
   }
-  set_generator(full_->generator());
-  train(full_->is_training());
+  set_generator(part_->generator());
+  train(part_->is_training());
 }
 
 Tensor StageModel::forward_chunk(const Tensor& x, int c) {
@@ -32,9 +25,9 @@ Tensor StageModel::forward_chunk(const Tensor& x, int c) {
 }
 
 void StageModel::load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict) {
-  // the whole model takes what it holds (a tp shard), then nothing outside this stage is kept
+  // the stage's part takes what it holds (its layers, its tp shards) of the full tensors
   (void)strict;
-  full_->load_full_state_dict(full, /*strict=*/false);
+  part_->load_full_state_dict(full, /*strict=*/false);
 }
 
 std::vector<LayerRange> stage_chunks(const Partition& pieces, int stage, int stages) {
@@ -46,30 +39,36 @@ std::vector<LayerRange> stage_chunks(const Partition& pieces, int stage, int sta
   return out;
 }
 
-std::vector<TiedWeight> tied_across_stages(const LanguageModel& full, const Partition& pieces, int stages) {
+std::vector<TiedWeight> tied_across_stages(const ModelDescription& model, const Partition& pieces, int stages) {
   std::map<std::string, std::set<int>> stages_of;
   for (int q = 0; q < static_cast<int>(pieces.first.size()); ++q)
     for (int l = pieces.begin(q); l < pieces.end(q); ++l)
-      for (auto& [name, p] : full.layers()[l]->full_named_parameters()) stages_of[name].insert(q % stages);
+      for (auto& [name, shape] : model.layers.at(static_cast<size_t>(l)).params) stages_of[name].insert(q % stages);
   std::vector<TiedWeight> out;
   for (auto& [name, s] : stages_of)
     if (s.size() > 1) out.push_back({name, {s.begin(), s.end()}});
   return out;
 }
 
-Partition choose_partition(PartitionKind kind, const LanguageModel& full, int pieces, int64_t seq_len,
-                           const std::vector<double>& profiled_costs) {
-  const int L = static_cast<int>(full.layers().size());
-  if (kind == PartitionKind::uniform) return partition_uniform(L, pieces);
-  std::vector<double> costs;
-  if (kind == PartitionKind::params) {
-    for (auto& l : full.layers()) costs.push_back(l->cost(seq_len).param_bytes + 1.0);
-  } else {  // profile
-    ST_CHECK(static_cast<int>(profiled_costs.size()) == L, ValueError,
-             "partition profile: " << profiled_costs.size() << " measured costs for " << L << " layers");
-    costs = profiled_costs;
+std::vector<double> partition_costs(PartitionKind kind, const ModelDescription& model,
+                                    const std::vector<double>& profiled) {
+  const size_t L = model.layers.size();
+  if (kind == PartitionKind::uniform) return {};
+  if (kind == PartitionKind::profile) {
+    ST_CHECK(profiled.size() == L, ValueError,
+             "partition profile: " << profiled.size() << " measured costs for " << L << " layers");
+    return profiled;
   }
-  return partition_balanced(costs, pieces);
+  std::vector<double> costs;
+  for (auto& l : model.layers) costs.push_back(l.param_bytes() + 1.0);
+  return costs;
+}
+
+Partition choose_partition(PartitionKind kind, const ModelDescription& model, int pieces,
+                           const std::vector<double>& profiled) {
+  const int L = static_cast<int>(model.layers.size());
+  if (kind == PartitionKind::uniform) return partition_uniform(L, pieces);
+  return partition_balanced(partition_costs(kind, model, profiled), pieces);
 }
 
 }  // namespace st::runtime

@@ -4,12 +4,21 @@
 #include <map>
 #include <sstream>
 
+#include "tensor/memory_category.h"
+
+
 namespace st::runtime {
 namespace {
 
 std::map<std::string, ModelFactory>& registry() {
   static std::map<std::string, ModelFactory> r;
   return r;
+}
+
+std::string family_of(const nlohmann::json& entry) {
+  ST_CHECK(entry.is_object() && entry.contains("family") && entry.contains("config") && entry.at("family").is_string(),
+           ValueError, "model entry needs \"family\" and \"config\", got " << entry.dump());
+  return entry.at("family").get<std::string>();
 }
 
 }  // namespace
@@ -34,32 +43,44 @@ const ModelFactory& model_factory(const std::string& family) {
   return it->second;
 }
 
-namespace {
-const ModelFactory& tp_factory(const std::string& family) {
-  const ModelFactory& f = model_factory(family);
-  ST_CHECK(f.from_config_tp && f.from_json_tp, ValueError,
-           "--tp > 1: the " << family << " model has no tensor-parallel variant (the gpt has)");
-  return f;
-}
-}  // namespace
-
-std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, Generator& gen,
-                                           std::shared_ptr<comm::Communicator> tp) {
-  std::string family = cfg.model;
-  if (!cfg.init_from.empty() && family != "gpt")
-    ST_THROW(ValueError, "--init-from loads a GPT-2 (Hugging Face) directory; --model " << family
+nlohmann::json model_entry(const TrainConfig& cfg) {
+  if (!cfg.init_from.empty() && cfg.model != "gpt")
+    ST_THROW(ValueError, "--init-from loads a GPT-2 (Hugging Face) directory; --model " << cfg.model
                                                                                        << " cannot be initialised from it");
-  if (tp && tp->size() > 1) return tp_factory(family).from_config_tp(cfg, gen, tp);
-  return model_factory(family).from_config(cfg, gen);
+  return {{"family", cfg.model}, {"config", model_factory(cfg.model).config_from_options(cfg)}};
 }
 
-std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& entry,
-                                                     std::shared_ptr<comm::Communicator> tp) {
-  ST_CHECK(entry.is_object() && entry.contains("family") && entry.contains("config"), ValueError,
-           "model entry needs \"family\" and \"config\", got " << entry.dump());
-  const std::string family = entry.at("family").get<std::string>();
-  if (tp && tp->size() > 1) return tp_factory(family).from_json_tp(entry.at("config"), tp);
-  return model_factory(family).from_json(entry.at("config"));
+ModelDescription describe_model(const nlohmann::json& entry, int64_t seq_len) {
+  return model_factory(family_of(entry)).describe(entry.at("config"), seq_len);
+}
+
+std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& entry, const ModelBuild& build) {
+  const std::string family = family_of(entry);
+  const ModelFactory& f = model_factory(family);
+  ST_CHECK(!build.tp || build.tp->size() == 1 || f.tensor_parallel, ValueError,
+           "--tp > 1: the " << family << " model has no tensor-parallel variant (the gpt has)");
+  MemoryCategoryScope mem(MemoryCategory::params);
+  return f.build(entry.at("config"), build);
+}
+
+uint64_t dropout_seed(uint64_t seed) { return seed ^ 0x9E3779B97F4A7C15ull; }
+
+std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, std::vector<LayerRange> layers,
+                                           std::shared_ptr<comm::Communicator> tp, Device device) {
+  const nlohmann::json entry = model_entry(cfg);
+  auto model = build_model_from_json(entry, ModelBuild{std::move(layers), tp, dropout_seed(cfg.seed)});
+  {
+    MemoryCategoryScope mem(MemoryCategory::params);
+    model->move_parameters(device);
+  }
+  if (cfg.init_from.empty()) {
+    model->init_weights(cfg.seed);
+  } else {
+    const ModelFactory& f = model_factory(cfg.model);
+    ST_CHECK(f.load_pretrained != nullptr, ValueError, "--init-from: the " << cfg.model << " model cannot load one");
+    f.load_pretrained(*model, cfg.init_from);
+  }
+  return model;
 }
 
 }  // namespace st::runtime

@@ -2,6 +2,12 @@
 // models/ (layers point down only). models/ registers one factory per family when it is linked
 // (st_models is an OBJECT library, so its registration object is always part of the program);
 // a program without models/ gets a clear error naming the registered families.
+//
+// A model is made in three steps that never need the whole model in memory: its config (the
+// family's config_json(): from the train options, an --init-from directory or a checkpoint),
+// its description (every layer's names, full shapes and costs, from the config alone — what a
+// pipeline partition is cut from), and the build of a range of its layers (one stage), whose
+// parameters are then filled by init_weights(seed) (keyed by name) or read from files.
 #pragma once
 #include <functional>
 #include <memory>
@@ -12,23 +18,28 @@
 #include "comm/communicator.h"
 #include "runtime/nn/language_model.h"
 #include "runtime/train/train_config.h"
-#include "tensor/rng.h"
 
 namespace st::runtime {
 
+// What to build of a model.
+struct ModelBuild {
+  std::vector<LayerRange> layers;               // the ranges this rank holds (empty: all)
+  std::shared_ptr<comm::Communicator> tp;       // a group of > 1 ranks: the tensor-parallel variant
+  uint64_t dropout_seed = 0;                    // seed of the model's dropout generator
+};
+
 struct ModelFactory {
-  // A fresh model from the train options (sizes, or cfg.init_from for an HF directory); random
-  // initialisation draws from `gen`.
-  std::function<std::shared_ptr<LanguageModel>(const TrainConfig& cfg, Generator& gen)> from_config;
-  // The same model shape from a LanguageModel::config_json() (checkpoints); weights uninitialised.
-  std::function<std::shared_ptr<LanguageModel>(const nlohmann::json& config)> from_json;
-  // Tensor-parallel variants (null: the family has none): the same model split over `tp`, equal
-  // to the unsplit one from the same generator or checkpoint.
-  std::function<std::shared_ptr<LanguageModel>(const TrainConfig& cfg, Generator& gen,
-                                               std::shared_ptr<comm::Communicator> tp)>
-      from_config_tp = {};
-  std::function<std::shared_ptr<LanguageModel>(const nlohmann::json& config, std::shared_ptr<comm::Communicator> tp)>
-      from_json_tp = {};
+  // The family's config_json() for these train options: sizes from the flags (and --dropout);
+  // for the GPT with cfg.init_from, that directory's config.json.
+  std::function<nlohmann::json(const TrainConfig& cfg)> config_from_options;
+  // The full model's layers from a config, at sequence length seq_len; builds nothing.
+  std::function<ModelDescription(const nlohmann::json& config, int64_t seq_len)> describe;
+  // The layers asked for, on the CPU, parameters zero (LayerNorm weights one): fill them with
+  // init_weights(seed) or a checkpoint.
+  std::function<std::shared_ptr<LanguageModel>(const nlohmann::json& config, const ModelBuild& build)> build;
+  // Reads this model's part of pretrained weights from a directory (--init-from); null: none.
+  std::function<void(LanguageModel& model, const std::string& dir)> load_pretrained = {};
+  bool tensor_parallel = false;  // build() accepts a tp group of > 1 ranks
 };
 
 // Registers `family` ("gpt", ...); registering a name twice replaces the factory.
@@ -37,12 +48,20 @@ std::vector<std::string> registered_models();
 // Looks `family` up; throws ValueError naming the registered families when it is unknown.
 const ModelFactory& model_factory(const std::string& family);
 
-// cfg.model's factory (the GPT's when cfg.init_from is set).
-// With a tp group of more than one rank: the family's tensor-parallel variant (ValueError if none).
-std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, Generator& gen,
-                                           std::shared_ptr<comm::Communicator> tp = nullptr);
-// From a checkpoint's state.json "model" object: {"family": ..., "config": config_json()}.
-std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& model_entry,
-                                                     std::shared_ptr<comm::Communicator> tp = nullptr);
+// {"family", "config"} of the model the train options ask for (cfg.model; the GPT of
+// cfg.init_from when set, ValueError for another --model).
+nlohmann::json model_entry(const TrainConfig& cfg);
+// The description of a {"family", "config"} entry.
+ModelDescription describe_model(const nlohmann::json& entry, int64_t seq_len);
+// Builds `build.layers` of the model of `entry`, unfilled (see ModelFactory::build); ValueError
+// for a tp group of > 1 ranks when the family has no tensor-parallel variant.
+std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& entry, const ModelBuild& build = {});
+// Builds the model the options ask for and fills it: from cfg.init_from (load_pretrained), else
+// init_weights(cfg.seed). Its dropout seed derives from cfg.seed. On `device`.
+std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, std::vector<LayerRange> layers = {},
+                                           std::shared_ptr<comm::Communicator> tp = nullptr,
+                                           Device device = Device::cpu);
+// The dropout generator's seed of a run seeded `seed` (its own stream, not the weights').
+uint64_t dropout_seed(uint64_t seed);
 
 }  // namespace st::runtime

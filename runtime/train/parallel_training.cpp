@@ -12,6 +12,7 @@
 #include "runtime/parallel/zero1.h"
 #include "runtime/pipeline/layer_profile.h"
 #include "runtime/train/checkpoint_guard.h"
+#include "runtime/train/model_registry.h"
 #include "runtime/train/pipeline_source.h"
 #include "runtime/train/trainer.h"
 
@@ -28,24 +29,39 @@ struct Job {
   bool zero() const { return cfg.zero && grid.layout().dp > 1; }
 };
 
-// Pipeline (pp > 1): this rank's stage of layers (cut by --partition into pp · v pieces, v the
-// virtual stages of the interleaved schedule, 1 otherwise), driven by the schedule. Returns the
-// weights this stage shares with another (tied across stages).
-std::vector<TiedWeight> wire_pipeline(const Job& job, const TrainInputs& in, std::shared_ptr<LanguageModel>& model,
-                                      TrainerWiring& w, PipelineGradientSource*& source) {
+// Pipeline (pp > 1): the split of the model's layers into pp · v pieces (v the virtual stages of
+// the interleaved schedule, 1 otherwise) by --partition, from its description; a profile builds
+// one layer at a time. Every rank computes the same split.
+Partition plan_pipeline(const Job& job, const ModelPlan& plan) {
   const int pp = job.grid.layout().pp, v = static_cast<int>(job.cfg.virtual_stages);
-  std::vector<double> costs;
-  if (job.cfg.partition == PartitionKind::profile)
-    costs = profile_layers(*in.model, in.layout.micro_batch, in.layout.seq_len, in.device, job.world.get());
-  const Partition part = choose_partition(job.cfg.partition, *in.model, pp * v, in.layout.seq_len, costs);
+  std::vector<double> profiled;
+  if (job.cfg.partition == PartitionKind::profile) {
+    LayerBuilder one_layer = [&](int i) {
+      auto m = build_model_from_json(plan.entry, ModelBuild{{LayerRange{i, i + 1}}, job.grid.tp_group(), 0});
+      m->move_parameters(job.cfg.device);
+      return m;
+    };
+    profiled = profile_layers(one_layer, static_cast<int>(plan.description.layers.size()), job.cfg.micro_batch,
+                              plan.seq_len, job.cfg.device, job.world.get());
+  }
+  const Partition part = choose_partition(job.cfg.partition, plan.description, pp * v, profiled);
   if (job.lead()) {
-    std::vector<double> shown = costs;
+    std::vector<double> shown = partition_costs(job.cfg.partition, plan.description, profiled);
     if (shown.empty())
-      for (auto& l : in.model->layers()) shown.push_back(l->cost(in.layout.seq_len).param_bytes);
+      for (auto& l : plan.description.layers) shown.push_back(l.param_bytes());
     std::cout << "partition (" << to_string(job.cfg.partition) << (v > 1 ? ", piece q on stage q mod pp" : "")
               << "): " << part.describe(shown) << std::endl;
   }
-  auto stage = std::make_shared<StageModel>(in.model, stage_chunks(part, job.me.pp, pp));
+  return part;
+}
+
+// This rank's stage (the model holds only its chunks of `part`), driven by the schedule. Returns
+// the weights this stage shares with another (tied across stages).
+std::vector<TiedWeight> wire_pipeline(const Job& job, const ModelPlan& plan, const Partition& part,
+                                      const TrainInputs& in, std::shared_ptr<LanguageModel>& model, TrainerWiring& w,
+                                      PipelineGradientSource*& source) {
+  const int pp = job.grid.layout().pp, v = static_cast<int>(job.cfg.virtual_stages);
+  auto stage = std::make_shared<StageModel>(in.model);
   model = stage;
   auto src = std::make_unique<PipelineGradientSource>(
       stage, in.data, in.layout, in.device, job.grid.pp_group(),
@@ -53,7 +69,7 @@ std::vector<TiedWeight> wire_pipeline(const Job& job, const TrainInputs& in, std
       /*count_loss=*/job.me.tp == 0);
   source = src.get();
   w.source = std::move(src);
-  std::vector<TiedWeight> all = tied_across_stages(*in.model, part, pp), mine;
+  std::vector<TiedWeight> all = tied_across_stages(plan.description, part, pp), mine;
   for (const TiedWeight& t : all)  // one group sums them all (wire_tied_weights); every rank checks alike
     ST_CHECK(t.stages == all.front().stages, ValueError,
              "pipeline: weights tied across different stages (" << all.front().name << " and " << t.name
@@ -171,7 +187,14 @@ int run_parallel_training(const TrainConfig& cfg) {
   comm::ProcessGrid grid(world, layout.dp, layout.tp, layout.pp);
   const Job job{cfg, world, grid, grid.coord()};
 
-  TrainInputs in = prepare_training(cfg, layout.dp, job.me.dp, grid.tp_group());
+  const ModelPlan plan = plan_model(cfg);
+  Partition part;
+  std::vector<LayerRange> stage_layers;  // empty: all
+  if (layout.pp > 1) {
+    part = plan_pipeline(job, plan);
+    stage_layers = stage_chunks(part, job.me.pp, layout.pp);
+  }
+  TrainInputs in = prepare_training(cfg, plan, stage_layers, layout.dp, job.me.dp, grid.tp_group());
   const ShardRule rule = in.model->shard_rule();  // null unless tp > 1
   std::shared_ptr<LanguageModel> model = in.model;
   TrainerWiring w;
@@ -181,7 +204,7 @@ int run_parallel_training(const TrainConfig& cfg) {
   PipelineGradientSource* pipe = nullptr;
   std::vector<TiedWeight> tied;
   if (layout.pp > 1)
-    tied = wire_pipeline(job, in, model, w, pipe);
+    tied = wire_pipeline(job, plan, part, in, model, w, pipe);
   else
     w.source = std::make_unique<LocalGradientSource>(in.model, in.data, in.layout, in.device);
   if (rule) wire_tensor_parallel(job, rule, *model, w);
@@ -202,16 +225,9 @@ int run_parallel_training(const TrainConfig& cfg) {
   if (tied_sync) syncs.push_back(tied_sync);
   w.sync = syncs.size() == 1 ? syncs.front() : std::make_shared<SyncChain>(syncs);
 
-  if (layout.pp > 1 || job.zero() || rule) {  // each rank holds a part of the checkpoint
-    ShardedStateOptions so;
-    so.partial = layout.pp > 1 || job.zero();
-    so.contribute = job.me.tp == 0 && (job.zero() || job.me.dp == 0);  // ZeRO: every DP rank has a shard
-    so.tp_rule = rule;
-    so.dir = cfg.checkpoint_dir;
-    w.state = std::make_shared<ShardedState>(world, grid.tp_group(), so);
-  } else {
-    w.state = std::make_shared<ReplicatedState>(world->rank());
-  }
+  // checkpoints: every rank writes its share; a DP replica's copy only DP rank 0 (ZeRO: every
+  // DP rank its shard), tp-split tensors assembled in the tp group
+  w.state = std::make_shared<StateSharding>(StateSharding{world, grid.tp_group(), job.zero() || job.me.dp == 0});
 
   Trainer trainer(cfg, model, std::move(w), in.resume_path);
   trainer.run();

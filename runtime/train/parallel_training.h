@@ -1,10 +1,12 @@
 // `shardtrain train` under mpirun / srun: the DP × TP × PP layout of docs/design.md's step.
 //
-// Every rank builds the same model from the same seed (or the same checkpoint), then keeps its
-// part, one axis at a time (each a function in parallel_training.cpp adding to the Trainer's
-// wiring before the Trainer is built):
+// Every rank plans the same model (the same config and description, from the options or the
+// checkpoint) and builds only its part: its stage's layers, its tp shards, each parameter drawn
+// from the stream keyed by its name (so the numbers are those of one process). Then one axis at
+// a time (each a function in parallel_training.cpp adding to the Trainer's wiring before the
+// Trainer is built):
 //   pipeline     pp > 1: the stage's slice of layers (runtime/pipeline/stage_model.h, split by
-//                --partition), driven by a schedule (runtime/train/pipeline_source.h)
+//                --partition from the description), driven by a schedule (runtime/train/pipeline_source.h)
 //   tensor par.  tp > 1: the family's tensor-parallel model; replicated tensors counted once
 //   ZeRO-1       --zero 1, dp > 1: each DP rank's optimizer owns a shard; gradient buckets (never
 //                two owners') reduced during the last backward, updated values broadcast back
@@ -14,8 +16,8 @@
 //                two-rank group after the DP / ZeRO reduction
 // The trainer's scalar reductions run over the world (losses: only the ranks that own a share
 // add one) and over the ranks of one DP replica (the squared gradient norm, each parameter
-// counted once). Checkpoints hold full tensors by name, gathered onto rank 0, so a run resumes
-// under any layout.
+// counted once). Checkpoints hold full tensors by name, each written once by a rank that holds
+// it (runtime/parallel/state_sharding.h), so a run resumes under any layout.
 #pragma once
 #include "runtime/train/train_config.h"
 

@@ -12,48 +12,21 @@
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/common/json_io.h"
 #include "runtime/train/model_registry.h"
-#include "runtime/io/safetensors.h"
+#include "runtime/io/safetensors_index.h"
+#include "runtime/parallel/state_io.h"
 #include "tensor/autograd.h"
 #include "tensor/error.h"
 
 namespace st::runtime {
 namespace fs = std::filesystem;
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Checkpoint tensors renamed to the model's parameter names (see the header).
-std::map<std::string, Tensor> match_names(const LanguageModel& model, const std::map<std::string, Tensor>& file,
-                                          const std::string& where) {
-  std::map<std::string, Tensor> params;
-  for (auto& [n, t] : model.named_parameters()) params[n] = t;
-  std::map<std::string, Tensor> out;
-  for (auto& [name, t] : file) {
-    if (params.count(name)) {
-      out[name] = t;
-    } else if (params.count("transformer." + name)) {
-      out["transformer." + name] = t;
-    } else if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") || name == "lm_head.weight") {
-      continue;  // HF buffers; lm_head is tied to wte in every GPT-2 we load
-    } else {
-      ST_THROW(ValueError, where << ": tensor '" << name << "' is not a parameter of the " << model.family()
-                                 << " model built from its config");
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::shared_ptr<LanguageModel> load_model_for_sampling(const std::string& dir_in, std::string* resolved) {
   ST_CHECK(fs::is_directory(dir_in), IOError, "sample: " << dir_in << " is not a directory");
   std::string dir = dir_in;
-  if (!fs::exists(fs::path(dir) / "model.safetensors")) {
+  if (!SafetensorsStore::exists(dir, "model")) {
     std::string latest = CheckpointDir(dir).latest();
     ST_CHECK(!latest.empty(), IOError,
-             "sample: " << dir << " holds neither model.safetensors nor a complete step_* checkpoint");
+             "sample: " << dir << " holds neither model weights (model.safetensors or its index) nor a complete step_* checkpoint");
     dir = latest;
   }
   std::shared_ptr<LanguageModel> model;
@@ -61,13 +34,14 @@ std::shared_ptr<LanguageModel> load_model_for_sampling(const std::string& dir_in
     nlohmann::json state = read_json_file((fs::path(dir) / "state.json").string());
     ST_CHECK(state.contains("model"), IOError, "sample: " << dir << "/state.json has no \"model\" entry");
     model = build_model_from_json(state.at("model"));
+    const SafetensorsStore weights(dir, "model");
+    load_parts(model_part_source(*model, weights), model->named_parameters(), /*strict=*/true);
   } else {
     std::string cfg = (fs::path(dir) / "config.json").string();
-    ST_CHECK(fs::exists(cfg), IOError, "sample: " << dir << " has model.safetensors but neither state.json nor config.json");
-    model = model_factory("gpt").from_json(read_json_file(cfg));  // a Hugging Face GPT-2 directory
+    ST_CHECK(fs::exists(cfg), IOError, "sample: " << dir << " has model weights but neither state.json nor config.json");
+    model = build_model_from_json({{"family", "gpt"}, {"config", read_json_file(cfg)}});  // a Hugging Face GPT-2 directory
+    model_factory("gpt").load_pretrained(*model, dir);
   }
-  std::string weights = (fs::path(dir) / "model.safetensors").string();
-  model->load_state_dict(match_names(*model, load_safetensors(weights), weights), /*strict=*/true);
   model->eval();
   if (resolved) *resolved = dir;
   return model;

@@ -1,11 +1,11 @@
 // Sampler: `shardtrain sample`. Loads a model from a checkpoint and continues a prompt.
 //
-// Checkpoints: ours (DIR/step_N/ or DIR itself: the newest step_* inside it) hold
-// model.safetensors and state.json whose "model" entry is {"family", "config"} (the model
-// registry rebuilds the shape from it); a Hugging Face GPT-2 directory (config.json +
-// model.safetensors, no state.json) loads as a GPT. Tensor names are matched exactly, or with
-// the "transformer." prefix HF's GPT2Model omits; HF's attention-mask buffers and a tied
-// lm_head.weight are ignored; any other mismatch is a ValueError naming the tensor.
+// Checkpoints: ours (DIR/step_N/ or DIR itself: the newest step_* inside it) hold the weights
+// (model.safetensors, or HF's sharded model.safetensors.index.json and its files) and
+// state.json whose "model" entry is {"family", "config"} (the model registry rebuilds the shape
+// from it; tensor names must match exactly); a Hugging Face GPT-2 directory (config.json and
+// the weights, no state.json) loads as a GPT through the family's pretrained loader (HF names,
+// legacy buffers, the tied lm_head). A missing or unexpected tensor is a ValueError naming it.
 //
 // Tokens are bytes (the byte-level tokenizer: token = byte value). Generation runs the whole
 // window (the last context_length tokens) through the model for every new token: no KV cache,

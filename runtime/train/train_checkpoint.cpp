@@ -1,8 +1,12 @@
 #include "runtime/train/train_checkpoint.h"
 
+#include <cstdlib>
+
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/common/json_io.h"
 #include "runtime/io/safetensors.h"
+#include "runtime/io/safetensors_index.h"
+#include "runtime/parallel/tp_shard.h"
 
 namespace st::runtime {
 
@@ -48,30 +52,65 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& whe
   return s;
 }
 
-std::string save_train_checkpoint(const std::string& root, const TrainState& state, const LanguageModel& model,
-                                  const Optimizer& opt, int64_t keep) {
-  return save_train_checkpoint(root, state, model.config_json(), opt.master_weights(), opt.state_dict(), keep);
+namespace {
+
+void barrier(const StateSharding& sharding) {
+  if (sharding.world && sharding.world->size() > 1) sharding.world->barrier()->wait();
 }
 
+// Indexes a part written as several files (one file needs none: HF reads <base>.safetensors).
+void index_if_sharded(const std::string& dir, const std::string& base, const std::vector<std::string>& files) {
+  if (files.size() > 1) write_safetensors_index(dir, base, files);
+}
+
+}  // namespace
+
 std::string save_train_checkpoint(const std::string& root, const TrainState& state, const nlohmann::json& model_config,
-                                  const NamedTensors& weights, const NamedTensors& optimizer_state, int64_t keep) {
+                                  const NamedTensors& weights, const NamedTensors& optimizer_state,
+                                  const ShardRule& rule, const WrittenElsewhere& elsewhere,
+                                  const StateSharding& sharding, int64_t keep) {
   CheckpointDir dir(root);
-  const std::string tmp = dir.begin(state.step);
-  save_safetensors(tmp + "/model.safetensors", weights, {{"format", "pt"}});
-  write_json_file(tmp + "/config.json", model_config);
-  save_safetensors(tmp + "/optimizer.safetensors", optimizer_state);
-  write_state(tmp, state.to_json());
-  std::string final_path = dir.commit(state.step);
-  dir.keep_last(keep);
+  const bool lead = sharding.rank() == 0;
+  if (lead) {
+    dir.remove_stale();
+    dir.begin(state.step);
+  }
+  barrier(sharding);  // the temporary directory exists, empty, for every rank
+  const std::string tmp = dir.temp_path_for(state.step);
+  const std::vector<std::string> model_files =
+      write_parts(tmp, "model", weights, rule, elsewhere, sharding, {{"format", "pt"}});
+  // optimizer keys: "step" is rank 0's; "<slot>.<param>" goes with its parameter
+  const ShardRule state_rule = rule ? optimizer_state_shard_rule(rule) : nullptr;
+  const WrittenElsewhere state_elsewhere = [&](const std::string& key) {
+    if (key == "step") return !lead;
+    const size_t dot = key.find('.');
+    return dot != std::string::npos && elsewhere && elsewhere(key.substr(dot + 1));
+  };
+  const std::vector<std::string> state_files =
+      write_parts(tmp, "optimizer", optimizer_state, state_rule, state_elsewhere, sharding);
+  barrier(sharding);  // every rank's files are written and fsynced
+  std::string final_path;
+  if (lead) {
+    index_if_sharded(tmp, "model", model_files);
+    index_if_sharded(tmp, "optimizer", state_files);
+    write_json_file(tmp + "/config.json", model_config);
+    write_state(tmp, state.to_json());
+  }
+  if (const char* crash = std::getenv("SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT"); crash && std::string(crash) == "1")
+    ST_THROW(Error, "test hook SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT: stopping before the rename of " << tmp);
+  if (lead) {
+    final_path = dir.commit(state.step);
+    dir.keep_last(keep);
+  }
   return final_path;
 }
 
-LoadedCheckpoint load_train_checkpoint(const std::string& path) {
-  LoadedCheckpoint c;
+OpenedCheckpoint open_train_checkpoint(const std::string& path) {
+  OpenedCheckpoint c;
   c.path = path;
   c.state = TrainState::from_json(read_state(path), path + "/state.json");
-  c.model = load_safetensors(path + "/model.safetensors");
-  c.optimizer = load_safetensors(path + "/optimizer.safetensors");
+  c.model = std::make_shared<SafetensorsStore>(path, "model");
+  c.optimizer = std::make_shared<SafetensorsStore>(path, "optimizer");
   return c;
 }
 

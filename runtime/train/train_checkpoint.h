@@ -1,19 +1,27 @@
 // What a training checkpoint holds and how it is written/read (the directory mechanics —
-// temporary name, rename, retention — are runtime/io/checkpoint_dir.h's):
-//   model.safetensors      full f32 weights by full name (the optimizer's masters, so fp16/bf16
-//                          runs lose nothing); HF GPT-2 names for the GPT, {"format": "pt"}
+// temporary name, rename, retention — are runtime/io/checkpoint_dir.h's; who writes which part,
+// runtime/parallel/state_sharding.h's):
+//   model.safetensors, or model.safetensors.index.json + model-0000k-of-0000n.safetensors
+//                          full f32 weights by full name (the optimizer's masters, so fp16/bf16
+//                          runs lose nothing), one file per writing rank; HF GPT-2 names for the
+//                          GPT, {"format": "pt"}: Hugging Face's sharded layout
 //   config.json            LanguageModel::config_json() — for the GPT the HF config, so the
 //                          directory loads in transformers (GPT2LMHeadModel.from_pretrained)
-//   optimizer.safetensors  Optimizer::state_dict(): step, moments / momentum, low-precision masters
+//   optimizer.safetensors, or optimizer.safetensors.index.json + optimizer-0000k-of-0000n.safetensors
+//                          Optimizer::state_dict() by key: step, moments / momentum,
+//                          low-precision masters — full tensors, the same layout
 //   state.json             TrainState below
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "runtime/io/safetensors_index.h"
 #include "runtime/nn/language_model.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/parallel/state_sharding.h"
 
 namespace st::runtime {
 
@@ -34,22 +42,30 @@ struct TrainState {
   static TrainState from_json(const nlohmann::json& j, const std::string& where);
 };
 
-// Writes one complete checkpoint for `state.step` under ROOT (atomically), then keeps the newest
-// `keep` (≤ 0: all). Returns the final directory.
-std::string save_train_checkpoint(const std::string& root, const TrainState& state, const LanguageModel& model,
-                                  const Optimizer& opt, int64_t keep);
-
-// The same from tensors the caller gathered (sharded layouts): weights and optimizer state by name.
+// Writes one complete checkpoint for `state.step` under ROOT, each rank its share (collective
+// over sharding.world; one process: sharding.world null): rank 0 creates the temporary
+// directory (a leftover of the same name, or a crash's .tmp-* / .gather-* of earlier runs, is
+// removed first); a barrier; every rank writes and fsyncs its files of `weights` and
+// `optimizer_state` (this rank's tensors; `rule` splits them over the tp group; `elsewhere`
+// names the parameters another rank writes); a barrier (the communicator's deadline); rank 0
+// writes the indexes, config.json and state.json and commits with the one rename, then keeps
+// the newest `keep` (≤ 0: all). A crash before the rename leaves the previous checkpoint the
+// newest. Test hook (docs/testing.md): SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT=1 makes every rank
+// throw right before the rename. Returns the final directory on rank 0, "" elsewhere.
 std::string save_train_checkpoint(const std::string& root, const TrainState& state, const nlohmann::json& model_config,
-                                  const NamedTensors& weights, const NamedTensors& optimizer_state, int64_t keep);
+                                  const NamedTensors& weights, const NamedTensors& optimizer_state,
+                                  const ShardRule& rule, const WrittenElsewhere& elsewhere,
+                                  const StateSharding& sharding, int64_t keep);
 
-struct LoadedCheckpoint {
+// A checkpoint opened for reading: its state, and its weights and optimizer state as stores
+// (headers read; tensors read on request, each rank its part: runtime/parallel/state_io.h).
+struct OpenedCheckpoint {
   std::string path;
   TrainState state;
-  std::map<std::string, Tensor> model;      // model.safetensors
-  std::map<std::string, Tensor> optimizer;  // optimizer.safetensors
+  std::shared_ptr<const SafetensorsStore> model;      // "model" (one file or HF's sharded index)
+  std::shared_ptr<const SafetensorsStore> optimizer;  // "optimizer", likewise
 };
-// Reads the checkpoint directory `path` (a step_* directory).
-LoadedCheckpoint load_train_checkpoint(const std::string& path);
+// Opens the checkpoint directory `path` (a step_* directory).
+OpenedCheckpoint open_train_checkpoint(const std::string& path);
 
 }  // namespace st::runtime

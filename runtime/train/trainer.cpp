@@ -11,7 +11,10 @@
 #include "ops/optim.h"
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/optim/grad_clip.h"
+#include "runtime/parallel/state_io.h"
+#include "runtime/parallel/tp_shard.h"
 #include "runtime/common/timing.h"
+#include "runtime/observe/memory_report.h"
 #include "runtime/observe/device_capacity.h"
 #include "runtime/observe/progress.h"
 #include "runtime/observe/trace.h"
@@ -78,39 +81,52 @@ int64_t whole_model_parameters(const LanguageModel& model, const ParameterRoles&
 
 }  // namespace
 
-TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp, int64_t replica,
-                             std::shared_ptr<comm::Communicator> tp) {
-  ST_CHECK(!cfg.data.empty(), ValueError, "train: no token file (--data)");
-  TrainInputs in;
+ModelPlan plan_model(const TrainConfig& cfg) {
+  ModelPlan plan;
   if (cfg.resume) {
     ST_CHECK(!cfg.checkpoint_dir.empty(), ValueError, "--resume needs --checkpoint-dir");
-    in.resume_path = CheckpointDir(cfg.checkpoint_dir).latest();
+    plan.resume_path = CheckpointDir(cfg.checkpoint_dir).latest();
   }
-  Generator init_gen(cfg.seed);
-  if (!in.resume_path.empty()) {
-    TrainState st = TrainState::from_json(read_state(in.resume_path), in.resume_path + "/state.json");
-    in.model = build_model_from_json(st.model, tp);
-    ST_CHECK(in.model->family() == cfg.model, ValueError,
-             "--resume: the checkpoint " << in.resume_path << " holds a " << in.model->family()
+  if (!plan.resume_path.empty()) {
+    TrainState st = TrainState::from_json(read_state(plan.resume_path), plan.resume_path + "/state.json");
+    plan.entry = st.model;
+    ST_CHECK(plan.entry.value("family", "") == cfg.model, ValueError,
+             "--resume: the checkpoint " << plan.resume_path << " holds a " << plan.entry.value("family", "?")
                                          << " model, --model is " << cfg.model);
   } else {
-    in.model = build_model(cfg, init_gen, tp);
+    plan.entry = model_entry(cfg);
   }
+  const ModelDescription at_context = describe_model(plan.entry, 1);
+  plan.seq_len = cfg.seq_len > 0 ? cfg.seq_len : at_context.context_length;
+  ST_CHECK(plan.seq_len <= at_context.context_length, ValueError,
+           "--seq-len " << plan.seq_len << " exceeds the model's context length " << at_context.context_length);
+  plan.description = describe_model(plan.entry, plan.seq_len);
+  return plan;
+}
+
+TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std::vector<LayerRange> layers, int64_t dp,
+                             int64_t replica, std::shared_ptr<comm::Communicator> tp) {
+  ST_CHECK(!cfg.data.empty(), ValueError, "train: no token file (--data)");
+  TrainInputs in;
+  in.resume_path = plan.resume_path;
   in.device = cfg.device;
   in.data = std::make_shared<TokenData>(cfg.data, SequenceOrder{cfg.shuffle, cfg.seed});
   const int64_t max_tok = in.data->max_token();
-  ST_CHECK(max_tok < in.model->vocab_size(), ValueError,
+  ST_CHECK(max_tok < plan.description.vocab_size, ValueError,
            cfg.data << " holds token id " << max_tok << ", outside the model's vocabulary of "
-                    << in.model->vocab_size());
+                    << plan.description.vocab_size);
+  if (!in.resume_path.empty()) {  // the Trainer fills it from the checkpoint
+    in.model = build_model_from_json(plan.entry, ModelBuild{layers, tp, dropout_seed(cfg.seed)});
+    MemoryCategoryScope mem(MemoryCategory::params);
+    in.model->move_parameters(in.device);
+  } else {
+    in.model = build_model(cfg, layers, tp, in.device);
+  }
   in.layout.micro_batch = cfg.micro_batch;
   in.layout.grad_accum = cfg.grad_accum;
   in.layout.dp = dp;
   in.layout.replica = replica;
-  in.layout.seq_len = cfg.seq_len > 0 ? cfg.seq_len : in.model->context_length();
-  ST_CHECK(in.layout.seq_len <= in.model->context_length(), ValueError,
-           "--seq-len " << in.layout.seq_len << " exceeds the model's context length "
-                        << in.model->context_length());
-  in.model->move_parameters(in.device);
+  in.layout.seq_len = plan.seq_len;
   return in;
 }
 
@@ -118,7 +134,7 @@ Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
   ST_CHECK(cfg.tp == 1 && cfg.pp == 1 && (cfg.dp == 0 || cfg.dp == 1), ValueError,
            "the single-process trainer runs dp = tp = pp = 1 (got dp " << cfg.dp << ", tp " << cfg.tp << ", pp "
                                                                        << cfg.pp << ")");
-  TrainInputs in = prepare_training(cfg);
+  TrainInputs in = prepare_training(cfg, plan_model(cfg));
   model_ = in.model;
   w_.source = std::make_unique<LocalGradientSource>(model_, in.data, in.layout, in.device);
   w_.layout = in.layout;
@@ -138,25 +154,30 @@ void Trainer::init(const std::string& resume_path) {
   if (!r.grad) r.grad = std::make_shared<LocalReductions>();
   if (!r.flag) r.flag = r.grad;
   if (!w_.sync) w_.sync = std::make_shared<ClearGrads>(model_);
-  if (!w_.state) w_.state = std::make_shared<ReplicatedState>(rank());
+  if (!w_.state) w_.state = std::make_shared<StateSharding>();
   scaler_ = LossScaler(cfg_.precision == Precision::fp16);
   schedule_ = LrSchedule{cfg_.lr_schedule, cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
   ST_CHECK(cfg_.steps >= 0 && cfg_.clip >= 0, ValueError, "--steps and --clip must be ≥ 0");
-  LoadedCheckpoint ckpt;
-  if (!resume_path.empty()) {
-    ckpt = load_train_checkpoint(resume_path);
-    try {
-      w_.state->load_model(*model_, ckpt.model);
-    } catch (const ValueError& e) {
-      ST_THROW(ValueError, resume_path << "/model.safetensors: " << e.what());
-    }
+  OpenedCheckpoint ckpt;
+  if (!resume_path.empty()) {  // this rank's part of each weight, read in place
+    ckpt = open_train_checkpoint(resume_path);
+    load_parts(model_part_source(*model_, *ckpt.model), model_->named_parameters(),
+               /*strict=*/model_->holds_all());
   }
   const DType compute = compute_dtype(cfg_.precision);
   NamedTensors opt_params = model_->named_parameters();
   std::erase_if(opt_params, [&](const auto& np) { return w_.roles.updated_elsewhere.count(np.first) > 0; });
-  opt_ = make_optimizer(cfg_, opt_params, compute);
-  // parameters outside the optimizer's shard take the compute dtype too (no master for them)
-  if (compute != DType::f32) model_->cast_parameters(compute);
+  {
+    MemoryCategoryScope mem(MemoryCategory::optim);
+    opt_ = make_optimizer(cfg_, opt_params, compute);
+  }
+  {
+    MemoryCategoryScope mem(MemoryCategory::params);
+    // parameters outside the optimizer's shard take the compute dtype too (no master for them)
+    if (compute != DType::f32) model_->cast_parameters(compute);
+    // the model's tensors count as parameters even when the optimizer made their low-precision copy
+    for (const Tensor& p : model_->parameters()) p.storage()->set_category(MemoryCategory::params);
+  }
   if (!resume_path.empty()) {
     const TrainState& st = ckpt.state;
     const std::string precision = to_string(cfg_.precision), optimizer = to_string(cfg_.optimizer);
@@ -174,11 +195,10 @@ void Trainer::init(const std::string& resume_path) {
                           << " (the data order would change)");
     // the schedule keeps the length it started with: a longer --steps goes on at its end value
     if (st.schedule_steps > 0) schedule_.total_steps = st.schedule_steps;
-    try {
-      opt_->load_state_dict(w_.state->optimizer_part(ckpt.optimizer, opt_->params()));
-    } catch (const ValueError& e) {
-      ST_THROW(ValueError, resume_path << "/optimizer.safetensors: " << e.what());
-    }
+    PartSource state = model_part_source(*model_, *ckpt.optimizer);
+    if (state.rule) state.rule = optimizer_state_shard_rule(state.rule);
+    check_parts(state, opt_->state_dict(), /*strict=*/false);  // this rank's keys (its stage, shards, ZeRO run)
+    opt_->load_state([&](const std::string& key, const Tensor& dst) { Tensor(dst).copy_(read_part(state, key, dst.shape())); });
     step_ = st.step;
     if (model_->generator()) model_->generator()->set_state(st.rng_seed, st.rng_offset);
     scaler_.set_state(st.loss_scale, st.loss_scale_good_steps);
@@ -216,9 +236,21 @@ StepMetrics Trainer::train_step() {
   m.step = step_ + 1;
   m.loss_scale = scaler_.scale();
   m.lr = schedule_.at(step_);
-  w_.sync->begin_step();
-  const double local_loss = w_.source->compute_gradients(step_, scaler_.scale(), *w_.sync);
-  w_.sync->finish();
+  const Device device = model_->parameters().front().device();
+  reset_memory_peaks(device);
+  double local_loss = 0;
+  {
+    MemoryCategoryScope mem(MemoryCategory::grads);
+    w_.sync->begin_step();
+  }
+  {
+    MemoryCategoryScope mem(MemoryCategory::activations);  // parameters' .grad() are counted as grads (autograd)
+    local_loss = w_.source->compute_gradients(step_, scaler_.scale(), *w_.sync);
+  }
+  {
+    MemoryCategoryScope mem(MemoryCategory::grads);
+    w_.sync->finish();
+  }
   std::vector<Tensor> grads = collect_grads();
   maybe_inject_overflow(grads, step_ + 1, rank());
   // One pass over every gradient in its own dtype and one host read: this rank's unscaled
@@ -236,6 +268,7 @@ StepMetrics Trainer::train_step() {
     const ops::GradScale gs{inv_scale, clip_coefficient(m.grad_norm, cfg_.clip)};
     {
       trace::Scope ts("optimizer step", "optimizer");
+      MemoryCategoryScope mem(MemoryCategory::optim);
       opt_->step(grads, m.lr, gs);
     }
     scaler_.update(false);
@@ -246,9 +279,14 @@ StepMetrics Trainer::train_step() {
   m.step_ms = ms_since(t0);
   const double tokens = static_cast<double>(w_.source->global_batch() * w_.source->seq_len());
   m.tokens_per_s = m.step_ms > 0 ? tokens / (m.step_ms / 1000.0) : 0.0;
+  const MemoryUsage mem = memory_usage(device);
+  m.mem_params = static_cast<int64_t>(mem.peak_of(MemoryCategory::params));
+  m.mem_grads = static_cast<int64_t>(mem.peak_of(MemoryCategory::grads));
+  m.mem_optim = static_cast<int64_t>(mem.peak_of(MemoryCategory::optim));
+  m.mem_act_peak = static_cast<int64_t>(mem.peak_of(MemoryCategory::activations));
+  m.mem_peak = static_cast<int64_t>(mem.total_peak);
   // this rank's model FLOPs (forward ×3 for forward + backward; its replica's share of the
   // tokens) over its device's dense peak (runtime/observe/device_capacity.h); none on the CPU
-  const Device device = model_->parameters().front().device();
   const DeviceCapacity cap = device_capacity(device, matrix_math(compute_dtype(cfg_.precision)));
   m.mfu = cap.utilization(3.0 * model_->flops_per_token(w_.source->seq_len()) * m.tokens_per_s /
                           static_cast<double>(w_.layout.dp));
@@ -291,11 +329,12 @@ TrainState Trainer::state() const {
 
 std::string Trainer::save_checkpoint() {
   ST_CHECK(!cfg_.checkpoint_dir.empty(), ValueError, "save_checkpoint: no --checkpoint-dir");
-  // every rank takes part (a collective for sharded layouts); rank 0 writes the union
-  NamedTensors weights = w_.state->gather(opt_->master_weights(), "model");
-  NamedTensors opt_state = w_.state->gather(opt_->state_dict(), "optimizer");
-  if (rank() != 0) return "";
-  return save_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), weights, opt_state,
+  // every rank writes its share (a collective for sharded layouts); a copy another rank also
+  // holds (a tied weight's later stage, a tp-replicated tensor on tp rank > 0) is written there
+  const std::set<std::string>& elsewhere = w_.roles.counted_elsewhere;
+  return save_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), opt_->master_weights(),
+                               opt_->state_dict(), model_->shard_rule(),
+                               [&](const std::string& name) { return elsewhere.count(name) > 0; }, *w_.state,
                                cfg_.keep_checkpoints);
 }
 
@@ -336,6 +375,11 @@ void Trainer::run() {
       trace::Scope ts("checkpoint", "optimizer");
       save_checkpoint();
     }
+    memory_.params = std::max(memory_.params, m.mem_params);
+    memory_.grads = std::max(memory_.grads, m.mem_grads);
+    memory_.optim = std::max(memory_.optim, m.mem_optim);
+    memory_.act_peak = std::max(memory_.act_peak, m.mem_act_peak);
+    memory_.peak = std::max(memory_.peak, m.mem_peak);
     if (lead) {
       metrics.write(m);
       if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || step_ == cfg_.steps)) bar.line(m.line(cfg_.steps));
@@ -343,6 +387,9 @@ void Trainer::run() {
     }
   }
   bar.finish();
+  memory_.rss_peak = process_peak_rss();
+  const std::vector<RankMemory> ranks = gather_rank_memory(memory_, w_.world.get());  // collective
+  if (lead) std::cout << memory_table(ranks) << std::flush;
   if (!cfg_.trace.empty()) {
     trace::stop();
     std::function<void()> barrier = [this] {

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "runtime/nn/language_model.h"
+#include "runtime/observe/memory_report.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/optim/mixed_precision.h"
@@ -36,19 +37,32 @@
 
 namespace st::runtime {
 
-// What prepare_training() sets up for one replica: the model in f32 on its device (fresh, from
-// --init-from, or shaped like the newest checkpoint when resuming), the token file (its ids
-// checked against the vocabulary) and the batch layout.
+// The model a run trains, decided before anything is built: the newest checkpoint's with
+// --resume, else the options'; its {"family", "config"} entry and its layers' description
+// (runtime/train/model_registry.h), from which a pipeline partition is cut.
+struct ModelPlan {
+  nlohmann::json entry;
+  std::string resume_path;  // newest complete checkpoint under cfg.checkpoint_dir with --resume, else ""
+  ModelDescription description;
+  int64_t seq_len = 0;  // the run's T: --seq-len, or the model's context length
+};
+ModelPlan plan_model(const TrainConfig& cfg);
+
+// What prepare_training() sets up for one replica: the model's layers this rank holds, in f32 on
+// its device (filled from the seed or --init-from; when resuming, shaped like the checkpoint and
+// filled by the Trainer), the token file (its ids checked against the vocabulary) and the batch
+// layout.
 struct TrainInputs {
   std::shared_ptr<LanguageModel> model;
   std::shared_ptr<TokenData> data;
   BatchLayout layout;
-  std::string resume_path;  // newest complete checkpoint under cfg.checkpoint_dir with --resume, else ""
+  std::string resume_path;  // = plan.resume_path
   Device device = Device::cpu;
 };
-// With a tp group of several ranks the model is the family's tensor-parallel variant.
-TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp = 1, int64_t replica = 0,
-                             std::shared_ptr<comm::Communicator> tp = nullptr);
+// With a tp group of several ranks the model is the family's tensor-parallel variant; `layers`
+// is the range a pipeline stage holds (default: all).
+TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std::vector<LayerRange> layers = {}, int64_t dp = 1,
+                             int64_t replica = 0, std::shared_ptr<comm::Communicator> tp = nullptr);
 
 // What a layout plugs into the step, built before the Trainer (runtime/train/parallel_training.cpp
 // builds one per axis); every member has a one-process default.
@@ -67,7 +81,7 @@ struct ParameterRoles {
 struct TrainerWiring {
   std::unique_ptr<GradientSource> source;       // required
   std::shared_ptr<GradientSync> sync;           // null: ClearGrads over the model
-  std::shared_ptr<StateSharding> state;         // null: ReplicatedState (this rank holds it all)
+  std::shared_ptr<StateSharding> state;         // who writes which checkpoint part; null: this rank, all of it
   StepReductions reductions;
   ParameterRoles roles;
   std::shared_ptr<comm::Communicator> world;    // every rank of the job; null: one process
@@ -85,8 +99,10 @@ class Trainer {
           const std::string& resume_from = "");
 
   StepMetrics train_step();           // runs step number step() (from 0) and returns its metrics
-  void run();                         // steps until cfg.steps, logging and checkpointing
-  std::string save_checkpoint();      // under cfg.checkpoint_dir; returns the directory
+  // Steps until cfg.steps, logging and checkpointing; at the end rank 0 prints every rank's
+  // memory (runtime/observe/memory_report.h; one collective over the world).
+  void run();
+  std::string save_checkpoint();      // under cfg.checkpoint_dir (collective); the directory on rank 0
   double evaluate(const TokenData& val, int64_t max_batches = 8);  // mean loss, no gradients
 
   int64_t step() const { return step_; }
@@ -113,6 +129,7 @@ class Trainer {
   int64_t step_ = 0;
   std::string resumed_from_;
   std::shared_ptr<const TokenData> val_data_;
+  RankMemory memory_;  // this rank's bytes, for the table at the end of run()
 };
 
 // One process (cfg.dp = tp = pp = 1; cfg.data required): trains, returns 0. Errors throw. Under

@@ -26,6 +26,14 @@ __global__ void fill_normal_kernel(T* d, int64_t n, uint64_t seed, uint64_t offs
     d[i] = from_float<T>(__fadd_rn(mean, __fmul_rn(std, philox_normal(seed, offset + i))));
 }
 
+template <class T>
+__global__ void fill_normal_keyed_kernel(T* d, int64_t n, uint64_t key, float mean, float std, ElementMap map) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t j = map.full_index(i);
+    d[i] = from_float<T>(j < 0 ? 0.f : __fadd_rn(mean, __fmul_rn(std, philox_normal(key, static_cast<uint64_t>(j)))));
+  }
+}
+
 // launchers
 
 void check(const Tensor& t) {
@@ -54,6 +62,18 @@ void fill_normal(Tensor& t, uint64_t seed, uint64_t offset, float mean, float st
     using T = decltype(tag);
     fill_normal_kernel<T><<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(static_cast<T*>(t.data_ptr()), n,
                                                                                     seed, offset, mean, std);
+    CHECK_LAUNCH();
+  });
+}
+
+void fill_normal_keyed(Tensor& t, uint64_t key, float mean, float std, const ElementMap& map) {
+  check(t);
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  visit_float_dtype(t.dtype(), "random fill", [&](auto tag) {
+    using T = decltype(tag);
+    fill_normal_keyed_kernel<T><<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(
+        static_cast<T*>(t.data_ptr()), n, key, mean, std, map);
     CHECK_LAUNCH();
   });
 }

@@ -19,5 +19,6 @@ void fill(const Tensor&, double) { no_cuda("fill of a CUDA tensor"); }
 void add(const Tensor&, const Tensor&, double) { no_cuda("add_ on a CUDA tensor"); }
 void fill_uniform(Tensor&, uint64_t, uint64_t, float, float) { no_cuda("random fill of a CUDA tensor"); }
 void fill_normal(Tensor&, uint64_t, uint64_t, float, float) { no_cuda("random fill of a CUDA tensor"); }
+void fill_normal_keyed(Tensor&, uint64_t, float, float, const ElementMap&) { no_cuda("random fill of a CUDA tensor"); }
 }  // namespace cuda
 }  // namespace st

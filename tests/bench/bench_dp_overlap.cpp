@@ -54,7 +54,7 @@ struct Variant {
 Variant make_variant(const TrainConfig& cfg, const std::shared_ptr<comm::Communicator>& world, bool skip) {
   if (skip)
     setenv("SHARDTRAIN_TEST_SKIP_GRAD_COMM", "1", 1);  // read by the reducer's constructor
-  TrainInputs in = prepare_training(cfg, world->size(), world->rank());
+  TrainInputs in = prepare_training(cfg, plan_model(cfg), {}, world->size(), world->rank());
   ReducerOptions ro;
   ro.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * (1 << 20));
   ro.first_bucket_bytes = std::min<size_t>(ro.bucket_bytes, 1u << 20);

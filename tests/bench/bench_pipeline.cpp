@@ -69,13 +69,11 @@ int main(int argc, char** argv) {
     const bool recompute = variant == "1f1b+rc", inter = variant == "interleaved";
     const Schedule sched = inter ? Schedule::interleaved : variant == "gpipe" ? Schedule::gpipe : Schedule::one_f_one_b;
     const int chunks = inter ? v : 1;
-    Generator gen(1);
-    auto full = build_model(cfg, gen);
+    const ModelDescription desc = describe_model(model_entry(cfg), cfg.seq_len);
     const int pieces = p * chunks;
-    if (inter && (m % p != 0 || pieces > static_cast<int>(full->layers().size()))) continue;
-    full->set_recompute(recompute);
-    const Partition part = choose_partition(PartitionKind::params, *full, pieces, cfg.seq_len);
-    auto stage = std::make_shared<StageModel>(full, stage_chunks(part, rank, p));
+    if (inter && (m % p != 0 || pieces > static_cast<int>(desc.layers.size()))) continue;
+    const Partition part = choose_partition(PartitionKind::params, desc, pieces);
+    auto stage = std::make_shared<StageModel>(build_model(cfg, stage_chunks(part, rank, p)));  // its layers only
     stage->set_recompute(recompute);
     PipelineGradientSource src(stage, tokens, layout, Device::cpu, world, make_plan(sched, rank, p, m, chunks), true);
     ClearGrads no_sync(stage);

@@ -150,6 +150,24 @@ TEST(GpuRng, UniformIsBitIdenticalToTheCpuAndNormalWithinUlps) {
   EXPECT_NEAR(mean / b.size(), 0.5, 0.02);
 }
 
+// Keyed fills (initialisation by name): the GPU draws each element's number at the element's
+// index in the full tensor, as the CPU does, through an ElementMap (a tp shard's columns with
+// padding here); normals agree to a few ulp.
+TEST(GpuRng, KeyedFillMatchesTheCpuOnAShard) {
+  ElementMap m;
+  m.outer = 300, m.local = 40, m.inner = 1, m.full = 96, m.ranges = 2;
+  m.start[0] = 8, m.length[0] = 16, m.start[1] = 56, m.length[1] = 16;  // 8 padding columns
+  const uint64_t key = stream_key(3, "transformer.h.0.attn.c_attn.weight");
+  Tensor c = Tensor::empty({300, 40}), g = Tensor::empty({300, 40}, DType::f32, Device::cuda);
+  fill_normal_keyed(c, key, 0.f, 0.02f, m);
+  fill_normal_keyed(g, key, 0.f, 0.02f, m);
+  std::vector<double> a = c.to_double(), b = g.to_double();
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]) / 0.02);
+  EXPECT_LE(worst, 1e-5);
+  for (int64_t r = 0; r < 300; ++r) EXPECT_EQ(b[static_cast<size_t>(r * 40 + 39)], 0.0);  // padding
+}
+
 TEST(GpuCopy, ContiguousCastCopiesAlignedAndAtAnOffset) {
   const DType all[] = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64};
   for (int64_t n : {int64_t{1000} * 257, int64_t{16384} * 768 + 5})

@@ -12,6 +12,7 @@
 #include "runtime/common/json_io.h"
 #include "runtime/train/model_registry.h"
 #include "runtime/io/safetensors.h"
+#include "tests/support/sharded_fixture.h"
 #include "train_helpers.h"
 
 namespace st {
@@ -55,9 +56,8 @@ TEST_F(HfGpt2, ExportImportRoundTripIsBitExactWithTheFixtureLayout) {
   EXPECT_EQ(c.vocab_size, 256);
   EXPECT_EQ(c.n_positions, 32);
   // perturb so the round trip is not just the fixture
-  Generator g(5);
   models::Gpt fresh(c, std::make_shared<Generator>(0));
-  fresh.init_weights(g);
+  fresh.init_weights(1);
   models::save_hf_gpt2(fresh, dir_ + "/out");
   auto file = runtime::read_safetensors(dir_ + "/out/model.safetensors");
   auto ref = runtime::read_safetensors(fixture_dir() + "/model.safetensors");
@@ -144,15 +144,27 @@ TEST_F(HfGpt2, RejectsBadWeightsNamingTheKey) {
   EXPECT_NE(load_error(dir_ + "/nowhere").find("not a directory"), std::string::npos);
 }
 
+// Hugging Face's sharded layout (model.safetensors.index.json + 3 files) loads the same model.
+TEST_F(HfGpt2, ShardedCopyLoadsTheSame) {
+  testing::write_sharded_fixture(fixture_dir(), dir_ + "/sharded", 3);
+  ASSERT_FALSE(std::filesystem::exists(dir_ + "/sharded/model.safetensors"));
+  auto ref = models::load_hf_gpt2(fixture_dir(), std::make_shared<Generator>(0))->state_dict();
+  auto got = models::load_hf_gpt2(dir_ + "/sharded", std::make_shared<Generator>(0))->state_dict();
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_EQ(got[i].first, ref[i].first);
+    EXPECT_EQ(got[i].second.to_double(), ref[i].second.to_double()) << ref[i].first;
+  }
+}
+
 TEST_F(HfGpt2, InitFromIsForTheGptOnly) {
   runtime::TrainConfig cfg = testing::reference_config();
-  Generator g(1);
-  auto m = runtime::build_model(cfg, g);  // --init-from: the fixture's sizes, whatever the flags say
+  auto m = runtime::build_model(cfg);  // --init-from: the fixture's sizes, whatever the flags say
   EXPECT_EQ(m->family(), "gpt");
   EXPECT_EQ(m->context_length(), 32);
   cfg.model = "mlp";
   try {
-    runtime::build_model(cfg, g);
+    runtime::build_model(cfg);
     FAIL() << "an MLP was initialised from a GPT-2 directory";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("--model mlp"), std::string::npos) << e.what();
@@ -160,7 +172,7 @@ TEST_F(HfGpt2, InitFromIsForTheGptOnly) {
   cfg.model = "transformer-xl";
   cfg.init_from.clear();
   try {
-    runtime::build_model(cfg, g);
+    runtime::build_model(cfg);
     FAIL();
   } catch (const ValueError& e) {
     std::string w = e.what();

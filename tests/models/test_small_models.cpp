@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 
 #include "models/gpt.h"
 #include "models/mlp_lm.h"
@@ -57,8 +58,7 @@ TEST_F(SmallModels, SimpleTransformerSeedSizesTrains) {
   cfg.lr = 1e-3;
   cfg.log_every = 0;
   {
-    Generator g(1);
-    auto m = runtime::build_model(cfg, g);
+    auto m = runtime::build_model(cfg);
     // embedding 10000·256 + 6 × (in_proj 256·768+768, out_proj 256·256+256, FFN 256·2048+2048+2048·256+256,
     // 2 LN 2·512) + head 256·10000+10000
     const int64_t layer = 256 * 768 + 768 + 256 * 256 + 256 + 256 * 2048 + 2048 + 2048 * 256 + 256 + 2 * 512;
@@ -165,11 +165,10 @@ void check_layer_contract(runtime::LanguageModel& m, int64_t vocab, int64_t C) {
 }
 
 TEST(LayerContract, EveryModelIsALayerList) {
-  Generator g(3);
   models::GptConfig gc;
   gc.n_layer = 2, gc.n_embd = 16, gc.n_head = 2, gc.vocab_size = 40, gc.n_positions = 8;
   models::Gpt gpt(gc, std::make_shared<Generator>(0));
-  gpt.init_weights(g);
+  gpt.init_weights(7);
   check_layer_contract(gpt, 40, 16);
   // the tied wte: one tensor, in the first and the last layer, one entry in the state dict
   EXPECT_EQ(gpt.tied_names(), std::vector<std::string>{"transformer.wte.weight"});
@@ -189,7 +188,7 @@ TEST(LayerContract, EveryModelIsALayerList) {
   models::SimpleTransformerConfig sc;
   sc.vocab = 40, sc.d_model = 16, sc.heads = 2, sc.layers = 2, sc.ffn = 32;
   models::SimpleTransformer stm(sc, std::make_shared<Generator>(0));
-  stm.init_weights(g);
+  stm.init_weights(7);
   check_layer_contract(stm, 40, 16);
   EXPECT_NO_THROW(stm.parameter("transformer_encoder.layers.1.self_attn.in_proj.weight"));
   EXPECT_NO_THROW(stm.parameter("embedding.weight"));
@@ -198,17 +197,85 @@ TEST(LayerContract, EveryModelIsALayerList) {
   models::MlpConfig mc;
   mc.vocab = 40, mc.d_model = 16, mc.layers = 1;
   models::MlpLm mlp(mc);
-  mlp.init_weights(g);
+  mlp.init_weights(7);
   check_layer_contract(mlp, 40, 16);
   EXPECT_NO_THROW(mlp.parameter("hidden.0.weight"));
+}
+
+// Every family describes its layers from the config alone (what the pipeline partition is cut
+// from, without building): the same names, full shapes and FLOPs as the built model's layers.
+TEST(LayerContract, DescriptionIsTheBuiltModel) {
+  runtime::TrainConfig cfg;
+  cfg.layers = 3, cfg.d_model = 16, cfg.heads = 2, cfg.vocab = 40, cfg.seq_len = 8;
+  for (const char* family : {"gpt", "simple-transformer", "mlp"}) {
+    cfg.model = family;
+    const nlohmann::json entry = runtime::model_entry(cfg);
+    const runtime::ModelDescription d = runtime::describe_model(entry, 8);
+    auto m = runtime::build_model(cfg);
+    ASSERT_EQ(d.layers.size(), m->layers().size()) << family;
+    EXPECT_EQ(d.vocab_size, 40);
+    EXPECT_EQ(d.context_length, 8);
+    for (size_t i = 0; i < d.layers.size(); ++i) {
+      const runtime::Layer& l = *m->layers()[i];
+      EXPECT_EQ(d.layers[i].scope, l.scope()) << family << " layer " << i;
+      std::vector<std::pair<std::string, Shape>> built;
+      for (auto& [n, p] : l.full_named_parameters()) built.emplace_back(n, p.shape());
+      EXPECT_EQ(d.layers[i].params, built) << family << " layer " << i;
+      EXPECT_DOUBLE_EQ(d.layers[i].flops_per_token, l.cost(8).flops_per_token) << family << " layer " << i;
+      EXPECT_DOUBLE_EQ(d.layers[i].param_bytes(), l.cost(8).param_bytes) << family << " layer " << i;
+    }
+  }
+}
+
+// A pipeline stage builds only its layers, and they hold the numbers of the whole model's
+// (init keyed by name): the head's own copy of the tied wte included. A stage of several ranges
+// (interleaved chunks) holds each range's layers; holding both ends it builds the tied wte once.
+TEST(LayerContract, ALayerRangeHoldsTheWholeModelsValues) {
+  runtime::TrainConfig cfg;
+  cfg.layers = 3, cfg.d_model = 16, cfg.heads = 2, cfg.vocab = 40, cfg.seq_len = 8, cfg.seed = 11;
+  for (const char* family : {"gpt", "simple-transformer", "mlp"}) {
+    cfg.model = family;
+    auto whole = runtime::build_model(cfg);
+    std::map<std::string, std::vector<double>> want;
+    for (auto& [n, p] : whole->named_parameters()) want[n] = p.to_double();
+    const int L = static_cast<int>(whole->layers().size());
+    using Ranges = std::vector<runtime::LayerRange>;
+    for (const Ranges& ranges : std::vector<Ranges>{{{0, 2}}, {{2, 3}}, {{3, L}}, {{L - 1, L}}, {{0, 1}, {L - 1, L}},
+                                                    {{1, 2}, {3, L}}}) {
+      auto part = runtime::build_model(cfg, ranges);
+      EXPECT_EQ(part->ranges(), ranges);
+      EXPECT_EQ(part->total_layers(), L);
+      EXPECT_EQ(part->holds_first(), ranges.front().begin == 0);
+      EXPECT_EQ(part->holds_last(), ranges.back().end == L);
+      std::set<std::string> names;
+      size_t i = 0;
+      for (const runtime::LayerRange& r : ranges)
+        for (int g = r.begin; g < r.end; ++g, ++i) {
+          ASSERT_LT(i, part->layers().size());
+          EXPECT_EQ(part->global_layer(i), g);
+          EXPECT_EQ(part->layers()[i]->scope(), whole->layers()[static_cast<size_t>(g)]->scope());
+          for (auto& [n, p] : whole->layers()[static_cast<size_t>(g)]->full_named_parameters()) names.insert(n);
+        }
+      EXPECT_EQ(part->layers().size(), i);
+      std::set<std::string> got;
+      for (auto& [n, p] : part->named_parameters()) {
+        EXPECT_TRUE(got.insert(n).second) << family << " " << n << " listed twice";
+        EXPECT_EQ(p.to_double(), want.at(n)) << family << " " << n;
+      }
+      EXPECT_EQ(got, names) << family;
+    }
+  }
+  EXPECT_THROW(runtime::build_model(cfg, {{2, 2}}), ValueError);
+  EXPECT_THROW(runtime::build_model(cfg, {{0, 9}}), ValueError);
+  EXPECT_THROW(runtime::build_model(cfg, {{2, 3}, {0, 1}}), ValueError);  // out of order
+  EXPECT_THROW(runtime::build_model(cfg, {{0, 2}, {1, 3}}), ValueError);  // overlapping
 }
 
 TEST(GptInit, FollowsHuggingFace) {
   models::GptConfig gc;
   gc.n_layer = 4, gc.n_embd = 64, gc.n_head = 4, gc.vocab_size = 512, gc.n_positions = 64;
   models::Gpt gpt(gc, std::make_shared<Generator>(0));
-  Generator g(7);
-  gpt.init_weights(g);
+  gpt.init_weights(7);
   auto stdev = [](const Tensor& t) {
     double s = 0, s2 = 0;
     auto v = t.to_double();
@@ -225,8 +292,7 @@ TEST(GptInit, FollowsHuggingFace) {
   for (double x : gpt.parameter("transformer.h.2.ln_1.bias").to_double()) ASSERT_EQ(x, 0.0);
   // deterministic in the seed
   models::Gpt again(gc, std::make_shared<Generator>(0));
-  Generator g2(7);
-  again.init_weights(g2);
+  again.init_weights(7);
   EXPECT_EQ(again.parameter("transformer.wpe.weight").to_double(), gpt.parameter("transformer.wpe.weight").to_double());
 }
 

@@ -58,9 +58,8 @@ void compare_with_single_process(double pdrop) {
   models::Gpt full(c, gen_full);
   models::TpGpt tpm(c, tp_group(), gen_tp);
   {
-    Generator g1(123), g2(123);
-    full.init_weights(g1);
-    tpm.init_weights(g2);
+    full.init_weights(123);
+    tpm.init_weights(123);
   }
   const NamedTensors ref_sd = full.state_dict();
   {  // init = Gpt's init sharded: gathering gives Gpt's tensors, names and order, exactly
@@ -110,12 +109,37 @@ TEST(TpGpt, SameLogitsLossAndGradientsAsOneProcess) { compare_with_single_proces
 
 TEST(TpGpt, SameWithDropout) { compare_with_single_process(0.1); }
 
+// A pipeline stage of a tp × pp grid builds only its layers' shards, each drawing its slice of
+// the full tensor's keyed stream: equal to the one-process Gpt's tensors sharded, exactly (the
+// head's own wte shard, padded rows zero, included).
+TEST(TpGpt, ALayerRangeHoldsItsShardsOfTheWholeModel) {
+  const models::GptConfig c = config(0.0);
+  auto gen = std::make_shared<Generator>(5);
+  models::Gpt full(c, gen);
+  full.init_weights(21);
+  const ShardRule rule = models::gpt_tp_shard_rule(c.vocab_size);
+  const int p = tp_size(tp_group()), r = tp_rank(tp_group());
+  for (auto [b, e] : std::vector<std::pair<int, int>>{{3, 4}, {1, 3}, {0, 1}}) {
+    models::TpGpt part(c, tp_group(), gen, {{b, e}});
+    part.init_weights(21);
+    ASSERT_EQ(static_cast<int>(part.layers().size()), e - b);
+    size_t n = 0;
+    for (auto& [name, t] : part.named_parameters()) {
+      EXPECT_TRUE(exactly_equal(t, shard_tensor(full.parameter(name), rule(name), p, r)))
+          << name << " in layers [" << b << ", " << e << ")";
+      ++n;
+    }
+    size_t want = 0;
+    for (int i = b; i < e; ++i) want += full.layers()[static_cast<size_t>(i)]->full_named_parameters().size();
+    EXPECT_EQ(n, want);
+  }
+}
+
 TEST(TpGpt, LoadFullStateDictShardsAndFullStateDictGathers) {
   const models::GptConfig c = config(0.0);
   auto gen = std::make_shared<Generator>(5);
   models::Gpt full(c, gen);
-  Generator g(77);
-  full.init_weights(g);
+  full.init_weights(31);
   models::TpGpt a(c, tp_group(), gen);
   a.load_full_state_dict(as_map(full.state_dict()));
   NamedTensors back = a.full_state_dict(), ref = full.state_dict();
@@ -143,8 +167,7 @@ TEST(TpGpt, Bf16ParametersRunAndStayCloseToOneProcessBf16) {
   const models::GptConfig c = config(0.0);
   auto gen = std::make_shared<Generator>(9);
   models::Gpt full(c, gen);
-  Generator g(31);
-  full.init_weights(g);
+  full.init_weights(31);
   models::TpGpt tpm(c, tp_group(), gen);
   tpm.load_full_state_dict(as_map(full.state_dict()));
   full.cast_parameters(DType::bf16);

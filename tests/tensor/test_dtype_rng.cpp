@@ -87,3 +87,53 @@ TEST(Philox, UniformAndNormalMoments) {
   EXPECT_NEAR(sn / N, 0.5, 0.02);          // σ/√N ≈ 0.0045
   EXPECT_NEAR(sn2 / N - 0.25, 4.0, 0.06);  // variance 4
 }
+
+// Keyed fills: element j of the full tensor takes counter j of the stream keyed by (seed, name),
+// so the numbers do not depend on what was filled before, and a shard (an ElementMap) holds
+// exactly its elements of the full tensor.
+TEST(KeyedFill, ValuesDependOnlyOnSeedNameAndIndex) {
+  const uint64_t key = stream_key(5, "h.0.attn.c_attn.weight");
+  Tensor full = Tensor::empty({6, 12});
+  fill_normal_keyed(full, key, 0.f, 0.02f, ElementMap::whole(72));
+  auto fv = full.to_double();
+  for (int64_t j : {0, 17, 71}) EXPECT_EQ(fv[j], static_cast<float>(0.02f * philox_normal(key, j)));
+  // the same call again, or after other draws: the same numbers (no hidden state)
+  Tensor other = Tensor::empty({100}), again = Tensor::empty({6, 12});
+  fill_normal_keyed(other, stream_key(5, "wpe"), 0.f, 1.f, ElementMap::whole(100));
+  fill_normal_keyed(again, key, 0.f, 0.02f, ElementMap::whole(72));
+  EXPECT_EQ(again.to_double(), fv);
+  // another name or another seed: another stream
+  Tensor n2 = Tensor::empty({6, 12}), s2 = Tensor::empty({6, 12});
+  fill_normal_keyed(n2, stream_key(5, "h.0.attn.c_attn.bias"), 0.f, 0.02f, ElementMap::whole(72));
+  fill_normal_keyed(s2, stream_key(6, "h.0.attn.c_attn.weight"), 0.f, 0.02f, ElementMap::whole(72));
+  EXPECT_NE(n2.to_double()[0], fv[0]);
+  EXPECT_NE(s2.to_double()[0], fv[0]);
+  EXPECT_NE(stream_key(5, "ab"), stream_key(5, "ba"));
+}
+
+TEST(KeyedFill, AShardDrawsItsSliceOfTheFullTensor) {
+  const uint64_t key = stream_key(9, "w");
+  Tensor full = Tensor::empty({4, 6});  // (outer 4, full 6, inner 1): columns
+  fill_normal_keyed(full, key, 1.f, 2.f, ElementMap::whole(24));
+  // columns {1, 2} and {4}, then one padding column: a local (4, 4)
+  ElementMap m;
+  m.outer = 4, m.local = 4, m.inner = 1, m.full = 6, m.ranges = 2;
+  m.start[0] = 1, m.length[0] = 2, m.start[1] = 4, m.length[1] = 1;
+  Tensor shard = Tensor::empty({4, 4});
+  fill_normal_keyed(shard, key, 1.f, 2.f, m);
+  auto f = full.to_double(), s = shard.to_double();
+  const int cols[3] = {1, 2, 4};
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(s[r * 4 + c], f[r * 6 + cols[c]]) << r << "," << c;
+    EXPECT_EQ(s[r * 4 + 3], 0.0) << "padding is zero";
+  }
+  // rows of a (6, 3) tensor: outer 1, inner 3
+  ElementMap rows;
+  rows.local = 2, rows.inner = 3, rows.full = 6, rows.ranges = 1, rows.start[0] = 3, rows.length[0] = 2;
+  Tensor r = Tensor::empty({2, 3}, DType::bf16);
+  fill_normal_keyed(r, key, 1.f, 2.f, rows);
+  auto rv = r.to_double();
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(rv[i], static_cast<double>(to_f32(to_bf16(static_cast<float>(f[9 + i])))));
+  ElementMap wrong = ElementMap::whole(5);
+  EXPECT_THROW(fill_normal_keyed(r, key, 0.f, 1.f, wrong), ShapeError);
+}

@@ -107,3 +107,38 @@ TEST(Tensor, CudaWithoutADeviceIsAClearError) {
     EXPECT_TRUE(m.find("without CUDA") != std::string::npos || m.find("no CUDA device") != std::string::npos) << m;
   }
 }
+
+// The allocator's accounting by category: a storage counts its requested bytes in the category
+// of the scope it was allocated in, until it is freed or moved; peaks restart on reset.
+TEST(MemoryCategories, StoragesCountInTheirScopesCategory) {
+  const MemoryUsage before = memory_usage(Device::cpu);
+  Tensor p, g;
+  {
+    MemoryCategoryScope params(MemoryCategory::params);
+    p = Tensor::empty({100}, DType::f32);  // 400 bytes
+    {
+      MemoryCategoryScope grads(MemoryCategory::grads);
+      g = Tensor::empty({10}, DType::f16);  // 20 bytes
+    }
+    EXPECT_EQ(current_memory_category(), MemoryCategory::params);
+  }
+  EXPECT_EQ(current_memory_category(), MemoryCategory::other);
+  MemoryUsage u = memory_usage(Device::cpu);
+  EXPECT_EQ(u.in_use_of(MemoryCategory::params) - before.in_use_of(MemoryCategory::params), 400u);
+  EXPECT_EQ(u.in_use_of(MemoryCategory::grads) - before.in_use_of(MemoryCategory::grads), 20u);
+  EXPECT_EQ(u.total_in_use - before.total_in_use, 420u);
+  p.storage()->set_category(MemoryCategory::optim);
+  u = memory_usage(Device::cpu);
+  EXPECT_EQ(u.in_use_of(MemoryCategory::params), before.in_use_of(MemoryCategory::params));
+  EXPECT_EQ(u.in_use_of(MemoryCategory::optim) - before.in_use_of(MemoryCategory::optim), 400u);
+  reset_memory_peaks(Device::cpu);
+  {
+    MemoryCategoryScope act(MemoryCategory::activations);
+    Tensor a = Tensor::empty({250}, DType::f32);  // 1000 bytes, freed at the end of the scope
+  }
+  u = memory_usage(Device::cpu);
+  EXPECT_EQ(u.peak_of(MemoryCategory::activations) - u.in_use_of(MemoryCategory::activations), 1000u);
+  EXPECT_EQ(u.total_peak - u.total_in_use, 1000u);
+  p = Tensor(), g = Tensor();
+  EXPECT_EQ(memory_usage(Device::cpu).total_in_use, before.total_in_use);
+}

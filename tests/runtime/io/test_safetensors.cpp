@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/io/safetensors.h"
+#include "runtime/io/safetensors_index.h"
 
 using namespace st;
 using namespace st::runtime;
@@ -193,4 +194,75 @@ TEST(Safetensors, WriterRejectsBadInput) {
   EXPECT_THROW(save_safetensors(path, {{"", t}}), IOError);
   EXPECT_THROW(save_safetensors(path, {{"__metadata__", t}}), IOError);
   EXPECT_THROW(save_safetensors("/nonexistent_dir_st/x.st", {{"x", t}}), IOError);
+}
+
+// Positioned reads: ranges of one dim give the tensor's slices, and only their bytes are read.
+TEST(SafetensorsReader, ReadsRangesOfOneDimAndOnlyTheirBytes) {
+  std::vector<float> v(4 * 6);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  std::string path = temp_file("ranges.safetensors");
+  save_safetensors(path, {{"pad", Tensor::zeros({100})}, {"w", Tensor::from_vector(v, {4, 6})}});
+  SafetensorsReader r(path);
+  EXPECT_EQ(r.data_bytes(), 4u * (100 + 24));
+  uint64_t before = safetensors_bytes_read();
+  Tensor cols = r.read_ranges("w", 1, {{1, 2}, {4, 1}});  // columns 1, 2, 4
+  EXPECT_EQ(safetensors_bytes_read() - before, 4u * 4 * 3);
+  ASSERT_EQ(cols.shape(), (Shape{4, 3}));
+  Tensor want = Tensor::cat({Tensor::from_vector(v, {4, 6}).narrow(1, 1, 2), Tensor::from_vector(v, {4, 6}).narrow(1, 4, 1)}, 1);
+  EXPECT_EQ(cols.to_double(), want.to_double());
+  before = safetensors_bytes_read();
+  Tensor rows = r.read_ranges("w", 0, {{3, 1}, {0, 1}});  // rows 3 then 0
+  EXPECT_EQ(safetensors_bytes_read() - before, 4u * 6 * 2);
+  auto rv = rows.to_double();
+  EXPECT_EQ(rv[0], 18.0);
+  EXPECT_EQ(rv[6], 0.0);
+  EXPECT_EQ(r.read("w").to_double(), Tensor::from_vector(v, {4, 6}).to_double());
+  EXPECT_THROW(r.read_ranges("w", 1, {{5, 2}}), IOError);  // past the end of the dim
+  EXPECT_THROW(r.read("nope"), IOError);
+}
+
+// Hugging Face's sharded layout: an index naming the file of every tensor; the store reads by
+// name across the files and rejects an index that disagrees with them.
+TEST(SafetensorsStore, ShardedIndexReadsLikeOneFile) {
+  const std::string fixture = ST_FIXTURE_DIR;
+  SafetensorsFile f = read_safetensors(fixture + "/model.safetensors");
+  const fs::path dir = fs::path(temp_file("sharded")).concat("_dir");
+  fs::create_directories(dir);
+  std::vector<std::string> files;
+  const size_t n = f.tensors.size();
+  for (int k = 0; k < 3; ++k) {  // three contiguous runs of the tensors
+    NamedTensors part(f.tensors.begin() + k * n / 3, f.tensors.begin() + (k + 1) * n / 3);
+    files.push_back(shard_file_name("model", k + 1, 3));
+    save_safetensors((dir / files.back()).string(), part, {{"format", "pt"}});
+  }
+  EXPECT_EQ(files[1], "model-00002-of-00003.safetensors");
+  write_safetensors_index(dir.string(), "model", files);
+  auto index = nlohmann::json::parse(std::ifstream(dir / "model.safetensors.index.json"));
+  uint64_t total = 0;
+  for (auto& [name, t] : f.tensors) total += t.nbytes();
+  EXPECT_EQ(index["metadata"]["total_size"].get<uint64_t>(), total);
+  EXPECT_EQ(index["weight_map"].size(), n);
+  EXPECT_TRUE(SafetensorsStore::exists(dir.string(), "model"));
+  SafetensorsStore store(dir.string(), "model");
+  EXPECT_EQ(store.names().size(), n);
+  for (auto& [name, t] : f.tensors) EXPECT_EQ(store.read(name).to_double(), t.to_double()) << name;
+  EXPECT_EQ(store.read_ranges("transformer.wte.weight", 0, {{10, 2}}).to_double(),
+            load_safetensors(fixture + "/model.safetensors").at("transformer.wte.weight").narrow(0, 10, 2).to_double());
+  // an index that names a file without the tensor, or misses a tensor a file holds
+  auto broken = index;
+  const std::string wte_file = index["weight_map"]["transformer.wte.weight"];
+  broken["weight_map"]["transformer.wte.weight"] = wte_file == files[0] ? files[1] : files[0];
+  std::ofstream(dir / "model.safetensors.index.json") << broken.dump();
+  EXPECT_THROW(SafetensorsStore(dir.string(), "model"), IOError);
+  broken = index;
+  broken["weight_map"].erase("transformer.ln_f.bias");
+  std::ofstream(dir / "model.safetensors.index.json") << broken.dump();
+  try {
+    SafetensorsStore s(dir.string(), "model");
+    FAIL() << "a tensor the index does not list was accepted";
+  } catch (const IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("transformer.ln_f.bias"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(SafetensorsStore(dir.string(), "optimizer"), IOError);
+  fs::remove_all(dir);
 }

@@ -21,7 +21,7 @@ std::vector<float> rows(const Tensor& t, int64_t first, int64_t n) {
 
 TEST(DropoutContext, MaskFollowsTheSequenceNotTheMicroBatch) {
   auto gen = std::make_shared<Generator>(42);
-  models::Dropout drop(0.5, gen);
+  models::Dropout drop(0.5, gen, 0);
   Tensor whole, first, second;
   {
     runtime::DropoutScope s(7, 0);  // one process: sequences 0..3 in one batch
@@ -48,7 +48,7 @@ TEST(DropoutContext, MaskFollowsTheSequenceNotTheMicroBatch) {
 
 TEST(DropoutContext, StepSiteAndCallGiveDifferentMasks) {
   auto gen = std::make_shared<Generator>(42);
-  models::Dropout a(0.5, gen), b(0.5, gen);  // two sites
+  models::Dropout a(0.5, gen, 0), b(0.5, gen, 1);  // two sites
   Tensor a0, a0_again, a1, b0, a_second_call;
   {
     runtime::DropoutScope s(3, 0);
@@ -72,7 +72,7 @@ TEST(DropoutContext, StepSiteAndCallGiveDifferentMasks) {
 
 TEST(DropoutContext, OutsideAScopeTheGeneratorAdvances) {
   auto gen = std::make_shared<Generator>(42);
-  models::Dropout d(0.5, gen);
+  models::Dropout d(0.5, gen, 0);
   d.forward(ones(2), true);
   EXPECT_EQ(gen->offset(), 2u * 3 * 8);
   d.forward(ones(2), false);  // eval: identity, nothing drawn

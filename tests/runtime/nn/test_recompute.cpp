@@ -38,8 +38,7 @@ std::shared_ptr<LanguageModel> make_gpt(int64_t layers, int64_t d, int64_t heads
   c.embd_pdrop = 0.1;
   c.resid_pdrop = 0.1;
   auto m = std::make_shared<models::Gpt>(c, std::make_shared<Generator>(kDropoutSeed));
-  Generator init(7);
-  m->init_weights(init);
+  m->init_weights(7);
   return m;
 }
 
@@ -53,8 +52,7 @@ std::shared_ptr<LanguageModel> make_simple_transformer() {
   c.max_len = 16;
   c.dropout = 0.1;
   auto m = std::make_shared<models::SimpleTransformer>(c, std::make_shared<Generator>(kDropoutSeed));
-  Generator init(7);
-  m->init_weights(init);
+  m->init_weights(7);
   return m;
 }
 

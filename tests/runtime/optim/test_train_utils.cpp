@@ -117,7 +117,8 @@ TEST(Metrics, JsonLineHasTheContractKeysInOrder) {
   std::vector<std::string> keys;
   for (auto& [k, v] : j.items()) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"step", "loss", "grad_norm", "lr", "loss_scale", "skipped", "tokens_per_s",
-                                            "step_ms", "mfu", "mem_bytes", "mem_total_bytes"}));
+                                            "step_ms", "mfu", "mem_bytes", "mem_total_bytes", "mem_params", "mem_grads",
+                                            "mem_optim", "mem_act_peak", "mem_peak"}));
   EXPECT_EQ(j.dump().substr(0, 32), "{\"step\":1,\"loss\":5.5,\"grad_norm\"");
   m.grad_norm = NAN;
   m.skipped = true;

@@ -86,7 +86,7 @@ TEST(TpShard, EveryGptParameterRoundTripsExactlyForTp1To4) {
   c.n_positions = 8;
   auto gen = std::make_shared<Generator>(7);
   models::Gpt m(c, gen);
-  m.init_weights(*gen);
+  m.init_weights(2);
   const ShardRule rule = gpt_tp_shard_rule(c.vocab_size);
   const NamedTensors full = m.state_dict();
   ASSERT_EQ(full.size(), 4u + 12u * 2u);
@@ -120,7 +120,7 @@ TEST(TpShard, LocalSumSquaresCountReplicatedTensorsOnce) {
   c.n_positions = 8;
   auto gen = std::make_shared<Generator>(3);
   models::Gpt m(c, gen);
-  m.init_weights(*gen);
+  m.init_weights(2);
   NamedTensors full = m.state_dict();  // stands in for gradients: any tensors by name
   {
     NoGradGuard ng;
@@ -145,7 +145,7 @@ TEST(TpShard, OptimizerStateShardsLikeItsParameters) {
   c.n_positions = 8;
   auto gen = std::make_shared<Generator>(4);
   models::Gpt m(c, gen);
-  m.init_weights(*gen);
+  m.init_weights(2);
   AdamW opt(m.named_parameters(), AdamWOptions{}, DType::bf16);  // bf16: master.* keys too
   std::vector<Tensor> grads;
   for (auto& [n, p] : opt.params()) grads.push_back(tptest::randn(p.shape(), 1000 + grads.size()));
@@ -180,9 +180,8 @@ TEST(TpShard, TpGptWithoutAGroupIsTheGpt) {
   auto gen = std::make_shared<Generator>(2);
   models::Gpt full(c, gen);
   models::TpGpt tpm(c, nullptr, gen);
-  Generator g1(8), g2(8);
-  full.init_weights(g1);
-  tpm.init_weights(g2);
+  full.init_weights(8);
+  tpm.init_weights(8);
   NamedTensors a = full.state_dict(), b = tpm.full_state_dict();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -204,4 +203,35 @@ TEST(TpShard, NamedErrors) {
   EXPECT_THROW(shard_tensor(Tensor::zeros({4, 10}), ShardSpec::split(-1), 3, 0), ShapeError);
   EXPECT_THROW(shard_tensor(Tensor::zeros({4, 12}), ShardSpec::split(-1, 3), 8, 0), ShapeError);
   EXPECT_THROW(shard_tensor(Tensor::zeros({4, 12}), ShardSpec::split(-1), 2, 2), ValueError);
+}
+
+// ShardSlice (positions) and shard_tensor (copies) are two statements of one rule: the elements
+// an ElementMap of the slice names are exactly the shard's, padding included, for every GPT spec.
+TEST(TpShard, ShardSlicesNameTheShardsElements) {
+  const ShardRule rule = gpt_tp_shard_rule(10);
+  const std::vector<std::pair<std::string, Shape>> cases{{"transformer.wte.weight", {10, 4}},
+                                                         {"transformer.h.0.attn.c_attn.weight", {4, 12}},
+                                                         {"transformer.h.0.attn.c_attn.bias", {12}},
+                                                         {"transformer.h.0.mlp.c_proj.weight", {16, 4}},
+                                                         {"transformer.h.0.mlp.c_fc.weight", {4, 16}},
+                                                         {"transformer.ln_f.weight", {4}}};
+  for (auto& [name, full_shape] : cases)
+    for (int tp : {1, 2, 4}) {
+      const int64_t n = shape_numel(full_shape);
+      std::vector<float> idx(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = static_cast<float>(i + 1);  // 1-based: 0 = padding
+      Tensor full = Tensor::from_vector(idx, full_shape);
+      for (int r = 0; r < tp; ++r) {
+        Tensor sh = shard_tensor(full, rule(name), tp, r);
+        const ShardSlice slice = shard_slice(rule(name), full_shape, tp, r);
+        const ElementMap m = element_map(slice, full_shape);
+        ASSERT_EQ(m.numel(), sh.numel()) << name << " tp " << tp;
+        auto v = sh.to_double();
+        for (int64_t i = 0; i < sh.numel(); ++i) {
+          const int64_t j = m.full_index(i);
+          ASSERT_EQ(v[static_cast<size_t>(i)], j < 0 ? 0.0 : static_cast<double>(j + 1)) << name << " tp " << tp << " rank " << r << " elem " << i;
+        }
+      }
+    }
+  EXPECT_THROW(shard_slice(ShardSpec::split(0), {6, 2}, 4, 0), ShapeError);
 }

@@ -264,8 +264,8 @@ TEST(Zero1, OptimizerStateAndMastersAreOneDpthOfTheTotal) {
     cfg.heads = 4;
     cfg.vocab = 256;
     cfg.seq_len = 32;
-    Generator gen(5);
-    auto model = build_model(cfg, gen);
+    cfg.seed = 5;
+    auto model = build_model(cfg);
     const NamedTensors ps = model->named_parameters();
     int64_t total = 0, largest = 0;
     for (auto& [name, p] : ps) {

@@ -48,7 +48,7 @@ std::shared_ptr<TokenData> tokens() {
   return t;
 }
 
-std::shared_ptr<LanguageModel> tiny_gpt() {
+TrainConfig tiny_gpt() {
   TrainConfig cfg;
   cfg.model = "gpt";
   cfg.layers = 6;  // 8 layers with embedding and head: 2 chunks on each of 4 stages
@@ -56,8 +56,8 @@ std::shared_ptr<LanguageModel> tiny_gpt() {
   cfg.heads = 4;
   cfg.vocab = 64;
   cfg.seq_len = kT;
-  Generator gen(1);
-  return build_model(cfg, gen);
+  cfg.seed = 1;
+  return cfg;
 }
 
 // Zeroes the gradients in place, so they exist before the measured step (as the DP reducer's
@@ -79,9 +79,9 @@ struct StepRun {
 // Two steps of `kind` with m micro-batches on this rank's stage of `comm`; the second step's stats.
 StepRun run(Schedule kind, int m, int chunks, std::shared_ptr<comm::Communicator> comm, PipelinePlan* plan_in = nullptr) {
   const int p = comm->size(), s = comm->rank();
-  auto full = tiny_gpt();
-  const Partition part = partition_uniform(static_cast<int>(full->layers().size()), p * chunks);
-  auto stage = std::make_shared<StageModel>(full, stage_chunks(part, s, p));
+  const TrainConfig cfg = tiny_gpt();
+  const Partition part = partition_uniform(static_cast<int>(cfg.layers) + 2, p * chunks);
+  auto stage = std::make_shared<StageModel>(build_model(cfg, stage_chunks(part, s, p)));  // this stage's layers only
   BatchLayout layout;
   layout.micro_batch = kB;
   layout.grad_accum = m;

@@ -90,8 +90,7 @@ TEST(ZeroMemory, PeakBelowDataParallelByTheStateOthersOwn) {
     // what the closed form needs: the elements this rank does not own
     int64_t total = 0, mine = 0;
     {
-      Generator gen(dp.seed);
-      auto model = build_model(dp, gen);
+      auto model = build_model(dp);
       for (auto& [name, p] : model->named_parameters()) total += p.numel();
       auto world = comm::make_communicator("mpi", std::chrono::seconds(60)).world;
       Zero1 z(model->named_parameters(), world);
