@@ -15,6 +15,7 @@
 #include "runtime/observe/progress.h"
 #include "runtime/observe/trace.h"
 #include "runtime/train/model_registry.h"
+#include "runtime/train/nonfinite.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -31,13 +32,18 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& cfg, NamedTensors p
   ST_THROW(ValueError, "optimizer " << static_cast<int>(cfg.optimizer) << " is not known");
 }
 
-// Test hook (documented in docs/testing.md): SHARDTRAIN_TEST_INF_STEP=s (from 1) and
-// SHARDTRAIN_TEST_INF_RANK=r make rank r's first gradient infinite at step s, to check that every
-// rank skips the step together and the loss scale halves.
+// Test hook (documented in docs/testing.md): SHARDTRAIN_TEST_INF_STEP=s (from 1; "s+": every step
+// from s on) and SHARDTRAIN_TEST_INF_RANK=r make rank r's first gradient infinite at step s, to
+// check that every rank skips the step together, the loss scale halves, and a run that stays
+// non-finite stops.
 void maybe_inject_overflow(std::vector<Tensor>& grads, int64_t step, int rank) {
   const char* at_step = std::getenv("SHARDTRAIN_TEST_INF_STEP");
   const char* at_rank = std::getenv("SHARDTRAIN_TEST_INF_RANK");
-  if (!at_step || grads.empty() || std::atoll(at_step) != step) return;
+  if (!at_step || grads.empty()) return;
+  const std::string s = at_step;
+  const bool onward = !s.empty() && s.back() == '+';
+  const int64_t from = std::atoll(s.c_str());
+  if (onward ? step < from : step != from) return;
   if (at_rank && std::atoi(at_rank) != rank) return;
   NoGradGuard ng;
   grads[0].flatten().narrow(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
@@ -62,6 +68,7 @@ TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp, int64_t replica
                                          << " model, --model is " << cfg.model);
   } else {
     in.model = build_model(cfg, init_gen, tp);
+    if (!cfg.init_from.empty()) check_finite(in.model->named_parameters(), "--init-from " + cfg.init_from);
   }
   in.device = cfg.device;
   in.data = std::make_shared<TokenData>(cfg.data);
@@ -107,6 +114,7 @@ void Trainer::init(const std::string& resume_path) {
   if (!w_.sync) w_.sync = std::make_shared<ClearGrads>(model_);
   if (!w_.state) w_.state = std::make_shared<ReplicatedState>(rank());
   scaler_ = LossScaler(cfg_.precision == Precision::fp16);
+  nonfinite_ = NonFiniteGuard(cfg_.precision, cfg_.max_nonfinite_steps);
   schedule_ = LrSchedule{cfg_.lr_schedule, cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
   ST_CHECK(cfg_.steps >= 0 && cfg_.clip >= 0, ValueError, "--steps and --clip must be ≥ 0");
   LoadedCheckpoint ckpt;
@@ -117,6 +125,7 @@ void Trainer::init(const std::string& resume_path) {
     } catch (const ValueError& e) {
       ST_THROW(ValueError, resume_path << "/model.safetensors: " << e.what());
     }
+    check_finite(model_->named_parameters(), "--resume: " + resume_path + "/model.safetensors");
   }
   const DType compute = compute_dtype(cfg_.precision);
   NamedTensors opt_params = model_->named_parameters();
@@ -139,6 +148,7 @@ void Trainer::init(const std::string& resume_path) {
     } catch (const ValueError& e) {
       ST_THROW(ValueError, resume_path << "/optimizer.safetensors: " << e.what());
     }
+    check_finite(opt_->state_dict(), "--resume: " + resume_path + "/optimizer.safetensors");
     step_ = st.step;
     if (model_->generator()) model_->generator()->set_state(st.rng_seed, st.rng_offset);
     scaler_.set_state(st.loss_scale, st.loss_scale_good_steps);
@@ -185,12 +195,16 @@ StepMetrics Trainer::train_step() {
   // weighted Σg² and inf/NaN flag. Unscaling and clipping happen inside the optimizer kernels.
   const double inv_scale = scaler_.enabled() ? 1.0 / scaler_.scale() : 1.0;
   const ops::GradStats stats = ops::grad_stats(grads, norm_weights(), inv_scale);
-  bool found_inf = false;
-  if (scaler_.enabled()) found_inf = w_.reductions.flag->allreduce_max(stats.found_inf ? 1.0 : 0.0) > 0.0;
+  // the inf/NaN verdict agreed by every rank (a rank's own gradients may be the only bad ones)
+  const bool found_inf = w_.reductions.flag->allreduce_max(stats.found_inf ? 1.0 : 0.0) > 0.0;
   m.loss = w_.reductions.loss->allreduce_sum(local_loss);
-  if (found_inf) {
-    m.skipped = scaler_.update(true);
+  const bool nonfinite = found_inf || !std::isfinite(m.loss);
+  if (nonfinite) {  // skipped (fp16: the scale halves); nonfinite_ stops a run that stays so
+    const bool at_floor = scaler_.at_floor();
+    scaler_.update(true);
+    m.skipped = true;
     m.grad_norm = std::numeric_limits<double>::quiet_NaN();
+    nonfinite_.nonfinite(m.step, m.loss, found_inf, at_floor);
   } else {
     m.grad_norm = std::sqrt(w_.reductions.grad->allreduce_sum(stats.sumsq));
     const ops::GradScale gs{inv_scale, clip_coefficient(m.grad_norm, cfg_.clip)};
@@ -199,9 +213,10 @@ StepMetrics Trainer::train_step() {
       opt_->step(grads, m.lr, gs);
     }
     scaler_.update(false);
+    nonfinite_.finite();
   }
   grads.clear();
-  w_.sync->end_step(/*stepped=*/!found_inf);
+  w_.sync->end_step(/*stepped=*/!nonfinite);
   ++step_;
   m.step_ms = ms_since(t0);
   const double tokens = static_cast<double>(w_.source->global_batch() * w_.source->seq_len());

@@ -12,7 +12,7 @@ inline const std::vector<std::string>& contract_train_flags() {
       "optimizer", "lr", "weight-decay", "beta1", "beta2", "eps", "clip", "lr-schedule", "warmup", "steps", "data",
       "val-data", "eval-every", "checkpoint-dir", "checkpoint-every", "resume", "metrics", "trace", "timeout-s",
       // extensions
-      "grad-comm-dtype", "bucket-mb", "keep-checkpoints", "momentum", "log-every", "dropout"};
+      "grad-comm-dtype", "bucket-mb", "keep-checkpoints", "momentum", "log-every", "dropout", "max-nonfinite-steps"};
   return f;
 }
 inline const std::vector<std::string>& contract_sample_flags() {
