@@ -86,6 +86,37 @@ std::shared_ptr<runtime::LanguageModel> mlp_from_config(const runtime::TrainConf
   return m;
 }
 
+// Closed forms of each family's parameter count (tests/runtime/train/test_memory_check.cpp checks them
+// against the built models). GPT: wte V·C + wpe T·C; per block ln_1, ln_2 2·2C, c_attn 3C² + 3C,
+// attn c_proj C² + C, c_fc 4C² + 4C, mlp c_proj 4C² + C; ln_f 2C; the head is wte (tied).
+double gpt_param_count(const runtime::TrainConfig& cfg) {
+  GptConfig c;
+  if (!cfg.init_from.empty()) {
+    c = gpt_config_from_hf(runtime::read_json_file(cfg.init_from + "/config.json"), cfg.init_from + "/config.json");
+  } else {
+    c.n_layer = cfg.layers;
+    c.n_embd = cfg.d_model;
+    c.vocab_size = cfg.vocab;
+    c.n_positions = seq_or(cfg, 64);
+  }
+  const double L = static_cast<double>(c.n_layer), C = static_cast<double>(c.n_embd);
+  const double V = static_cast<double>(c.vocab_size), T = static_cast<double>(c.n_positions);
+  return 12 * L * C * C + 13 * L * C + C * (V + T) + 2 * C;
+}
+// Embedding V·C; per layer in_proj 3C² + 3C, out_proj C² + C, linear1 C·F + F, linear2 F·C + C,
+// norm1, norm2 2·2C; head C·V + V.
+double st_param_count(const runtime::TrainConfig& cfg) {
+  const double L = static_cast<double>(cfg.layers), C = static_cast<double>(cfg.d_model);
+  const double V = static_cast<double>(cfg.vocab), F = static_cast<double>(SimpleTransformerConfig{}.ffn);
+  return V * C + L * (4 * C * C + 2 * C * F + F + 9 * C) + C * V + V;
+}
+// Embedding V·C; per hidden layer C² + C; head C·V + V.
+double mlp_param_count(const runtime::TrainConfig& cfg) {
+  const double L = static_cast<double>(cfg.layers), C = static_cast<double>(cfg.d_model);
+  const double V = static_cast<double>(cfg.vocab);
+  return V * C + L * (C * C + C) + C * V + V;
+}
+
 struct Registrar {
   Registrar() {
     runtime::register_model(
@@ -97,15 +128,18 @@ struct Registrar {
                 [](const nlohmann::json& j, std::shared_ptr<comm::Communicator> tp) -> std::shared_ptr<runtime::LanguageModel> {
                   return std::make_shared<TpGpt>(gpt_config_from_hf(j, "model config"), tp,
                                                  std::make_shared<Generator>(0, 0));
-                }});
+                },
+                gpt_param_count});
     runtime::register_model("simple-transformer",
                             {st_from_config, [](const nlohmann::json& j) -> std::shared_ptr<runtime::LanguageModel> {
                                return std::make_shared<SimpleTransformer>(SimpleTransformer::config_from_json(j),
                                                                           std::make_shared<Generator>(0, 0));
-                             }});
+                             },
+                             {}, {}, st_param_count});
     runtime::register_model("mlp", {mlp_from_config, [](const nlohmann::json& j) -> std::shared_ptr<runtime::LanguageModel> {
                                       return std::make_shared<MlpLm>(MlpLm::config_from_json(j));
-                                    }});
+                                    },
+                                    {}, {}, mlp_param_count});
   }
 };
 const Registrar registrar;

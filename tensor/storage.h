@@ -36,6 +36,7 @@ void* device_alloc(size_t bytes);
 void device_free(void* p, size_t bytes);
 bool available();  // built with CUDA and a device is visible
 size_t device_bytes_peak();  // the caching allocator's peak bytes handed to tensors (0 without CUDA)
+size_t device_bytes_free();  // what tensors could still get on the current device: free + cached (0 without CUDA)
 }  // namespace cuda
 
 }  // namespace st

@@ -29,6 +29,10 @@ struct ModelFactory {
       from_config_tp = {};
   std::function<std::shared_ptr<LanguageModel>(const nlohmann::json& config, std::shared_ptr<comm::Communicator> tp)>
       from_json_tp = {};
+  // The number of parameters from_config would build, in closed form, without building it (for
+  // the memory check, runtime/train/memory_check.h); a double, as absurd sizes overflow int64.
+  // Null: the family does not say.
+  std::function<double(const TrainConfig& cfg)> param_count = {};
 };
 
 // Registers `family` ("gpt", ...); registering a name twice replaces the factory.

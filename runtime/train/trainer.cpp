@@ -14,6 +14,7 @@
 #include "runtime/common/timing.h"
 #include "runtime/observe/progress.h"
 #include "runtime/observe/trace.h"
+#include "runtime/train/memory_check.h"
 #include "runtime/train/model_registry.h"
 #include "runtime/train/nonfinite.h"
 #include "tensor/autograd.h"
@@ -67,6 +68,7 @@ TrainInputs prepare_training(const TrainConfig& cfg, int64_t dp, int64_t replica
              "--resume: the checkpoint " << in.resume_path << " holds a " << in.model->family()
                                          << " model, --model is " << cfg.model);
   } else {
+    check_fits_in_memory(cfg, tp ? tp->size() : 1, dp);  // before a single parameter is allocated
     in.model = build_model(cfg, init_gen, tp);
     if (!cfg.init_from.empty()) check_finite(in.model->named_parameters(), "--init-from " + cfg.init_from);
   }

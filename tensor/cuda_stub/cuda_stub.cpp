@@ -13,6 +13,7 @@ void* device_alloc(size_t) { no_cuda("CUDA allocation"); }
 void device_free(void*, size_t) {}
 bool available() { return false; }
 size_t device_bytes_peak() { return 0; }
+size_t device_bytes_free() { return 0; }
 void copy(const Tensor&, const Tensor&) { no_cuda("copy to/from a CUDA tensor"); }
 void fill(const Tensor&, double) { no_cuda("fill of a CUDA tensor"); }
 void add(const Tensor&, const Tensor&, double) { no_cuda("add_ on a CUDA tensor"); }
