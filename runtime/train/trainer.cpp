@@ -285,6 +285,8 @@ std::string Trainer::save_checkpoint() {
 
 void Trainer::run() {
   const bool lead = rank() == 0;
+  // resumed: the steps after the checkpoint (written before a crash) go, then the run appends
+  if (lead && !resumed_from_.empty() && !cfg_.metrics.empty()) cut_metrics_back(cfg_.metrics, step_);
   MetricsWriter metrics(lead ? cfg_.metrics : "", /*append=*/!resumed_from_.empty());
   if (!cfg_.trace.empty()) trace::start(rank());
   if (lead) {
@@ -303,16 +305,18 @@ void Trainer::run() {
       m = train_step();
     }
     if (val_data_ && step_ % cfg_.eval_every == 0) m.val_loss = evaluate(*val_data_);
+    // the step's line before its checkpoint: a crash in between leaves the line, which a resume
+    // from the previous checkpoint cuts back
+    if (lead) {
+      metrics.write(m);
+      if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || step_ == cfg_.steps)) bar.line(m.line(cfg_.steps));
+      bar.update(step_);
+    }
     const bool ckpt_due = !cfg_.checkpoint_dir.empty() &&
                           ((cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0) || step_ == cfg_.steps);
     if (ckpt_due) {
       trace::Scope ts("checkpoint", "optimizer");
       save_checkpoint();
-    }
-    if (lead) {
-      metrics.write(m);
-      if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || step_ == cfg_.steps)) bar.line(m.line(cfg_.steps));
-      bar.update(step_);
     }
   }
   bar.finish();
