@@ -12,6 +12,7 @@
 #include "runtime/parallel/zero1.h"
 #include "runtime/pipeline/layer_profile.h"
 #include "runtime/train/pipeline_source.h"
+#include "runtime/train/run_fingerprint.h"
 #include "runtime/train/trainer.h"
 
 namespace st::runtime {
@@ -160,6 +161,8 @@ int run_parallel_training(const TrainConfig& cfg) {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000));
   comm::CommSetup setup = comm::make_communicator(cfg.comm, timeout);
   auto world = setup.world;
+  // first collective of the job: ranks started with different options stop here, named
+  if (world->size() > 1) check_ranks_agree(run_fingerprint(cfg), *world);
   comm::GridLayout layout = comm::GridLayout::make(world->size(), static_cast<int>(cfg.dp), static_cast<int>(cfg.tp),
                                                    static_cast<int>(cfg.pp));
   if (world->size() == 1) return run_training(cfg);
