@@ -110,7 +110,8 @@ int64_t Mutator::interesting_int() {
   static const std::vector<int64_t> menu = {0, 1, -1, 2, 7, 255, 256, 65535, 65536, (1ll << 31) - 1, 1ll << 31,
                                             -(1ll << 31), (1ll << 32) + 1, (1ll << 53) + 1, 1ll << 62,
                                             std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()};
-  if (coin(0.8)) return pick(menu) + (coin(0.2) ? range(-2, 2) : 0);
+  if (coin(0.8))  // ± 2 around a boundary, wrapping (unsigned) past the int64 limits
+    return static_cast<int64_t>(static_cast<uint64_t>(pick(menu)) + static_cast<uint64_t>(coin(0.2) ? range(-2, 2) : 0));
   return static_cast<int64_t>(next());
 }
 

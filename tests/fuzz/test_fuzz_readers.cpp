@@ -84,7 +84,11 @@ void edit_header(Mutator& m, json& h) {
     case 2: e["shape"] = json::array({m.interesting_int(), m.interesting_int()}); break;
     case 3: e["shape"] = random_json_value(m); break;
     case 4: e["data_offsets"] = json::array({m.interesting_int(), m.interesting_int()}); break;
-    case 5: e["data_offsets"][m.range(0, 1)] = e["data_offsets"][0].get<int64_t>() + m.range(-64, 64); break;
+    case 5: {  // an offset moved by a few bytes (the original entry's offsets are small)
+      json& o = e["data_offsets"];
+      if (o.is_array() && o.size() == 2 && o[0].is_number_unsigned()) o[m.range(0, 1)] = o[0].get<int64_t>() + m.range(-64, 64);
+      break;
+    }
     case 6: e["data_offsets"] = random_json_value(m); break;
     case 7: e.erase(m.pick(std::vector<std::string>{"dtype", "shape", "data_offsets"})); break;
     case 8: e[m.pick(std::vector<std::string>{"extra", "dtype2"})] = random_json_value(m); break;
