@@ -43,6 +43,14 @@ void validate_pipeline(const TrainConfig& c, Fail&& fail) {
   }
 }
 
+// Whether `p` is a regular file (want_dir: a directory); never throws: `why` gets the system's
+// reason when there is one (" (File name too long)"), so a bad path is a UsageError like any other.
+bool exists_as(const fs::path& p, bool want_dir, std::string& why) {
+  std::error_code ec;
+  const bool ok = want_dir ? fs::is_directory(p, ec) : fs::is_regular_file(p, ec);
+  why = ec ? " (" + ec.message() + ")" : "";
+  return ok;
+}
 }  // namespace
 
 OptionTable train_options(TrainConfig& c) {
@@ -180,17 +188,19 @@ void validate(const TrainConfig& c, const OptionTable& t) {
   if (c.eval_every > 0 && c.val_data.empty()) fail("eval-every", "needs --val-data");
   if (c.zero && c.optimizer != runtime::OptimizerKind::adamw)
     fail("zero", "ZeRO-1 shards AdamW state; --optimizer is " + runtime::to_string(c.optimizer));
-  if (!c.data.empty() && !fs::is_regular_file(c.data)) fail("data", "no such file: " + c.data);
-  if (!c.val_data.empty() && !fs::is_regular_file(c.val_data)) fail("val-data", "no such file: " + c.val_data);
+  std::string why;
+  if (!c.data.empty() && !exists_as(c.data, false, why)) fail("data", "no such file: " + c.data + why);
+  if (!c.val_data.empty() && !exists_as(c.val_data, false, why)) fail("val-data", "no such file: " + c.val_data + why);
 }
 
 void resolve_init_from(TrainConfig& c, const OptionTable& t) {
   if (c.init_from.empty()) return;
   const std::string where = "--init-from" + t.origin_of("init-from");
   const fs::path dir = c.init_from;
-  if (!fs::is_directory(dir)) ST_THROW(UsageError, where << ": " << c.init_from << " is not a directory");
+  std::string why;
+  if (!exists_as(dir, true, why)) ST_THROW(UsageError, where << ": " << c.init_from << " is not a directory" << why);
   for (const char* f : {"model.safetensors", "config.json"})
-    if (!fs::is_regular_file(dir / f)) ST_THROW(UsageError, where << ": " << (dir / f).string() << " is missing");
+    if (!exists_as(dir / f, false, why)) ST_THROW(UsageError, where << ": " << (dir / f).string() << " is missing" << why);
   const std::string cfg_path = (dir / "config.json").string();
   nlohmann::json j = runtime::read_json_file(cfg_path);
   if (j.value("model_type", std::string()) != "gpt2")
