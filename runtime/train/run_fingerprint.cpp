@@ -70,6 +70,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"tp", num(c.tp)},
       {"pp", num(c.pp)},
       {"schedule", to_string(c.schedule)},
+      {"virtual-stages", num(c.virtual_stages)},
       {"partition", to_string(c.partition)},
       {"comm", c.comm},
       // batch

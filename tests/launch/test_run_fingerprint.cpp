@@ -25,7 +25,7 @@ std::string other_value(const launch::OptionSpec& s) {
       if (choices.substr(b, e - b) != v) return choices.substr(b, e - b);
   }
   if (s.metavar == "F") return v + "1";                      // 0.001 → 0.0011, 25 → 251
-  if (s.metavar == "N" || s.metavar == "B" || s.metavar == "K") return std::to_string(std::stoll(v) + 1);
+  if (!v.empty() && v.find_first_not_of("0123456789-") == std::string::npos) return std::to_string(std::stoll(v) + 1);
   return v + "x";                                            // paths
 }
 
