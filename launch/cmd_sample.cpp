@@ -30,8 +30,10 @@ runtime::SampleConfig parse_sample_args(const std::vector<std::string>& args, st
   }
   t.parse_flags(args);
   if (c.checkpoint.empty()) ST_THROW(UsageError, "sample: --checkpoint DIR is required");
-  if (!std::filesystem::is_directory(c.checkpoint))
-    ST_THROW(UsageError, "sample: --checkpoint " << c.checkpoint << " is not a directory");
+  std::error_code ec;  // the non-throwing overload: a name too long is a usage error too
+  if (!std::filesystem::is_directory(c.checkpoint, ec))
+    ST_THROW(UsageError, "sample: --checkpoint " << c.checkpoint << " is not a directory"
+                                                 << (ec ? " (" + ec.message() + ")" : std::string()));
   if (c.tokens < 0) ST_THROW(UsageError, "sample: --tokens must be >= 0, got " << c.tokens);
   if (c.temperature < 0) ST_THROW(UsageError, "sample: --temperature must be >= 0, got " << c.temperature);
   if (c.top_k < 0) ST_THROW(UsageError, "sample: --top-k must be >= 0, got " << c.top_k);

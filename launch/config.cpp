@@ -44,6 +44,14 @@ void validate_pipeline(const TrainConfig& c, Fail&& fail) {
   }
 }
 
+// Whether `p` is a regular file (want_dir: a directory); never throws: `why` gets the system's
+// reason when there is one (" (File name too long)"), so a bad path is a UsageError like any other.
+bool exists_as(const fs::path& p, bool want_dir, std::string& why) {
+  std::error_code ec;
+  const bool ok = want_dir ? fs::is_directory(p, ec) : fs::is_regular_file(p, ec);
+  why = ec ? " (" + ec.message() + ")" : "";
+  return ok;
+}
 }  // namespace
 
 OptionTable train_options(TrainConfig& c) {
@@ -99,6 +107,9 @@ OptionTable train_options(TrainConfig& c) {
   B("zero", "numerics", c.zero, "ZeRO-1: shard optimizer state over DP replicas");
   E("grad-comm-dtype", "numerics", c.grad_comm_dtype, "dtype of the DP / ZeRO gradient all-reduce");
   F("bucket-mb", "numerics", c.bucket_mb, "DP / ZeRO gradient bucket size in MiB");
+  I("max-nonfinite-steps", "numerics", c.max_nonfinite_steps, "N",
+    "stop after N steps in a row with an inf/NaN loss or grad norm (fp32/bf16: each is skipped; fp16: overflows "
+    "at the loss scale's floor); 0: never stop");
   // optimizer
   E("optimizer", "optimizer", c.optimizer, "optimizer");
   F("lr", "optimizer", c.lr, "peak learning rate");
@@ -173,6 +184,7 @@ void validate(const TrainConfig& c, const OptionTable& t) {
   positive("grad-accum", c.grad_accum);
   validate_pipeline(c, fail);
   if (c.bucket_mb <= 0) fail("bucket-mb", "must be positive, got " + fmt(c.bucket_mb));
+  non_negative("max-nonfinite-steps", static_cast<double>(c.max_nonfinite_steps));
   non_negative("lr", c.lr);
   non_negative("weight-decay", c.weight_decay);
   if (c.beta1 < 0 || c.beta1 >= 1) fail("beta1", "must be in [0, 1), got " + fmt(c.beta1));
@@ -195,17 +207,19 @@ void validate(const TrainConfig& c, const OptionTable& t) {
   if (c.eval_every > 0 && c.val_data.empty()) fail("eval-every", "needs --val-data");
   if (c.zero && c.optimizer != runtime::OptimizerKind::adamw)
     fail("zero", "ZeRO-1 shards AdamW state; --optimizer is " + runtime::to_string(c.optimizer));
-  if (!c.data.empty() && !fs::is_regular_file(c.data)) fail("data", "no such file: " + c.data);
-  if (!c.val_data.empty() && !fs::is_regular_file(c.val_data)) fail("val-data", "no such file: " + c.val_data);
+  std::string why;
+  if (!c.data.empty() && !exists_as(c.data, false, why)) fail("data", "no such file: " + c.data + why);
+  if (!c.val_data.empty() && !exists_as(c.val_data, false, why)) fail("val-data", "no such file: " + c.val_data + why);
 }
 
 void resolve_init_from(TrainConfig& c, const OptionTable& t) {
   if (c.init_from.empty()) return;
   const std::string where = "--init-from" + t.origin_of("init-from");
   const fs::path dir = c.init_from;
-  if (!fs::is_directory(dir)) ST_THROW(UsageError, where << ": " << c.init_from << " is not a directory");
-  if (!fs::is_regular_file(dir / "config.json"))
-    ST_THROW(UsageError, where << ": " << (dir / "config.json").string() << " is missing");
+  std::string why;
+  if (!exists_as(dir, true, why)) ST_THROW(UsageError, where << ": " << c.init_from << " is not a directory" << why);
+  if (!exists_as(dir / "config.json", false, why))
+    ST_THROW(UsageError, where << ": " << (dir / "config.json").string() << " is missing" << why);
   if (!runtime::SafetensorsStore::exists(dir.string(), "model"))
     ST_THROW(UsageError, where << ": " << c.init_from << " holds neither model.safetensors nor model.safetensors.index.json");
   const std::string cfg_path = (dir / "config.json").string();

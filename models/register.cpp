@@ -67,12 +67,38 @@ nlohmann::json mlp_options(const runtime::TrainConfig& cfg) {
   return MlpLm::config_to_json(c);
 }
 
+// Closed forms of each family's parameter count, for the memory check before a byte is allocated
+// (runtime/train/memory_check.h; tests/runtime/train/test_memory_check.cpp checks them against the
+// built models). GPT: per block 12·C² + 13·C (attention 4·C² + 4·C, MLP 8·C² + 5·C, two LayerNorms 4·C); embeddings
+// C·(V + T); the final LayerNorm 2·C; the head is tied.
+double gpt_param_count(const nlohmann::json& j) {
+  const GptConfig c = gpt_config_from_hf(j, "model config");
+  const double L = static_cast<double>(c.n_layer), C = static_cast<double>(c.n_embd);
+  const double V = static_cast<double>(c.vocab_size), T = static_cast<double>(c.n_positions);
+  return 12 * L * C * C + 13 * L * C + C * (V + T) + 2 * C;
+}
+// Embedding V·C; per layer attention 4·C² + 4·C, feed-forward 2·C·F + F + C, two LayerNorms 4·C;
+// head C·V + V.
+double st_param_count(const nlohmann::json& j) {
+  const SimpleTransformerConfig c = SimpleTransformer::config_from_json(j);
+  const double L = static_cast<double>(c.layers), C = static_cast<double>(c.d_model);
+  const double V = static_cast<double>(c.vocab), F = static_cast<double>(c.ffn);
+  return V * C + L * (4 * C * C + 2 * C * F + F + 9 * C) + C * V + V;
+}
+// Embedding V·C; per hidden layer C² + C; head C·V + V.
+double mlp_param_count(const nlohmann::json& j) {
+  const MlpConfig c = MlpLm::config_from_json(j);
+  const double L = static_cast<double>(c.layers), C = static_cast<double>(c.d_model);
+  const double V = static_cast<double>(c.vocab);
+  return V * C + L * (C * C + C) + C * V + V;
+}
+
 struct Registrar {
   Registrar() {
     runtime::register_model(
         "gpt", {gpt_options,
                 [](const nlohmann::json& j, int64_t T) { return describe_gpt(gpt_config_from_hf(j, "model config"), T); },
-                gpt_build, load_hf_gpt2_weights, /*tensor_parallel=*/true});
+                gpt_build, load_hf_gpt2_weights, /*tensor_parallel=*/true, gpt_param_count});
     runtime::register_model(
         "simple-transformer",
         {st_options,
@@ -82,12 +108,14 @@ struct Registrar {
          [](const nlohmann::json& j, const runtime::ModelBuild& b) -> std::shared_ptr<runtime::LanguageModel> {
            return std::make_shared<SimpleTransformer>(SimpleTransformer::config_from_json(j), dropout_generator(b),
                                                       b.layers);
-         }});
+         },
+         {}, false, st_param_count});
     runtime::register_model(
         "mlp", {mlp_options, [](const nlohmann::json& j, int64_t) { return MlpLm::describe(MlpLm::config_from_json(j)); },
                 [](const nlohmann::json& j, const runtime::ModelBuild& b) -> std::shared_ptr<runtime::LanguageModel> {
                   return std::make_shared<MlpLm>(MlpLm::config_from_json(j), b.layers);
-                }});
+                },
+                {}, false, mlp_param_count});
   }
 };
 const Registrar registrar;

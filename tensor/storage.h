@@ -54,6 +54,7 @@ struct DeviceProperties {
   size_t total_bytes = 0;     // device memory
 };
 std::optional<DeviceProperties> device_properties();
+size_t device_bytes_free();  // what tensors could still get on the current device: free + cached (0 without CUDA)
 }  // namespace cuda
 
 }  // namespace st

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 
+#include "runtime/common/json_io.h"
 #include "tensor/error.h"
 
 namespace st::runtime {
@@ -83,6 +85,45 @@ void MetricsWriter::write(const StepMetrics& m) {
   out_ << m.to_json().dump() << "\n";
   out_.flush();
   ST_CHECK(out_.good(), IOError, "metrics: write to " << path_ << " failed");
+}
+
+int64_t cut_metrics_back(const std::string& path, int64_t step) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return 0;
+  std::ifstream in(path, std::ios::binary);
+  ST_CHECK(in.good(), IOError, "metrics: cannot open " << path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  std::string kept;
+  int64_t dropped = 0;
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t nl = text.find('\n', begin);
+    const bool torn = nl == std::string::npos;  // the last line of a crashed writer
+    const std::string line = text.substr(begin, torn ? std::string::npos : nl - begin);
+    begin = torn ? text.size() : nl + 1;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool parsed = !j.is_discarded();
+    const bool later = parsed && j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+                       j["step"].get<int64_t>() > step;
+    if (later || ((torn || begin == text.size()) && !parsed && !line.empty())) {
+      ++dropped;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  if (dropped == 0 && (text.empty() || text.back() == '\n')) return 0;
+  const std::string tmp = temp_name_for(path);
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << kept;
+    out.flush();
+    ST_CHECK(out.good(), IOError, "metrics: cannot write " << tmp);
+  }
+  fsync_path(tmp);
+  std::filesystem::rename(tmp, path, ec);
+  ST_CHECK(!ec, IOError, "metrics: cannot rename " << tmp << " to " << path << ": " << ec.message());
+  fsync_parent_dir(path);
+  return dropped;
 }
 
 std::vector<nlohmann::json> read_metrics(const std::string& path) {

@@ -45,6 +45,14 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
+// A resumed run's file cut back to the checkpoint it resumed from (rank 0, before appending), so
+// the steps between that checkpoint and a crash are not in the file twice: keeps the lines whose
+// "step" is ≤ `step`, in order, drops later steps and a torn last line (one that is not JSON; a complete last line missing
+// only its newline is kept and completed);
+// a line that is not JSON elsewhere is kept as it is. Rewritten atomically (temporary name,
+// fsync, rename). Returns the number of lines dropped; no file: 0.
+int64_t cut_metrics_back(const std::string& path, int64_t step);
+
 // Reads a metrics file back (tests, tools); throws IOError naming the file and line.
 std::vector<nlohmann::json> read_metrics(const std::string& path);
 

@@ -39,6 +39,8 @@ class LossScaler {
   // Checkpoint state.
   void set_state(double scale, int64_t good_steps);
   bool warned_at_floor() const { return warned_; }
+  // An overflow now could not halve the scale any more (the scale is at its floor).
+  bool at_floor() const { return enabled_ && scale_ * 0.5 < min_scale_; }
 
  private:
   bool enabled_;

@@ -14,6 +14,7 @@
 #include "runtime/train/checkpoint_guard.h"
 #include "runtime/train/model_registry.h"
 #include "runtime/train/pipeline_source.h"
+#include "runtime/train/run_fingerprint.h"
 #include "runtime/train/trainer.h"
 
 namespace st::runtime {
@@ -177,6 +178,8 @@ int run_parallel_training(const TrainConfig& cfg) {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000));
   comm::CommSetup setup = comm::make_communicator(cfg.comm, timeout);
   auto world = setup.world;
+  // first collective of the job: ranks started with different options stop here, named
+  if (world->size() > 1) check_ranks_agree(run_fingerprint(cfg), *world);
   comm::GridLayout layout = comm::GridLayout::make(world->size(), static_cast<int>(cfg.dp), static_cast<int>(cfg.tp),
                                                    static_cast<int>(cfg.pp));
   if (world->size() == 1) return run_training(cfg);
@@ -187,7 +190,7 @@ int run_parallel_training(const TrainConfig& cfg) {
   comm::ProcessGrid grid(world, layout.dp, layout.tp, layout.pp);
   const Job job{cfg, world, grid, grid.coord()};
 
-  const ModelPlan plan = plan_model(cfg);
+  const ModelPlan plan = plan_model(cfg, layout.tp, layout.dp);
   Partition part;
   std::vector<LayerRange> stage_layers;  // empty: all
   if (layout.pp > 1) {

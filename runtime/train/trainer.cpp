@@ -19,7 +19,9 @@
 #include "runtime/observe/progress.h"
 #include "runtime/observe/trace.h"
 #include "runtime/train/checkpoint_guard.h"
+#include "runtime/train/memory_check.h"
 #include "runtime/train/model_registry.h"
+#include "runtime/train/nonfinite.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -36,13 +38,18 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& cfg, NamedTensors p
   ST_THROW(ValueError, "optimizer " << static_cast<int>(cfg.optimizer) << " is not known");
 }
 
-// Test hook (documented in docs/testing.md): SHARDTRAIN_TEST_INF_STEP=s (from 1) and
-// SHARDTRAIN_TEST_INF_RANK=r make rank r's first gradient infinite at step s, to check that every
-// rank skips the step together and the loss scale halves.
+// Test hook (documented in docs/testing.md): SHARDTRAIN_TEST_INF_STEP=s (from 1; "s+": every step
+// from s on) and SHARDTRAIN_TEST_INF_RANK=r make rank r's first gradient infinite at step s, to
+// check that every rank skips the step together, the loss scale halves, and a run that stays
+// non-finite stops.
 void maybe_inject_overflow(std::vector<Tensor>& grads, int64_t step, int rank) {
   const char* at_step = std::getenv("SHARDTRAIN_TEST_INF_STEP");
   const char* at_rank = std::getenv("SHARDTRAIN_TEST_INF_RANK");
-  if (!at_step || grads.empty() || std::atoll(at_step) != step) return;
+  if (!at_step || grads.empty()) return;
+  const std::string s = at_step;
+  const bool onward = !s.empty() && s.back() == '+';
+  const int64_t from = std::atoll(s.c_str());
+  if (onward ? step < from : step != from) return;
   if (at_rank && std::atoi(at_rank) != rank) return;
   NoGradGuard ng;
   grads[0].flatten().narrow(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
@@ -81,7 +88,7 @@ int64_t whole_model_parameters(const LanguageModel& model, const ParameterRoles&
 
 }  // namespace
 
-ModelPlan plan_model(const TrainConfig& cfg) {
+ModelPlan plan_model(const TrainConfig& cfg, int64_t tp, int64_t dp) {
   ModelPlan plan;
   if (cfg.resume) {
     ST_CHECK(!cfg.checkpoint_dir.empty(), ValueError, "--resume needs --checkpoint-dir");
@@ -95,6 +102,7 @@ ModelPlan plan_model(const TrainConfig& cfg) {
                                          << " model, --model is " << cfg.model);
   } else {
     plan.entry = model_entry(cfg);
+    check_fits_in_memory(cfg, plan.entry, tp, dp);  // before the model is described or a parameter allocated
   }
   const ModelDescription at_context = describe_model(plan.entry, 1);
   plan.seq_len = cfg.seq_len > 0 ? cfg.seq_len : at_context.context_length;
@@ -121,6 +129,7 @@ TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std:
     in.model->move_parameters(in.device);
   } else {
     in.model = build_model(cfg, layers, tp, in.device);
+    if (!cfg.init_from.empty()) check_finite(in.model->named_parameters(), "--init-from " + cfg.init_from);
   }
   in.layout.micro_batch = cfg.micro_batch;
   in.layout.grad_accum = cfg.grad_accum;
@@ -156,6 +165,7 @@ void Trainer::init(const std::string& resume_path) {
   if (!w_.sync) w_.sync = std::make_shared<ClearGrads>(model_);
   if (!w_.state) w_.state = std::make_shared<StateSharding>();
   scaler_ = LossScaler(cfg_.precision == Precision::fp16);
+  nonfinite_ = NonFiniteGuard(cfg_.precision, cfg_.max_nonfinite_steps);
   schedule_ = LrSchedule{cfg_.lr_schedule, cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
   ST_CHECK(cfg_.steps >= 0 && cfg_.clip >= 0, ValueError, "--steps and --clip must be ≥ 0");
   OpenedCheckpoint ckpt;
@@ -163,6 +173,7 @@ void Trainer::init(const std::string& resume_path) {
     ckpt = open_train_checkpoint(resume_path);
     load_parts(model_part_source(*model_, *ckpt.model), model_->named_parameters(),
                /*strict=*/model_->holds_all());
+    check_finite(model_->named_parameters(), "--resume: " + resume_path + " (model weights)");
   }
   const DType compute = compute_dtype(cfg_.precision);
   NamedTensors opt_params = model_->named_parameters();
@@ -199,6 +210,7 @@ void Trainer::init(const std::string& resume_path) {
     if (state.rule) state.rule = optimizer_state_shard_rule(state.rule);
     check_parts(state, opt_->state_dict(), /*strict=*/false);  // this rank's keys (its stage, shards, ZeRO run)
     opt_->load_state([&](const std::string& key, const Tensor& dst) { Tensor(dst).copy_(read_part(state, key, dst.shape())); });
+    check_finite(opt_->state_dict(), "--resume: " + resume_path + " (optimizer state)");
     step_ = st.step;
     if (model_->generator()) model_->generator()->set_state(st.rng_seed, st.rng_offset);
     scaler_.set_state(st.loss_scale, st.loss_scale_good_steps);
@@ -257,12 +269,16 @@ StepMetrics Trainer::train_step() {
   // weighted Σg² and inf/NaN flag. Unscaling and clipping happen inside the optimizer kernels.
   const double inv_scale = scaler_.enabled() ? 1.0 / scaler_.scale() : 1.0;
   const ops::GradStats stats = ops::grad_stats(grads, norm_weights(), inv_scale);
-  bool found_inf = false;
-  if (scaler_.enabled()) found_inf = w_.reductions.flag->allreduce_max(stats.found_inf ? 1.0 : 0.0) > 0.0;
+  // the inf/NaN verdict agreed by every rank (a rank's own gradients may be the only bad ones)
+  const bool found_inf = w_.reductions.flag->allreduce_max(stats.found_inf ? 1.0 : 0.0) > 0.0;
   m.loss = w_.reductions.loss->allreduce_sum(local_loss);
-  if (found_inf) {
-    m.skipped = scaler_.update(true);
+  const bool nonfinite = found_inf || !std::isfinite(m.loss);
+  if (nonfinite) {  // skipped (fp16: the scale halves); nonfinite_ stops a run that stays so
+    const bool at_floor = scaler_.at_floor();
+    scaler_.update(true);
+    m.skipped = true;
     m.grad_norm = std::numeric_limits<double>::quiet_NaN();
+    nonfinite_.nonfinite(m.step, m.loss, found_inf, at_floor);
   } else {
     m.grad_norm = std::sqrt(w_.reductions.grad->allreduce_sum(stats.sumsq));
     const ops::GradScale gs{inv_scale, clip_coefficient(m.grad_norm, cfg_.clip)};
@@ -272,9 +288,10 @@ StepMetrics Trainer::train_step() {
       opt_->step(grads, m.lr, gs);
     }
     scaler_.update(false);
+    nonfinite_.finite();
   }
   grads.clear();
-  w_.sync->end_step(/*stepped=*/!found_inf);
+  w_.sync->end_step(/*stepped=*/!nonfinite);
   ++step_;
   m.step_ms = ms_since(t0);
   const double tokens = static_cast<double>(w_.source->global_batch() * w_.source->seq_len());
@@ -340,6 +357,8 @@ std::string Trainer::save_checkpoint() {
 
 void Trainer::run() {
   const bool lead = rank() == 0;
+  // resumed: the steps after the checkpoint (written before a crash) go, then the run appends
+  if (lead && !resumed_from_.empty() && !cfg_.metrics.empty()) cut_metrics_back(cfg_.metrics, step_);
   MetricsWriter metrics(lead ? cfg_.metrics : "", /*append=*/!resumed_from_.empty());
   if (!cfg_.trace.empty()) trace::start(rank());
   const int64_t params = whole_model_parameters(*model_, w_.roles, w_.layout, w_.world.get());  // collective
@@ -369,6 +388,13 @@ void Trainer::run() {
       m = train_step();
     }
     if (val_data_ && step_ % eval_interval(cfg_) == 0) m.val_loss = evaluate(*val_data_);
+    // the step's line before its checkpoint: a crash in between leaves the line, which a resume
+    // from the previous checkpoint cuts back
+    if (lead) {
+      metrics.write(m);
+      if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || step_ == cfg_.steps)) bar.line(m.line(cfg_.steps));
+      bar.update(step_);
+    }
     const bool ckpt_due = !cfg_.checkpoint_dir.empty() &&
                           ((cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0) || step_ == cfg_.steps);
     if (ckpt_due) {
@@ -380,11 +406,6 @@ void Trainer::run() {
     memory_.optim = std::max(memory_.optim, m.mem_optim);
     memory_.act_peak = std::max(memory_.act_peak, m.mem_act_peak);
     memory_.peak = std::max(memory_.peak, m.mem_peak);
-    if (lead) {
-      metrics.write(m);
-      if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || step_ == cfg_.steps)) bar.line(m.line(cfg_.steps));
-      bar.update(step_);
-    }
   }
   bar.finish();
   memory_.rss_peak = process_peak_rss();

@@ -7,8 +7,10 @@
 //      weights sum (runtime/parallel/gradient_sync.h)
 //   4. one ops::grad_stats pass over the raw gradients (their own dtype, no copies): the
 //      unscaled local norm² and the inf/NaN flag, read to the host once; the flag agreed by
-//      reductions.flag (fp16)
-//   5. skipped step (fp16 overflow): the scale halves, nothing else changes
+//      reductions.flag
+//   5. skipped step (inf/NaN gradients or loss, agreed by every rank): nothing changes but the
+//      fp16 scale, which halves; cfg.max_nonfinite_steps in a row (fp16: at the scale's floor)
+//      stop the run (runtime/train/nonfinite.h)
 //      else: global norm² by reductions.grad, lr from the schedule, optimizer step on the raw
 //      gradients with 1/scale and the clip coefficient applied in its kernels (f32 masters,
 //      low-precision copies rewritten), loss scaler update
@@ -32,6 +34,7 @@
 #include "runtime/parallel/reductions.h"
 #include "runtime/parallel/state_sharding.h"
 #include "runtime/train/gradient_source.h"
+#include "runtime/train/nonfinite.h"
 #include "runtime/train/train_checkpoint.h"
 #include "runtime/train/train_config.h"
 
@@ -46,7 +49,8 @@ struct ModelPlan {
   ModelDescription description;
   int64_t seq_len = 0;  // the run's T: --seq-len, or the model's context length
 };
-ModelPlan plan_model(const TrainConfig& cfg);
+// tp and dp size the memory check (memory_check.h) that refuses a model this rank cannot hold.
+ModelPlan plan_model(const TrainConfig& cfg, int64_t tp = 1, int64_t dp = 1);
 
 // What prepare_training() sets up for one replica: the model's layers this rank holds, in f32 on
 // its device (filled from the seed or --init-from; when resuming, shaped like the checkpoint and
@@ -125,6 +129,7 @@ class Trainer {
   TrainerWiring w_;
   std::unique_ptr<Optimizer> opt_;
   LossScaler scaler_{false};
+  NonFiniteGuard nonfinite_{Precision::fp32, 1};  // stops a run that stays inf/NaN (runtime/train/nonfinite.h)
   LrSchedule schedule_;
   int64_t step_ = 0;
   std::string resumed_from_;

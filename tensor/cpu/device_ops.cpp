@@ -32,7 +32,7 @@ inline D convert(S v) {
 
 void copy(const Tensor& dst, const Tensor& src) {
   if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
-    std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+    if (dst.nbytes() > 0) std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());  // an empty tensor may have no storage
     return;
   }
   visit_dtype(dst.dtype(), [&](auto dtag) {

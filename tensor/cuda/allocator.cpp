@@ -145,6 +145,11 @@ void device_free(void* p, size_t) { allocator().free(p); }
 size_t bytes_in_use() { return allocator().in_use(); }
 size_t bytes_peak() { return allocator().peak(); }
 size_t device_bytes_peak() { return allocator().peak(); }
+size_t device_bytes_free() {
+  size_t free_b = 0, total_b = 0;
+  CHECK_CUDA(cudaMemGetInfo(&free_b, &total_b));
+  return free_b + allocator().cached();
+}
 void reset_peak() { allocator().reset_peak(); }
 size_t bytes_cached() { return allocator().cached(); }
 uint64_t malloc_count() { return allocator().mallocs(); }

@@ -1,0 +1,161 @@
+// The built binary against the faults a campaign found silent: an inf/NaN run stops (fp32, bf16,
+// fp16 at its scale floor) with the step named; a checkpoint or --init-from directory holding NaN
+// weights is refused, the tensor named; a model larger than the machine is refused at once with
+// the estimate; a resumed run's metrics file holds each step once. Every failure is exit 1 with
+// exactly one error line.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/io/safetensors.h"
+#include "runtime/observe/metrics.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+struct Result {
+  int code;          // exit status, -1 on a signal
+  std::string out;   // stdout and stderr together
+  std::string error; // the "shardtrain: error: " line without its prefix, "" if none
+  int error_lines = 0;
+  double seconds = 0;
+};
+Result run(const std::string& args, const std::string& env = "") {
+  const std::string cmd =
+      "SHARDTRAIN_PROGRESS=0 " + env + " '" + std::string(ST_SHARDTRAIN_BIN) + "' " + args + " 2>&1";
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return {-1, "", "", 0, 0};
+  Result r{};
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const std::string tag = "shardtrain: error: ";
+  for (size_t at = r.out.find(tag); at != std::string::npos; at = r.out.find(tag, at + 1)) {
+    ++r.error_lines;
+    r.error = r.out.substr(at + tag.size(), r.out.find('\n', at) - at - tag.size());
+  }
+  return r;
+}
+bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+std::string temp_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("st_faults_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+// A small GPT on the built-in corpus: a few ms per step.
+const std::string kTiny = "train --layers 1 --d-model 32 --heads 2 --seq-len 32 --micro-batch 2 --log-every 1 ";
+
+// Rewrites `file` with element 0 of its `index`-th tensor set to NaN; returns that tensor's name.
+std::string poison(const std::string& file, size_t index) {
+  st::runtime::SafetensorsFile f = st::runtime::read_safetensors(file);
+  auto& [name, t] = f.tensors.at(index);
+  t.flatten().narrow(0, 0, 1).fill_(NAN);
+  st::runtime::save_safetensors(file, f.tensors, f.metadata);
+  return name;
+}
+}  // namespace
+
+TEST(CliFaults, InfInFp32AndBf16StopsTheRunNamingTheStep) {
+  for (const char* precision : {"fp32", "bf16"}) {
+    Result r = run(kTiny + "--steps 6 --precision " + precision, "SHARDTRAIN_TEST_INF_STEP=3");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_EQ(r.error_lines, 1) << r.out;
+    EXPECT_EQ(r.error, std::string("step 3: the gradients hold inf/NaN (") + precision +
+                           " has no loss scaler to skip it); stopping after 1 non-finite step — see "
+                           "--max-nonfinite-steps")
+        << r.out;
+    EXPECT_TRUE(has(r.out, "step 2/6")) << r.out;
+    EXPECT_FALSE(has(r.out, "step 3/6")) << r.out;
+  }
+  // a limit of 3: steps 3, 4, 5 in a row stop it at 5
+  Result r = run(kTiny + "--steps 8 --max-nonfinite-steps 3", "SHARDTRAIN_TEST_INF_STEP=3+");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.error, "step 5: the gradients hold inf/NaN") && has(r.error, "(steps 3-5)")) << r.out;
+  EXPECT_TRUE(has(r.out, "step 4/8") && has(r.out, "skipped (inf/nan)")) << r.out;
+  // 0: never stops; the bad step is skipped and the run ends normally
+  r = run(kTiny + "--steps 4 --max-nonfinite-steps 0", "SHARDTRAIN_TEST_INF_STEP=2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "step 4/4")) << r.out;
+}
+
+TEST(CliFaults, Fp16StopsOnlyOnceTheScaleIsAtItsFloor) {
+  // 65536 halves 16 times to 1; the 17th overflow in a row cannot halve it and stops the run
+  Result r = run(kTiny + "--steps 30 --precision fp16", "SHARDTRAIN_TEST_INF_STEP=1+");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.error_lines, 1) << r.out;
+  EXPECT_TRUE(has(r.error, "step 17: the gradients still overflow with the fp16 loss scale at its floor")) << r.out;
+  EXPECT_TRUE(has(r.out, "step 16/30")) << r.out;
+}
+
+TEST(CliFaults, NanWeightsAreRefusedAtResumeAndInitFrom) {
+  const std::string d = temp_dir("nan_ckpt");
+  Result r = run(kTiny + "--steps 2 --checkpoint-dir '" + d + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string step = d + "/step_00000002";
+  const std::string name = poison(step + "/model.safetensors", 2);
+  r = run(kTiny + "--steps 4 --checkpoint-dir '" + d + "' --resume 1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.error_lines, 1) << r.out;
+  EXPECT_EQ(r.error, "--resume: " + step + " (model weights): tensor '" + name + "' holds inf or NaN") << r.out;
+  // the same for the optimizer state (weights intact again: a fresh run over the old checkpoints)
+  r = run(kTiny + "--steps 2 --checkpoint-dir '" + d + "' --overwrite-checkpoints 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string moment = poison(step + "/optimizer.safetensors", 3);
+  r = run(kTiny + "--steps 4 --checkpoint-dir '" + d + "' --resume 1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.error, "--resume: " + step + " (optimizer state): tensor '" + moment + "' holds inf or NaN")
+      << r.out;
+  // --init-from an HF directory with a NaN weight
+  const std::string hf = temp_dir("nan_hf");
+  for (const char* f : {"config.json", "model.safetensors"})
+    fs::copy_file(std::string(ST_FIXTURE_DIR) + "/" + f, hf + "/" + f);
+  const std::string w = poison(hf + "/model.safetensors", 0);
+  r = run("train --steps 1 --init-from '" + hf + "'");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.error_lines, 1) << r.out;
+  EXPECT_TRUE(has(r.error, "--init-from " + hf + ": tensor '")) << r.out;
+  EXPECT_TRUE(has(r.error, "' holds inf or NaN")) << r.out;
+  fs::remove_all(d);
+  fs::remove_all(hf);
+}
+
+TEST(CliFaults, AModelLargerThanTheMachineIsRefusedAtOnce) {
+  Result r = run("train --layers 1000000000");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.error_lines, 1) << r.out;
+  EXPECT_LT(r.seconds, 5.0) << r.out;  // was: killed by the OOM killer after ~45 s
+  EXPECT_TRUE(has(r.error, "the model does not fit: 4.998e+13 parameters (gpt, layers 1000000000, d-model 64) need "
+                           "at least 727.4 TiB on this rank"))
+      << r.out;
+  EXPECT_TRUE(has(r.error, " available (")) << r.out;
+}
+
+TEST(CliFaults, AResumedRunsMetricsHoldEachStepOnce) {
+  const std::string d = temp_dir("metrics");
+  const std::string m = d + "/metrics.jsonl", ck = d + "/ckpt";
+  Result r = run(kTiny + "--steps 6 --checkpoint-every 4 --checkpoint-dir '" + ck + "' --metrics '" + m + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  // as if the run had crashed after step 6's line, before its checkpoint, mid-way through a line
+  fs::remove_all(ck + "/step_00000006");
+  std::ofstream(m, std::ios::app) << "{\"step\": 7, \"loss\": 5.4";
+  r = run(kTiny + "--steps 8 --checkpoint-every 4 --checkpoint-dir '" + ck + "' --metrics '" + m + "' --resume 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "at step 4")) << r.out;
+  std::vector<nlohmann::json> lines = st::runtime::read_metrics(m);
+  ASSERT_EQ(lines.size(), 8u);
+  for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i]["step"], static_cast<int64_t>(i + 1));
+  fs::remove_all(d);
+}
