@@ -1,11 +1,13 @@
-// Single-process pieces of comm/ (no ranks needed): the polling loop behind every deadline and the
-// MPI environment defaults.
+// Single-process pieces of comm/ (no ranks needed): the polling loop behind every deadline, the
+// MPI environment defaults and the SHARDTRAIN_COMM_MAX_COUNT test hook.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <string>
 
+#include "comm/communicator.h"
 #include "comm/mpi_env.h"
 #include "comm/poll.h"
 
@@ -47,6 +49,21 @@ TEST(MpiEnv, RingAllReduceUnlessTheUserChose) {
   setenv(kVar, "4", 1);
   apply_mpi_defaults();
   EXPECT_EQ(std::string(std::getenv(kVar)), "4") << "a value the user set is kept";
+  unsetenv(kVar);
+}
+
+TEST(MaxCount, DefaultIsMpisIntLimitAndTheHookLowersIt) {
+  const char* kVar = "SHARDTRAIN_COMM_MAX_COUNT";
+  unsetenv(kVar);
+  EXPECT_EQ(max_count_from_env(), INT_MAX);
+  setenv(kVar, "", 1);
+  EXPECT_EQ(max_count_from_env(), INT_MAX);
+  setenv(kVar, "3", 1);
+  EXPECT_EQ(max_count_from_env(), 3);
+  for (const char* bad : {"0", "-2", "3x", "abc", "2147483648"}) {
+    setenv(kVar, bad, 1);
+    EXPECT_THROW(max_count_from_env(), ValueError) << bad;
+  }
   unsetenv(kVar);
 }
 
