@@ -144,7 +144,8 @@ class Communicator {
   WorkPtr barrier(CallerTag tag = {});
   // Sub-groups: ranks with the same color form one, ordered by (key, rank). color < 0: this rank
   // joins none and gets nullptr. Collective over this communicator; blocks within the timeout.
-  // The child inherits timeout and debug mode; name defaults to "<parent>/<color>".
+  // The child inherits timeout, debug mode, p2p mode and max_count(); name defaults to
+  // "<parent>/<color>".
   std::shared_ptr<Communicator> split(int color, int key, const std::string& name = "");
 
   // ---- point to point ----------------------------------------------------------------------

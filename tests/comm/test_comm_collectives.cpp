@@ -96,7 +96,9 @@ TEST_P(Collectives, ReduceToRootEveryDtypeInPlaceAndOut) {
                                                       : N - 1 + i;
             if (R == root) {
               EXPECT_EQ(got[i], want) << what << ", i=" << i;
-              if (!in_place) EXPECT_EQ(got_in[i], x[i]) << what << ": input untouched, i=" << i;
+              if (!in_place) {
+                EXPECT_EQ(got_in[i], x[i]) << what << ": input untouched, i=" << i;
+              }
             } else {
               EXPECT_EQ(got[i], in_place ? x[i] : -1.0) << what << ": a non-root's out was written, i=" << i;
             }
