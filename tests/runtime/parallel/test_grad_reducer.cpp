@@ -268,7 +268,9 @@ TEST(GradReducer, HeldBucketsLaunchOnlyFromFinalize) {
   EXPECT_EQ(r.launches().back().bucket, 2);
   EXPECT_TRUE(r.launches().back().from_finalize);
   expect_sums(ps, {1.0}, 0.0);
-  EXPECT_THROW(GradReducer(ps, world(), ReducerOptions{.launch_in_finalize = {"nope"}}), ValueError);
+  ReducerOptions unknown;
+  unknown.launch_in_finalize = {"nope"};
+  EXPECT_THROW(GradReducer(ps, world(), unknown), ValueError);
 }
 
 TEST(GradReducer, SkipHookDoesEverythingButTheCollective) {
