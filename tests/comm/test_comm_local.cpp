@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "comm/communicator.h"
 #include "comm/mpi_env.h"
@@ -40,16 +41,18 @@ TEST(PollUntil, ADeadlineInThePastStillPollsOnce) {
   EXPECT_FALSE(poll_until(clock::now() - std::chrono::seconds(1), [&] { return false; }));
 }
 
-TEST(MpiEnv, RingAllReduceUnlessTheUserChose) {
-  const char* kVar = "OMPI_MCA_coll_libnbc_iallreduce_algorithm";
-  unsetenv(kVar);
-  apply_mpi_defaults();
-  ASSERT_NE(std::getenv(kVar), nullptr);
-  EXPECT_EQ(std::string(std::getenv(kVar)), "1");
-  setenv(kVar, "4", 1);
-  apply_mpi_defaults();
-  EXPECT_EQ(std::string(std::getenv(kVar)), "4") << "a value the user set is kept";
-  unsetenv(kVar);
+TEST(MpiEnv, RingAllReduceAndBinomialReduceUnlessTheUserChose) {
+  for (auto [var, value] : {std::pair{"OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1"},
+                            std::pair{"OMPI_MCA_coll_libnbc_ireduce_algorithm", "2"}}) {
+    unsetenv(var);
+    apply_mpi_defaults();
+    ASSERT_NE(std::getenv(var), nullptr) << var;
+    EXPECT_EQ(std::string(std::getenv(var)), value) << var;
+    setenv(var, "3", 1);
+    apply_mpi_defaults();
+    EXPECT_EQ(std::string(std::getenv(var)), "3") << var << ": a value the user set is kept";
+    unsetenv(var);
+  }
 }
 
 TEST(MaxCount, DefaultIsMpisIntLimitAndTheHookLowersIt) {
