@@ -3,6 +3,7 @@
 #include "comm/communicator.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <sstream>
@@ -26,6 +27,7 @@ const char* collective_name(CollectiveKind k) {
     case CollectiveKind::broadcast: return "broadcast";
     case CollectiveKind::barrier: return "barrier";
     case CollectiveKind::split: return "split";
+    case CollectiveKind::reduce: return "reduce";
   }
   return "?";
 }
@@ -36,16 +38,30 @@ std::string describe_signature(const CollectiveSignature& s) {
   os << collective_name(kind);
   if (kind == CollectiveKind::allreduce || kind == CollectiveKind::reduce_scatter)
     os << "(" << reduce_op_name(static_cast<ReduceOp>(s.arg)) << ")";
-  if (kind == CollectiveKind::broadcast) os << "(root " << s.arg << ")";
+  if (kind == CollectiveKind::reduce)
+    os << "(" << reduce_op_name(static_cast<ReduceOp>(s.arg)) << ", root " << s.root << ")";
+  if (kind == CollectiveKind::broadcast) os << "(root " << s.root << ")";
   if (kind != CollectiveKind::barrier && kind != CollectiveKind::split)
     os << " " << dtype_name(static_cast<DType>(s.dtype)) << " x" << s.count;
   os << " seq " << s.seq;
+  if (s.tag >= 0) os << " tag " << s.tag;
   return os.str();
 }
 
 bool debug_env_enabled() {
   const char* v = std::getenv("SHARDTRAIN_COMM_DEBUG");
   return v && *v && std::string(v) != "0";
+}
+
+int64_t max_count_from_env() {
+  const char* v = std::getenv("SHARDTRAIN_COMM_MAX_COUNT");
+  if (!v || !*v) return INT_MAX;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v, &end, 10);
+  ST_CHECK(errno == 0 && *end == '\0' && n >= 1 && n <= INT_MAX, ValueError,
+           "SHARDTRAIN_COMM_MAX_COUNT must be an integer in [1, 2147483647] (or unset), got '" << v << "'");
+  return n;
 }
 
 P2PMode p2p_mode_from_env() {
@@ -59,7 +75,10 @@ P2PMode p2p_mode_from_env() {
 const char* p2p_mode_name(P2PMode m) { return m == P2PMode::strict ? "strict" : "default"; }
 
 Communicator::Communicator(std::shared_ptr<CommState> state)
-    : state_(std::move(state)), debug_(debug_env_enabled()), p2p_mode_(p2p_mode_from_env()) {
+    : state_(std::move(state)),
+      debug_(debug_env_enabled()),
+      p2p_mode_(p2p_mode_from_env()),
+      max_count_(max_count_from_env()) {
   auto& p = state_->progress();
   p.sends_to.assign(static_cast<size_t>(state_->size()), 0);
   p.recvs_from.assign(static_cast<size_t>(state_->size()), 0);
@@ -80,17 +99,15 @@ void Communicator::check_tensor(const Tensor& t, const char* op, const char* wha
   ST_CHECK(t.defined(), ValueError, op << " on group '" << name() << "': " << what << " tensor is undefined");
   ST_CHECK(t.is_contiguous(), ValueError,
            op << " on group '" << name() << "': " << what << " tensor must be contiguous, got " << t.describe());
-  ST_CHECK(t.numel() <= INT_MAX, ValueError,
-           op << " on group '" << name() << "': " << what << " tensor has " << t.numel()
-              << " elements; at most 2^31-1 per call (split it)");
 }
 
-uint64_t Communicator::begin_collective(CollectiveKind kind, DType dtype, int64_t count, int64_t arg) {
+uint64_t Communicator::begin_collective(const CollectiveSignature& sig) {
   uint64_t& issued = state_->progress().collectives;
   const uint64_t seq = issued;
+  const auto kind = static_cast<CollectiveKind>(sig.op);
   if (debug_) {
-    CollectiveSignature mine{static_cast<int64_t>(kind), static_cast<int64_t>(dtype), count, arg,
-                             static_cast<int64_t>(seq)};
+    CollectiveSignature mine = sig;
+    mine.seq = static_cast<int64_t>(seq);
     std::vector<CollectiveSignature> all = exchange_signatures(mine);
     bool same = true;
     for (const auto& s : all) same = same && s == all[0];
@@ -108,9 +125,15 @@ uint64_t Communicator::begin_collective(CollectiveKind kind, DType dtype, int64_
   return seq;
 }
 
-WorkPtr Communicator::all_reduce(const Tensor& t, ReduceOp op) { return all_reduce(t, t, op); }
+namespace {
+int64_t i64(DType t) { return static_cast<int64_t>(t); }
+int64_t i64(ReduceOp op) { return static_cast<int64_t>(op); }
+int64_t i64(CollectiveKind k) { return static_cast<int64_t>(k); }
+}  // namespace
 
-WorkPtr Communicator::all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) {
+WorkPtr Communicator::all_reduce(const Tensor& t, ReduceOp op, CallerTag tag) { return all_reduce(t, t, op, tag); }
+
+WorkPtr Communicator::all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, CallerTag tag) {
   check_usable("allreduce");
   check_tensor(in, "allreduce", "input");
   check_tensor(out, "allreduce", "output");
@@ -118,11 +141,28 @@ WorkPtr Communicator::all_reduce(const Tensor& in, const Tensor& out, ReduceOp o
            "allreduce on group '" << name() << "': input " << in.describe() << " vs output " << out.describe());
   ST_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), DTypeError,
            "allreduce(avg) on group '" << name() << "' needs a floating dtype, got " << dtype_name(in.dtype()));
-  uint64_t seq = begin_collective(CollectiveKind::allreduce, in.dtype(), in.numel(), static_cast<int64_t>(op));
+  uint64_t seq = begin_collective({i64(CollectiveKind::allreduce), i64(in.dtype()), in.numel(), i64(op), -1, tag.value, 0});
+  if (in.numel() > max_count_) return awaiting(chunked_all_reduce(in, out, op, seq), {true, {}});
   return awaiting(do_all_reduce(in, out, op, seq), {true, {}});
 }
 
-WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+WorkPtr Communicator::reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op, CallerTag tag) {
+  check_usable("reduce");
+  check_tensor(in, "reduce", "input");
+  check_tensor(out, "reduce", "output");
+  ST_CHECK(in.numel() == out.numel() && in.dtype() == out.dtype() && in.device() == out.device(), ShapeError,
+           "reduce on group '" << name() << "': input " << in.describe() << " vs output " << out.describe());
+  ST_CHECK(root >= 0 && root < size(), ValueError,
+           "reduce on group '" << name() << "': root " << root << " outside [0, " << size() << ")");
+  ST_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), DTypeError,
+           "reduce(avg) on group '" << name() << "' needs a floating dtype, got " << dtype_name(in.dtype()));
+  uint64_t seq = begin_collective(
+      {i64(CollectiveKind::reduce), i64(in.dtype()), in.numel(), i64(op), root, tag.value, 0});
+  if (in.numel() > max_count_) return awaiting(chunked_reduce(in, out, root, op, seq), {true, {}});
+  return awaiting(do_reduce(in, out, root, op, seq), {true, {}});
+}
+
+WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, CallerTag tag) {
   check_usable("reduce_scatter");
   check_tensor(in, "reduce_scatter", "input");
   check_tensor(out, "reduce_scatter", "output");
@@ -132,11 +172,13 @@ WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, Reduce
                                        << " must hold size x output " << out.describe());
   ST_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), DTypeError,
            "reduce_scatter(avg) on group '" << name() << "' needs a floating dtype, got " << dtype_name(in.dtype()));
-  uint64_t seq = begin_collective(CollectiveKind::reduce_scatter, in.dtype(), out.numel(), static_cast<int64_t>(op));
+  uint64_t seq = begin_collective({i64(CollectiveKind::reduce_scatter), i64(in.dtype()), out.numel(),
+                                   i64(op), -1, tag.value, 0});
+  if (in.numel() > max_count_) return awaiting(chunked_reduce_scatter(in, out, op, seq), {true, {}});
   return awaiting(do_reduce_scatter(in, out, op, seq), {true, {}});
 }
 
-WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out) {
+WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out, CallerTag tag) {
   check_usable("all_gather");
   check_tensor(in, "all_gather", "input");
   check_tensor(out, "all_gather", "output");
@@ -144,33 +186,39 @@ WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out) {
            ShapeError,
            "all_gather on group '" << name() << "' of size " << size() << ": output " << out.describe()
                                    << " must hold size x input " << in.describe());
-  uint64_t seq = begin_collective(CollectiveKind::all_gather, in.dtype(), in.numel(), -1);
+  uint64_t seq = begin_collective(
+      {i64(CollectiveKind::all_gather), i64(in.dtype()), in.numel(), -1, -1, tag.value, 0});
+  if (out.numel() > max_count_) return awaiting(chunked_all_gather(in, out, seq), {true, {}});
   return awaiting(do_all_gather(in, out, seq), {true, {}});
 }
 
-WorkPtr Communicator::broadcast(const Tensor& t, int root) {
+WorkPtr Communicator::broadcast(const Tensor& t, int root, CallerTag tag) {
   check_usable("broadcast");
   check_tensor(t, "broadcast", "");
   ST_CHECK(root >= 0 && root < size(), ValueError,
            "broadcast on group '" << name() << "': root " << root << " outside [0, " << size() << ")");
-  uint64_t seq = begin_collective(CollectiveKind::broadcast, t.dtype(), t.numel(), root);
+  uint64_t seq = begin_collective(
+      {i64(CollectiveKind::broadcast), i64(t.dtype()), t.numel(), -1, root, tag.value, 0});
+  if (t.numel() > max_count_) return awaiting(chunked_broadcast(t, root, seq), {true, {}});
   return awaiting(do_broadcast(t, root, seq), {true, {}});
 }
 
-WorkPtr Communicator::barrier() {
+WorkPtr Communicator::barrier(CallerTag tag) {
   check_usable("barrier");
-  uint64_t seq = begin_collective(CollectiveKind::barrier, DType::f32, 0, -1);
+  uint64_t seq =
+      begin_collective({i64(CollectiveKind::barrier), i64(DType::f32), 0, -1, -1, tag.value, 0});
   return awaiting(do_barrier(seq), {true, {}});
 }
 
 std::shared_ptr<Communicator> Communicator::split(int color, int key, const std::string& child_name) {
   check_usable("split");
-  begin_collective(CollectiveKind::split, DType::f32, 0, -1);
+  begin_collective({i64(CollectiveKind::split), i64(DType::f32), 0, -1, -1, -1, 0});
   std::string n = child_name.empty() ? name() + "/" + std::to_string(color) : child_name;
   auto child = do_split(color, key, n);
   if (child) {
     child->debug_ = debug_;
     child->p2p_mode_ = p2p_mode_;
+    child->max_count_ = max_count_;
   }
   return child;
 }
@@ -179,10 +227,11 @@ WorkPtr Communicator::send(const Tensor& t, int dst, int tag) { return batch_p2p
 
 WorkPtr Communicator::recv(const Tensor& t, int src, int tag) { return batch_p2p({P2POp::recv(t, src, tag)}); }
 
-WorkPtr Communicator::batch_p2p(const std::vector<P2POp>& ops) {
-  std::string op_name = ops.size() == 1 ? (ops[0].kind == P2POp::Kind::send ? "send" : "recv") : "batch_p2p";
+WorkPtr Communicator::batch_p2p(const std::vector<P2POp>& given) {
+  std::string op_name =
+      given.size() == 1 ? (given[0].kind == P2POp::Kind::send ? "send" : "recv") : "batch_p2p";
   check_usable(op_name.c_str());
-  for (const auto& o : ops) {
+  for (const auto& o : given) {
     check_tensor(o.tensor, op_name.c_str(), o.kind == P2POp::Kind::send ? "send" : "recv");
     ST_CHECK(o.peer >= 0 && o.peer < size() && o.peer != rank(), ValueError,
              op_name << " on group '" << name() << "' (rank " << rank() << " of " << size() << "): peer " << o.peer
@@ -191,7 +240,10 @@ WorkPtr Communicator::batch_p2p(const std::vector<P2POp>& ops) {
              op_name << " on group '" << name() << "': tag " << o.tag << " outside [0, 32767]");
   }
   uint64_t seq = p2p_seq_++;
-  if (ops.empty()) return std::make_shared<CompletedWork>(state_, op_name, seq);
+  if (given.empty()) return std::make_shared<CompletedWork>(state_, op_name, seq);
+  // Transfers above max_count() elements as several of the same tag, in order (both ends split
+  // alike, so they still match in issue order).
+  const std::vector<P2POp> ops = chunked_p2p(given);
   // Per-peer issue counts: the k-th send to a peer must meet its k-th receive from this rank.
   Awaited a;
   auto& p = state_->progress();

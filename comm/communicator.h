@@ -5,10 +5,11 @@
 // DeviceError). make_communicator.h picks one; process_grid.h builds the DP×TP×PP groups.
 //
 // Rules every caller must follow:
-//  * EVERY RANK OF A GROUP ISSUES THE GROUP'S COLLECTIVES (all_reduce, reduce_scatter, all_gather,
-//    broadcast, barrier, split) IN THE SAME ORDER, with the same dtype, count and root. Debug mode
-//    (env SHARDTRAIN_COMM_DEBUG=1, see comm/README.md) checks this before each collective and
-//    throws CommError on a mismatch instead of corrupting memory.
+//  * EVERY RANK OF A GROUP ISSUES THE GROUP'S COLLECTIVES (all_reduce, reduce, reduce_scatter,
+//    all_gather, broadcast, barrier, split) IN THE SAME ORDER, with the same dtype, count and root.
+//    Debug mode (env SHARDTRAIN_COMM_DEBUG=1, see comm/README.md) checks this before each
+//    collective — and the caller's tag, where the caller passes one — and throws CommError on a
+//    mismatch instead of corrupting memory.
 //  * Point-to-point: the k-th send from rank a to rank b must be b's k-th receive from a, with the
 //    same tag, count and dtype (NCCL matches by issue order and has no tags; the NCCL backend and
 //    the MPI backend's strict mode, SHARDTRAIN_P2P=strict, check the tag against that order and
@@ -21,8 +22,19 @@
 //  * One thread issues and waits on a communicator (it is not thread-safe).
 //  * Every call returns a Work; wait() has a deadline (the communicator's timeout by default).
 //    A timeout breaks the communicator: every later call throws CommError (see work.h).
+//    wait_on_stream() orders later work on the current CUDA stream after the operation without a
+//    host wait where the backend can (NCCL).
 //
-// Layouts: tensors are treated as flat. reduce_scatter(in, out): in has size·n elements, out n;
+// Sizes: any element count. MPI counts are int, so an operation of more elements than
+// max_count() (2^31−1; SHARDTRAIN_COMM_MAX_COUNT lowers it, for tests) is split into several
+// backend calls here, on both backends, and its Work covers them all: all_reduce, reduce and
+// broadcast by contiguous chunks, reduce_scatter as a reduce per rank's block (chunked),
+// all_gather as a broadcast per rank's block (chunked), point to point as several transfers of
+// the same tag in one batch.
+//
+// Layouts: tensors are treated as flat. reduce(in, out, root): in and out n elements; only the
+// root's out receives the reduction (in place when in is out), the other ranks' out is untouched.
+// reduce_scatter(in, out): in has size·n elements, out n;
 // rank r receives the reduction of elements [r·n, (r+1)·n). all_gather(in, out): in n, out size·n,
 // rank r's input lands at [r·n, (r+1)·n). "In place": all_reduce(t) and broadcast(t) overwrite t;
 // all_gather is in place when `in` is out's own chunk, reduce_scatter when `out` is in's own chunk.
@@ -64,18 +76,29 @@ struct P2POp {
   static P2POp recv(const Tensor& t, int peer, int tag = 0) { return {Kind::recv, t, peer, tag}; }
 };
 
+// An optional tag a caller puts on a collective: in debug mode it is part of the signature the
+// ranks compare, so collectives that agree in op, dtype and count but not in what the caller
+// means by them (the gradient reducer's buckets: it passes the bucket index) are a CommError too.
+// Ignored outside debug mode. -1: none.
+struct CallerTag {
+  int64_t value = -1;
+};
+
 // What debug mode compares across ranks before a collective.
 struct CollectiveSignature {
   int64_t op = 0;  // CollectiveKind
   int64_t dtype = 0;
   int64_t count = 0;  // elements per rank as defined by the op (see each call)
-  int64_t arg = -1;   // broadcast root, reduce op for reductions, split: -1
+  int64_t arg = -1;   // reduce op for reductions, else -1
+  int64_t root = -1;  // broadcast and reduce, else -1
+  int64_t tag = -1;   // the caller's tag, -1: none
   int64_t seq = 0;
   bool operator==(const CollectiveSignature&) const = default;
 };
-enum class CollectiveKind : int64_t { allreduce = 1, reduce_scatter, all_gather, broadcast, barrier, split };
+inline constexpr size_t kSignatureFields = 7;
+enum class CollectiveKind : int64_t { allreduce = 1, reduce_scatter, all_gather, broadcast, barrier, split, reduce };
 const char* collective_name(CollectiveKind k);
-std::string describe_signature(const CollectiveSignature& s);  // "allreduce(sum) f32 ×4 seq 3"
+std::string describe_signature(const CollectiveSignature& s);  // "reduce(sum, root 1) f32 x4 seq 3 tag 2"
 
 class Communicator {
  public:
@@ -87,6 +110,10 @@ class Communicator {
   int size() const { return state_->size(); }
   const std::string& name() const { return state_->name(); }  // group label, e.g. "tp[pp=0,dp=1]"
   virtual const char* backend() const = 0;                       // "mpi" or "nccl"
+  // True when operations advance without this rank calling into comm (NCCL: the comm stream);
+  // false when they advance only while some Work is polled (MPI's nonblocking collectives
+  // progress inside MPI calls, and the MPI backend posts staged operations from its polls).
+  virtual bool progresses_on_its_own() const = 0;
   Millis timeout() const { return state_->timeout(); }
   void set_timeout(Millis t) { state_->set_timeout(t); }
   bool debug_checks() const { return debug_; }
@@ -94,23 +121,31 @@ class Communicator {
   // SHARDTRAIN_P2P as read at creation (or the parent's, for a split child). The NCCL backend
   // always behaves as strict.
   P2PMode p2p_mode() const { return p2p_mode_; }
+  // Elements per backend call (SHARDTRAIN_COMM_MAX_COUNT as read at creation, or the parent's;
+  // default 2^31−1, MPI's int counts); larger operations are split (see "Sizes" above). Must be
+  // the same on every rank of the group.
+  int64_t max_count() const { return max_count_; }
   bool broken() const { return state_->broken(); }
   std::string broken_reason() const { return state_->broken_reason(); }
   // Marks the communicator broken by hand (launch/ on a fatal error elsewhere); runs the abort.
   void abort(const std::string& reason) { state_->mark_broken(reason); }
 
   // ---- collectives (same order on every rank) ----------------------------------------------
-  WorkPtr all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum);  // in place
-  WorkPtr all_reduce(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
+  WorkPtr all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum, CallerTag tag = {});  // in place
+  WorkPtr all_reduce(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum, CallerTag tag = {});
+  // in (n) on every rank → out (n) on `root` only (in place when in is out); the other ranks'
+  // out is not written.
+  WorkPtr reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op = ReduceOp::sum, CallerTag tag = {});
   // in (size·n) → out (n)
-  WorkPtr reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum);
+  WorkPtr reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::sum, CallerTag tag = {});
   // in (n) → out (size·n)
-  WorkPtr all_gather(const Tensor& in, const Tensor& out);
-  WorkPtr broadcast(const Tensor& t, int root);  // in place; t (n) on every rank
-  WorkPtr barrier();
+  WorkPtr all_gather(const Tensor& in, const Tensor& out, CallerTag tag = {});
+  WorkPtr broadcast(const Tensor& t, int root, CallerTag tag = {});  // in place; t (n) on every rank
+  WorkPtr barrier(CallerTag tag = {});
   // Sub-groups: ranks with the same color form one, ordered by (key, rank). color < 0: this rank
   // joins none and gets nullptr. Collective over this communicator; blocks within the timeout.
-  // The child inherits timeout and debug mode; name defaults to "<parent>/<color>".
+  // The child inherits timeout, debug mode, p2p mode and max_count(); name defaults to
+  // "<parent>/<color>".
   std::shared_ptr<Communicator> split(int color, int key, const std::string& name = "");
 
   // ---- point to point ----------------------------------------------------------------------
@@ -128,7 +163,9 @@ class Communicator {
   virtual std::vector<CollectiveSignature> exchange_signatures(const CollectiveSignature& mine) = 0;
 
   // Backend entry points: arguments already validated, `seq` assigned.
+  // Every tensor here holds at most max_count() elements.
   virtual WorkPtr do_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) = 0;
+  virtual WorkPtr do_reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op, uint64_t seq) = 0;
   virtual WorkPtr do_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) = 0;
   virtual WorkPtr do_all_gather(const Tensor& in, const Tensor& out, uint64_t seq) = 0;
   virtual WorkPtr do_broadcast(const Tensor& t, int root, uint64_t seq) = 0;
@@ -139,16 +176,27 @@ class Communicator {
  private:
   void check_usable(const char* op) const;
   void check_tensor(const Tensor& t, const char* op, const char* what) const;
-  uint64_t begin_collective(CollectiveKind kind, DType dtype, int64_t count, int64_t root);
+  uint64_t begin_collective(const CollectiveSignature& mine);
+  // Operations above max_count() elements as several backend calls (communicator_chunks.cpp).
+  WorkPtr chunked_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq);
+  WorkPtr chunked_reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op, uint64_t seq);
+  WorkPtr chunked_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq);
+  WorkPtr chunked_all_gather(const Tensor& in, const Tensor& out, uint64_t seq);
+  WorkPtr chunked_broadcast(const Tensor& t, int root, uint64_t seq);
+  std::vector<P2POp> chunked_p2p(const std::vector<P2POp>& ops) const;
   // Records what `w` waits for (for the timeout diagnosis) and returns it.
   static WorkPtr awaiting(WorkPtr w, Awaited a);
   std::shared_ptr<CommState> state_;
   bool debug_ = false;
   P2PMode p2p_mode_ = P2PMode::standard;
+  int64_t max_count_ = 0;
   uint64_t p2p_seq_ = 0;
 };
 
 // True when SHARDTRAIN_COMM_DEBUG is set to a non-empty value other than "0".
 bool debug_env_enabled();
+// SHARDTRAIN_COMM_MAX_COUNT: unset or empty → 2^31−1; else an integer in [1, 2^31−1] (ValueError
+// otherwise). A test hook (docs/testing.md): splitting is then exercised on small tensors.
+int64_t max_count_from_env();
 
 }  // namespace st::comm

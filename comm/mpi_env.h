@@ -5,7 +5,11 @@
 //   fewer than 4 ranks or an in-place buffer is a binomial reduce followed by a broadcast; at 2
 //   ranks that moved data at ~half the bus bandwidth of the blocking MPI_Allreduce from 256 KB up
 //   (docs/PERFORMANCE.md, comm), where the ring matches it.
-// Other MPI implementations ignore the variable.
+//   OMPI_MCA_coll_libnbc_ireduce_algorithm=2 (binomial): comm's reduce (ZeRO's gradient buckets)
+//   is MPI_Ireduce. libnbc's default at ≤ 4 ranks and ≥ 64 KiB is its chain, which on the
+//   development VM took 2-3x the binomial tree's time for 25-100 MB (docs/PERFORMANCE.md,
+//   "ZeRO-1 by reduce").
+// Other MPI implementations ignore the variables.
 #pragma once
 
 namespace st::comm {

@@ -111,7 +111,8 @@ MPI_Datatype mpi_raw_type(int dtype) {
 
 std::vector<CollectiveSignature> mpi_exchange_signatures(MPI_Comm comm, const CollectiveSignature& mine,
                                                          CommState& state, Millis timeout) {
-  std::vector<int64_t> flat{mine.op, mine.dtype, mine.count, mine.arg, mine.seq};
+  std::vector<int64_t> flat{mine.op, mine.dtype, mine.count, mine.arg, mine.root, mine.tag, mine.seq};
+  static_assert(kSignatureFields == 7, "every field of CollectiveSignature is exchanged");
   std::vector<int64_t> all;
   try {
     all = mpi_allgather_i64(comm, flat, timeout, state.where() + ", debug signature exchange");
@@ -119,9 +120,12 @@ std::vector<CollectiveSignature> mpi_exchange_signatures(MPI_Comm comm, const Co
     state.mark_broken(e.what());
     throw;
   }
-  std::vector<CollectiveSignature> out(all.size() / 5);
-  for (size_t r = 0; r < out.size(); ++r)
-    out[r] = {all[5 * r], all[5 * r + 1], all[5 * r + 2], all[5 * r + 3], all[5 * r + 4]};
+  const size_t k = kSignatureFields;
+  std::vector<CollectiveSignature> out(all.size() / k);
+  for (size_t r = 0; r < out.size(); ++r) {
+    const int64_t* f = all.data() + k * r;
+    out[r] = {f[0], f[1], f[2], f[3], f[4], f[5], f[6]};
+  }
   return out;
 }
 

@@ -112,6 +112,34 @@ void Work::wait(Millis timeout) {
   throw TimeoutError(line);
 }
 
+void Work::wait_on_stream() {
+  if (done_) return;
+  if (abandoned_ || state_->broken() || !stream_wait()) wait();
+}
+
+WorkGroup::WorkGroup(std::shared_ptr<CommState> state, std::string op, uint64_t seq,
+                     std::vector<std::shared_ptr<Work>> parts)
+    : Work(std::move(state), std::move(op), seq), parts_(std::move(parts)) {}
+
+bool WorkGroup::poll() {
+  bool all = true;
+  for (const auto& p : parts_) all = p->is_completed() && all;  // every part polled each time
+  return all;
+}
+
+bool WorkGroup::stream_wait() {
+  for (const auto& p : parts_) p->wait_on_stream();
+  return true;
+}
+
+std::string WorkGroup::pending_note() const {
+  for (const auto& p : parts_) {
+    const std::string n = p->pending_note();
+    if (!n.empty()) return n;
+  }
+  return "";
+}
+
 std::string Work::timeout_line(Millis timeout) const {
   std::string note = pending_note();
   if (const auto& side = state_->side_channel()) {

@@ -12,6 +12,12 @@
 // queues post their next batch. When the deadline passes, the communicator's side channel names
 // the rank(s) that never arrived before the TimeoutError is thrown.
 //
+// wait_on_stream() is the device-side wait: later work on the caller's current CUDA stream runs
+// after the operation, and the host goes on at once where the backend can do that (NCCL: the
+// stream waits for the completion event); elsewhere it is wait(). The host still has to see the
+// operation complete — wait() or is_completed() later, or the destructor — and that is where
+// errors and the deadline are reported.
+//
 // A Work dropped before it completed waits for it in its destructor (within the deadline, errors
 // reported on stderr), because the backend may still write into the tensors it holds. A Work
 // abandoned because its communicator broke hands its buffers to a process-wide keep-alive list
@@ -107,6 +113,12 @@ class Work {
   void wait(Millis timeout = kCommTimeout);
   // One poll: true once the operation finished (its results are then in place).
   bool is_completed();
+  // Returns at once, and whatever is enqueued afterwards on st::cuda::current_stream() runs after
+  // the operation (NCCL: cudaStreamWaitEvent on its completion event). Backends without a
+  // device-side wait (MPI: CPU tensors, pinned staging, CUDA-aware) do wait() instead. Errors and
+  // the deadline surface at the next wait() or is_completed() (the Work must be kept until then:
+  // dropping it waits on the host). On a completed Work it returns at once.
+  void wait_on_stream();
   const std::string& op() const { return op_; }
   uint64_t seq() const { return seq_; }
   // "rank 1 of 4 in group 'world', op allreduce, seq 7"
@@ -121,6 +133,9 @@ class Work {
   virtual bool poll() = 0;
   // Runs once after poll() first returned true: unstaging, avg scaling, stream ordering.
   virtual void finish() {}
+  // Makes the current stream wait for the operation on the device and returns true; false when
+  // the backend cannot (wait_on_stream then waits on the host).
+  virtual bool stream_wait() { return false; }
   // The operation will never be waited for again (timeout, broken communicator): keep buffers
   // alive for as long as the backend might touch them.
   virtual void abandon() {}
@@ -179,6 +194,25 @@ class CompletedWork final : public Work {
 
  protected:
   bool poll() override { return true; }
+};
+
+// One operation issued as several backend calls (comm splits operations above max_count()):
+// complete once every part is; wait_on_stream() makes the stream wait for every part.
+class WorkGroup final : public Work {
+ public:
+  WorkGroup(std::shared_ptr<CommState> state, std::string op, uint64_t seq, std::vector<std::shared_ptr<Work>> parts);
+  ~WorkGroup() override { settle(); }
+  std::string pending_note() const override;
+
+ protected:
+  bool poll() override;
+  bool stream_wait() override;
+  void finish() override { parts_.clear(); }
+  // The parts settle themselves: their communicator is broken, so they keep their buffers.
+  void abandon() override {}
+
+ private:
+  std::vector<std::shared_ptr<Work>> parts_;
 };
 
 }  // namespace st::comm

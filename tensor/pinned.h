@@ -1,9 +1,9 @@
 // PinnedBuffer: one page-locked host block (cudaHostAlloc) for staging device data through the
-// host at full copy bandwidth. A download (device → block) returns with the bytes in the block;
-// an upload (block → device) is asynchronous and records a fence event, so that the block's next
-// user can wait for it: a download on the device (no host stall), the host with wait(). Beyond
-// the two copies and the host wait that staging needs anyway, that is one event record per round
-// trip. CPU-only builds (tensor/cuda_stub) back it with plain 64-byte-aligned host memory; there
+// host at full copy bandwidth. Both copies are asynchronous on the current stream and record the
+// block's fence event after them: a download (device → block) has its bytes in the block once the
+// fence passed (query() says so without waiting, wait() waits on the host), an upload (block →
+// device) may read the block until then. A copy is ordered on the device after the block's
+// previous one (no host stall). One event record per copy. CPU-only builds (tensor/cuda_stub) back it with plain 64-byte-aligned host memory; there
 // the copy methods throw DeviceError (no CUDA tensor exists to copy from). Included by code
 // compiled in every build (no CUDA headers).
 #pragma once
@@ -22,22 +22,25 @@ class PinnedBuffer {
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
 
-  // Device `src` → data()[offset, offset + bytes) on the current stream, ordered on the device
-  // after a pending upload; returns once the bytes are in the block (the host waits for the
-  // current stream: everything queued on it before, then the copy).
-  void download(const void* src, size_t bytes, size_t offset = 0);
+  // Device `src` → data()[offset, offset + bytes) on the current stream (after everything queued
+  // on it before), asynchronous, ordered on the device after the block's previous copy; records
+  // the fence: the bytes are in the block once it passed (query() or wait()).
+  void download_async(const void* src, size_t bytes, size_t offset = 0);
   // data()[offset, offset + bytes) → device `dst` on the current stream, asynchronous; records the
   // fence after the copy (the block must not be written until it has passed).
   void upload_async(void* dst, size_t bytes, size_t offset = 0);
-  // The host waits until the last upload has read the block; no CUDA call when none is pending.
-  // Call it before the host or MPI writes the block.
+  // True once the last copy passed (no wait; no CUDA call when none is pending): the bytes of a
+  // download are in the block, an upload has read it.
+  bool query();
+  // The host waits until the last copy passed; no CUDA call when none is pending. Call it (or see
+  // query() true) before the host or MPI reads a download or writes the block.
   void wait();
 
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
   void* fence_ = nullptr;  // cudaEvent_t, created with the block (null in CPU builds)
-  bool pending_ = false;   // an upload recorded on fence_ may still be reading the block
+  bool pending_ = false;   // a copy recorded on fence_ may still read or write the block
 };
 
 // Page-locked blocks allocated by PinnedBuffer since the process started (for tests: a staging

@@ -11,8 +11,8 @@ Staged HostStage::input(const Tensor& t, Place place) {
   if (direct(t, place)) return {t.data_ptr(), nullptr, t.is_cuda()};
   Staged s = lease(t.nbytes());
   if (t.is_cuda()) {
-    s.block->download(t.data_ptr(), t.nbytes());
-  } else {
+    s.block->download_async(t.data_ptr(), t.nbytes());
+  } else {  // a CPU tensor that aliases another buffer of the call: copied now
     s.block->wait();
     std::memcpy(s.ptr, t.data_ptr(), t.nbytes());
   }
@@ -21,10 +21,10 @@ Staged HostStage::input(const Tensor& t, Place place) {
 
 Staged HostStage::input_chunk(const Tensor& whole, const Tensor& chunk, size_t offset) {
   if (direct(whole, Place::any)) return {whole.data_ptr(), nullptr, whole.is_cuda()};
-  // Only CUDA tensors are staged here. After the download no upload is pending: MPI may write
-  // the rest of the block.
+  // Only CUDA tensors are staged here. The download is ordered after the block's last upload: once
+  // its fence passed, MPI may write the rest of the block.
   Staged s = lease(whole.nbytes());
-  s.block->download(chunk.data_ptr(), chunk.nbytes(), offset);
+  s.block->download_async(chunk.data_ptr(), chunk.nbytes(), offset);
   return s;
 }
 
@@ -33,11 +33,7 @@ Staged HostStage::output(const Tensor& t, Place place) {
   return scratch(t.nbytes());
 }
 
-Staged HostStage::scratch(size_t bytes) {
-  Staged s = lease(bytes);
-  s.block->wait();  // an upload from the block's previous lease may still read it
-  return s;
-}
+Staged HostStage::scratch(size_t bytes) { return lease(bytes); }
 
 Staged HostStage::lease(size_t bytes) {
   Staged s;
@@ -48,6 +44,12 @@ Staged HostStage::lease(size_t bytes) {
 
 void ready(const Staged& s) {
   if (s.device) cuda::synchronize();
+}
+
+bool staged_ready(const std::vector<Staged>& staged) {
+  for (const Staged& s : staged)
+    if (s.block && !s.block->query()) return false;
+  return true;
 }
 
 void writeback(const Staged& s, const Tensor& dst) {

@@ -1,8 +1,11 @@
-// MPI backend: nonblocking MPI collectives (MPI_Iallreduce, ...), Works that poll MPI_Testall
-// against a deadline. CPU tensors are used in place; CUDA tensors go to MPI as device pointers
-// when the library is CUDA-aware (comm/mpi/cuda_aware.h), else through a per-communicator pool of
-// pinned host blocks (comm/mpi/host_stage.h) — so several ranks may share one GPU either way;
-// f16 / bf16 reductions accumulate in f32 on the host.
+// MPI backend: nonblocking MPI collectives (MPI_Iallreduce, MPI_Ireduce, ...), Works that poll
+// MPI_Testall against a deadline. CPU tensors are used in place; CUDA tensors go to MPI as device
+// pointers when the library is CUDA-aware (comm/mpi/cuda_aware.h), else through a per-communicator
+// pool of pinned host blocks (comm/mpi/host_stage.h) — so several ranks may share one GPU either
+// way; f16 / bf16 reductions accumulate in f32 on the host. Operations reach MPI through a
+// PostQueue (comm/mpi/post_queue.h): in issue order, once their staged inputs are on the host, so
+// staging makes the host wait at launch for nothing. Nothing progresses without polls
+// (progresses_on_its_own() is false).
 // Each communicator owns a private MPI_Comm (a dup or split), with MPI_ERRORS_RETURN so MPI
 // failures become CommError instead of aborting the job, and a side channel (a second dup,
 // comm/side_channel.h) that names the rank a timed-out operation waited for. Point-to-point
@@ -16,6 +19,7 @@
 #include "comm/communicator.h"
 #include "comm/mpi/host_stage.h"
 #include "comm/mpi/p2p_queue.h"
+#include "comm/mpi/post_queue.h"
 
 namespace st::comm {
 
@@ -29,6 +33,7 @@ class MpiCommunicator final : public Communicator {
   static std::shared_ptr<MpiCommunicator> dup(MPI_Comm parent, const std::string& name, Millis timeout);
 
   const char* backend() const override { return "mpi"; }
+  bool progresses_on_its_own() const override { return false; }
   MPI_Comm mpi_comm() const { return comm_; }
   // CUDA tensors: device pointers to MPI (true) or pinned host staging (false).
   bool cuda_aware() const { return stage_.cuda_aware(); }
@@ -40,6 +45,7 @@ class MpiCommunicator final : public Communicator {
  protected:
   std::vector<CollectiveSignature> exchange_signatures(const CollectiveSignature& mine) override;
   WorkPtr do_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) override;
+  WorkPtr do_reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op, uint64_t seq) override;
   WorkPtr do_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) override;
   WorkPtr do_all_gather(const Tensor& in, const Tensor& out, uint64_t seq) override;
   WorkPtr do_broadcast(const Tensor& t, int root, uint64_t seq) override;
@@ -52,6 +58,7 @@ class MpiCommunicator final : public Communicator {
   std::string describe(const std::string& op, uint64_t seq) const;
   MPI_Comm comm_;
   mpi::HostStage stage_;
+  std::shared_ptr<mpi::PostQueue> posts_;  // every operation, in issue order, until posted
   std::shared_ptr<mpi::P2PQueue> p2p_;
 };
 

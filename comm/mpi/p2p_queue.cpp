@@ -22,13 +22,24 @@ std::string transfer_where(const P2PBatch& b, const P2PBatch::Transfer& t) {
 class MpiP2PWork final : public Work {
  public:
   MpiP2PWork(std::shared_ptr<CommState> state, std::string op, uint64_t seq, std::shared_ptr<P2PQueue> q,
-             std::shared_ptr<P2PBatch> b)
-      : Work(std::move(state), std::move(op), seq), q_(std::move(q)), b_(std::move(b)) {}
+             std::shared_ptr<P2PBatch> b, std::shared_ptr<PostQueue> posts, std::shared_ptr<Postable> posted)
+      : Work(std::move(state), std::move(op), seq),
+        q_(std::move(q)),
+        b_(std::move(b)),
+        posts_(std::move(posts)),
+        posted_(std::move(posted)) {}
   ~MpiP2PWork() override { settle(); }
-  std::string pending_note() const override { return q_->pending_note(*b_); }
+  std::string pending_note() const override {
+    return posted_->posted ? q_->pending_note(*b_) : kNotPostedNote;
+  }
 
  protected:
-  bool poll() override { return q_->poll(*b_); }
+  bool poll() override {
+    if (!posted_->posted) posts_->progress();
+    if (!posted_->error.empty() && b_->error.empty()) throw CommError(posted_->error);
+    if (!posted_->posted) return false;
+    return q_->poll(*b_);
+  }
   void finish() override {
     if (b_->after) b_->after();
     b_->after = nullptr;  // returns the leases it holds to the pool
@@ -40,6 +51,8 @@ class MpiP2PWork final : public Work {
  private:
   std::shared_ptr<P2PQueue> q_;
   std::shared_ptr<P2PBatch> b_;
+  std::shared_ptr<PostQueue> posts_;
+  std::shared_ptr<Postable> posted_;
 };
 
 }  // namespace
@@ -168,8 +181,10 @@ std::string P2PQueue::pending_note(const P2PBatch& b) const {
 }
 
 WorkPtr make_p2p_work(std::shared_ptr<CommState> state, std::string op, uint64_t seq, std::shared_ptr<P2PQueue> queue,
-                      std::shared_ptr<P2PBatch> batch) {
-  return std::make_shared<MpiP2PWork>(std::move(state), std::move(op), seq, std::move(queue), std::move(batch));
+                      std::shared_ptr<P2PBatch> batch, std::shared_ptr<PostQueue> posts,
+                      std::shared_ptr<Postable> posted) {
+  return std::make_shared<MpiP2PWork>(std::move(state), std::move(op), seq, std::move(queue), std::move(batch),
+                                      std::move(posts), std::move(posted));
 }
 
 }  // namespace st::comm::mpi

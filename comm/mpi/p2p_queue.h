@@ -26,6 +26,7 @@
 
 #include "comm/communicator.h"
 #include "comm/mpi/host_stage.h"
+#include "comm/mpi/post_queue.h"
 
 namespace st::comm::mpi {
 
@@ -78,8 +79,10 @@ class P2PQueue final : public PollHook {
   std::vector<uint64_t> recv_index_;            // receives issued per peer
 };
 
-// The Work of a batch on `queue`.
+// The Work of a batch on `queue`, handed to it by `posted` in the communicator's `posts` once its
+// staged sends are on the host (comm/mpi/post_queue.h).
 WorkPtr make_p2p_work(std::shared_ptr<CommState> state, std::string op, uint64_t seq,
-                      std::shared_ptr<P2PQueue> queue, std::shared_ptr<P2PBatch> batch);
+                      std::shared_ptr<P2PQueue> queue, std::shared_ptr<P2PBatch> batch,
+                      std::shared_ptr<PostQueue> posts, std::shared_ptr<Postable> posted);
 
 }  // namespace st::comm::mpi

@@ -20,9 +20,9 @@ class StagingPool {
   using Lease = std::shared_ptr<cuda::PinnedBuffer>;
 
   StagingPool();
-  // A block of at least `bytes`. Its last upload may still be reading it (no host wait here):
-  // PinnedBuffer::download orders itself after that upload on the device, and whoever writes the
-  // block from the host or through MPI calls wait() first. The block goes back to the pool when
+  // A block of at least `bytes`. Its last copy may still be running (no host wait here):
+  // PinnedBuffer::download_async orders itself after it on the device, and whoever writes the
+  // block from the host or through MPI first sees query() true (or calls wait()). The block goes back to the pool when
   // the last copy of the Lease is dropped (even after the pool is destroyed: then it is freed).
   Lease acquire(size_t bytes);
 

@@ -1,6 +1,7 @@
 // NCCL backend (see nccl_communicator.h). Buffers: every op reads and writes the tensors' device
 // memory directly; in-place variants pass aliasing pointers exactly as NCCL documents them
-// (allgather: send = recv + rank·n; reduce-scatter: recv = send + rank·n).
+// (allgather: send = recv + rank·n; reduce-scatter: recv = send + rank·n; reduce on the root:
+// send = recv).
 #include "comm/nccl/nccl_communicator.h"
 
 #include <atomic>
@@ -106,6 +107,14 @@ class NcclWork final : public Work {
     keep_.clear();
     env_.reset();
   }
+  bool stream_wait() override {
+    // The wait captures the event's current record: the event may go back to the pool (finish)
+    // and be re-recorded later without affecting it. An aborted communicator's event completes
+    // too; the error surfaces at the next wait() or is_completed().
+    if (h_->aborted.load()) return false;
+    CHECK_CUDA(cudaStreamWaitEvent(::st::cuda::current_stream(), done_, 0));
+    return true;
+  }
   void abandon() override {
     keep_alive_forever(std::make_shared<std::vector<Tensor>>(std::move(keep_)));
     if (env_) keep_alive_forever(std::move(env_));  // its MPI requests may still be posted
@@ -208,6 +217,15 @@ WorkPtr NcclCommunicator::do_all_reduce(const Tensor& in, const Tensor& out, Red
   return launch("allreduce", seq, {in, out}, [&] {
     CHECK_NCCL(ncclAllReduce(in.data_ptr(), out.data_ptr(), static_cast<size_t>(in.numel()), nccl_type(in.dtype()),
                              nccl_op(op), h_->comm, stream_));
+  });
+}
+
+WorkPtr NcclCommunicator::do_reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op, uint64_t seq) {
+  require_cuda(in, "reduce");
+  // in (n) → out (n) on the root (NCCL ignores recvbuff elsewhere); in == out is in place.
+  return launch("reduce", seq, {in, out}, [&] {
+    CHECK_NCCL(ncclReduce(in.data_ptr(), out.data_ptr(), static_cast<size_t>(in.numel()), nccl_type(in.dtype()),
+                          nccl_op(op), root, h_->comm, stream_));
   });
 }
 

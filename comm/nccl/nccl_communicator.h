@@ -3,6 +3,8 @@
 // stream, and records a completion event; Work::wait polls cudaEventQuery and
 // ncclCommGetAsyncError against the deadline. Once the host has seen the event complete, work the
 // caller enqueues afterwards, on any stream, runs after the operation: no stream wait is needed.
+// Work::wait_on_stream instead makes the caller's current stream wait for that event
+// (cudaStreamWaitEvent) and returns at once; the host sees the completion at a later wait.
 // No event is created per call: the "ready" event is one per communicator (re-recorded each time;
 // cudaStreamWaitEvent captures the record when called) and completion events come from an
 // EventPool (comm/nccl/event_pool.h), each returned when its Work finished.
@@ -35,12 +37,14 @@ class NcclCommunicator final : public Communicator {
   ~NcclCommunicator() override;
 
   const char* backend() const override { return "nccl"; }
+  bool progresses_on_its_own() const override { return true; }
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
 
  protected:
   std::vector<CollectiveSignature> exchange_signatures(const CollectiveSignature& mine) override;
   WorkPtr do_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) override;
+  WorkPtr do_reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op, uint64_t seq) override;
   WorkPtr do_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) override;
   WorkPtr do_all_gather(const Tensor& in, const Tensor& out, uint64_t seq) override;
   WorkPtr do_broadcast(const Tensor& t, int root, uint64_t seq) override;

@@ -24,10 +24,22 @@ GradReducer::GradReducer(std::vector<std::pair<std::string, Tensor>> params, std
   if (!options_.segment.empty() && options_.segment.size() != n)
     ST_THROW(ValueError, "GradReducer: " << options_.segment.size() << " segments for " << n << " parameters");
   if (options_.comm_buffers < 1) ST_THROW(ValueError, "GradReducer: comm_buffers must be ≥ 1");
-  poll_progress_ = std::string_view(group_->backend()) == "mpi";
+  if (options_.reduce_to_segment) {
+    ST_CHECK(options_.segment.size() == n, ValueError, "GradReducer: reduce_to_segment needs a segment per parameter");
+    for (int r : options_.segment)
+      ST_CHECK(r >= 0 && r < group_->size(), ValueError,
+               "GradReducer: segment " << r << " is not a rank of group '" << group_->name() << "' (reduce_to_segment)");
+  }
+  poll_progress_ = !group_->progresses_on_its_own();
   skip_comm_ = skip_grad_comm_env();
   ready_.assign(n, false);
+  held_.assign(n, false);
   for (auto& [name, p] : params_) shapes_.push_back(p.shape());
+  for (const std::string& name : options_.launch_in_finalize) {
+    auto it = std::find_if(params_.begin(), params_.end(), [&](const auto& np) { return np.first == name; });
+    ST_CHECK(it != params_.end(), ValueError, "GradReducer: launch_in_finalize names '" << name << "', not a parameter");
+    held_[static_cast<size_t>(it - params_.begin())] = true;
+  }
   std::weak_ptr<bool> alive = alive_;
   for (size_t k = 0; k < n; ++k) {
     params_[k].second.add_grad_ready_hook([this, k, alive](const Tensor&) {
@@ -62,14 +74,16 @@ void GradReducer::lay_out() {
   bucket_of_.assign(n, 0);
   offsets_.assign(n, 0);
   auto segment = [&](size_t k) { return options_.segment.empty() ? 0 : options_.segment[k]; };
-  // Reverse registration order; a bucket holds one dtype, device and segment.
+  // Reverse registration order; a bucket holds one dtype, device and segment, and either only
+  // parameters held for finalize() or none.
   std::vector<std::vector<size_t>> groups;
   size_t bytes = 0, cap = options_.first_bucket_bytes;
   for (size_t k = n; k-- > 0;) {
     const Tensor& p = params_[k].second;
     const size_t head = groups.empty() ? 0 : groups.back().front();
     bool fits = !groups.empty() && bytes + p.nbytes() <= cap && params_[head].second.dtype() == p.dtype() &&
-                params_[head].second.device() == p.device() && segment(head) == segment(k);
+                params_[head].second.device() == p.device() && segment(head) == segment(k) &&
+                held_[head] == held_[k];
     if (!fits) {
       if (!groups.empty()) cap = options_.bucket_bytes;
       groups.emplace_back();
@@ -149,23 +163,13 @@ void GradReducer::on_grad_ready(size_t k) {
   ready_[k] = true;
   ++hooks_seen_;
   const size_t i = bucket_of_[k];
-  if (--buckets_[i].pending == 0) launch(i, /*from_finalize=*/false);
+  if (--buckets_[i].pending == 0 && !held_[k]) launch(i, /*from_finalize=*/false);
   if (poll_progress_) poll_in_flight();
 }
 
-void GradReducer::check_same_bucket(size_t i) {
-  const Device dev = buckets_[i].flat.device();
-  Tensor mine = Tensor::full({1}, static_cast<double>(i), DType::i64, dev);  // (1,)
-  Tensor all = Tensor::empty({group_->size()}, DType::i64, dev);              // (size,)
-  group_->all_gather(mine, all)->wait();
-  const std::vector<double> got = all.to_double();
-  for (size_t r = 0; r < got.size(); ++r)
-    if (got[r] != static_cast<double>(i))
-      ST_THROW(CommError, "gradient buckets launched in different orders in group '"
-                              << group_->name() << "' (debug mode): rank " << group_->rank() << " launches bucket " << i
-                              << ", rank " << r << " bucket " << got[r]
-                              << " (the ranks' backward graphs differ, so their grad-ready hooks fire in different orders)");
-}
+int GradReducer::root_of(size_t i) const { return options_.segment[buckets_[i].params.front()]; }
+
+bool GradReducer::holds_sum(size_t i) const { return !options_.reduce_to_segment || root_of(i) == group_->rank(); }
 
 int GradReducer::take_staging() {
   for (;;) {
@@ -177,7 +181,7 @@ int GradReducer::take_staging() {
     // all taken: the oldest bucket in flight gives its buffer back
     ST_CHECK(!in_flight_.empty(), ValueError, "GradReducer: no communication buffer and nothing in flight");
     const size_t oldest = in_flight_.front();
-    if (buckets_[oldest].work) buckets_[oldest].work->wait();
+    if (buckets_[oldest].work) buckets_[oldest].work->wait_on_stream();  // its cast back queues behind it
     retire(oldest);
   }
 }
@@ -189,7 +193,6 @@ void GradReducer::launch(size_t i, bool from_finalize) {
   launches_.push_back({static_cast<int64_t>(i), hooks_seen_, from_finalize, b.t_launch});
   ++stats_.buckets_launched;
   if (group_->size() == 1) return;  // nothing to reduce
-  if (group_->debug_checks()) check_same_bucket(i);
   NoGradGuard ng;
   Tensor buf = b.flat;
   if (b.flat.dtype() != options_.comm_dtype) {
@@ -199,7 +202,14 @@ void GradReducer::launch(size_t i, bool from_finalize) {
   }
   b.t_launch_us = trace::now_us();
   if (!skip_comm_) {
-    b.work = group_->all_reduce(buf, comm::ReduceOp::sum);
+    // The bucket index as comm's caller tag: debug mode compares it across the ranks.
+    const comm::CallerTag tag{static_cast<int64_t>(i)};
+    if (options_.reduce_to_segment) {
+      b.work = group_->reduce(buf, buf, root_of(i), comm::ReduceOp::sum, tag);  // the sum on the owner only
+      ++stats_.reduces;
+    } else {
+      b.work = group_->all_reduce(buf, comm::ReduceOp::sum, tag);
+    }
     stats_.bytes += static_cast<int64_t>(buf.nbytes());
   }
   in_flight_.push_back(i);
@@ -219,14 +229,24 @@ void GradReducer::retire(size_t i) {
   Bucket& b = buckets_[i];
   if (b.staging >= 0) {
     NoGradGuard ng;
-    b.flat.copy_(staging_[static_cast<size_t>(b.staging)].narrow(0, 0, b.flat.numel()));
+    if (holds_sum(i)) b.flat.copy_(staging_[static_cast<size_t>(b.staging)].narrow(0, 0, b.flat.numel()));
     staging_free_[static_cast<size_t>(b.staging)] = true;
     b.staging = -1;
   }
-  if (trace::enabled())  // launch → the completion seen by this rank (a poll or a wait)
-    trace::record("allreduce bucket " + std::to_string(i), "comm", b.t_launch_us, trace::now_us());
+  if (trace::enabled())  // launch → the completion seen by this rank, or its stream wait enqueued
+    trace::record((options_.reduce_to_segment ? "reduce bucket " : "allreduce bucket ") + std::to_string(i), "comm",
+                  b.t_launch_us, trace::now_us());
+  if (b.work && !b.work->is_completed()) unsettled_.push_back(std::move(b.work));
   b.work.reset();
   in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), i));
+}
+
+void GradReducer::stream_wait_all() {
+  while (!in_flight_.empty()) {
+    const size_t i = in_flight_.front();
+    if (buckets_[i].work) buckets_[i].work->wait_on_stream();
+    retire(i);
+  }
 }
 
 void GradReducer::wait_all() {
@@ -235,6 +255,8 @@ void GradReducer::wait_all() {
     if (buckets_[i].work) buckets_[i].work->wait();
     retire(i);
   }
+  for (const comm::WorkPtr& w : unsettled_) w->wait();
+  unsettled_.clear();
 }
 
 void GradReducer::finalize() {
@@ -246,7 +268,7 @@ void GradReducer::finalize() {
       buckets_[i].pending = 0;
       launch(i, /*from_finalize=*/true);
     }
-  wait_all();
+  stream_wait_all();
   for (const BucketLaunch& l : launches_)
     if (!l.from_finalize && l.hooks_seen < hooks_seen_) ++stats_.launched_early;
   ++stats_.steps;

@@ -9,28 +9,30 @@
 // accumulation over micro-batches needs nothing extra).
 //
 // Ready order. On the step's last micro-batch (set_sync(true)) a hook marks each parameter ready
-// when its gradient is final; a bucket whose parameters are all ready is all-reduced (SUM) at
-// once, whether or not an earlier bucket is — while backward continues. Every rank of the group
-// launches the buckets in the same order because that order is the order of the grad-ready
-// hooks, and the hooks follow the engine: the same graph (same model, same ops, same shapes on
-// every rank of a DP group) run by the same deterministic engine (nodes by creation order,
-// tensor/autograd.cpp). A rank whose graph differs would pair different buckets in one
-// all-reduce; with SHARDTRAIN_COMM_DEBUG=1 every launch first all-gathers the bucket's index and
-// a mismatch is a CommError on every rank (comm's signature check alone compares only dtype and
-// count, which two buckets can share). finalize() launches what is left, in bucket order (for
-// parameters that backward did not reach, their zero gradient) and waits for what is in flight.
-// The trainer scales each micro-batch's loss by 1/(global batch), so the SUM is the gradient of
-// the global-batch mean.
+// when its gradient is final; a bucket whose parameters are all ready is all-reduced (SUM) — or,
+// with reduce_to_segment, reduced to its segment's rank — at once, whether or not an earlier
+// bucket is, while backward continues. Every rank of the group launches the buckets in the same
+// order because that order is the order of the grad-ready hooks, and the hooks follow the
+// engine: the same graph (same model, same ops, same shapes on every rank of a DP group) run by
+// the same deterministic engine (nodes by creation order, tensor/autograd.cpp). A rank whose
+// graph differs would pair different buckets in one collective; each collective carries its
+// bucket's index as comm's caller tag, so with SHARDTRAIN_COMM_DEBUG=1 a mismatch is a CommError
+// on every rank (dtype and count alone, which two buckets can share, would not tell). finalize()
+// launches what is left, in bucket order (for parameters that backward did not reach, their zero
+// gradient; the buckets of launch_in_finalize) and then waits for what is in flight. The trainer
+// scales each micro-batch's loss by 1/(global batch), so the SUM is the gradient of the
+// global-batch mean.
 //
-// Progress. MPI's nonblocking collectives advance only inside MPI calls, so on the MPI backend
-// each hook polls the buckets in flight (one MPI_Test each); NCCL runs on its own stream and is
-// not polled. On CUDA the NCCL backend orders each all-reduce after an event it records on the
-// current stream when the bucket is launched, i.e. after the bucket's last gradient kernel: no
-// host synchronisation at launch. finalize() still waits on the host for each bucket's
-// completion event: comm offers no device-side wait on a Work (a Work::wait_on_stream() making
-// the current stream wait for the completion event would let the optimizer's kernels queue
-// behind it instead). The MPI backend's pinned staging makes the host wait for the stream at
-// launch (comm/README.md).
+// Progress and waits. A backend that does not progress on its own (MPI:
+// Communicator::progresses_on_its_own() false) is polled from each hook (one MPI_Test per bucket
+// in flight), which also posts buckets whose staged copies have arrived. NCCL runs on its own
+// stream and is not polled; it orders each collective after an event it records on the current
+// stream when the bucket is launched, i.e. after the bucket's last gradient kernel: no host
+// synchronisation at launch (nor on the MPI backend's pinned staging, comm/README.md). finalize()
+// and the wait for a free communication buffer wait with Work::wait_on_stream(): on NCCL the
+// current stream waits for the completion event — the cast back and the optimizer's kernels queue
+// behind it — and the host goes on; the host sees those Works complete at the next zero_grad()
+// (errors and deadlines surface there). On MPI wait_on_stream() is the host wait it was.
 //
 // Communication dtype. With comm_dtype ≠ the gradient dtype (e.g. bf16 over f32 gradients) a
 // bucket is cast into a communication buffer, reduced there and cast back: half the bytes, one
@@ -50,6 +52,7 @@
 #pragma once
 #include <deque>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,6 +69,15 @@ struct ReducerOptions {
   // segment[k] of parameter k (registration order): a bucket never holds two segments. Empty:
   // one segment. ZeRO passes each parameter's owner.
   std::vector<int> segment;
+  // ZeRO: segment[k] is the rank of the group that needs parameter k's sum (its owner); each
+  // bucket is reduced to that rank (comm reduce: ≤ the bucket's bytes sent per rank, half an
+  // all-reduce's) and every other rank keeps its own local gradient in the bucket.
+  bool reduce_to_segment = false;
+  // Parameters (by name) whose buckets launch only from finalize(), never from the hooks, and
+  // hold no other parameters: their gradients need something done between backward and the
+  // reduction (ZeRO under a pipeline: weights tied across stages are summed over the stages
+  // first, since after a reduce only the owner holds the group's sum).
+  std::set<std::string> launch_in_finalize;
   int comm_buffers = 2;  // communication buffers when comm_dtype differs (≥ 1)
 };
 
@@ -73,8 +85,11 @@ struct ReducerStats {
   int64_t steps = 0;                 // finalize() calls
   int64_t buckets_launched = 0;
   int64_t launched_early = 0;        // launched before the step's last grad-ready hook
-  int64_t bytes = 0;                 // bytes communicated (comm dtype); 0 with the skip hook
-  double wait_ms = 0;                // time spent in finalize() (launching the rest, waiting)
+  int64_t bytes = 0;                 // bucket bytes communicated (comm dtype); 0 with the skip hook
+  int64_t reduces = 0;               // buckets reduced to one rank (reduce_to_segment)
+  // time spent in finalize(): launching the rest and waiting — on the host where the backend has
+  // no device-side wait (MPI); on NCCL only enqueueing the stream waits
+  double wait_ms = 0;
 };
 
 // One bucket's launch in the current step (cleared by zero_grad), for tests and the log.
@@ -94,11 +109,13 @@ class GradReducer {
   ~GradReducer();
 
   // Zeroes every bucket (and so every gradient), re-binds each parameter's grad as a view and
-  // clears the launch log. Waits for anything still in flight first.
+  // clears the launch log. Waits on the host for every collective of the last step first (where
+  // their errors and deadlines surface).
   void zero_grad();
   // On: the next backward communicates (the step's last micro-batch). Off: accumulate only.
   void set_sync(bool on);
-  // Launches the remaining buckets and waits for all; afterwards every grad holds the sum.
+  // Launches the remaining buckets and waits for all (on NCCL by the current stream: see the top
+  // note); afterwards every grad holds the sum — with reduce_to_segment, on its segment's rank.
   void finalize();
 
   int64_t num_buckets();
@@ -132,11 +149,15 @@ class GradReducer {
   void lay_out();  // buckets for the parameters' current dtype and device (no-op when current)
   void on_grad_ready(size_t param_index);
   void launch(size_t i, bool from_finalize);
-  void check_same_bucket(size_t i);  // debug mode: every rank launches bucket i now
+  int root_of(size_t i) const;       // reduce_to_segment: the rank bucket i is reduced to
+  bool holds_sum(size_t i) const;    // this rank receives bucket i's sum
   int take_staging();                // a free communication buffer (waits for the oldest bucket if none)
   void poll_in_flight();             // MPI progress; retires what completed
-  void retire(size_t i);             // after completion: cast back, free the buffer, trace
-  void wait_all();
+  // After completion, or after its stream wait: cast back, free the buffer, trace; a Work the host
+  // has not seen complete goes to unsettled_.
+  void retire(size_t i);
+  void stream_wait_all();            // every bucket in flight: wait_on_stream, retire
+  void wait_all();                   // host: every bucket in flight and every unsettled Work
 
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<size_t> bucket_of_;  // param index → bucket index
@@ -146,7 +167,9 @@ class GradReducer {
   std::vector<Tensor> staging_;    // comm_buffers × (largest bucket numel,) in comm dtype, when it differs
   std::vector<bool> staging_free_;
   std::deque<size_t> in_flight_;   // bucket indices, in launch order
+  std::vector<comm::WorkPtr> unsettled_;  // retired after wait_on_stream, completion not yet seen
   std::vector<bool> ready_;
+  std::vector<bool> held_;         // param index → in launch_in_finalize
   std::shared_ptr<comm::Communicator> group_;
   ReducerOptions options_;
   bool sync_ = false;

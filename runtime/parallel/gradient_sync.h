@@ -57,6 +57,7 @@ class DataParallelSync : public GradientSync {
 
 // ZeRO-1: the gradients reduced to their owners bucket by bucket during the last backward, the
 // owners' updated values broadcast back after a step that was taken (runtime/parallel/zero1.h).
+// Weights tied across stages: their TiedGradSync goes before this in the SyncChain.
 class ZeroSync : public GradientSync {
  public:
   explicit ZeroSync(std::shared_ptr<Zero1> zero) : zero_(std::move(zero)) {}
@@ -73,8 +74,11 @@ class ZeroSync : public GradientSync {
 };
 
 // A weight held by two pipeline stages (the GPT's wte in the first and the last): the two
-// copies' gradients are summed over a two-rank group after backward, after the DP (or ZeRO)
-// all-reduce: every rank then holds its stage's group sum, and the pair adds its two stages'.
+// copies' gradients are summed over a two-rank group after backward. Under plain DP after the
+// all-reduce (every rank then holds its stage's group sum, and the pair adds its two stages');
+// under ZeRO before the reduce to the owner, which leaves the sum on one rank only: the tied
+// weights' buckets wait for finalize() (ReducerOptions::launch_in_finalize), and this part's
+// finish() runs first. Both orders give Σ over stages and DP ranks.
 class TiedGradSync : public GradientSync {
  public:
   // params: this rank's copies of the tied weights, in the same order on both ranks of `group`.

@@ -44,8 +44,10 @@ std::vector<int> owners(const std::vector<int>& first, size_t n) {
   return out;
 }
 
+// Buckets never straddle two owners, and each is reduced to its owner.
 ReducerOptions with_segments(ReducerOptions o, const std::vector<int>& owner_of) {
   o.segment = owner_of;
+  o.reduce_to_segment = true;
   return o;
 }
 
@@ -79,6 +81,9 @@ int64_t Zero1::owned_numel(int rank) const {
 }
 
 void Zero1::zero_grad() {
+  // The host sees the last step's broadcasts complete (the stream already waited for them).
+  for (const comm::WorkPtr& w : broadcasts_) w->wait();
+  broadcasts_.clear();
   reducer_.zero_grad();
   reducer_.set_sync(false);
 }
@@ -103,7 +108,7 @@ void Zero1::broadcast_updates() {
     stats_.bytes_broadcast += static_cast<int64_t>(flat.nbytes());
   }
   for (int64_t i = 0; i < buckets; ++i) {
-    works[static_cast<size_t>(i)]->wait();
+    works[static_cast<size_t>(i)]->wait_on_stream();  // the copies out queue behind it (a host wait on MPI)
     const Tensor& flat = reducer_.bucket_buffer(i);
     if (owner_of_[reducer_.bucket_params(i).front()] == rank) continue;
     for (size_t k : reducer_.bucket_params(i)) {
@@ -111,6 +116,7 @@ void Zero1::broadcast_updates() {
       p.copy_(view(flat, k));
     }
   }
+  broadcasts_ = std::move(works);  // the host sees them complete at the next zero_grad()
   ++stats_.broadcasts;
   stats_.broadcast_ms += ms_since(t0);
 }

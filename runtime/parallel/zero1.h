@@ -15,26 +15,28 @@
 // Gradients. A GradReducer (runtime/parallel/grad_reducer.h) whose buckets never hold two
 // owners' parameters: .grad() is a view of its bucket, buckets launch in ready order from the
 // grad-ready hooks of the step's last backward, overlapped with it, in --grad-comm-dtype, cut by
-// --bucket-mb. The memory beside the parameters is the gradients themselves (P, unpadded) plus
-// at most ReducerOptions::comm_buffers bucket-sized buffers when the comm dtype differs — no
-// buffer of every gradient or value besides.
+// --bucket-mb, and each is reduced to its owner (comm's reduce). The memory beside the
+// parameters is the gradients themselves (P, unpadded) plus at most
+// ReducerOptions::comm_buffers bucket-sized buffers when the comm dtype differs — no buffer of
+// every gradient or value besides.
 //
-// Which collective reduces a bucket to its one owner (ring algorithms; n bytes of one bucket, P
-// bytes of all gradients per step in the comm dtype; bytes each rank sends):
-//   all_reduce, non-owners unused       2(dp−1)/dp · n     per step 2(dp−1)/dp · P     ← this one
-//   reduce to the owner (not in comm)   ≤ n                per step ≤ P; (dp−1)·P over all ranks
+// Which collective reduces a bucket to its one owner (ring / pipelined algorithms; n bytes of one
+// bucket, P bytes of all gradients per step in the comm dtype; bytes each rank sends):
+//   all_reduce, non-owners unused       2(dp−1)/dp · n     per step 2(dp−1)/dp · P
+//   reduce to the owner                 ≤ n                per step ≤ P; (dp−1)·P over all ranks  ← this one
 //   reduce_scatter of dp owners' chunks (dp−1) · m         per step (dp−1)/dp · P'
-// The all-reduce moves what plain DP moves, twice a reduce's total over the ranks; comm has no
-// reduce. A reduce_scatter delivers one chunk to each rank, so it needs dp equal chunks, one per
-// owner, per call: with contiguous ownership those chunks come from every part of the model and
-// are final only when backward ends (no overlap); with ownership interleaved per bucket it
-// overlaps, but every chunk is padded to the largest of its dp buckets at parameter granularity
-// (m ≥ n, P' ≥ P: a GPT's wte bucket pads dp−1 others to its size), and the gradients, views of
-// that layout, carry the padding. So: the all-reduce now; a `reduce(t, root)` in comm would
-// take the reduction to P. Because it is an all-reduce every rank holds the group sum
-// after reduce_gradients(), so weights tied across pipeline stages (TiedGradSync) are summed after
-// it exactly as under plain DP; with a reduce to the owner they would have to be summed before
-// their buckets launch.
+// The all-reduce moves what plain DP moves, twice a reduce's total over the ranks. A
+// reduce_scatter delivers one chunk to each rank, so it needs dp equal chunks, one per owner, per
+// call: with contiguous ownership those chunks come from every part of the model and are final
+// only when backward ends (no overlap); with ownership interleaved per bucket it overlaps, but
+// every chunk is padded to the largest of its dp buckets at parameter granularity (m ≥ n, P' ≥ P:
+// a GPT's wte bucket pads dp−1 others to its size), and the gradients, views of that layout,
+// carry the padding. So: a reduce per bucket. After reduce_gradients() only the owner holds a
+// bucket's group sum; the other ranks keep their local gradient there (no optimizer reads it).
+// Hence weights tied across pipeline stages (TiedGradSync) are summed over their stages BEFORE
+// their buckets are reduced: the wiring names them in ReducerOptions::launch_in_finalize (their
+// buckets wait for finalize()) and runs the tied sum's finish() before this one's
+// (runtime/train/parallel_training.cpp); the sum of the stage sums is the same either way.
 //
 // Values. After a step the owner of each bucket copies its updated parameters into that bucket's
 // gradient buffer (no longer needed: the next step zeroes it) and broadcasts it from there; the
@@ -42,7 +44,9 @@
 // buffer, so no staging buffer is added. Per step: V bytes of values (the parameters' dtype);
 // a pipelined broadcast sends ≤ n per rank and bucket (≤ V per step), an all_gather of dp
 // owners' chunks (dp−1)/dp · V' with the padding above. A skipped step (fp16 overflow)
-// broadcasts nothing: no parameter changed.
+// broadcasts nothing: no parameter changed. The copies out wait for each broadcast with
+// Work::wait_on_stream() (on NCCL the stream waits, not the host); the host sees them complete at
+// the next zero_grad().
 //
 // SHARDTRAIN_TEST_SKIP_GRAD_COMM=1 (docs/testing.md) skips the broadcasts as well as the
 // gradient collectives. Every rank of `dp` calls zero_grad / reduce_gradients /
@@ -70,7 +74,8 @@ struct Zero1Stats {
 class Zero1 {
  public:
   // params: this rank's (full name, parameter) list in registration order, identical on every
-  // rank of `dp` (same names, shapes, dtype, device). options: the buckets (segment is set here).
+  // rank of `dp` (same names, shapes, dtype, device). options: the buckets (segment and
+  // reduce_to_segment are set here; launch_in_finalize is the caller's).
   Zero1(NamedTensors params, std::shared_ptr<comm::Communicator> dp, ReducerOptions options = {});
   Zero1(const Zero1&) = delete;
   Zero1& operator=(const Zero1&) = delete;
@@ -89,7 +94,7 @@ class Zero1 {
   // Just before the step's last backward: its grad-ready hooks reduce each bucket when final.
   void set_sync(bool on) { reducer_.set_sync(on); }
   // After the last backward: launches what is left and waits. Afterwards every OWNED parameter's
-  // .grad() holds the sum over the DP group (the other grads too, but no optimizer reads them).
+  // .grad() holds the sum over the DP group; the others hold this rank's own gradient.
   void reduce_gradients() { reducer_.finalize(); }
   // After the optimizer updated the owned parameters in place: every rank receives every
   // parameter's new value (in the parameters' dtype), bucket by bucket.
@@ -107,7 +112,8 @@ class Zero1 {
   std::vector<int> first_;        // (dp + 1): rank r owns params [first_[r], first_[r+1])
   std::vector<int> owner_of_;     // param index → rank
   std::unordered_map<std::string, size_t> index_;
-  GradReducer reducer_;           // buckets never straddle two owners
+  GradReducer reducer_;           // buckets never straddle two owners, each reduced to its owner
+  std::vector<comm::WorkPtr> broadcasts_;  // the last broadcast_updates(), until the next zero_grad()
   Zero1Stats stats_;
 };
 

@@ -105,9 +105,14 @@ ReducerOptions reducer_options(const TrainConfig& cfg) {
 // gradients reach the owners bucket by bucket during the last backward. With tp > 1 each tp
 // rank's dp group shards that rank's own (tp-sharded) list; the shard shapes are equal across
 // tp ranks, so every tp rank owns the same names and the norm weights still count a replicated
-// tensor once (tests: dp 2 × tp 2 with zero 1 equals one process).
-std::shared_ptr<ZeroSync> wire_zero(const Job& job, const LanguageModel& model, TrainerWiring& w) {
-  auto zero1 = std::make_shared<Zero1>(model.named_parameters(), job.grid.dp_group(), reducer_options(job.cfg));
+// tensor once (tests: dp 2 × tp 2 with zero 1 equals one process). Each bucket is reduced to its
+// owner only, so weights tied across stages are summed over them first: their buckets wait for
+// finish(), which runs after the tied sum's (zero1.h).
+std::shared_ptr<ZeroSync> wire_zero(const Job& job, const LanguageModel& model, const std::vector<TiedWeight>& tied,
+                                    TrainerWiring& w) {
+  ReducerOptions ro = reducer_options(job.cfg);
+  for (const TiedWeight& t : tied) ro.launch_in_finalize.insert(t.name);
+  auto zero1 = std::make_shared<Zero1>(model.named_parameters(), job.grid.dp_group(), ro);
   for (auto& [name, p] : model.named_parameters())
     if (!zero1->owns(name)) w.roles.updated_elsewhere.insert(name);
   return std::make_shared<ZeroSync>(zero1);
@@ -218,14 +223,18 @@ int run_parallel_training(const TrainConfig& cfg) {
   std::shared_ptr<ZeroSync> zero_sync;
   std::shared_ptr<GradientSync> tied_sync =
       layout.pp > 1 ? wire_tied_weights(job, static_cast<const StageModel&>(*model), tied) : nullptr;
-  // order of finish(): the DP or ZeRO all-reduce, then the tied sum (zero1.h says why)
-  if (job.zero())
-    syncs.push_back(zero_sync = wire_zero(job, *model, w));
-  else if (layout.dp > 1)
-    syncs.push_back(dp_sync = wire_data_parallel(job, *model));
-  else
-    syncs.push_back(std::make_shared<ClearGrads>(model));
-  if (tied_sync) syncs.push_back(tied_sync);
+  // order of finish(): the DP all-reduce, then the tied sum; under ZeRO the tied sum, then the
+  // reduce to the owners (zero1.h says why)
+  if (job.zero()) {
+    if (tied_sync) syncs.push_back(tied_sync);
+    syncs.push_back(zero_sync = wire_zero(job, *model, tied, w));
+  } else {
+    if (layout.dp > 1)
+      syncs.push_back(dp_sync = wire_data_parallel(job, *model));
+    else
+      syncs.push_back(std::make_shared<ClearGrads>(model));
+    if (tied_sync) syncs.push_back(tied_sync);
+  }
   w.sync = syncs.size() == 1 ? syncs.front() : std::make_shared<SyncChain>(syncs);
 
   // checkpoints: every rank writes its share; a DP replica's copy only DP rank 0 (ZeRO: every

@@ -9,11 +9,12 @@
 //                --partition from the description), driven by a schedule (runtime/train/pipeline_source.h)
 //   tensor par.  tp > 1: the family's tensor-parallel model; replicated tensors counted once
 //   ZeRO-1       --zero 1, dp > 1: each DP rank's optimizer owns a shard; gradient buckets (never
-//                two owners') reduced during the last backward, updated values broadcast back
+//                two owners') reduced to their owner during the last backward, updated values
+//                broadcast back
 //   data par.    dp > 1 otherwise: a GradReducer all-reduces bucketed gradients during the last
 //                micro-batch's backward, in the order they become ready
 //   tied weights the GPT's wte in the first and the last stage: the two gradients summed over a
-//                two-rank group after the DP / ZeRO reduction
+//                two-rank group after the DP all-reduce, under ZeRO before the reduce to the owner
 // The trainer's scalar reductions run over the world (losses: only the ranks that own a share
 // add one) and over the ranks of one DP replica (the squared gradient norm, each parameter
 // counted once). Checkpoints hold full tensors by name, each written once by a rank that holds

@@ -1,5 +1,5 @@
 // PinnedBuffer on CUDA (see tensor/pinned.h): cudaHostAlloc'd blocks, copies with cudaMemcpyAsync
-// on the current stream, one event per block as the fence of its last upload. A CUDA build on a
+// on the current stream, one event per block as the fence of its last copy. A CUDA build on a
 // machine without a visible device (CI, CPU-only ranks) gets plain aligned host memory, as the
 // CPU-only build does: there is nothing to pin for and no device to copy from.
 #include "tensor/pinned.h"
@@ -56,17 +56,17 @@ PinnedBuffer::~PinnedBuffer() {
   cudaFreeHost(data_);
 }
 
-void PinnedBuffer::download(const void* src, size_t bytes, size_t offset) {
+void PinnedBuffer::download_async(const void* src, size_t bytes, size_t offset) {
   ST_CHECK(fence_, DeviceError, "PinnedBuffer: device-to-host copy, but no CUDA device is visible");
   ST_CHECK(offset + bytes <= bytes_, ValueError,
            "PinnedBuffer: copy of " << bytes << " bytes at " << offset << " into a block of " << bytes_);
   cudaStream_t s = current_stream();
-  // The last upload (possibly on another stream) must have read the block before it is
+  // The last copy (possibly on another stream) must be done with the block before it is
   // overwritten: a device-side wait, no host stall.
   if (pending_) CHECK_CUDA(cudaStreamWaitEvent(s, fence_of(fence_), 0));
   CHECK_CUDA(cudaMemcpyAsync(static_cast<char*>(data_) + offset, src, bytes, cudaMemcpyDeviceToHost, s));
-  CHECK_CUDA(cudaStreamSynchronize(s));
-  pending_ = false;  // the copy ran after the fence, and the host waited for the copy
+  CHECK_CUDA(cudaEventRecord(fence_of(fence_), s));
+  pending_ = true;
 }
 
 void PinnedBuffer::upload_async(void* dst, size_t bytes, size_t offset) {
@@ -74,11 +74,20 @@ void PinnedBuffer::upload_async(void* dst, size_t bytes, size_t offset) {
   ST_CHECK(offset + bytes <= bytes_, ValueError,
            "PinnedBuffer: copy of " << bytes << " bytes at " << offset << " out of a block of " << bytes_);
   cudaStream_t s = current_stream();
-  // The fence is re-recorded below; it must still cover an earlier upload on another stream.
+  // The fence is re-recorded below; it must still cover an earlier copy on another stream.
   if (pending_) CHECK_CUDA(cudaStreamWaitEvent(s, fence_of(fence_), 0));
   CHECK_CUDA(cudaMemcpyAsync(dst, static_cast<const char*>(data_) + offset, bytes, cudaMemcpyHostToDevice, s));
   CHECK_CUDA(cudaEventRecord(fence_of(fence_), s));
   pending_ = true;
+}
+
+bool PinnedBuffer::query() {
+  if (!pending_) return true;
+  const cudaError_t e = cudaEventQuery(fence_of(fence_));
+  if (e == cudaErrorNotReady) return false;
+  CHECK_CUDA(e);
+  pending_ = false;
+  return true;
 }
 
 void PinnedBuffer::wait() {

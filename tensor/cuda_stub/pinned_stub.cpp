@@ -26,8 +26,9 @@ PinnedBuffer::~PinnedBuffer() {
   std::free(data_);
   g_bytes.fetch_sub(bytes_);
 }
-void PinnedBuffer::download(const void*, size_t, size_t) { no_cuda("device-to-host copy"); }
+void PinnedBuffer::download_async(const void*, size_t, size_t) { no_cuda("device-to-host copy"); }
 void PinnedBuffer::upload_async(void*, size_t, size_t) { no_cuda("host-to-device copy"); }
+bool PinnedBuffer::query() { return true; }
 void PinnedBuffer::wait() {}
 
 uint64_t pinned_alloc_count() { return g_allocs.load(); }

@@ -1,5 +1,6 @@
 // Collectives against closed forms, for every dtype, in place and out of place, on every backend
-// this build and machine offer (MPI always; NCCL where each rank has a GPU).
+// this build and machine offer (MPI always; NCCL where each rank has a GPU); reduce to a root;
+// wait_on_stream.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -64,6 +65,50 @@ TEST_P(Collectives, AllReduceAvgAndMax) {
     world->all_reduce(a, out, ReduceOp::avg)->wait();
     for (int i = 0; i < kN; ++i) EXPECT_EQ(out.to_double()[i], (N - 1) / 2.0 + i) << dtype_name(dt);
   }
+}
+
+// reduce to roots 0 and N−1 with x_i = rank + i (max: ((rank + 1) mod N) + i): the root's out
+// holds Σ = N(N−1)/2 + N·i (avg (N−1)/2 + i, max N − 1 + i; exact in every dtype for N ≤ 4), its
+// in is untouched unless in place; every other rank's out keeps what it held (its fill, or its
+// own input when in place).
+TEST_P(Collectives, ReduceToRootEveryDtypeInPlaceAndOut) {
+  for (DType dt : all_dtypes()) {
+    for (int root : {0, N - 1}) {
+      for (bool in_place : {false, true}) {
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+          std::vector<double> x(kN);
+          for (int i = 0; i < kN; ++i) x[i] = (op == ReduceOp::max ? (R + 1) % N : R) + i;
+          if (op == ReduceOp::avg && !is_floating(dt)) {
+            EXPECT_THROW(world->reduce(T(x, dt), T(x, dt), root, op), DTypeError);
+            continue;
+          }
+          Tensor in = T(x, dt);
+          Tensor out = in_place ? in : Tensor::full({kN}, -1.0, dt, dev);
+          WorkPtr w = world->reduce(in, out, root, op);
+          EXPECT_EQ(w->op(), "reduce");
+          w->wait();
+          const std::vector<double> got = out.to_double(), got_in = in.to_double();
+          const std::string what = std::string(dtype_name(dt)) + " " + reduce_op_name(op) + " root " +
+                                   std::to_string(root) + (in_place ? " in place" : " out of place");
+          for (int i = 0; i < kN; ++i) {
+            const double want = op == ReduceOp::sum   ? N * (N - 1) / 2.0 + N * i
+                                : op == ReduceOp::avg ? (N - 1) / 2.0 + i
+                                                      : N - 1 + i;
+            if (R == root) {
+              EXPECT_EQ(got[i], want) << what << ", i=" << i;
+              if (!in_place) {
+                EXPECT_EQ(got_in[i], x[i]) << what << ": input untouched, i=" << i;
+              }
+            } else {
+              EXPECT_EQ(got[i], in_place ? x[i] : -1.0) << what << ": a non-root's out was written, i=" << i;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_THROW(world->reduce(T({1, 2}, DType::f32), T({1, 2}, DType::f32), N), ValueError);
+  EXPECT_THROW(world->reduce(T({1, 2}, DType::f32), T({1}, DType::f32), 0), ShapeError);
 }
 
 // in[j] = 10·rank + j (j < N·n); rank r gets out[k] = 10·N(N−1)/2 + N·(r·n + k).
@@ -165,6 +210,29 @@ TEST_P(Collectives, WaitReallyWaits) {
   EXPECT_GE(ms, 250.0) << "wait() returned before rank 0 joined";
   EXPECT_TRUE(w->is_completed());
   EXPECT_EQ(t.to_double()[kN - 1], N * (N + 1) / 2.0);
+}
+
+// wait_on_stream(): rank 0 joins 300 ms late. Where the backend has no device-side wait (MPI,
+// progresses_on_its_own() false) it is wait(): it returns only once the operation completed,
+// with the sum in place. On NCCL it returns at once, and a read on the current stream (to_double)
+// already sees the sum. Either way a wait() afterwards completes it.
+TEST_P(Collectives, WaitOnStreamOrdersLaterStreamWork) {
+  for (bool reduce_to_last : {false, true}) {
+    Tensor t = T(std::vector<double>(kN, R + 1), DType::f32);
+    world->barrier()->wait();
+    if (R == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    WorkPtr w = reduce_to_last ? world->reduce(t, t, N - 1) : world->all_reduce(t);
+    w->wait_on_stream();
+    if (!world->progresses_on_its_own()) {
+      EXPECT_TRUE(w->is_completed()) << "wait_on_stream returned before the operation completed";
+    }
+    const std::vector<double> got = t.to_double();  // on the current stream, after its wait
+    w->wait();
+    EXPECT_TRUE(w->is_completed());
+    if (!reduce_to_last || R == N - 1) {
+      EXPECT_EQ(got[kN - 1], N * (N + 1) / 2.0) << (reduce_to_last ? "reduce" : "allreduce");
+    }
+  }
 }
 
 TEST_P(Collectives, BrokenCommunicatorRefusesWork) {

@@ -1,11 +1,14 @@
-// Single-process pieces of comm/ (no ranks needed): the polling loop behind every deadline and the
-// MPI environment defaults.
+// Single-process pieces of comm/ (no ranks needed): the polling loop behind every deadline, the
+// MPI environment defaults and the SHARDTRAIN_COMM_MAX_COUNT test hook.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
+#include "comm/communicator.h"
 #include "comm/mpi_env.h"
 #include "comm/poll.h"
 
@@ -38,15 +41,32 @@ TEST(PollUntil, ADeadlineInThePastStillPollsOnce) {
   EXPECT_FALSE(poll_until(clock::now() - std::chrono::seconds(1), [&] { return false; }));
 }
 
-TEST(MpiEnv, RingAllReduceUnlessTheUserChose) {
-  const char* kVar = "OMPI_MCA_coll_libnbc_iallreduce_algorithm";
+TEST(MpiEnv, RingAllReduceAndBinomialReduceUnlessTheUserChose) {
+  for (auto [var, value] : {std::pair{"OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1"},
+                            std::pair{"OMPI_MCA_coll_libnbc_ireduce_algorithm", "2"}}) {
+    unsetenv(var);
+    apply_mpi_defaults();
+    ASSERT_NE(std::getenv(var), nullptr) << var;
+    EXPECT_EQ(std::string(std::getenv(var)), value) << var;
+    setenv(var, "3", 1);
+    apply_mpi_defaults();
+    EXPECT_EQ(std::string(std::getenv(var)), "3") << var << ": a value the user set is kept";
+    unsetenv(var);
+  }
+}
+
+TEST(MaxCount, DefaultIsMpisIntLimitAndTheHookLowersIt) {
+  const char* kVar = "SHARDTRAIN_COMM_MAX_COUNT";
   unsetenv(kVar);
-  apply_mpi_defaults();
-  ASSERT_NE(std::getenv(kVar), nullptr);
-  EXPECT_EQ(std::string(std::getenv(kVar)), "1");
-  setenv(kVar, "4", 1);
-  apply_mpi_defaults();
-  EXPECT_EQ(std::string(std::getenv(kVar)), "4") << "a value the user set is kept";
+  EXPECT_EQ(max_count_from_env(), INT_MAX);
+  setenv(kVar, "", 1);
+  EXPECT_EQ(max_count_from_env(), INT_MAX);
+  setenv(kVar, "3", 1);
+  EXPECT_EQ(max_count_from_env(), 3);
+  for (const char* bad : {"0", "-2", "3x", "abc", "2147483648"}) {
+    setenv(kVar, bad, 1);
+    EXPECT_THROW(max_count_from_env(), ValueError) << bad;
+  }
   unsetenv(kVar);
 }
 

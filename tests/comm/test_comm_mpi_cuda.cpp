@@ -2,10 +2,13 @@
 // it). test_comm already runs every op and dtype on CUDA tensors at 7 elements ("mpi_cuda"); here:
 // odd and aligned sizes, views whose offset breaks 16-byte alignment, f16/bf16 rounding once,
 // ordering after the compute stream, several operations in flight, a staging block reused while
-// its upload is still queued (on another stream), and the staging pool's steady state (no
-// page-locked allocation once warm). Expected values are closed forms.
+// its upload is still queued (on another stream), the staging pool's steady state (no
+// page-locked allocation once warm), reduce to a root, no host wait at launch while the stream
+// is busy (and issue order kept behind a staged operation), wait_on_stream. Expected values are
+// closed forms.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "comm/mpi/mpi_communicator.h"
@@ -205,6 +208,82 @@ TEST_F(MpiCuda, BlockReusedWhileItsUploadIsQueued) {
     EXPECT_EQ(got_b.back(), 100.0 * sum_ranks()) << "round " << round;
   }
   CHECK_CUDA(cudaStreamDestroy(b_stream));
+}
+
+// reduce to the first and the last rank, in place and out of place, at odd and aligned sizes and
+// on misaligned views: the root's out is Σ (r+1)·(i mod 7 + 1) (avg: / N), the others' out keeps
+// its fill.
+TEST_F(MpiCuda, ReduceToRoot) {
+  for (int n : {kOdd, kAligned}) {
+    for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::i64}) {
+      for (int root : {0, N - 1}) {
+        for (bool in_place : {false, true}) {
+          std::vector<double> x = values(n, R);
+          Tensor in = in_place ? misaligned(x, dt) : make_tensor(x, dt, Device::cuda);
+          Tensor out = in_place ? in : Tensor::full({n}, -1.0, dt, Device::cuda);
+          const ReduceOp op = is_floating(dt) && root == N - 1 ? ReduceOp::avg : ReduceOp::sum;
+          world->reduce(in, out, root, op)->wait();
+          std::vector<double> got = out.to_double();
+          for (int i = 0; i < n; i += 7) {
+            const double k = i % 7 + 1;
+            const double want = R != root ? (in_place ? x[i] : -1.0)
+                                : op == ReduceOp::avg ? sum_ranks() * k / N
+                                                      : sum_ranks() * k;
+            ASSERT_EQ(got[i], want) << dtype_name(dt) << " n=" << n << " root " << root << " in_place " << in_place
+                                    << " i=" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Launching a staged operation does not wait for the stream on the host: with 200 fills of 256 MiB
+// queued on the current stream, all_reduce() returns long before they ran, and the values
+// reduced are those the last queued fill wrote. Rank 0 then issues a CPU all-reduce behind it
+// (rank 1 has no queue): were it posted before the staged one, MPI would pair rank 0's CPU
+// operation with rank 1's staged one (same size and dtype) and both sums would be wrong.
+TEST_F(MpiCuda, NoHostWaitAtLaunchAndIssueOrderKept) {
+  if (world->cuda_aware()) GTEST_SKIP() << "CUDA-aware MPI: device pointers, no staging";
+  const int64_t n = 1 << 16;
+  Tensor slow = Tensor::zeros({1 << 26}, DType::f32, Device::cuda);  // 256 MiB
+  Tensor t = Tensor::zeros({n}, DType::f32, Device::cuda);
+  // the time of the fills alone, measured once
+  ::st::cuda::synchronize();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200; ++i) slow.fill_(i);
+  ::st::cuda::synchronize();
+  const double fills_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (int round = 0; round < 3; ++round) {
+    world->barrier()->wait();
+    if (R == 0)
+      for (int i = 0; i < 200; ++i) slow.fill_(i);
+    t.fill_(R + 1.0 + round);  // behind the fills on rank 0
+    t0 = std::chrono::steady_clock::now();
+    WorkPtr staged = world->all_reduce(t);
+    const double issue_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    Tensor host = Tensor::full({n}, 100.0 * (R + 1), DType::f32);
+    WorkPtr cpu = world->all_reduce(host);
+    if (R == 0) {
+      EXPECT_LT(issue_ms, fills_ms / 4) << "the launch waited for the stream (" << fills_ms << " ms of fills queued)";
+    }
+    cpu->wait();
+    staged->wait();
+    EXPECT_EQ(t.to_double().back(), sum_ranks() + N * round) << "round " << round;
+    EXPECT_EQ(host.to_double().back(), 100.0 * sum_ranks()) << "round " << round;
+  }
+}
+
+// wait_on_stream on the MPI backend is wait(): complete afterwards, results visible to later
+// stream work.
+TEST_F(MpiCuda, WaitOnStreamIsWait) {
+  Tensor t = Tensor::full({kOdd}, R + 1.0, DType::f32, Device::cuda);
+  WorkPtr w = world->all_reduce(t);
+  w->wait_on_stream();
+  EXPECT_TRUE(w->is_completed());
+  Tensor twice = t.clone();
+  twice.add_(t);
+  EXPECT_EQ(twice.to_double().back(), 2.0 * sum_ranks());
 }
 
 // A training-like step: several bucket all-reduces in flight at once, an all-gather, a

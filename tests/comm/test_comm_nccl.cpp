@@ -1,8 +1,9 @@
 // NCCL backend at world size 1 (label gpu; built only with NCCL, run on a machine with a GPU).
 // The multi-rank NCCL runs are the mpi tests themselves: test_comm instantiates every collective
 // and p2p case on NCCL wherever each rank has a GPU. Here: the plumbing (dtypes, layouts, in place
-// and out of place), ordering against the compute stream by events, pooled events with operations
-// in flight, split, abort, and auto choice.
+// and out of place), reduce, ordering against the compute stream by events, wait_on_stream (a
+// device-side wait, the host not blocked), pooled events with operations in flight, split, abort,
+// and auto choice.
 #include <gtest/gtest.h>
 
 #include "comm/make_communicator.h"
@@ -35,6 +36,11 @@ TEST(NcclOneRank, EveryOpAndDtypeOnDeviceTensors) {
       c->all_reduce(in, a, ReduceOp::avg)->wait();
       EXPECT_EQ(a.to_double(), x) << dtype_name(dt);
     }
+    Tensor red = Tensor::full({6}, -1.0, dt, Device::cuda), own = make_tensor(x, dt, Device::cuda);
+    c->reduce(in, red, 0)->wait();
+    c->reduce(own, own, 0)->wait();  // in place
+    EXPECT_EQ(red.to_double(), x) << dtype_name(dt);
+    EXPECT_EQ(own.to_double(), x) << dtype_name(dt);
     Tensor g = Tensor::zeros({6}, dt, Device::cuda), rs = Tensor::zeros({6}, dt, Device::cuda);
     c->all_gather(in, g)->wait();
     c->reduce_scatter(in, rs)->wait();
@@ -60,6 +66,31 @@ TEST(NcclOneRank, CommStreamWaitsForComputeStream) {
     EXPECT_EQ(v.front(), rep);
     EXPECT_EQ(v.back(), rep);
   }
+}
+
+// wait_on_stream: 200 fills of 256 MiB queued on the compute stream, then an out-of-place all-reduce
+// of 256 MiB (ordered after them) and wait_on_stream. It returns while the operation is still
+// queued (the host did not wait), and a clone enqueued right after on the compute stream reads
+// the result: without the stream wait it would run beside the copy and read the old zeros.
+TEST(NcclOneRank, WaitOnStreamIsADeviceSideWait) {
+  auto c = make_world("nccl");
+  const int64_t n = 1 << 26;
+  Tensor slow = Tensor::zeros({n}, DType::f32, Device::cuda);
+  Tensor in = Tensor::zeros({n}, DType::f32, Device::cuda), out = Tensor::zeros({n}, DType::f32, Device::cuda);
+  for (int rep = 1; rep <= 3; ++rep) {
+    out.fill_(0);
+    in.fill_(rep);
+    for (int i = 0; i < 200; ++i) slow.fill_(i);
+    WorkPtr w = c->all_reduce(in, out);
+    w->wait_on_stream();
+    EXPECT_FALSE(w->is_completed()) << "wait_on_stream waited on the host";
+    Tensor seen = out.clone();  // on the compute stream, behind the stream wait
+    w->wait();
+    std::vector<float> v = seen.to_float();
+    EXPECT_EQ(v.front(), rep);
+    EXPECT_EQ(v.back(), rep);
+  }
+  EXPECT_TRUE(c->progresses_on_its_own());
 }
 
 // Completion events are pooled and the ready event is re-recorded for every operation: several

@@ -149,8 +149,8 @@ TEST(MpiBackend, HalfPrecisionSumsAccumulateInF32) {
   }
 }
 
-// Debug mode (SHARDTRAIN_COMM_DEBUG=1) compares (op, dtype, count) before each collective and
-// throws CommError on every rank instead of running a mismatched collective.
+// Debug mode (SHARDTRAIN_COMM_DEBUG=1) compares (op, dtype, count, root, caller tag) before each
+// collective and throws CommError on every rank instead of running a mismatched collective.
 TEST_P(P2PGroups, DebugModeReportsMismatches) {
   setenv("SHARDTRAIN_COMM_DEBUG", "1", 1);
   auto c = make_world(GetParam(), "debugged");
@@ -179,6 +179,27 @@ TEST_P(P2PGroups, DebugModeReportsMismatches) {
     EXPECT_NE(m.find("rank 0 all_gather f32 x2"), std::string::npos) << m;
     EXPECT_NE(m.find("rank 1 allreduce(max) f32 x2"), std::string::npos) << m;
   }
+  // Same op, dtype and count, different caller tags (the reducer's bucket indices), and reduces
+  // to different roots.
+  Tensor b = Tensor::ones({3}, DType::f32, dev);
+  try {
+    c->all_reduce(b, ReduceOp::sum, CallerTag{R == 0 ? 1 : 2});
+    ADD_FAILURE() << "tag mismatch not reported";
+  } catch (const CommError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("rank 0 allreduce(sum) f32 x3 seq 2 tag 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 1 allreduce(sum) f32 x3 seq 2 tag 2"), std::string::npos) << m;
+  }
+  try {
+    c->reduce(b, b, R == 0 ? 0 : 1);
+    ADD_FAILURE() << "root mismatch not reported";
+  } catch (const CommError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("rank 0 reduce(sum, root 0) f32 x3"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 1 reduce(sum, root 1) f32 x3"), std::string::npos) << m;
+  }
+  c->all_reduce(b, ReduceOp::sum, CallerTag{7})->wait();  // equal tags pass
+  EXPECT_EQ(b.to_double()[0], N);
   // Nothing was issued, so the group still works.
   Tensor ok = Tensor::ones({3}, DType::f32, dev);
   c->all_reduce(ok)->wait();

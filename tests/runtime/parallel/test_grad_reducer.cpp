@@ -2,7 +2,8 @@
 // in every element, after accumulation over micro-batches without communication, in f32 and
 // through bf16 communication buffers (at most comm_buffers of them, counted in allocated bytes);
 // buckets launched in the order their gradients become final, before backward ends; a rank whose
-// hooks fire in another order caught in debug mode; the skip-communication test hook.
+// hooks fire in another order caught in debug mode (comm's caller tag); buckets held for
+// finalize(); the skip-communication test hook.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -240,6 +241,36 @@ TEST(GradReducer, DebugModeCatchesRanksLaunchingInDifferentOrders) {
   Tensor loss = loss_of(ps, rank, 1.0, rank == 1 ? std::vector<size_t>{1, 0} : std::vector<size_t>{0, 1});
   EXPECT_THROW(loss.backward(), CommError);
   EXPECT_NO_THROW(group->barrier()->wait()) << "the group stays usable";
+}
+
+// Parameters named in launch_in_finalize get buckets of their own that no hook launches: p1 and
+// p2 would share a bucket, but p1 is held, so buckets are {p3}, {p2}, {p1}, {p0}; three launch
+// during backward, p1's only from finalize() — and every sum is still the closed form.
+TEST(GradReducer, HeldBucketsLaunchOnlyFromFinalize) {
+  const int rank = world()->rank();
+  auto ps = make_params();
+  ReducerOptions opt;
+  opt.first_bucket_bytes = 16384;
+  opt.bucket_bytes = 2 * 16384;
+  opt.launch_in_finalize = {"p1"};
+  GradReducer r(ps, world(), opt);
+  ASSERT_EQ(r.num_buckets(), 4);
+  EXPECT_EQ(r.bucket_names(1), (std::vector<std::string>{"p2"}));
+  EXPECT_EQ(r.bucket_names(2), (std::vector<std::string>{"p1"}));
+  r.zero_grad();
+  r.set_sync(true);
+  loss_of(ps, rank, 1.0).backward();
+  std::vector<int64_t> from_hooks;
+  for (const BucketLaunch& l : r.launches()) from_hooks.push_back(l.bucket);
+  EXPECT_EQ(from_hooks, (std::vector<int64_t>{0, 1, 3})) << "the held bucket (2) launched from a hook";
+  r.finalize();
+  ASSERT_EQ(r.launches().size(), 4u);
+  EXPECT_EQ(r.launches().back().bucket, 2);
+  EXPECT_TRUE(r.launches().back().from_finalize);
+  expect_sums(ps, {1.0}, 0.0);
+  ReducerOptions unknown;
+  unknown.launch_in_finalize = {"nope"};
+  EXPECT_THROW(GradReducer(ps, world(), unknown), ValueError);
 }
 
 TEST(GradReducer, SkipHookDoesEverythingButTheCollective) {

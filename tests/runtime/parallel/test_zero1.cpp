@@ -2,7 +2,7 @@
 // against a brute-force optimum, fewer parameters than ranks); buckets that never hold two
 // owners' parameters; the reduced gradients after two accumulated backward passes against the
 // closed-form sum over ranks, every element, with several buckets launched during the last
-// backward; broadcast parameters against each owner's closed-form values; f32, f16 and bf16, and
+// backward, and reduced to the owner only (the others keep their local gradient); broadcast parameters against each owner's closed-form values; f32, f16 and bf16, and
 // a communication dtype other than the parameters'. The optimizer state and f32 masters of a GPT
 // at dp 2 and 4 against the closed form: each rank's share of the elements, below total/dp + the
 // largest parameter, adding up to the total.
@@ -163,10 +163,20 @@ void run_step(DType dt, size_t count, DType comm_dt) {
           << name << "[" << j << "]";
     }
   }
+  // Each bucket is reduced to its owner only (comm reduce, not an all-reduce): every parameter this
+  // rank does not own still holds this rank's own accumulated gradient, exactly (integers ≤ 96).
+  for (size_t i = 0; i < ps.size(); ++i) {
+    if (n == 1 || z.owns(ps[i].first)) continue;
+    auto g = ps[i].second.grad().to_double();
+    for (int64_t j = 0; j < ps[i].second.numel(); ++j)
+      ASSERT_EQ(g[static_cast<size_t>(j)], coef(rank, i, j, 1.0) + coef(rank, i, j, 2.0))
+          << ps[i].first << "[" << j << "]: a bucket this rank does not own was overwritten (all-reduced?)";
+  }
   int64_t total = 0;
   for (auto& [name, p] : ps) total += p.numel();
   if (n > 1) {
     EXPECT_EQ(red.stats().bytes, total * static_cast<int64_t>(dtype_size(comm_dt)));
+    EXPECT_EQ(red.stats().reduces, red.num_buckets()) << "every bucket reduced to its owner";
   }
 
   // owners write closed-form values; broadcast_updates brings them to every rank
