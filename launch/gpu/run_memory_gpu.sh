@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Memory that scales, measured on one GPU (the lent H200, or any CUDA host), in one command after
+# a build of the shardtrain target (launch/gpu/run_gpu_suite.sh build, or cmake --build build
+# --target shardtrain). Ranks share the GPU through the MPI backend (--comm mpi), each with its
+# own allocator, so every rank's table row is what that rank would need on a GPU of its own.
+#   usage: launch/gpu/run_memory_gpu.sh [hf] [xl] [xl-ckpt]     (default: all three)
+#   hf       a small GPT trained under pp 2 × tp 2 writes a sharded checkpoint; transformers'
+#            GPT2LMHeadModel.from_pretrained loads the folder as written (no missing or unexpected
+#            keys) and its loss on the next batch equals the runtime's after --resume
+#            (launch/gpu/hf_from_pretrained.py)
+#   xl       a GPT-2 XL sized model (48 blocks, C 1600, 25 heads, V 50257: 1.556 B parameters) in
+#            bf16, 2 steps of 1 × 128 tokens, one process and 2 ranks under pp 2, tp 2 and
+#            dp 2 --zero 1: each rank's memory table beside the closed form
+#            P · bytes / (tp · pp), bytes = 2 weights + 2 grads + (4 f32 master + 8 AdamW) / (dp under ZeRO-1)
+#   xl-ckpt  the same model under pp 2 and tp 2 writing its checkpoint: the peak against the same
+#            run without one (the difference is what saving costs: at most one tensor)
+# Logs and the summary go to $OUT (default ./gpu_out). BUDGET_S (default 570) caps the whole run.
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/gpu_out}
+BUILD=${BUILD:-build}
+BUDGET_S=${BUDGET_S:-570}
+mkdir -p "$OUT"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
+summary="$OUT/memory_summary.txt"
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+cap() { local c=$(( BUDGET_S - SECONDS )); [ "$1" -lt "$c" ] && c=$1; echo $(( c > 5 ? c : 5 )); }
+BIN="$BUILD/shardtrain"
+MPI=(mpirun --oversubscribe --allow-run-as-root)
+[ -x "$BIN" ] || { echo "$BIN: not built (cmake --build $BUILD --target shardtrain)"; exit 1; }
+note "date $(date -u +%FT%TZ)  commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+
+# the memory table's rows, prefixed by a label
+table() { awk -v l="$1" '/^memory per rank/ {t = 1; next} t && $1 ~ /^[0-9]+$/ {print l, $0}'; }
+
+TEXT=$(ls /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/* 2>/dev/null | head -1)
+TOK=/tmp/st_mem_tokens.bin
+"$BIN" prepare --text "$TEXT" --out "$TOK" > "$OUT/prepare.log" 2>&1 || { cat "$OUT/prepare.log"; exit 1; }
+
+stages=${*:-hf xl xl-ckpt}
+for stage in $stages; do
+  case $stage in
+  hf)
+    t0=$SECONDS
+    D=/tmp/st_hf_ckpt; rm -rf "$D"
+    SMALL=(train --model gpt --layers 4 --d-model 128 --heads 4 --vocab 256 --seq-len 64 --micro-batch 2
+           --data "$TOK" --device cuda --comm mpi --progress 0 --checkpoint-dir "$D")
+    timeout "$(cap 120)" "${MPI[@]}" -np 4 "$BIN" "${SMALL[@]}" --steps 2 --pp 2 --tp 2 > "$OUT/hf_train.log" 2>&1
+    note "hf: pp 2 x tp 2 train + checkpoint rc=$?"
+    ls "$D"/step_00000002 | tr '\n' ' ' | tee -a "$summary"; echo | tee -a "$summary"
+    timeout "$(cap 60)" "$BIN" "${SMALL[@]}" --steps 3 --resume 1 --metrics "$OUT/hf_resume.jsonl" > "$OUT/hf_resume.log" 2>&1
+    note "hf: resume in one process rc=$?"
+    loss=$(python3 -c "import json,sys; print([json.loads(l) for l in open(sys.argv[1])][-1]['loss'])" "$OUT/hf_resume.jsonl")
+    timeout "$(cap 90)" python3 launch/gpu/hf_from_pretrained.py "$D/step_00000002" "$TOK" 2 2 64 "$loss" 2>&1 |
+      grep -v Warning | tee -a "$summary"
+    note "hf ($((SECONDS - t0)) s)"
+    ;;
+  xl|xl-ckpt)
+    XL=(train --model gpt --layers 48 --d-model 1600 --heads 25 --vocab 50257 --seq-len 128 --micro-batch 1
+        --steps 2 --precision bf16 --data "$TOK" --device cuda --comm mpi --progress 0)
+    P=$(awk 'BEGIN { L = 48; C = 1600; V = 50257; T = 128; printf "%.0f", 12*L*C*C + 13*L*C + C*(V + T) + 2*C }')
+    if [ "$stage" = xl ]; then
+      runs=("one 1" "pp2 2 --pp 2" "tp2 2 --tp 2" "zero1 2 --dp 2 --zero 1")
+    else
+      runs=("pp2+ckpt 2 --pp 2 --checkpoint-every 2" "tp2+ckpt 2 --tp 2 --checkpoint-every 2")
+    fi
+    for r in "${runs[@]}"; do
+      set -- $r; name=$1; np=$2; shift 2
+      t0=$SECONDS
+      extra=()
+      [[ "$name" == *ckpt ]] && { rm -rf /tmp/st_xl_ckpt; extra=(--checkpoint-dir /tmp/st_xl_ckpt); }
+      timeout "$(cap 200)" "${MPI[@]}" -np "$np" "$BIN" "${XL[@]}" "$@" "${extra[@]}" > "$OUT/xl_$name.log" 2>&1
+      rc=$?
+      case $name in
+        one) share=16; div=1 ;; pp2* | tp2*) share=16; div=2 ;; zero1) share=10; div=1 ;;
+      esac
+      pred=$(awk -v p="$P" -v b="$share" -v d="$div" 'BEGIN { printf "%.1f", p * b / d / 1048576 }')
+      note "xl $name: rc=$rc ($((SECONDS - t0)) s); closed form (params + grads + optim) $pred MiB per rank of $P parameters"
+      grep -E "^step 2/|tok/s" "$OUT/xl_$name.log" | tail -1 | tee -a "$summary"
+      table "xl $name" < "$OUT/xl_$name.log" | tee -a "$summary"
+      [ $rc -eq 0 ] || tail -5 "$OUT/xl_$name.log" | tee -a "$summary"
+    done
+    rm -rf /tmp/st_xl_ckpt
+    ;;
+  *) echo "unknown stage $stage" >&2; exit 2 ;;
+  esac
+done
+cat "$summary" > /dev/null
