@@ -9,10 +9,22 @@
 #include <cstring>
 #include <filesystem>
 
+#include "runtime/common/checksum.h"
 #include "runtime/common/json_io.h"
 #include "tensor/error.h"
 
 namespace st::runtime {
+namespace {
+
+constexpr const char* kStateChecksumKey = "checksum64";
+
+// Of the compact dump (nlohmann::json keeps keys sorted, so the text is canonical).
+std::string state_checksum(const nlohmann::json& state) {
+  const std::string text = state.dump();
+  return checksum_hex(checksum64(text.data(), text.size()));
+}
+
+}  // namespace
 namespace fs = std::filesystem;
 
 namespace {
@@ -142,11 +154,25 @@ std::vector<int64_t> CheckpointDir::keep_last(int64_t n) const {
 }
 
 void write_state(const std::string& checkpoint_path, const nlohmann::json& state) {
-  write_json_file((fs::path(checkpoint_path) / "state.json").string(), state);
+  const std::string path = (fs::path(checkpoint_path) / "state.json").string();
+  ST_CHECK(state.is_object() && !state.contains(kStateChecksumKey), IOError,
+           path << ": the state to write must be an object without '" << kStateChecksumKey << "'");
+  nlohmann::json j = state;
+  j[kStateChecksumKey] = state_checksum(state);
+  write_json_file(path, j);
 }
 
 nlohmann::json read_state(const std::string& checkpoint_path) {
-  return read_json_file((fs::path(checkpoint_path) / "state.json").string());
+  const std::string path = (fs::path(checkpoint_path) / "state.json").string();
+  nlohmann::json j = read_json_file(path);
+  if (!j.is_object() || !j.contains(kStateChecksumKey)) return j;  // not ours: TrainState::from_json judges it
+  const nlohmann::json stored = j[kStateChecksumKey];
+  j.erase(kStateChecksumKey);
+  const std::string want = stored.is_string() ? stored.get<std::string>() : stored.dump();
+  ST_CHECK(want == state_checksum(j), IOError,
+           path << ": does not match its checksum (" << kStateChecksumKey << " " << want << ", the content gives "
+                << state_checksum(j) << "): the file changed after it was written");
+  return j;
 }
 
 }  // namespace st::runtime

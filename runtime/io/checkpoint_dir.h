@@ -46,6 +46,9 @@ class CheckpointDir {
 };
 
 // DIR/state.json (step, data position, RNG, loss scale, layout: the trainer owns the fields).
+// write_state adds "checksum64", the checksum64 (runtime/common/checksum.h) of the state's compact
+// dump; read_state checks it and removes it (IOError naming the file on a mismatch); a state.json
+// without one is returned as it is.
 void write_state(const std::string& checkpoint_path, const nlohmann::json& state);
 nlohmann::json read_state(const std::string& checkpoint_path);
 

@@ -14,12 +14,16 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "runtime/common/checksum.h"
+
 namespace st::runtime {
 namespace {
 
 using json = nlohmann::ordered_json;
 
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the reference implementation's limit
+// The metadata key of the tensors' checksums (see safetensors.h).
+constexpr const char* kChecksumKey = "shardtrain.checksum64";
 
 #define ST_FILE_ERROR(path, msg) ST_THROW(IOError, "safetensors " << (path) << ": " << msg)
 
@@ -220,6 +224,18 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     ST_FILE_ERROR(path, data_size - pos << " bytes after the last tensor are not described by the header");
   entries_ = std::move(entries);
   for (size_t k = 0; k < entries_.size(); ++k) index_[entries_[k].name] = k;
+  if (auto c = metadata_.find(kChecksumKey); c != metadata_.end()) {
+    const std::string& all = c->second;  // 16 hex digits per tensor, in data-buffer order
+    if (all.size() != 16 * entries_.size())
+      ST_FILE_ERROR(path, kChecksumKey << " holds " << all.size() << " characters, not 16 for each of the "
+                                       << entries_.size() << " tensors");
+    checksums_.resize(entries_.size());
+    for (size_t k = 0; k < entries_.size(); ++k)
+      if (!parse_checksum_hex(all.substr(16 * k, 16), checksums_[k]))
+        ST_FILE_ERROR(path, kChecksumKey << ": '" << all.substr(16 * k, 16) << "' (tensor '" << entries_[k].name
+                                         << "') is not 16 hex digits");
+    metadata_.erase(c);
+  }
   data_start_ = data_start;
   data_size_ = data_size;
   fd_ = f.fd;
@@ -247,8 +263,17 @@ Tensor SafetensorsReader::read(const std::string& name) const {
   const Entry& e = entry(name);
   Tensor t = Tensor::empty(e.shape, e.dtype);
   read_elements(fd_, e, data_start_, 0, t.numel(), t.data_ptr(), path_);
+  if (!checksums_.empty() && e.file_elem_bytes == dtype_size(e.dtype)) {  // the bytes as stored
+    const uint64_t want = checksums_[index_.at(name)], got = checksum64(t.data_ptr(), t.nbytes());
+    if (got != want)
+      ST_FILE_ERROR(path_, "tensor '" << name << "' does not match its checksum (the header says "
+                                      << checksum_hex(want) << ", the bytes give " << checksum_hex(got)
+                                      << "): the file changed after it was written");
+  }
   return t;
 }
+
+bool SafetensorsReader::has_checksums() const { return !checksums_.empty(); }
 
 Tensor SafetensorsReader::read_ranges(const std::string& name, int64_t dim, const std::vector<DimRange>& ranges) const {
   const Entry& e = entry(name);
@@ -259,6 +284,7 @@ Tensor SafetensorsReader::read_ranges(const std::string& name, int64_t dim, cons
     return read(name);
   }
   if (dim < 0 || dim >= nd) ST_FILE_ERROR(path_, "tensor '" << name << "': no dim " << dim << " in " << shape_str(e.shape));
+  if (ranges.size() == 1 && ranges[0].start == 0 && ranges[0].length == e.shape[dim]) return read(name);  // checked
   Shape out_shape = e.shape;
   int64_t local = 0;
   for (const DimRange& r : ranges) {
@@ -306,11 +332,13 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
                                      const std::map<std::string, std::string>& metadata)
     : path_(path), specs_(specs) {
   json h = json::object();
-  if (!metadata.empty()) {
-    json m = json::object();
-    for (const auto& [k, v] : metadata) m[k] = v;
-    h["__metadata__"] = m;
+  json m = json::object();
+  for (const auto& [k, v] : metadata) {
+    if (k == kChecksumKey) ST_FILE_ERROR(path, "metadata key '" << k << "' is the writer's own");
+    m[k] = v;
   }
+  m[kChecksumKey] = std::string(16 * specs_.size(), '0');  // filled in by finish()
+  h["__metadata__"] = m;
   uint64_t offset = 0;
   std::set<std::string> names;
   for (const Spec& s : specs_) {
@@ -322,8 +350,10 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
     h[s.name] = {{"dtype", dt}, {"shape", s.shape}, {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
+  header_ = h;
   std::string header = h.dump();
   header.append((8 - header.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
+  header_bytes_ = header.size();
   unsigned char len_bytes[8];
   uint64_t len = header.size();
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>((len >> (8 * i)) & 0xff);
@@ -348,12 +378,23 @@ void SafetensorsWriter::write(const Tensor& t) {
   if (c.is_cuda()) c = c.to(Device::cpu);
   c = c.contiguous();
   if (c.nbytes() > 0) write_all(fd_, c.data_ptr(), c.nbytes(), path_);
+  checksums_ += checksum_hex(checksum64(c.data_ptr(), c.nbytes()));
   ++next_;
 }
 
 void SafetensorsWriter::finish() {
   if (next_ != specs_.size())
     ST_FILE_ERROR(path_, next_ << " of the header's " << specs_.size() << " tensors were written");
+  // the header again, its checksums filled in: the same length, as the placeholder had 16 digits each
+  header_["__metadata__"][kChecksumKey] = checksums_;
+  std::string header = header_.dump();
+  header.append(header_bytes_ - header.size(), ' ');
+  for (size_t done = 0; done < header.size();) {
+    const ssize_t w = ::pwrite(fd_, header.data() + done, header.size() - done, static_cast<off_t>(8 + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) ST_FILE_ERROR(path_, "write failed: " << std::strerror(errno));
+    done += static_cast<size_t>(w);
+  }
   if (::fsync(fd_) != 0) ST_FILE_ERROR(path_, "fsync failed: " << std::strerror(errno));
   int fd = fd_;
   fd_ = -1;

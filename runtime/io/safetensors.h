@@ -16,6 +16,15 @@
 // written from the names, dtypes and shapes, then each tensor in turn (SafetensorsWriter), so a
 // caller may produce one tensor at a time.
 //
+// Checksums: the writer stores one checksum64 (runtime/common/checksum.h) per tensor in the
+// metadata, "shardtrain.checksum64": 16 hex digits per tensor in data-buffer order (the header is
+// written first with zeros and rewritten, the same length, by finish()). The reader checks a
+// tensor against it whenever it reads the whole of it (read(), read_ranges() of a whole dim) and
+// throws IOError naming the file and the tensor on a mismatch; a tensor-parallel slice is not
+// checked (that would mean reading the whole tensor on every rank, what sharded loading avoids),
+// and files from other writers (Hugging Face's) have none. The key is the writer's own: it is
+// not in metadata() and a caller cannot pass it.
+//
 // dtypes: F32 F16 BF16 I32 I64 are read and written; F64 (read as f32) and U8 (read as i32) are
 // read-only conveniences.
 #pragma once
@@ -24,6 +33,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "runtime/common/named_tensors.h"
 #include "runtime/common/shard_spec.h"
@@ -54,7 +65,8 @@ class SafetensorsReader {
 
   const std::string& path() const { return path_; }
   const std::vector<Entry>& entries() const { return entries_; }  // in data-buffer order
-  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }  // without the checksums
+  bool has_checksums() const;  // written by SafetensorsWriter
   const Entry* find(const std::string& name) const;  // null when absent
   uint64_t data_bytes() const;                       // the data buffer's size
 
@@ -72,6 +84,7 @@ class SafetensorsReader {
   std::vector<Entry> entries_;
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
+  std::vector<uint64_t> checksums_;  // per entry; empty: the file has none
 };
 
 // Tensor bytes read from safetensors files by this process so far.
@@ -108,6 +121,9 @@ class SafetensorsWriter {
   std::vector<Spec> specs_;
   size_t next_ = 0;
   int fd_ = -1;
+  nlohmann::ordered_json header_;  // as first written, to rewrite with the checksums
+  size_t header_bytes_ = 0;        // its length on disk, padding included
+  std::string checksums_;          // 16 hex digits per tensor written so far
 };
 
 // The whole list at once (SafetensorsWriter over the tensors' own dtypes and shapes).

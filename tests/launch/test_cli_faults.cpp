@@ -132,6 +132,53 @@ TEST(CliFaults, NanWeightsAreRefusedAtResumeAndInitFrom) {
   fs::remove_all(hf);
 }
 
+// A checkpoint whose file changed on disk (the campaign's "last 100 bytes flipped", which used to
+// resume and train on to exit 0) or whose state.json changed is refused by its checksums, in
+// one line naming the file.
+TEST(CliFaults, AChangedCheckpointFileIsRefusedByItsChecksum) {
+  const std::string d = temp_dir("flipped_ckpt");
+  Result r = run(kTiny + "--steps 2 --checkpoint-dir '" + d + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string step = d + "/step_00000002";
+  std::string model;
+  for (const auto& e : fs::directory_iterator(step))
+    if (e.path().filename().string().rfind("model", 0) == 0 && e.path().extension() == ".safetensors")
+      model = e.path().string();
+  ASSERT_FALSE(model.empty()) << "no model*.safetensors in " << step;
+  {
+    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const std::streamoff size = f.tellg();
+    std::string tail(100, '\0');
+    f.seekg(size - 100);
+    f.read(tail.data(), 100);
+    for (char& c : tail) c = static_cast<char>(~c);
+    f.seekp(size - 100);
+    f.write(tail.data(), 100);
+  }
+  r = run(kTiny + "--steps 4 --checkpoint-dir '" + d + "' --resume 1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.error_lines, 1) << r.out;
+  EXPECT_TRUE(has(r.error, "safetensors " + model + ": tensor '")) << r.error;
+  EXPECT_TRUE(has(r.error, "' does not match its checksum")) << r.error;
+  EXPECT_FALSE(has(r.out, "step 3/4")) << r.out;
+  // state.json: one digit of the step changed, still valid JSON
+  r = run(kTiny + "--steps 2 --checkpoint-dir '" + d + "' --overwrite-checkpoints 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::string text;
+  {
+    std::ifstream in(step + "/state.json");
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = text.find("\"step\": 2");
+  ASSERT_NE(at, std::string::npos) << text;
+  text[at + 8] = '1';
+  std::ofstream(step + "/state.json") << text;
+  r = run(kTiny + "--steps 4 --checkpoint-dir '" + d + "' --resume 1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.error, step + "/state.json: does not match its checksum")) << r.error;
+}
+
 TEST(CliFaults, AModelLargerThanTheMachineIsRefusedAtOnce) {
   Result r = run("train --layers 1000000000");
   EXPECT_EQ(r.code, 1) << r.out;

@@ -116,3 +116,26 @@ TEST(JsonIO, RoundTripAndErrors) {
   EXPECT_THROW(read_json_file(root + "/none.json"), IOError);
   EXPECT_THROW(read_state(root + "/nowhere"), IOError);
 }
+
+// state.json carries the checksum of its content: a changed digit is an IOError naming the file;
+// the state reads back without the key; a state.json written by hand (no key) reads as it is.
+TEST(CheckpointDir, StateJsonChecksum) {
+  std::string root = fresh_root("state_sum");
+  fs::create_directories(root);
+  const nlohmann::json state = {{"step", 12}, {"loss_scale", 65536.0}, {"data", {{"position", 4096}}}};
+  write_state(root, state);
+  EXPECT_EQ(read_state(root), state);
+  std::string text = read_file(root + "/state.json");
+  ASSERT_NE(text.find("4096"), std::string::npos);
+  write_file(root + "/state.json", text.replace(text.find("4096"), 4, "4097"));  // still valid JSON
+  try {
+    read_state(root);
+    FAIL() << "a changed state.json was read";
+  } catch (const IOError& e) {
+    EXPECT_NE(std::string(e.what()).find(root + "/state.json: does not match its checksum"), std::string::npos)
+        << e.what();
+  }
+  write_file(root + "/state.json", R"({"step": 3})");
+  EXPECT_EQ(read_state(root), (nlohmann::json{{"step", 3}}));
+  EXPECT_THROW(write_state(root, {{"checksum64", "x"}}), IOError);
+}
