@@ -9,7 +9,8 @@
 #            keys) and its loss on the next batch equals the runtime's after --resume
 #            (launch/gpu/hf_from_pretrained.py)
 #   xl       a GPT-2 XL sized model (48 blocks, C 1600, 25 heads, V 50257: 1.556 B parameters) in
-#            bf16, 2 steps of 1 × 128 tokens, one process and 2 ranks under pp 2, tp 2 and
+#            bf16, 2 steps of 1 × 128 tokens, one process and 2 ranks under pp 2, tp 2 (with 20 heads
+#            of 80: tp must divide the heads, and 25 has no factor 2; the count is the same) and
 #            dp 2 --zero 1: each rank's memory table beside the closed form
 #            P · bytes / (tp · pp), bytes = 2 weights + 2 grads + (4 f32 master + 8 AdamW) / (dp under ZeRO-1)
 #   xl-ckpt  the same model under pp 2 and tp 2 writing its checkpoint: the peak against the same
@@ -57,13 +58,13 @@ for stage in $stages; do
     note "hf ($((SECONDS - t0)) s)"
     ;;
   xl|xl-ckpt)
-    XL=(train --model gpt --layers 48 --d-model 1600 --heads 25 --vocab 50257 --seq-len 128 --micro-batch 1
+    XL=(train --model gpt --layers 48 --d-model 1600 --vocab 50257 --seq-len 128 --micro-batch 1
         --steps 2 --precision bf16 --data "$TOK" --device cuda --comm mpi --progress 0)
     P=$(awk 'BEGIN { L = 48; C = 1600; V = 50257; T = 128; printf "%.0f", 12*L*C*C + 13*L*C + C*(V + T) + 2*C }')
     if [ "$stage" = xl ]; then
-      runs=("one 1" "pp2 2 --pp 2" "tp2 2 --tp 2" "zero1 2 --dp 2 --zero 1")
+      runs=("one 1 --heads 25" "pp2 2 --pp 2 --heads 25" "tp2 2 --tp 2 --heads 20" "zero1 2 --dp 2 --zero 1 --heads 25")
     else
-      runs=("pp2+ckpt 2 --pp 2 --checkpoint-every 2" "tp2+ckpt 2 --tp 2 --checkpoint-every 2")
+      runs=("pp2+ckpt 2 --pp 2 --heads 25 --checkpoint-every 2" "tp2+ckpt 2 --tp 2 --heads 20 --checkpoint-every 2")
     fi
     for r in "${runs[@]}"; do
       set -- $r; name=$1; np=$2; shift 2
