@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "comm/make_communicator.h"
 #include "comm/mpi_env.h"
@@ -66,6 +67,8 @@ runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args
          false, OptionTable::bind(c.micro_batches), num(c.micro_batches)});
   t.add({"device", "layout", runtime::choices_of<Device>(), "where the model runs", false, OptionTable::bind_enum(c.device),
          [&c] { return runtime::to_string(c.device); }});
+  t.add({"ids-out", "input", "FILE", "also write the prompt and generated token ids as JSON {\"prompts\", \"tokens\"}", false,
+         OptionTable::bind(c.ids_out), nullptr});
   if (help) {
     *help = t.help(kUsage);
     return c;
@@ -80,8 +83,8 @@ runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args
   if (!c.prompts_file.empty()) {
     std::ifstream in(c.prompts_file);
     if (!in) ST_THROW(UsageError, cmd << ": --prompts " << c.prompts_file << " cannot be read");
-    for (std::string line; std::getline(in, line);) c.prompts.push_back(line);
-    if (c.prompts.empty()) ST_THROW(UsageError, cmd << ": --prompts " << c.prompts_file << " holds no line");
+    for (std::string line; std::getline(in, line); ++c.file_prompts) c.prompts.push_back(line);
+    if (c.file_prompts == 0) ST_THROW(UsageError, cmd << ": --prompts " << c.prompts_file << " holds no line");
   }
   if (c.prompts.empty()) c.prompts.push_back(cmd == "sample" ? "\n" : "");  // sample: a new line
   if (c.max_new_tokens < 0) ST_THROW(UsageError, cmd << ": --max-new-tokens must be >= 0, got " << c.max_new_tokens);
@@ -122,8 +125,15 @@ int run_generate(const runtime::GenerateConfig& c, const std::string& cmd) {
   if (c.device == Device::cuda) model->move_parameters(Device::cuda);
   std::vector<std::vector<int64_t>> prompts;
   for (const std::string& p : c.prompts) prompts.push_back(codec.encode(p));
-  for (size_t r = 0; r < prompts.size(); ++r)
-    ST_CHECK(!prompts[r].empty(), ValueError, cmd << ": prompt " << r << " is empty (--prompt needs text)");
+  for (size_t r = 0; r < prompts.size(); ++r) {  // before anything is printed, naming the flag or line
+    const std::string where = r < c.prompts.size() - c.file_prompts
+                                  ? "--prompt #" + std::to_string(r + 1)
+                                  : "--prompts " + c.prompts_file + " line " + std::to_string(r + 1 - (c.prompts.size() - c.file_prompts));
+    ST_CHECK(!prompts[r].empty(), ValueError, cmd << ": " << where << " is empty (a prompt needs at least one token)");
+    ST_CHECK(static_cast<int64_t>(prompts[r].size()) <= model->context_length(), ValueError,
+             cmd << ": " << where << " is " << prompts[r].size() << " tokens, longer than the model's context of "
+                 << model->context_length());
+  }
   const bool printer = world->rank() == 0, stream = prompts.size() == 1;
   std::vector<std::string> text(prompts.size());
   for (size_t r = 0; r < prompts.size(); ++r) text[r] = c.prompts[r];
@@ -156,6 +166,11 @@ int run_generate(const runtime::GenerateConfig& c, const std::string& cmd) {
   int64_t mine = res.cache_bytes, all = 0, made = 0;
   MPI_Allreduce(&mine, &all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
   for (const auto& t : res.tokens) made += static_cast<int64_t>(t.size());
+  if (printer && !c.ids_out.empty()) {
+    std::ofstream f(c.ids_out);
+    f << nlohmann::json{{"prompts", prompts}, {"tokens", res.tokens}}.dump() << "\n";
+    if (!f) ST_THROW(IOError, cmd << ": --ids-out " << c.ids_out << " cannot be written");
+  }
   if (printer) {
     if (stream) {
       std::cout << std::endl;

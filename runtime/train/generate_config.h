@@ -14,6 +14,7 @@ struct GenerateConfig {
   std::string checkpoint;            // our checkpoint dir (step_*/ or its parent: the newest) or an HF dir
   std::vector<std::string> prompts;  // --prompt (repeatable), then --prompts FILE's lines
   std::string prompts_file;
+  size_t file_prompts = 0;  // the last ones of `prompts` came from prompts_file
   int64_t max_new_tokens = 64;
   double temperature = 0.0;  // 0: greedy (deterministic); `sample` defaults to 1
   int64_t top_k = 0;         // 0: the whole vocabulary
@@ -26,6 +27,7 @@ struct GenerateConfig {
   int64_t tp = 1, pp = 1;
   int64_t micro_batches = 0;  // 0: one per pipeline stage (as many as rows allow)
   Device device = Device::cpu;
+  std::string ids_out;  // JSON {"prompts": [[ids]], "tokens": [[ids]]}, written by world rank 0
 };
 
 }  // namespace st::runtime

@@ -22,24 +22,24 @@ namespace fs = std::filesystem;
 
 std::shared_ptr<LanguageModel> load_model_for_sampling(const std::string& dir_in, std::string* resolved,
                                                        const ModelBuild& build) {
-  ST_CHECK(fs::is_directory(dir_in), IOError, "sample: " << dir_in << " is not a directory");
+  ST_CHECK(fs::is_directory(dir_in), IOError, "checkpoint " << dir_in << " is not a directory");
   std::string dir = dir_in;
   if (!SafetensorsStore::exists(dir, "model")) {
     std::string latest = CheckpointDir(dir).latest();
     ST_CHECK(!latest.empty(), IOError,
-             "sample: " << dir << " holds neither model weights (model.safetensors or its index) nor a complete step_* checkpoint");
+             "checkpoint " << dir << " holds neither model weights (model.safetensors or its index) nor a complete step_* checkpoint");
     dir = latest;
   }
   std::shared_ptr<LanguageModel> model;
   if (fs::exists(fs::path(dir) / "state.json")) {
     nlohmann::json state = read_json_file((fs::path(dir) / "state.json").string());
-    ST_CHECK(state.contains("model"), IOError, "sample: " << dir << "/state.json has no \"model\" entry");
+    ST_CHECK(state.contains("model"), IOError, "checkpoint " << dir << "/state.json has no \"model\" entry");
     model = build_model_from_json(state.at("model"), build);
     const SafetensorsStore weights(dir, "model");
     load_parts(model_part_source(*model, weights), model->named_parameters(), /*strict=*/true);
   } else {
     std::string cfg = (fs::path(dir) / "config.json").string();
-    ST_CHECK(fs::exists(cfg), IOError, "sample: " << dir << " has model weights but neither state.json nor config.json");
+    ST_CHECK(fs::exists(cfg), IOError, "checkpoint " << dir << " has model weights but neither state.json nor config.json");
     model = build_model_from_json({{"family", "gpt"}, {"config", read_json_file(cfg)}}, build);  // a Hugging Face GPT-2 directory
     model_factory("gpt").load_pretrained(*model, dir);
   }
