@@ -36,7 +36,7 @@ std::shared_ptr<LanguageModel> load_model_for_sampling(const std::string& dir_in
     ST_CHECK(state.contains("model"), IOError, "checkpoint " << dir << "/state.json has no \"model\" entry");
     model = build_model_from_json(state.at("model"), build);
     const SafetensorsStore weights(dir, "model");
-    load_parts(model_part_source(*model, weights), model->named_parameters(), /*strict=*/true);
+    load_parts(model_part_source(*model, weights), model->named_parameters(), /*strict=*/model->holds_all());  // a stage: its names only
   } else {
     std::string cfg = (fs::path(dir) / "config.json").string();
     ST_CHECK(fs::exists(cfg), IOError, "checkpoint " << dir << " has model weights but neither state.json nor config.json");

@@ -6,8 +6,8 @@
 #      the prompt on stdout is the package's decode() of the generated ids (--ids-out);
 #   2. a batch (--prompt repeated and --prompts FILE) prints each prompt's continuation, the same
 #      as each prompt alone;
-#   3. under mpirun, --tp 2, --pp 2 and --tp 2 --pp 2 (also SHARDTRAIN_P2P=strict) print what one
-#      process prints, token for token, for a batch of the HF fixture;
+#   3. under mpirun, --tp 2, --pp 2, --tp 2 --pp 2 and --pp 4 (also SHARDTRAIN_P2P=strict) print what
+#      one process prints, token for token, for a batch of the HF fixture; and for our checkpoint;
 #   4. bad input ends with one line naming the flag or file, exit != 0.
 # Skips (77) only without node/npm. usage: generate_cli_test.sh MPIEXEC SHARDTRAIN CACHE FIXTURE TEXTS
 set -uo pipefail
@@ -63,6 +63,12 @@ for layout in "2 --tp 2" "2 --pp 2" "4 --tp 2 --pp 2" "4 --pp 4 --micro-batches 
     cmp -s "$W/one.txt" "$W/mp.txt" || fail "-np $np $* ($mode) printed $(cat "$W/mp.txt"), one process $(cat "$W/one.txt")"
   done
 done
+
+# ... and our own checkpoint (a stage reads only its layers' tensors of model.safetensors), GPT-2 text
+G=(generate --checkpoint "$W/ck" --tokenizer gpt2 --vocab "$VOCAB" --prompt "$PROMPT" --prompt "it was the age" --max-new-tokens 8)
+"$BIN" "${G[@]}" >"$W/one_ck.txt" 2>/dev/null || fail "one process, our checkpoint"
+timeout 120 "${MPI[@]}" -np 4 "$BIN" "${G[@]}" --tp 2 --pp 2 >"$W/mp_ck.txt" 2>"$W/mp_err.txt" || fail "our checkpoint, tp 2 pp 2: $(tail -3 "$W/mp_err.txt")"
+cmp -s "$W/one_ck.txt" "$W/mp_ck.txt" || fail "our checkpoint under tp 2 pp 2 printed $(cat "$W/mp_ck.txt"), one process $(cat "$W/one_ck.txt")"
 
 # 4. one line naming the flag or file, exit != 0
 expect_error() {  # expected-text args...
