@@ -107,10 +107,15 @@ TEST(Generation, ReproducesTransformersGreedyOnTheFixture) {
   const nlohmann::json g = read_json_file(kFixture + "/reference.json").at("greedy");
   const auto prompt = g.at("prompt").get<std::vector<int64_t>>();
   const auto want = g.at("tokens").get<std::vector<int64_t>>();
+  std::vector<GenerationResult> r;
   for (bool cache : {true, false}) {
-    GenerationResult r = generate_tokens(*model, {prompt}, greedy(static_cast<int64_t>(want.size()), cache), Device::cpu);
-    EXPECT_EQ(r.tokens[0], want) << (cache ? "with" : "without") << " the cache";
+    r.push_back(generate_tokens(*model, {prompt}, greedy(static_cast<int64_t>(want.size()), cache), Device::cpu));
+    EXPECT_EQ(r.back().tokens[0], want) << (cache ? "with" : "without") << " the cache";
   }
+  // The continuation repeats one token, which a wrong cache could still produce: the logits of
+  // every step must also be the recomputed ones (1e-4 as above).
+  ASSERT_EQ(r[0].logits[0].size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_LT(max_abs_diff(r[0].logits[0][i], r[1].logits[0][i]), 1e-4) << i;
 }
 
 TEST(Generation, CacheBytesAreKAndVOfEveryLayer) {
