@@ -5,18 +5,22 @@
 #include <string>
 #include <vector>
 
-#include "runtime/train/sample_config.h"
+#include "runtime/train/generate_config.h"
 #include "runtime/train/train_config.h"
 
 namespace st::launch {
 
 int cmd_train(const std::vector<std::string>& args);
-int cmd_sample(const std::vector<std::string>& args);
+int cmd_sample(const std::vector<std::string>& args);  // generate, with sample's defaults
+int cmd_generate(const std::vector<std::string>& args, const std::string& cmd = "generate");
 int cmd_prepare(const std::vector<std::string>& args);
 int cmd_info(const std::vector<std::string>& args);
 
-// Sample options; with `help` set, only fills *help with the --help text.
-runtime::SampleConfig parse_sample_args(const std::vector<std::string>& args, std::string* help);
+// Generate options (`command`: "generate" or "sample", whose default temperature is 1); with
+// `help` set, only fills *help with the --help text.
+runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args, std::string* help,
+                                            const std::string& command);
+runtime::GenerateConfig parse_sample_args(const std::vector<std::string>& args, std::string* help);
 
 // Tokenizes a text file into an llm.c .bin file; returns the token count.
 int64_t prepare_tokens(const std::string& text_path, const std::string& out_path, const std::string& tokenizer);

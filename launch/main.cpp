@@ -19,7 +19,8 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  train    train a model (shardtrain train --help lists every option)\n"
-    "  sample   generate text from a checkpoint\n"
+    "  generate continue prompts from a checkpoint (KV cache, batches, --tp/--pp under mpirun)\n"
+    "  sample   generate with sample's defaults (temperature 1)\n"
     "  prepare  tokenize a text file into an llm.c .bin token file\n"
     "  info     build features, library versions and devices\n"
     "  version  the version and the commit it was built from (also --version)\n";
@@ -45,10 +46,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cmd == "train") return st::launch::cmd_train(rest);
+    if (cmd == "generate") return st::launch::cmd_generate(rest);
     if (cmd == "sample") return st::launch::cmd_sample(rest);
     if (cmd == "prepare") return st::launch::cmd_prepare(rest);
     if (cmd == "info") return st::launch::cmd_info(rest);
-    throw st::launch::UsageError("unknown command '" + cmd + "' (commands: train, sample, prepare, info, version)");
+    throw st::launch::UsageError("unknown command '" + cmd + "' (commands: train, generate, sample, prepare, info, version)");
   } catch (const st::launch::UsageError& e) {
     return st::launch::report_error(e.what(), 2);
   } catch (const std::exception& e) {

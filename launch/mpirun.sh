@@ -7,7 +7,7 @@
 #
 # CPU (default): N ranks on this machine, oversubscribed when N > cores, not bound to cores.
 # --gpus: N defaults to the visible GPU count (nvidia-smi -L); ranks are mapped by slot so the
-#   ranks of a node are consecutive, and `--device cuda` is added to `shardtrain train|sample`
+#   ranks of a node are consecutive, and `--device cuda` is added to `shardtrain train|sample|generate`
 #   unless a --device is given. Each rank uses the GPU of its node-local rank (comm/ finds it with
 #   an MPI shared-memory split; OMPI_COMM_WORLD_LOCAL_RANK / SLURM_LOCALID are cross-checked).
 #   Every rank sees every GPU (no CUDA_VISIBLE_DEVICES per rank): NCCL needs that for P2P/NVLink.
@@ -54,7 +54,7 @@ if [[ $gpus -eq 1 ]]; then
     [[ -n "${!v:-}" ]] && mpiargs+=(-x "$v")
   done
   sub="${cmd[1]:-}"
-  if [[ "$sub" == "train" || "$sub" == "sample" ]]; then
+  if [[ "$sub" == "train" || "$sub" == "sample" || "$sub" == "generate" ]]; then
     has_device=0
     for a in "${cmd[@]}"; do [[ "$a" == "--device" ]] && has_device=1; done
     [[ $has_device -eq 1 ]] || cmd+=(--device cuda)

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/nn.h"
+#include "runtime/nn/kv_cache.h"
 #include "runtime/nn/language_model.h"
 
 namespace st::models {
@@ -31,10 +32,12 @@ struct GptConfig {
   double embd_pdrop = 0.0, resid_pdrop = 0.0;  // attention-probability dropout is not implemented
 };
 
-class GptEmbedding : public runtime::Layer {
+class GptEmbedding : public runtime::Layer, public runtime::CachedLayer {
  public:
   GptEmbedding(const GptConfig& c, std::shared_ptr<Generator> gen);  // dropout site 0
   Tensor forward(const Tensor& ids) override;  // ids (B, T) i64 → wte[ids] + wpe[0..T) (B, T, C)
+  // ids (B, T) → wte[ids] + wpe[step.positions] (B, T, C) (models/gpt_cached.cpp)
+  Tensor forward_cached(const Tensor& ids, runtime::KvSlot& slot, const runtime::CacheStep& step) override;
   runtime::LayerCost cost(int64_t seq_len) const override;
   std::shared_ptr<Embedding> wte, wpe;
 
@@ -44,12 +47,14 @@ class GptEmbedding : public runtime::Layer {
 
 // One pre-LN block: x + attn(ln_1(x)); then + mlp(ln_2(x)). Widths are constructor arguments so
 // a tensor-parallel block can hold heads/tp heads and ffn/tp MLP columns.
-class GptBlock : public runtime::Layer {
+class GptBlock : public runtime::Layer, public runtime::CachedLayer {
  public:
   // `index`: the block's layer index in the model (1 + its number), its dropout site.
   GptBlock(int64_t n_embd, int64_t n_head, int64_t head_dim, int64_t ffn, double ln_eps, double resid_pdrop,
            std::shared_ptr<Generator> gen, int index);
   Tensor forward(const Tensor& x) override;  // x (B, T, C) → (B, T, C)
+  // x (B, T, C) of the step's new positions → (B, T, C), attention over the cached ones
+  Tensor forward_cached(const Tensor& x, runtime::KvSlot& slot, const runtime::CacheStep& step) override;
   runtime::LayerCost cost(int64_t seq_len) const override;
   Tensor attention(const Tensor& h) const;  // h (B, T, C) → (B, T, C) (c_proj applied)
   Tensor mlp(const Tensor& h) const;        // h (B, T, C) → (B, T, C)
@@ -63,10 +68,11 @@ class GptBlock : public runtime::Layer {
 };
 
 // ln_f, then logits = h · wteᵀ.
-class GptHead : public runtime::Layer {
+class GptHead : public runtime::Layer, public runtime::CachedLayer {
  public:
   GptHead(const GptConfig& c, Tensor wte);
   Tensor forward(const Tensor& h) override;  // h (B, T, C) → logits (B, T, V)
+  Tensor forward_cached(const Tensor& h, runtime::KvSlot&, const runtime::CacheStep&) override { return forward(h); }
   runtime::LayerCost cost(int64_t seq_len) const override;
   std::shared_ptr<LayerNorm> ln_f;
   Tensor wte;  // (V, C), the embedding's tensor

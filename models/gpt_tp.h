@@ -34,10 +34,11 @@
 
 namespace st::models {
 
-class TpGptEmbedding : public runtime::Layer {
+class TpGptEmbedding : public runtime::Layer, public runtime::CachedLayer {
  public:
   TpGptEmbedding(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen);
   Tensor forward(const Tensor& ids) override;  // ids (B, T) i64 → wte[ids] + wpe[0..T) (B, T, C) replicated
+  Tensor forward_cached(const Tensor& ids, runtime::KvSlot& slot, const runtime::CacheStep& step) override;  // wpe[step.positions]
   runtime::LayerCost cost(int64_t seq_len) const override;
   std::shared_ptr<runtime::VocabParallelEmbedding> wte;
   std::shared_ptr<Embedding> wpe;
@@ -46,10 +47,12 @@ class TpGptEmbedding : public runtime::Layer {
   Dropout drop_;
 };
 
-class TpGptBlock : public runtime::Layer {
+class TpGptBlock : public runtime::Layer, public runtime::CachedLayer {
  public:
   TpGptBlock(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<Generator> gen, int index);  // index: as GptBlock's
   Tensor forward(const Tensor& x) override;                 // x (B, T, C) replicated → (B, T, C) replicated
+  // as forward, this rank's heads attending over their cached keys (the cache splits by heads too)
+  Tensor forward_cached(const Tensor& x, runtime::KvSlot& slot, const runtime::CacheStep& step) override;
   runtime::LayerCost cost(int64_t seq_len) const override;  // this rank's share
   std::shared_ptr<LayerNorm> ln_1, ln_2;
   std::shared_ptr<runtime::TpSelfAttention> attn;
@@ -60,10 +63,11 @@ class TpGptBlock : public runtime::Layer {
   Dropout drop_;
 };
 
-class TpGptHead : public runtime::Layer {
+class TpGptHead : public runtime::Layer, public runtime::CachedLayer {
  public:
   TpGptHead(const GptConfig& c, runtime::TpGroup tp, Tensor wte_shard);
   Tensor forward(const Tensor& h) override;  // h (B, T, C) → ln_f → copy_to_tp → · wte_shardᵀ → (B, T, Vp/tp)
+  Tensor forward_cached(const Tensor& h, runtime::KvSlot&, const runtime::CacheStep&) override { return forward(h); }
   runtime::LayerCost cost(int64_t seq_len) const override;
   std::shared_ptr<LayerNorm> ln_f;
   Tensor wte;  // (Vp/tp, C), the embedding's shard (tied)

@@ -20,6 +20,12 @@ inline const std::vector<std::string>& contract_sample_flags() {
   static const std::vector<std::string> f = {"checkpoint", "prompt", "tokens", "temperature", "top-k"};
   return f;
 }
+inline const std::vector<std::string>& contract_generate_flags() {
+  static const std::vector<std::string> f = {"checkpoint", "init-from", "prompt", "prompts", "max-new-tokens", "tokens",
+                                             "temperature", "top-k", "top-p", "stop-token", "seed", "tokenizer",
+                                             "vocab", "cache", "tp", "pp", "micro-batches", "ids-out", "device"};
+  return f;
+}
 inline const std::vector<std::string>& contract_prepare_flags() {
   static const std::vector<std::string> f = {"text", "out", "tokenizer"};
   return f;

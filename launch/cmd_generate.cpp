@@ -1,0 +1,215 @@
+// `shardtrain generate` (alias `sample`): options, the model (each rank loads only its pipeline
+// stage and tp shard), the tokenizer, the generation loop (runtime/train/generation.h), the text
+// on stdout (world rank 0) and the numbers on stderr. MPI as in `train`: without mpirun a world
+// of one; world = tp × pp ranks.
+#include <mpi.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "comm/make_communicator.h"
+#include "comm/mpi_env.h"
+#include "comm/process_grid.h"
+#include "launch/commands.h"
+#include "launch/error_report.h"
+#include "launch/options.h"
+#include "launch/text_codec.h"
+#include "runtime/common/partition.h"
+#include "runtime/train/generation.h"
+#include "runtime/train/sampler.h"
+
+namespace st::launch {
+namespace {
+
+const char* kUsage =
+    "shardtrain generate --checkpoint DIR --prompt TEXT [--prompt TEXT ... | --prompts FILE] [--max-new-tokens N]\n"
+    "    [--temperature F --top-k N --top-p F --stop-token ID --seed N] [--tokenizer byte|gpt2 --vocab DIR]\n"
+    "    [--tp N --pp N --micro-batches N] [--cache 0|1]       (alias: shardtrain sample; under mpirun for --tp/--pp)";
+
+}  // namespace
+
+runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args, std::string* help,
+                                            const std::string& command) {
+  runtime::GenerateConfig c;
+  if (command == "sample") c.temperature = 1.0;  // sample's default since it existed
+  OptionTable t(command, false);
+  auto num = [](auto& v) { return [&v] { return std::to_string(v); }; };
+  t.add({"checkpoint", "model", "DIR", "checkpoint dir (ours, or HF GPT-2: config.json + model.safetensors or its sharded index) (required)",
+         false, OptionTable::bind(c.checkpoint), nullptr});
+  t.add({"init-from", "model", "DIR", "the same as --checkpoint (a Hugging Face save_pretrained directory)", false,
+         OptionTable::bind(c.checkpoint), nullptr});
+  t.add({"prompt", "input", "TEXT", "a prompt; repeat for a batch", false,
+         [&c](const std::string& v) { c.prompts.push_back(v); }, nullptr});
+  t.add({"prompts", "input", "FILE", "one prompt per line (after any --prompt)", false, OptionTable::bind(c.prompts_file), nullptr});
+  t.add({"tokenizer", "input", "byte|gpt2", "byte (token = byte value, vocab 256) or gpt2 (byte-level BPE, needs --vocab)", false,
+         OptionTable::bind_choice(c.tokenizer, {"byte", "gpt2"}), [&c] { return c.tokenizer; }});
+  t.add({"vocab", "input", "DIR", "gpt2 tokenizer: directory with GPT-2's vocab.json and merges.txt", false,
+         OptionTable::bind(c.vocab), nullptr});
+  t.add({"max-new-tokens", "generation", "N", "tokens to generate per prompt", false, OptionTable::bind(c.max_new_tokens),
+         num(c.max_new_tokens)});
+  t.add({"tokens", "generation", "N", "the same as --max-new-tokens", false, OptionTable::bind(c.max_new_tokens), nullptr});
+  t.add({"temperature", "generation", "F", "softmax temperature; 0: greedy (deterministic)", false, OptionTable::bind(c.temperature),
+         num(c.temperature)});
+  t.add({"top-k", "generation", "N", "sample among the k most likely tokens; 0: all", false, OptionTable::bind(c.top_k), num(c.top_k)});
+  t.add({"top-p", "generation", "F", "then among the most likely tokens holding probability F (nucleus); 1: all", false,
+         OptionTable::bind(c.top_p), num(c.top_p)});
+  t.add({"stop-token", "generation", "ID", "a prompt's continuation ends at this token id (not printed); -1: none", false,
+         OptionTable::bind(c.stop_token), num(c.stop_token)});
+  t.add({"seed", "generation", "N", "random seed (prompt r draws from seed + r)", false, OptionTable::bind(c.seed), num(c.seed)});
+  t.add({"cache", "generation", "0|1", "KV cache: the prompt runs once, then one position per token (0: recompute everything)",
+         false, OptionTable::bind(c.cache), [&c] { return std::string(c.cache ? "1" : "0"); }});
+  t.add({"tp", "layout", "N", "tensor-parallel ranks (heads and the KV cache split)", false, OptionTable::bind(c.tp), num(c.tp)});
+  t.add({"pp", "layout", "N", "pipeline stages (each loads only its layers)", false, OptionTable::bind(c.pp), num(c.pp)});
+  t.add({"micro-batches", "layout", "N", "pipeline: the batch splits into N micro-batches that overlap across stages; 0: pp",
+         false, OptionTable::bind(c.micro_batches), num(c.micro_batches)});
+  t.add({"device", "layout", runtime::choices_of<Device>(), "where the model runs", false, OptionTable::bind_enum(c.device),
+         [&c] { return runtime::to_string(c.device); }});
+  t.add({"ids-out", "input", "FILE", "also write the prompt and generated token ids as JSON {\"prompts\", \"tokens\"}", false,
+         OptionTable::bind(c.ids_out), nullptr});
+  if (help) {
+    *help = t.help(kUsage);
+    return c;
+  }
+  t.parse_flags(args);
+  const std::string& cmd = command;
+  if (c.checkpoint.empty()) ST_THROW(UsageError, cmd << ": --checkpoint DIR (or --init-from DIR) is required");
+  std::error_code ec;  // the non-throwing overload: a name too long is a usage error too
+  if (!std::filesystem::is_directory(c.checkpoint, ec))
+    ST_THROW(UsageError, cmd << ": --checkpoint " << c.checkpoint << " is not a directory"
+                             << (ec ? " (" + ec.message() + ")" : std::string()));
+  if (!c.prompts_file.empty()) {
+    std::ifstream in(c.prompts_file);
+    if (!in) ST_THROW(UsageError, cmd << ": --prompts " << c.prompts_file << " cannot be read");
+    for (std::string line; std::getline(in, line); ++c.file_prompts) c.prompts.push_back(line);
+    if (c.file_prompts == 0) ST_THROW(UsageError, cmd << ": --prompts " << c.prompts_file << " holds no line");
+  }
+  if (c.prompts.empty()) c.prompts.push_back(cmd == "sample" ? "\n" : "");  // sample: a new line
+  if (c.max_new_tokens < 0) ST_THROW(UsageError, cmd << ": --max-new-tokens must be >= 0, got " << c.max_new_tokens);
+  if (c.temperature < 0) ST_THROW(UsageError, cmd << ": --temperature must be >= 0, got " << c.temperature);
+  if (c.top_k < 0) ST_THROW(UsageError, cmd << ": --top-k must be >= 0, got " << c.top_k);
+  if (!(c.top_p > 0 && c.top_p <= 1)) ST_THROW(UsageError, cmd << ": --top-p must be in (0, 1], got " << c.top_p);
+  if (c.tp < 1 || c.pp < 1) ST_THROW(UsageError, cmd << ": --tp and --pp must be >= 1");
+  if (c.micro_batches < 0) ST_THROW(UsageError, cmd << ": --micro-batches must be >= 0");
+  if (!c.cache && c.pp > 1) ST_THROW(UsageError, cmd << ": --pp needs the KV cache (--cache 1)");
+  return c;
+}
+
+runtime::GenerateConfig parse_sample_args(const std::vector<std::string>& args, std::string* help) {
+  return parse_generate_args(args, help, "sample");
+}
+
+int run_generate(const runtime::GenerateConfig& c, const std::string& cmd) {
+  const comm::CommSetup setup =
+      comm::make_communicator(c.device == Device::cuda ? "auto" : "mpi", std::chrono::milliseconds(300000));
+  const auto& world = setup.world;
+  ST_CHECK(world->size() == c.tp * c.pp, ValueError,
+           cmd << ": --tp " << c.tp << " x --pp " << c.pp << " needs " << c.tp * c.pp << " ranks, the job has " << world->size());
+  comm::ProcessGrid grid(world, 1, static_cast<int>(c.tp), static_cast<int>(c.pp));
+  const int stage = grid.coord().pp;
+  TextCodec codec(c.tokenizer, c.vocab);
+  // The stage's layers: cut uniformly by layer count over the description (no weights read).
+  runtime::ModelBuild build;
+  build.tp = c.tp > 1 ? grid.tp_group() : nullptr;
+  std::string from;
+  std::shared_ptr<runtime::LanguageModel> model;
+  if (c.pp > 1) {
+    auto probe = runtime::load_model_for_sampling(c.checkpoint, &from, runtime::ModelBuild{{runtime::LayerRange{0, 1}}, nullptr, 0});
+    const runtime::Partition part = runtime::partition_uniform(probe->total_layers(), static_cast<int>(c.pp));
+    build.layers = {runtime::LayerRange{part.begin(stage), part.end(stage)}};
+  }
+  model = runtime::load_model_for_sampling(c.checkpoint, &from, build);
+  codec.check_model(model->vocab_size());
+  if (c.device == Device::cuda) model->move_parameters(Device::cuda);
+  std::vector<std::vector<int64_t>> prompts;
+  for (const std::string& p : c.prompts) prompts.push_back(codec.encode(p));
+  for (size_t r = 0; r < prompts.size(); ++r) {  // before anything is printed, naming the flag or line
+    const std::string where = r < c.prompts.size() - c.file_prompts
+                                  ? "--prompt #" + std::to_string(r + 1)
+                                  : "--prompts " + c.prompts_file + " line " + std::to_string(r + 1 - (c.prompts.size() - c.file_prompts));
+    ST_CHECK(!prompts[r].empty(), ValueError, cmd << ": " << where << " is empty (a prompt needs at least one token)");
+    ST_CHECK(static_cast<int64_t>(prompts[r].size()) <= model->context_length(), ValueError,
+             cmd << ": " << where << " is " << prompts[r].size() << " tokens, longer than the model's context of "
+                 << model->context_length());
+  }
+  const bool printer = world->rank() == 0, stream = prompts.size() == 1;
+  std::vector<std::string> text(prompts.size());
+  for (size_t r = 0; r < prompts.size(); ++r) text[r] = c.prompts[r];
+  if (printer && stream) std::cout << text[0] << std::flush;
+  auto sink = [&](size_t row, int64_t tok) {
+    if (!printer) return;
+    const std::string piece = codec.decode(tok);
+    if (stream) {
+      std::cout << piece << std::flush;
+    } else {
+      text[row] += piece;
+    }
+  };
+  runtime::GenerationOptions opt;
+  opt.max_new_tokens = c.max_new_tokens;
+  opt.temperature = c.temperature;
+  opt.top_k = c.top_k;
+  opt.top_p = c.top_p;
+  opt.stop_token = c.stop_token;
+  opt.seed = c.seed;
+  opt.use_cache = c.cache;
+  opt.micro_batches = c.micro_batches > 0 ? c.micro_batches : c.pp;
+  runtime::GenerationResult res;
+  if (c.pp > 1) {
+    const int64_t hidden = model->config_json().at("n_embd").get<int64_t>();
+    res = runtime::generate_pipelined(*model, grid.pp_group(), hidden, prompts, opt, c.device, sink);
+  } else {
+    res = runtime::generate_tokens(*model, prompts, opt, c.device, sink);
+  }
+  int64_t mine = res.cache_bytes, all = 0, made = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  for (const auto& t : res.tokens) made += static_cast<int64_t>(t.size());
+  if (printer && !c.ids_out.empty()) {
+    std::ofstream f(c.ids_out);
+    f << nlohmann::json{{"prompts", prompts}, {"tokens", res.tokens}}.dump() << "\n";
+    if (!f) ST_THROW(IOError, cmd << ": --ids-out " << c.ids_out << " cannot be written");
+  }
+  if (printer) {
+    if (stream) {
+      std::cout << std::endl;
+    } else {
+      for (size_t r = 0; r < text.size(); ++r) std::cout << "[" << r << "] " << text[r] << "\n";
+      std::cout << std::flush;
+    }
+    std::cerr << cmd << ": " << from << " (" << model->family() << ", " << model->num_parameters() << " parameters on rank 0), "
+              << prompts.size() << " prompt(s), " << made << " new tokens in " << res.seconds << " s: "
+              << (res.seconds > 0 ? static_cast<double>(made) / res.seconds : 0.0) << " tokens/s ("
+              << (c.cache ? "KV cache" : "no cache") << ", prompt pass " << res.prompt_seconds * 1e3 << " ms), KV cache "
+              << mine << " bytes on rank 0, " << all << " on all " << world->size() << " ranks; temperature "
+              << c.temperature << ", top-k " << c.top_k << ", top-p " << c.top_p << ", seed " << c.seed << "\n";
+  }
+  return 0;
+}
+
+int cmd_generate(const std::vector<std::string>& args, const std::string& cmd) {
+  if (OptionTable::wants_help(args)) {
+    std::string h;
+    parse_generate_args(args, &h, cmd);
+    std::cout << h;
+    return 0;
+  }
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    comm::apply_mpi_defaults();
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  }
+  prepare_error_agreement();
+  const runtime::GenerateConfig c = parse_generate_args(args, nullptr, cmd);
+  const int rc = run_generate(c, cmd);
+  release_error_agreement();
+  MPI_Finalize();
+  return rc;
+}
+
+int cmd_sample(const std::vector<std::string>& args) { return cmd_generate(args, "sample"); }
+
+}  // namespace st::launch

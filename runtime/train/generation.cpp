@@ -1,0 +1,217 @@
+// Generation (runtime/train/generation.h): token choice, the rows' state, the cached and the
+// uncached loop of one process or one tp group. Forward only, under NoGradGuard; logits go to the
+// host as floats and the choice is made there in double precision.
+#include "runtime/train/generation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "ops/cpu/elementary.h"  // exp with the same bits on every CPU (docs/testing.md)
+#include "runtime/parallel/tensor_parallel.h"
+#include "tensor/autograd.h"
+#include "tensor/error.h"
+
+namespace st::runtime {
+
+int64_t choose_token(const std::vector<float>& logits, double temperature, int64_t top_k, double top_p,
+                     std::mt19937_64& rng) {
+  const int64_t V = static_cast<int64_t>(logits.size());
+  ST_CHECK(V > 0, ValueError, "generate: empty logits");
+  if (temperature <= 0) return std::max_element(logits.begin(), logits.end()) - logits.begin();
+  std::vector<int64_t> idx(V);
+  std::iota(idx.begin(), idx.end(), 0);
+  const int64_t k = (top_k > 0 && top_k < V) ? top_k : V;
+  // The k largest, ties by lower index (stable, so the draw is reproducible across platforms).
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  idx.resize(k);
+  std::vector<double> p(k);
+  const double mx = logits[idx[0]];
+  double sum = 0;
+  for (int64_t i = 0; i < k; ++i) sum += p[i] = ops::cpu::exp_f32(static_cast<float>((logits[idx[i]] - mx) / temperature));
+  int64_t n = k;  // nucleus: the shortest prefix whose probability reaches top_p
+  if (top_p < 1.0) {
+    double acc = 0;
+    for (n = 0; n < k;) {
+      acc += p[n++];
+      if (acc >= top_p * sum) break;
+    }
+    sum = acc;
+  }
+  double u = std::uniform_real_distribution<double>(0.0, sum)(rng);
+  for (int64_t i = 0; i < n; ++i) {
+    if (u < p[i]) return idx[i];
+    u -= p[i];
+  }
+  return idx[n - 1];
+}
+
+void check_prompts(const std::vector<std::vector<int64_t>>& prompts, int64_t vocab, int64_t context) {
+  ST_CHECK(!prompts.empty(), ValueError, "generate: no prompt");
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    ST_CHECK(!prompts[r].empty(), ValueError, "generate: prompt " << r << " is empty (it needs at least one token)");
+    ST_CHECK(static_cast<int64_t>(prompts[r].size()) <= context, ValueError,
+             "generate: prompt " << r << " is " << prompts[r].size() << " tokens, longer than the model's context of "
+                                 << context);
+    for (int64_t t : prompts[r])
+      ST_CHECK(t >= 0 && t < vocab, ValueError,
+               "generate: prompt " << r << " holds token id " << t << ", outside the model's vocabulary of " << vocab);
+  }
+}
+
+// ---- rows ---------------------------------------------------------------------------------------
+
+RowStates::RowStates(const std::vector<std::vector<int64_t>>& prompts, size_t first_row, const GenerationOptions& opt,
+                     int64_t context)
+    : seq_(prompts), done_(prompts.size(), 0), first_row_(first_row), opt_(opt), context_(context) {
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    prompt_len_.push_back(prompts[r].size());
+    rng_.emplace_back(opt.seed + first_row + r);
+    if (opt.max_new_tokens <= 0 || static_cast<int64_t>(prompts[r].size()) >= context) done_[r] = 1;
+  }
+}
+
+bool RowStates::all_done() const { return std::all_of(done_.begin(), done_.end(), [](char d) { return d != 0; }); }
+
+int64_t RowStates::choose(size_t r, const std::vector<float>& logits) {
+  if (done_[r]) return -1;
+  return choose_token(logits, opt_.temperature, opt_.top_k, opt_.top_p, rng_[r]);
+}
+
+void RowStates::accept(size_t r, int64_t token, const TokenSink& sink) {
+  if (done_[r] || token < 0) return;
+  if (token == opt_.stop_token) {
+    done_[r] = 1;
+    return;
+  }
+  seq_[r].push_back(token);
+  if (sink) sink(first_row_ + r, token);
+  const int64_t made = static_cast<int64_t>(seq_[r].size() - prompt_len_[r]);
+  if (made >= opt_.max_new_tokens || static_cast<int64_t>(seq_[r].size()) >= context_) done_[r] = 1;
+}
+
+CacheStep RowStates::next_step(Device device, Tensor* ids) const {
+  std::vector<int64_t> start, last_tok;
+  for (const auto& s : seq_) {
+    start.push_back(static_cast<int64_t>(s.size()) - 1);  // an ended row rewrites its last position, unseen
+    last_tok.push_back(s.back());
+  }
+  *ids = Tensor::from_vector(last_tok, {static_cast<int64_t>(seq_.size()), 1});
+  if (device != Device::cpu) *ids = ids->to(device);
+  return make_cache_step(start, std::vector<int64_t>(seq_.size(), 1), device);
+}
+
+std::vector<std::vector<int64_t>> RowStates::generated() const {
+  std::vector<std::vector<int64_t>> out;
+  for (size_t r = 0; r < seq_.size(); ++r) out.emplace_back(seq_[r].begin() + prompt_len_[r], seq_[r].end());
+  return out;
+}
+
+CacheStep prompt_step(const std::vector<std::vector<int64_t>>& prompts, Device device, Tensor* ids) {
+  std::vector<int64_t> lens;
+  for (const auto& p : prompts) lens.push_back(static_cast<int64_t>(p.size()));
+  const int64_t B = static_cast<int64_t>(prompts.size()), T = *std::max_element(lens.begin(), lens.end());
+  std::vector<int64_t> flat(static_cast<size_t>(B * T), 0);  // (B, T), padding id 0 (never seen by a real position)
+  for (int64_t b = 0; b < B; ++b) std::copy(prompts[b].begin(), prompts[b].end(), flat.begin() + b * T);
+  *ids = Tensor::from_vector(flat, {B, T});
+  if (device != Device::cpu) *ids = ids->to(device);
+  return make_cache_step(std::vector<int64_t>(prompts.size(), 0), lens, device);
+}
+
+// ---- the layers on a cache ----------------------------------------------------------------------
+
+namespace {
+
+// x (B, T, C) → each row's wanted position (B, 1, C)
+Tensor select_last(const Tensor& x, const CacheStep& step) {
+  const int64_t T = x.size(1);
+  if (T == 1) return x;
+  if (std::all_of(step.last.begin(), step.last.end(), [&](int64_t l) { return l == T - 1; })) return x.narrow(1, T - 1, 1);
+  std::vector<Tensor> rows;
+  for (size_t b = 0; b < step.last.size(); ++b) rows.push_back(x.narrow(0, static_cast<int64_t>(b), 1).narrow(1, step.last[b], 1));
+  return Tensor::cat(rows, 0);
+}
+
+// logits (B, 1, V or Vp/tp) → (B, V) host floats, gathered over the tp group
+std::vector<std::vector<float>> host_logits(const LanguageModel& model, const Tensor& local) {
+  Tensor full = local;
+  if (auto tp = model.tensor_parallel_group(); tp && tp->size() > 1) full = gather_from_tp(local.contiguous(), tp);
+  full = full.narrow(-1, 0, model.vocab_size());
+  const int64_t B = full.size(0), V = model.vocab_size();
+  std::vector<float> flat = full.contiguous().to_float();
+  std::vector<std::vector<float>> out;
+  for (int64_t b = 0; b < B; ++b) out.emplace_back(flat.begin() + b * V, flat.begin() + (b + 1) * V);
+  return out;
+}
+
+}  // namespace
+
+Tensor run_cached_layers(LanguageModel& model, const Tensor& x_in, KvCache& cache, const CacheStep& step,
+                         std::vector<std::vector<float>>* logits) {
+  Tensor x = x_in;
+  const auto& layers = model.layers();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    auto* cached = dynamic_cast<CachedLayer*>(layers[i].get());
+    ST_CHECK(cached, ValueError,
+             "generate: the " << model.family() << " model has no KV cache (layer " << model.global_layer(i)
+                              << "); run it without the cache (--cache 0)");
+    const int g = model.global_layer(i);
+    if (g + 1 == model.total_layers()) x = select_last(x, step);  // the head only on the wanted positions
+    x = cached->forward_cached(x, cache.slot(g), step);
+  }
+  if (model.holds_last() && logits) *logits = host_logits(model, x);
+  return x;
+}
+
+// ---- one process (or one tp group) --------------------------------------------------------------
+
+GenerationResult generate_tokens(LanguageModel& model, const std::vector<std::vector<int64_t>>& prompts,
+                                 const GenerationOptions& opt, Device device, const TokenSink& sink) {
+  ST_CHECK(model.holds_all(), ValueError, "generate: a pipeline stage runs generate_pipelined");
+  check_prompts(prompts, model.vocab_size(), model.context_length());
+  NoGradGuard no_grad;
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  GenerationResult res;
+  res.logits.resize(prompts.size());
+  RowStates rows(prompts, 0, opt, model.context_length());
+  auto take = [&](size_t r, const std::vector<float>& lg) {
+    if (rows.done(r)) return;
+    if (opt.keep_logits) res.logits[r].push_back(lg);
+    rows.accept(r, rows.choose(r, lg), sink);
+  };
+  if (opt.use_cache) {
+    size_t longest = 0;
+    for (const auto& p : prompts) longest = std::max(longest, p.size());
+    KvCache cache(std::min<int64_t>(model.context_length(), static_cast<int64_t>(longest) + opt.max_new_tokens));
+    Tensor ids;
+    CacheStep step = prompt_step(prompts, device, &ids);
+    std::vector<std::vector<float>> lg;
+    bool first = true;
+    while (!rows.all_done()) {
+      run_cached_layers(model, ids, cache, step, &lg);
+      if (first) res.prompt_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+      first = false;
+      for (size_t r = 0; r < rows.size(); ++r) take(r, lg[r]);
+      if (rows.all_done()) break;
+      step = rows.next_step(device, &ids);
+    }
+    res.cache_bytes = cache.bytes();
+  } else {
+    while (!rows.all_done()) {
+      for (size_t r = 0; r < rows.size(); ++r) {
+        if (rows.done(r)) continue;
+        const std::vector<int64_t>& s = rows.sequence(r);
+        Tensor ids = Tensor::from_vector(s, {1, static_cast<int64_t>(s.size())});
+        if (device != Device::cpu) ids = ids.to(device);
+        Tensor out = model.forward(ids);  // (1, T, V or Vp/tp)
+        take(r, host_logits(model, out.narrow(1, out.size(1) - 1, 1))[0]);
+      }
+    }
+  }
+  res.tokens = rows.generated();
+  res.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace st::runtime
