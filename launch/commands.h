@@ -14,6 +14,7 @@ int cmd_train(const std::vector<std::string>& args);
 int cmd_sample(const std::vector<std::string>& args);
 int cmd_prepare(const std::vector<std::string>& args);
 int cmd_info(const std::vector<std::string>& args);
+int cmd_plan(const std::vector<std::string>& args);
 
 // Sample options; with `help` set, only fills *help with the --help text.
 runtime::SampleConfig parse_sample_args(const std::vector<std::string>& args, std::string* help);

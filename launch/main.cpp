@@ -19,6 +19,7 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  train    train a model (shardtrain train --help lists every option)\n"
+    "  plan     each rank's memory for a layout, or the layouts that fit a device (plan --help)\n"
     "  sample   generate text from a checkpoint\n"
     "  prepare  tokenize a text file into an llm.c .bin token file\n"
     "  info     build features, library versions and devices\n"
@@ -45,10 +46,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cmd == "train") return st::launch::cmd_train(rest);
+    if (cmd == "plan") return st::launch::cmd_plan(rest);
     if (cmd == "sample") return st::launch::cmd_sample(rest);
     if (cmd == "prepare") return st::launch::cmd_prepare(rest);
     if (cmd == "info") return st::launch::cmd_info(rest);
-    throw st::launch::UsageError("unknown command '" + cmd + "' (commands: train, sample, prepare, info, version)");
+    throw st::launch::UsageError("unknown command '" + cmd + "' (commands: train, plan, sample, prepare, info, version)");
   } catch (const st::launch::UsageError& e) {
     return st::launch::report_error(e.what(), 2);
   } catch (const std::exception& e) {

@@ -138,7 +138,7 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     }
     if (l.pp > 1 && s + 1 < l.pp) m.comm_p2p = tokens * C * e;  // p2p: the gradient of its output, received
     m.comm = m.comm_dp + m.comm_p2p;
-    const bool grads_early = l.dp > 1 || l.grad_accum > 1 || l.pp > 1;
+    const bool grads_early = l.dp > 1 || l.grad_accum > 1;  // buckets from the start, or an earlier micro-batch
     const double fixed = m.params + m.optim + m.comm;
     // the end of the forward (the loss and its gradient on the last stage), no gradient yet
     m.activations = tokens * (n * saved_all + (holds_loss ? a.loss_transient : 0));

@@ -39,7 +39,8 @@
 //                saved input, counted there)
 //   peak         parameters + optimizer + activations + comm, plus the gradients when they exist
 //                during the forward (dp > 1: the buckets are allocated at the step's start;
-//                grad-accum > 1 or a pipeline: from the first micro-batch's backward on)
+//                grad-accum > 1: from the first micro-batch's backward on); with recompute, the
+//                largest of that and each replay's moment (the gradients of the layers after it)
 // The activation coefficients are those of this runtime's CPU GPT path (ops/cpu); other
 // families get parameters, gradients and optimizer only (activations 0, said in `notes`).
 #pragma once

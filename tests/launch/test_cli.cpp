@@ -59,7 +59,7 @@ TEST(Cli, UsageErrorsExitTwoWithOneLine) {
   EXPECT_EQ(r.code, 2);
   r = run("fly");
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.out, "shardtrain: error: unknown command 'fly' (commands: train, sample, prepare, info, version)\n");
+  EXPECT_EQ(r.out, "shardtrain: error: unknown command 'fly' (commands: train, plan, sample, prepare, info, version)\n");
   r = run("train --d-modle 8");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
