@@ -9,6 +9,7 @@
 
 #include "runtime/parallel/tp_shard.h"
 #include "runtime/pipeline/stage_model.h"
+#include "runtime/train/memory_check.h"
 #include "runtime/train/model_registry.h"
 #include "tensor/memory_category.h"
 
@@ -93,8 +94,8 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
   const bool gpt = family == "gpt";
   if (!gpt) plan.notes = "activations are modelled for the gpt family only (0 here)";
   const ActivationCoefficients a = gpt ? gpt_activations(entry.at("config"), l) : ActivationCoefficients{};
-  const double e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
-  const double master = l.precision == Precision::fp32 ? 0 : 4, state = l.optimizer == OptimizerKind::adamw ? 8 : 4;
+  const ParamBytes pb = param_bytes(l.precision, l.optimizer);  // the same per-parameter bytes as the memory check
+  const double e = pb.weight, master = pb.master, state = pb.state;
   const double dp = static_cast<double>(l.dp), tokens = static_cast<double>(l.micro_batch * seq_len);
   const double C = gpt ? entry.at("config").value("n_embd", 0.0) : 0.0;
   const int last_layer = static_cast<int>(d.layers.size()) - 1;
