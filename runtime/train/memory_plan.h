@@ -2,7 +2,8 @@
 // model's description (every layer's full shapes, runtime/train/model_registry.h) and the layout
 // (dp, tp, pp, ZeRO stage, schedule, micro-batch, grad-accum, recompute, precision) — before
 // anything is built. `shardtrain plan` prints it, `--max-memory`'s error quotes it, and
-// tests/runtime/train/test_memory_plan.cpp holds it to the allocator's measured peaks.
+// tests/runtime/train/test_memory_plan.cpp holds it to the allocator's measured peaks (within 5 %
+// for the layouts of its table; docs/memory.md has the table and where it is weaker).
 //
 // Per rank of pipeline stage s (every dp × tp rank of a stage holds the same, up to ZeRO's
 // split by whole tensors), with P_s its parameters (its layers' tensors, each its tp shard by the
@@ -29,8 +30,8 @@
 //                  block backward (peak of a stage whose loss is not the largest moment, e.g.
 //                              a first pipeline stage): 12·C bytes in fp32, 52·C in fp16/bf16
 //                              (measured: the CPU kernels stage bf16 operands in f32)
-//                recompute adds, once, the replayed block's own saved bytes and its backward's
-//                transient while it runs (block + 5·C·4 per token)
+//                recompute: at each block's replay in backward, the inputs of the blocks up to
+//                it, the replayed block and its backward's transient (block + 5·C·4 per token)
 //   comm         DP/ZeRO gradient buckets are the gradients themselves (no copy); a
 //                --grad-comm-dtype other than the gradients' adds min(2, buckets) cast buffers
 //                of the largest bucket (the first bucket ≤ 1 MiB, the others --bucket-mb);

@@ -49,9 +49,14 @@ TEST(Cli, HelpListsEveryContractFlag) {
   for (const auto& f : contract_prepare_flags()) EXPECT_TRUE(has(r.out, "  --" + f + " ")) << "prepare --help lacks --" << f;
   r = run("info --help");
   EXPECT_EQ(r.code, 0);
+  r = run("plan --help");  // the train flags, its own, and the cost model it ranks by
+  EXPECT_EQ(r.code, 0);
+  for (const char* f : {"  --layers ", "  --max-memory ", "  --gpu-memory ", "  --world ", "  --intra-gbs ", "  --inter-gbs "})
+    EXPECT_TRUE(has(r.out, f)) << "plan --help lacks" << f;
+  EXPECT_TRUE(has(r.out, "(1 + (pp-1)/m)")) << r.out;
   r = run("--help");
   EXPECT_EQ(r.code, 0);
-  for (const char* c : {"train", "sample", "prepare", "info"}) EXPECT_TRUE(has(r.out, c));
+  for (const char* c : {"train", "plan", "sample", "prepare", "info"}) EXPECT_TRUE(has(r.out, c));
 }
 
 TEST(Cli, UsageErrorsExitTwoWithOneLine) {
