@@ -15,6 +15,7 @@ int cmd_sample(const std::vector<std::string>& args);  // generate, with sample'
 int cmd_generate(const std::vector<std::string>& args, const std::string& cmd = "generate");
 int cmd_prepare(const std::vector<std::string>& args);
 int cmd_info(const std::vector<std::string>& args);
+int cmd_plan(const std::vector<std::string>& args);
 
 // Generate options (`command`: "generate" or "sample", whose default temperature is 1); with
 // `help` set, only fills *help with the --help text.

@@ -107,6 +107,10 @@ OptionTable train_options(TrainConfig& c) {
   B("zero", "numerics", c.zero, "ZeRO-1: shard optimizer state over DP replicas");
   E("grad-comm-dtype", "numerics", c.grad_comm_dtype, "dtype of the DP / ZeRO gradient all-reduce");
   F("bucket-mb", "numerics", c.bucket_mb, "DP / ZeRO gradient bucket size in MiB");
+  F("max-memory", "numerics", c.max_memory_gib,
+    "cap on each rank's tensor bytes, in GiB (0: none); an allocation past it ends the run naming the category, "
+    "the layer, the size, what is in use and the plan's estimate (shardtrain plan). One large device can stand for "
+    "a smaller one; the device's own free memory is a separate limit");
   I("max-nonfinite-steps", "numerics", c.max_nonfinite_steps, "N",
     "stop after N steps in a row with an inf/NaN loss or grad norm (fp32/bf16: each is skipped; fp16: overflows "
     "at the loss scale's floor); 0: never stop");
@@ -184,6 +188,7 @@ void validate(const TrainConfig& c, const OptionTable& t) {
   positive("grad-accum", c.grad_accum);
   validate_pipeline(c, fail);
   if (c.bucket_mb <= 0) fail("bucket-mb", "must be positive, got " + fmt(c.bucket_mb));
+  non_negative("max-memory", c.max_memory_gib);
   non_negative("max-nonfinite-steps", static_cast<double>(c.max_nonfinite_steps));
   non_negative("lr", c.lr);
   non_negative("weight-decay", c.weight_decay);

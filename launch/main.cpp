@@ -20,6 +20,7 @@ const char* kUsage =
     "commands:\n"
     "  train    train a model (shardtrain train --help lists every option)\n"
     "  generate continue prompts from a checkpoint (KV cache, batches, --tp/--pp under mpirun)\n"
+    "  plan     each rank's memory for a layout, or the layouts that fit a device (plan --help)\n"
     "  sample   generate with sample's defaults (temperature 1)\n"
     "  prepare  tokenize a text file into an llm.c .bin token file\n"
     "  info     build features, library versions and devices\n"
@@ -47,10 +48,11 @@ int main(int argc, char** argv) {
     }
     if (cmd == "train") return st::launch::cmd_train(rest);
     if (cmd == "generate") return st::launch::cmd_generate(rest);
+    if (cmd == "plan") return st::launch::cmd_plan(rest);
     if (cmd == "sample") return st::launch::cmd_sample(rest);
     if (cmd == "prepare") return st::launch::cmd_prepare(rest);
     if (cmd == "info") return st::launch::cmd_info(rest);
-    throw st::launch::UsageError("unknown command '" + cmd + "' (commands: train, generate, sample, prepare, info, version)");
+    throw st::launch::UsageError("unknown command '" + cmd + "' (commands: train, generate, sample, plan, prepare, info, version)");
   } catch (const st::launch::UsageError& e) {
     return st::launch::report_error(e.what(), 2);
   } catch (const std::exception& e) {

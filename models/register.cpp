@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "models/gpt.h"
+#include "models/gpt_shard_rule.h"
 #include "models/gpt_tp.h"
 #include "models/hf_gpt2.h"
 #include "models/mlp_lm.h"
@@ -98,7 +99,8 @@ struct Registrar {
     runtime::register_model(
         "gpt", {gpt_options,
                 [](const nlohmann::json& j, int64_t T) { return describe_gpt(gpt_config_from_hf(j, "model config"), T); },
-                gpt_build, load_hf_gpt2_weights, /*tensor_parallel=*/true, gpt_param_count});
+                gpt_build, load_hf_gpt2_weights, /*tensor_parallel=*/true, gpt_param_count,
+                [](const nlohmann::json& j) { return gpt_tp_shard_rule(gpt_config_from_hf(j, "model config").vocab_size); }});
     runtime::register_model(
         "simple-transformer",
         {st_options,

@@ -38,6 +38,8 @@ void attach_grad_fn(Tensor& out, std::string name, std::vector<Tensor> inputs, B
   node->inputs = std::move(inputs);
   node->backward = std::move(fn);
   node->seq = g_node_seq.fetch_add(1);
+  node->layer = current_memory_layer();  // "h.3 forward" → "h.3 backward" (a recompute's replay already says backward)
+  if (node->layer.ends_with(" forward")) node->layer.replace(node->layer.size() - 7, 7, "backward");
   TensorImpl* impl = out.impl_ptr();
   impl->grad_fn = std::move(node);
   impl->requires_grad = true;
@@ -129,7 +131,11 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
     ready.pop();
     Tensor g = std::move(grads[n]);
     grads.erase(n);
-    std::vector<Tensor> in_grads = n->backward(g);
+    std::vector<Tensor> in_grads;
+    {
+      MemoryLayerScope layer(n->layer);  // its gradients' allocations name the layer that made the node
+      in_grads = n->backward(g);
+    }
     if (in_grads.size() != n->inputs.size())
       ST_THROW(AutogradError, "backward of '" << n->name << "' returned " << in_grads.size() << " gradients for "
                                               << n->inputs.size() << " inputs");

@@ -27,6 +27,7 @@ struct Node {
   std::vector<Tensor> inputs;   // differentiable inputs (entries that need no grad are kept too)
   BackwardFn backward;
   uint64_t seq = 0;             // creation order; later nodes run first
+  std::string layer;            // the memory layer current at creation (tensor/memory_category.h), for --max-memory's error
   bool released = false;
 };
 

@@ -2,11 +2,31 @@
 #include "tensor/memory_category.h"
 
 #include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <sstream>
+
+#include "tensor/error.h"
 
 namespace st {
 namespace {
 
 thread_local MemoryCategory t_category = MemoryCategory::other;
+thread_local std::string t_layer;
+
+std::atomic<size_t> g_cap{0};
+std::mutex g_note_mu;
+std::string g_note;  // guarded by g_note_mu
+
+std::string human(size_t bytes) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double b = static_cast<double>(bytes);
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", b, unit[u]);
+  return buf;
+}
 
 struct Counters {
   std::atomic<size_t> in_use[kMemoryCategories]{};
@@ -40,6 +60,40 @@ MemoryCategory current_memory_category() { return t_category; }
 
 MemoryCategoryScope::MemoryCategoryScope(MemoryCategory c) : prev_(t_category) { t_category = c; }
 MemoryCategoryScope::~MemoryCategoryScope() { t_category = prev_; }
+
+const std::string& current_memory_layer() { return t_layer; }
+
+MemoryLayerScope::MemoryLayerScope(std::string layer) : prev_(std::move(t_layer)) { t_layer = std::move(layer); }
+MemoryLayerScope::~MemoryLayerScope() { t_layer = std::move(prev_); }
+
+void set_memory_cap(size_t bytes, std::string note) {
+  std::lock_guard<std::mutex> lock(g_note_mu);
+  g_note = std::move(note);
+  g_cap.store(bytes);
+}
+
+size_t memory_cap() { return g_cap.load(); }
+
+void memory_cap_check(Device device, size_t bytes) {
+  const size_t cap = g_cap.load(std::memory_order_relaxed);
+  if (cap == 0) return;
+  const MemoryUsage u = memory_usage(device);
+  if (u.total_in_use + bytes <= cap) return;
+  std::ostringstream o;
+  o << "out of memory under --max-memory " << human(cap) << ": allocating " << human(bytes) << " ("
+    << bytes << " bytes) of " << memory_category_name(current_memory_category())
+    << (t_layer.empty() ? std::string() : " in " + t_layer) << " on the " << device_name(device) << " with "
+    << human(u.total_in_use) << " in use (";
+  for (int i = 1; i <= kMemoryCategories; ++i) {  // other last
+    const auto c = static_cast<MemoryCategory>(i % kMemoryCategories);
+    o << memory_category_name(c) << " " << human(u.in_use_of(c)) << (i < kMemoryCategories ? ", " : ")");
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_note_mu);
+    if (!g_note.empty()) o << "; " << g_note;
+  }
+  throw OutOfMemoryError(o.str());
+}
 
 void memory_account_alloc(Device device, MemoryCategory c, size_t bytes) {
   Counters& k = counters(device);

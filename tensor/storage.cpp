@@ -17,6 +17,7 @@ Storage::Storage(size_t bytes, Device device)
     : bytes_(bytes), device_(device), category_(current_memory_category()) {
   if (bytes == 0) return;
   if (device == Device::cpu) {
+    memory_cap_check(device, bytes);  // --max-memory, before a byte is allocated
     size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
     data_ = std::aligned_alloc(kAlign, rounded);
     if (!data_) ST_THROW(OutOfMemoryError, "CPU allocation of " << bytes << " bytes failed");

@@ -17,8 +17,10 @@ Tensor LanguageModel::forward(const Tensor& tokens) {
 
 Tensor LanguageModel::forward_layers(const Tensor& x_in, size_t begin, size_t end) {
   Tensor x = x_in;
-  for (size_t i = begin; i < end; ++i)
+  for (size_t i = begin; i < end; ++i) {
+    MemoryLayerScope layer("layer " + layers_[i]->scope() + " forward");  // named by --max-memory's error (tensor/memory_category.h)
     x = recompute_ && recomputable(i) ? forward_recomputed(*layers_[i], x, gen_.get()) : layers_[i]->forward(x);
+  }
   return x;
 }
 

@@ -30,6 +30,11 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+ParamBytes param_bytes(Precision precision, OptimizerKind optimizer) {
+  const bool mixed = precision != Precision::fp32;
+  return {mixed ? 2.0 : 4.0, mixed ? 2.0 : 4.0, mixed ? 4.0 : 0.0, optimizer == OptimizerKind::adamw ? 8.0 : 4.0};
+}
+
 MemoryEstimate estimate_training_memory(const TrainConfig& cfg, const nlohmann::json& entry, int64_t tp, int64_t dp) {
   MemoryEstimate e;
   const ModelFactory& f = model_factory(entry.value("family", cfg.model));
@@ -40,8 +45,8 @@ MemoryEstimate estimate_training_memory(const TrainConfig& cfg, const nlohmann::
   e.params = f.param_count(entry.at("config"));
   const bool mixed = cfg.precision != Precision::fp32;
   const double share = cfg.zero && dp > 1 ? 1.0 / static_cast<double>(dp) : 1.0;  // ZeRO-1: this rank's part
-  const double state = cfg.optimizer == OptimizerKind::adamw ? 8 : 4;
-  const double weights = mixed ? 2 : 4, grads = mixed ? 2 : 4, master = mixed ? 4 : 0;
+  const ParamBytes b = param_bytes(cfg.precision, cfg.optimizer);
+  const double state = b.state, weights = b.weight, grads = b.grad, master = b.master;
   e.bytes_per_param = weights + grads + (master + state) * share;
   std::ostringstream o;
   o << to_string(cfg.precision) << " weights " << weights << (mixed ? " + f32 master 4" : "") << " + grads " << grads

@@ -24,6 +24,15 @@
 
 namespace st::runtime {
 
+// Bytes each parameter costs on a rank that holds all of it (no sharding): the weight and its
+// gradient in the compute dtype, the f32 master under fp16/bf16, the optimizer's state. The
+// memory planner (memory_plan.h) shards these per ZeRO stage; the check below uses them whole
+// (ZeRO-1: master and state / dp).
+struct ParamBytes {
+  double weight = 0, grad = 0, master = 0, state = 0;
+};
+ParamBytes param_bytes(Precision precision, OptimizerKind optimizer);
+
 struct MemoryEstimate {
   double params = 0;           // the whole model's
   double bytes_per_param = 0;  // as above, with the ZeRO share folded in

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "runtime/common/shard_spec.h"
 #include "runtime/nn/language_model.h"
 #include "runtime/train/train_config.h"
 
@@ -44,6 +45,9 @@ struct ModelFactory {
   // config, without building or describing it (for the memory check, runtime/train/memory_check.h);
   // a double, as absurd sizes overflow int64. Null: the family does not say.
   std::function<double(const nlohmann::json& config)> param_count = {};
+  // The tensor-parallel split of each parameter (as the tp build makes it), for the memory
+  // planner (runtime/train/memory_plan.h); null: every parameter whole on every rank.
+  std::function<ShardRule(const nlohmann::json& config)> shard_rule = {};
 };
 
 // Registers `family` ("gpt", ...); registering a name twice replaces the factory.

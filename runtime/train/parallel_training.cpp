@@ -7,6 +7,7 @@
 
 #include "comm/make_communicator.h"
 #include "comm/process_grid.h"
+#include "runtime/train/memory_plan.h"
 #include "runtime/parallel/grad_reducer.h"
 #include "runtime/parallel/gradient_sync.h"
 #include "runtime/parallel/zero1.h"
@@ -196,6 +197,7 @@ int run_parallel_training(const TrainConfig& cfg) {
   const Job job{cfg, world, grid, grid.coord()};
 
   const ModelPlan plan = plan_model(cfg, layout.tp, layout.dp);
+  register_memory_cap(cfg, plan.entry, plan.seq_len, layout.dp, world->rank());  // --max-memory
   Partition part;
   std::vector<LayerRange> stage_layers;  // empty: all
   if (layout.pp > 1) {

@@ -84,6 +84,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"zero", flag(c.zero)},
       {"grad-comm-dtype", to_string(c.grad_comm_dtype)},
       {"bucket-mb", num(c.bucket_mb)},
+      {"max-memory", num(c.max_memory_gib)},
       {"max-nonfinite-steps", num(c.max_nonfinite_steps)},
       // optimizer
       {"optimizer", to_string(c.optimizer)},

@@ -44,6 +44,9 @@ struct TrainConfig {
   bool zero = false;
   Precision grad_comm_dtype = Precision::fp32;  // dtype of the DP / ZeRO gradient all-reduce
   double bucket_mb = 25.0;              // DP / ZeRO bucket size
+  // The cap on this process's tensor bytes on its device, in GiB (0: none): an allocation past
+  // it throws OutOfMemoryError naming what it was for (tensor/memory_category.h).
+  double max_memory_gib = 0;
   // fp32/bf16: a step whose loss or grad norm is inf/NaN is skipped; this many in a row stop the
   // run (fp16: overflows at the loss scale's floor). 0: never stop.
   int64_t max_nonfinite_steps = 1;

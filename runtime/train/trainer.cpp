@@ -20,6 +20,7 @@
 #include "runtime/observe/trace.h"
 #include "runtime/train/checkpoint_guard.h"
 #include "runtime/train/memory_check.h"
+#include "runtime/train/memory_plan.h"
 #include "runtime/train/model_registry.h"
 #include "runtime/train/nonfinite.h"
 #include "tensor/autograd.h"
@@ -143,7 +144,9 @@ Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
   ST_CHECK(cfg.tp == 1 && cfg.pp == 1 && (cfg.dp == 0 || cfg.dp == 1), ValueError,
            "the single-process trainer runs dp = tp = pp = 1 (got dp " << cfg.dp << ", tp " << cfg.tp << ", pp "
                                                                        << cfg.pp << ")");
-  TrainInputs in = prepare_training(cfg, plan_model(cfg));
+  const ModelPlan plan = plan_model(cfg);
+  register_memory_cap(cfg, plan.entry, plan.seq_len, 1, 0);  // --max-memory
+  TrainInputs in = prepare_training(cfg, plan);
   model_ = in.model;
   w_.source = std::make_unique<LocalGradientSource>(model_, in.data, in.layout, in.device);
   w_.layout = in.layout;

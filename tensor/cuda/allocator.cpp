@@ -6,7 +6,9 @@
 // granules below 1 MiB, 2 MiB granules above, so that the steady state of a training step (the
 // same shapes every step) is served from the cache with no cudaMalloc/cudaFree at all.
 // When cudaMalloc fails the cache is released and the call retried once; a second failure throws
-// OutOfMemoryError naming the bytes asked and the bytes free on the device.
+// OutOfMemoryError naming the bytes asked and the bytes free on the device. Before any of this,
+// the process's cap (`--max-memory`, tensor/memory_category.h) is checked against the tensors'
+// bytes in use, so one large GPU can stand for a smaller one.
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
@@ -138,6 +140,7 @@ void* device_alloc(size_t bytes) {
   static const bool have_device = available();
   if (!have_device)
     ST_THROW(DeviceError, "CUDA allocation of " << bytes << " bytes: no CUDA device is available on this machine");
+  memory_cap_check(Device::cuda, bytes);
   return allocator().alloc(bytes);
 }
 void device_free(void* p, size_t) { allocator().free(p); }

@@ -53,9 +53,14 @@ TEST(Cli, HelpListsEveryContractFlag) {
   for (const auto& f : contract_prepare_flags()) EXPECT_TRUE(has(r.out, "  --" + f + " ")) << "prepare --help lacks --" << f;
   r = run("info --help");
   EXPECT_EQ(r.code, 0);
+  r = run("plan --help");  // the train flags, its own, and the cost model it ranks by
+  EXPECT_EQ(r.code, 0);
+  for (const char* f : {"  --layers ", "  --max-memory ", "  --gpu-memory ", "  --world ", "  --intra-gbs ", "  --inter-gbs "})
+    EXPECT_TRUE(has(r.out, f)) << "plan --help lacks" << f;
+  EXPECT_TRUE(has(r.out, "(1 + (pp-1)/m)")) << r.out;
   r = run("--help");
   EXPECT_EQ(r.code, 0);
-  for (const char* c : {"train", "generate", "sample", "prepare", "info"}) EXPECT_TRUE(has(r.out, c));
+  for (const char* c : {"train", "generate", "sample", "plan", "prepare", "info"}) EXPECT_TRUE(has(r.out, c));
 }
 
 TEST(Cli, UsageErrorsExitTwoWithOneLine) {
@@ -63,7 +68,7 @@ TEST(Cli, UsageErrorsExitTwoWithOneLine) {
   EXPECT_EQ(r.code, 2);
   r = run("fly");
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.out, "shardtrain: error: unknown command 'fly' (commands: train, generate, sample, prepare, info, version)\n");
+  EXPECT_EQ(r.out, "shardtrain: error: unknown command 'fly' (commands: train, generate, sample, plan, prepare, info, version)\n");
   r = run("train --d-modle 8");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(count_lines(r.out), 1) << r.out;

@@ -1,0 +1,224 @@
+// The memory planner's closed forms (see the header for every term and where it comes from).
+#include "runtime/train/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "runtime/parallel/tp_shard.h"
+#include "runtime/pipeline/stage_model.h"
+#include "runtime/train/memory_check.h"
+#include "runtime/train/model_registry.h"
+#include "tensor/memory_category.h"
+
+namespace st::runtime {
+namespace {
+
+double numel(const Shape& s) {
+  double n = 1;
+  for (int64_t d : s) n *= static_cast<double>(d);
+  return n;
+}
+
+// Elements of one layer a tp rank holds (its shards by the family's rule); a name already in
+// `seen` (a weight tied to a layer of the same stage) counts once.
+double layer_elements(const LayerInfo& layer, const ShardRule& rule, int64_t tp, std::set<std::string>& seen) {
+  double n = 0;
+  for (const auto& [name, shape] : layer.params)
+    if (seen.insert(name).second)
+      n += rule && tp > 1 ? numel(shard_shape(shape, rule(name), static_cast<int>(tp))) : numel(shape);
+  return n;
+}
+
+// Per token of a micro-batch, in bytes: the GPT's saved tensors (header), or 0 for another family.
+struct ActivationCoefficients {
+  double block = 0, block_recompute = 0, replay = 0, embedding = 0, loss_saved = 0, loss_transient = 0;
+  double block_backward = 0;  // a block's backward beyond what it saved (its gradients' buffers)
+};
+ActivationCoefficients gpt_activations(const nlohmann::json& config, const PlanLayout& l) {
+  ActivationCoefficients a;
+  const double C = config.value("n_embd", 0.0), H = config.value("n_head", 0.0), V = config.value("vocab_size", 0.0);
+  const double tp = static_cast<double>(l.tp), e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
+  a.block = (12 * C + 22 * C / tp) * e + (4 + H / tp) * 4;
+  a.block_recompute = C * e;
+  a.replay = a.block + 5 * C * 4;
+  // measured: 12·C bytes in fp32; 52·C in fp16/bf16, where the CPU kernels stage operands in f32
+  a.block_backward = (e == 4 ? 12 : 52) * C;
+  a.embedding = C * e;
+  // the logits (saved per micro-batch) and their gradient (once), each in e plus an f32 copy
+  // under fp16/bf16 (the loss is f32); ln_f's output and statistics saved, the loss's buffers
+  const double logits = V / tp * (e == 4 ? 4 : e + 4);
+  a.loss_saved = logits + (C + 2) * 4;
+  a.loss_transient = logits + (C + 5) * 4 + (l.tp > 1 ? 2 * C * 4 : 0);
+  return a;
+}
+
+}  // namespace
+
+PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp) {
+  const int zero_stage = static_cast<int>(cfg.zero);
+  PlanLayout l;
+  l.dp = dp;
+  l.tp = cfg.tp;
+  l.pp = cfg.pp;
+  l.zero = dp > 1 ? zero_stage : 0;
+  l.schedule = cfg.schedule;
+  l.virtual_stages = cfg.virtual_stages;
+  l.micro_batch = cfg.micro_batch;
+  l.grad_accum = cfg.grad_accum;
+  l.recompute = cfg.recompute;
+  l.precision = cfg.precision;
+  l.grad_comm_dtype = cfg.grad_comm_dtype;
+  l.optimizer = cfg.optimizer;
+  l.partition = cfg.partition == PartitionKind::profile ? PartitionKind::params : cfg.partition;
+  l.bucket_mb = cfg.bucket_mb;
+  return l;
+}
+
+double MemoryPlan::max_peak() const {
+  double p = 0;
+  for (const StageMemory& s : stages) p = std::max(p, s.peak);
+  return p;
+}
+
+MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanLayout& l) {
+  MemoryPlan plan;
+  const std::string family = entry.value("family", std::string());
+  const ModelFactory& f = model_factory(family);
+  const ModelDescription d = describe_model(entry, seq_len);
+  const ShardRule rule = f.shard_rule && l.tp > 1 ? f.shard_rule(entry.at("config")) : ShardRule();
+  const int pieces = static_cast<int>(l.pp * l.virtual_stages);
+  const Partition part = choose_partition(l.partition, d, pieces);
+  const bool gpt = family == "gpt";
+  if (!gpt) plan.notes = "activations are modelled for the gpt family only (0 here)";
+  const ActivationCoefficients a = gpt ? gpt_activations(entry.at("config"), l) : ActivationCoefficients{};
+  const ParamBytes pb = param_bytes(l.precision, l.optimizer);  // the same per-parameter bytes as the memory check
+  const double e = pb.weight, master = pb.master, state = pb.state;
+  const double dp = static_cast<double>(l.dp), tokens = static_cast<double>(l.micro_batch * seq_len);
+  const double C = gpt ? entry.at("config").value("n_embd", 0.0) : 0.0;
+  const int last_layer = static_cast<int>(d.layers.size()) - 1;
+  for (int s = 0; s < l.pp; ++s) {
+    StageMemory m;
+    m.stage = s;
+    // per layer of the stage, in order: its elements and its saved bytes per token of one micro-batch
+    std::vector<double> elems, saved;
+    std::vector<bool> replayed;
+    bool holds_loss = false;
+    std::set<std::string> seen;
+    for (const LayerRange& r : stage_chunks(part, s, static_cast<int>(l.pp)))
+      for (int i = r.begin; i < r.end; ++i) {
+        elems.push_back(layer_elements(d.layers[static_cast<size_t>(i)], rule, l.tp, seen));
+        const bool block = i != 0 && i != last_layer;
+        holds_loss = holds_loss || i == last_layer;
+        replayed.push_back(block && l.recompute);
+        saved.push_back(i == 0 ? (l.recompute ? 0 : a.embedding) : !block ? 0 : l.recompute ? a.block_recompute : a.block);
+      }
+    double elements = 0, largest = 0, saved_all = 0;
+    for (size_t i = 0; i < elems.size(); ++i) elements += elems[i], largest = std::max(largest, elems[i]), saved_all += saved[i];
+    // a stage before the last keeps its output per micro-batch for the backward of what it sent;
+    // the last keeps the loss's saved tensors
+    saved_all += s + 1 < l.pp ? C * e : 0;
+    saved_all += holds_loss ? a.loss_saved : 0;
+    m.params = elements * e * (l.zero >= 3 ? 1 / dp : 1) + (l.zero >= 3 ? largest * e : 0);
+    m.grads = elements * e * (l.zero >= 2 ? 1 / dp : 1);
+    m.optim = elements * (master + state) * (l.zero >= 1 ? 1 / dp : 1);
+    m.in_flight = l.pp > 1 ? in_flight_bound(l.schedule, s, static_cast<int>(l.pp), static_cast<int>(l.grad_accum),
+                                             static_cast<int>(l.virtual_stages))
+                           : 1;
+    const double chunk_share = l.virtual_stages > 1 ? 1.0 / static_cast<double>(l.virtual_stages) : 1.0;
+    const double n = static_cast<double>(m.in_flight) * chunk_share;  // micro-batches' worth of this stage held
+    if (l.dp > 1 && compute_dtype(l.grad_comm_dtype) != compute_dtype(l.precision)) {
+      // the reducer's cast buffers: min(2, buckets) of the largest bucket (the first is ≤ 1 MiB)
+      const double g = elements * e, bucket = l.bucket_mb * 1024 * 1024, first = std::min(bucket, 1024.0 * 1024);
+      const double buckets = g <= first ? 1 : 1 + std::ceil((g - first) / bucket);
+      const double largest_bucket = std::min(g, buckets > 1 ? std::max(first, bucket) : g);
+      const double comm_e = static_cast<double>(dtype_size(compute_dtype(l.grad_comm_dtype)));
+      m.comm_dp = std::min(2.0, buckets) * largest_bucket / e * comm_e;
+    }
+    if (l.pp > 1 && s + 1 < l.pp) m.comm_p2p = tokens * C * e;  // p2p: the gradient of its output, received
+    m.comm = m.comm_dp + m.comm_p2p;
+    const bool grads_early = l.dp > 1 || l.grad_accum > 1;  // buckets from the start, or an earlier micro-batch
+    const double fixed = m.params + m.optim + m.comm;
+    // the end of the forward (the loss and its gradient on the last stage), no gradient yet
+    m.activations = tokens * (n * saved_all + (holds_loss ? a.loss_transient : 0));
+    // the backward of its last block, the loss's saved tensors of that micro-batch gone
+    const bool holds_block = std::find(saved.begin(), saved.end(), a.block) != saved.end();
+    if (holds_block && !l.recompute)
+      m.activations = std::max(m.activations, tokens * (n * saved_all - (holds_loss ? a.loss_saved : 0) + a.block_backward));
+    m.peak = fixed + m.activations + (grads_early ? m.grads : 0);
+    // recompute: each block's replay in backward, its inputs up to it held, the gradients of the
+    // layers after it made
+    double inputs = 0, grads_after = 0;
+    for (size_t i = 0; i < elems.size(); ++i) grads_after += elems[i] * e;
+    for (size_t i = 0; i < elems.size(); ++i) {
+      grads_after -= elems[i] * e;
+      if (!replayed[i]) continue;
+      inputs += a.block_recompute;
+    }
+    for (size_t i = elems.size(); i-- > 0;) {  // backward order: the last layer first
+      if (replayed[i]) {
+        const double act = tokens * ((n - chunk_share) * saved_all + inputs + a.replay);
+        m.activations = std::max(m.activations, act);
+        m.peak = std::max(m.peak, fixed + act + (grads_early ? m.grads : grads_after));
+        inputs -= a.block_recompute;
+      }
+      grads_after += elems[i] * e;
+    }
+    plan.stages.push_back(m);
+  }
+  return plan;
+}
+
+void register_memory_cap(const TrainConfig& cfg, const nlohmann::json& entry, int64_t seq_len, int64_t dp, int rank) {
+  if (cfg.max_memory_gib <= 0) {
+    set_memory_cap(0, "");
+    return;
+  }
+  const PlanLayout l = plan_layout(cfg, dp);
+  set_memory_cap(static_cast<size_t>(cfg.max_memory_gib * 1024 * 1024 * 1024),
+                 memory_plan_line(plan_memory(entry, seq_len, l), l, rank));
+}
+
+int stage_of_rank(const PlanLayout& l, int rank) { return static_cast<int>(rank / (l.dp * l.tp)); }
+
+std::string memory_plan_table(const MemoryPlan& plan, const PlanLayout& l) {
+  auto mib = [](double b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", b / (1 << 20));
+    return std::string(buf);
+  };
+  std::ostringstream o;
+  char row[200];
+  const bool per_rank = l.world() <= 16;
+  std::snprintf(row, sizeof row, "%-7s %5s %9s %10s %10s %10s %10s %8s %10s\n", per_rank ? "rank" : "ranks", "stage",
+                "in-flight", "params", "grads", "optim", "act peak", "comm", "peak");
+  o << "planned memory per rank (MiB):\n" << row;
+  for (int r = 0; r < (per_rank ? l.world() : l.pp); ++r) {
+    const int s = per_rank ? stage_of_rank(l, r) : r;
+    const StageMemory& m = plan.stages[static_cast<size_t>(s)];
+    std::string who = std::to_string(r);
+    if (!per_rank) who = std::to_string(s * l.dp * l.tp) + "-" + std::to_string((s + 1) * l.dp * l.tp - 1);
+    std::snprintf(row, sizeof row, "%-7s %5d %9lld %10s %10s %10s %10s %8s %10s\n", who.c_str(), s,
+                  static_cast<long long>(m.in_flight), mib(m.params).c_str(), mib(m.grads).c_str(),
+                  mib(m.optim).c_str(), mib(m.activations).c_str(), mib(m.comm).c_str(), mib(m.peak).c_str());
+    o << row;
+  }
+  if (!plan.notes.empty()) o << "note: " << plan.notes << "\n";
+  return o.str();
+}
+
+std::string memory_plan_line(const MemoryPlan& plan, const PlanLayout& l, int rank) {
+  const StageMemory& m = plan.stages[static_cast<size_t>(stage_of_rank(l, rank))];
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "the plan for this layout (dp %lld tp %lld pp %lld zero %d): %.1f MiB at peak on this rank "
+                "(params %.1f, grads %.1f, optim %.1f, activations %.1f, comm %.1f MiB)",
+                static_cast<long long>(l.dp), static_cast<long long>(l.tp), static_cast<long long>(l.pp), l.zero,
+                m.peak / (1 << 20), m.params / (1 << 20), m.grads / (1 << 20), m.optim / (1 << 20),
+                m.activations / (1 << 20), m.comm / (1 << 20));
+  return buf;
+}
+
+}  // namespace st::runtime

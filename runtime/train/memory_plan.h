@@ -1,0 +1,107 @@
+// The memory planner: what each rank of a layout will hold at its peak, in closed form from the
+// model's description (every layer's full shapes, runtime/train/model_registry.h) and the layout
+// (dp, tp, pp, ZeRO stage, schedule, micro-batch, grad-accum, recompute, precision) — before
+// anything is built. `shardtrain plan` prints it, `--max-memory`'s error quotes it, and
+// tests/runtime/train/test_memory_plan.cpp holds it to the allocator's measured peaks (within 5 %
+// for the layouts of its table; docs/memory.md has the table and where it is weaker).
+//
+// Per rank of pipeline stage s (every dp × tp rank of a stage holds the same, up to ZeRO's
+// split by whole tensors), with P_s its parameters (its layers' tensors, each its tp shard by the
+// family's shard rule), e the compute dtype's bytes (fp32 4, fp16/bf16 2):
+//   parameters   P_s · e
+//   gradients    P_s · e                              ZeRO-2/3: / dp
+//   optimizer    P_s · (master + state)               ZeRO-1/2/3: / dp
+//                  master 4 under fp16/bf16 (f32 copy), 0 under fp32; state AdamW 8, SGD 4
+//                ZeRO-3 also shards the parameters (/ dp) and gathers one unit at a time: plus
+//                the largest layer's parameters in e
+//   activations  the schedule's in-flight micro-batches n_s (GPipe m, 1F1B min(m, pp − s),
+//                interleaved its bound; one process or no pipeline: 1) × the stage's saved bytes
+//                per micro-batch, plus the last stage's loss transient. Per token of a
+//                micro-batch (B·T tokens), from what the GPT's CPU ops save for backward,
+//                measured per layer and written as coefficients of the sizes (A = C/tp, F = 4C/tp
+//                the attention and MLP widths a tp rank holds, H/tp its heads):
+//                  block       (12·C + 22·C/tp)·e + (4 + H/tp)·4     recompute: C·e (its input)
+//                  embedding   C·e
+//                  loss        saved per micro-batch: V/tp·l + (C + 2)·4 (the logits, ln_f's
+//                              output and statistics); once, at the end of the forward: V/tp·l
+//                              + (C + 5)·4, + 2·C·4 under tp (the logits' gradient, the loss's
+//                              buffers); l = 4 in fp32, e + 4 in fp16/bf16 (an f32 copy)
+//                  a stage before the last: its output, C·e per micro-batch (its backward)
+//                  block backward (peak of a stage whose loss is not the largest moment, e.g.
+//                              a first pipeline stage): 12·C bytes in fp32, 52·C in fp16/bf16
+//                              (measured: the CPU kernels stage bf16 operands in f32)
+//                recompute: at each block's replay in backward, the inputs of the blocks up to
+//                it, the replayed block and its backward's transient (block + 5·C·4 per token)
+//   comm         DP/ZeRO gradient buckets are the gradients themselves (no copy); a
+//                --grad-comm-dtype other than the gradients' adds min(2, buckets) cast buffers
+//                of the largest bucket (the first bucket ≤ 1 MiB, the others --bucket-mb);
+//                a pipeline stage before the last adds its p2p buffer: the received gradient
+//                of its output, (B, T, C) in e (a stage's received input is its first block's
+//                saved input, counted there)
+//   peak         parameters + optimizer + activations + comm, plus the gradients when they exist
+//                during the forward (dp > 1: the buckets are allocated at the step's start;
+//                grad-accum > 1: from the first micro-batch's backward on); with recompute, the
+//                largest of that and each replay's moment (the gradients of the layers after it)
+// The activation coefficients are those of this runtime's CPU GPT path (ops/cpu); other
+// families get parameters, gradients and optimizer only (activations 0, said in `notes`).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/nn/language_model.h"
+#include "runtime/train/train_config.h"
+
+namespace st::runtime {
+
+struct PlanLayout {
+  int64_t dp = 1, tp = 1, pp = 1;
+  int zero = 0;  // ZeRO stage 0..3 (0: plain data parallel)
+  Schedule schedule = Schedule::one_f_one_b;
+  int64_t virtual_stages = 1;
+  int64_t micro_batch = 1, grad_accum = 1;
+  bool recompute = false;
+  Precision precision = Precision::fp32;
+  Precision grad_comm_dtype = Precision::fp32;
+  OptimizerKind optimizer = OptimizerKind::adamw;
+  PartitionKind partition = PartitionKind::params;
+  double bucket_mb = 25.0;
+  int64_t world() const { return dp * tp * pp; }
+};
+// The layout a train config asks for (its ZeRO stage: cfg.zero as an integer).
+PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp);
+
+// What one rank of stage `stage` holds, in bytes.
+struct StageMemory {
+  int stage = 0;
+  int64_t in_flight = 1;  // micro-batches whose activations it holds at once
+  double params = 0, grads = 0, optim = 0, activations = 0, comm = 0, peak = 0;
+  // comm's parts: the DP/ZeRO cast buffers (the allocator counts them as gradients) and the
+  // pipeline's p2p buffers (counted as activations: they live inside the step's forward/backward)
+  double comm_dp = 0, comm_p2p = 0;
+};
+
+struct MemoryPlan {
+  std::vector<StageMemory> stages;  // one per pipeline stage
+  double max_peak() const;
+  std::string notes;                // what the model does not cover, if anything
+};
+
+// `entry`: the model entry ({"family", "config"}) the run builds; seq_len the tokens per sequence.
+MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanLayout& layout);
+
+// With cfg.max_memory_gib > 0: sets the allocator's cap (tensor/memory_category.h) with this
+// rank's plan as the note its error carries; else clears it.
+void register_memory_cap(const TrainConfig& cfg, const nlohmann::json& entry, int64_t seq_len, int64_t dp, int rank);
+
+// The stage of world rank `rank` (rank = ((pp_idx · dp) + dp_idx) · tp + tp_idx).
+int stage_of_rank(const PlanLayout& layout, int rank);
+// "rank  stage  params  grads  optim  act  comm  peak" rows in MiB, one per rank (world ≤ 16)
+// or one per stage.
+std::string memory_plan_table(const MemoryPlan& plan, const PlanLayout& layout);
+// One line for --max-memory's error: "the plan for dp 1 tp 1 pp 1 zero 0: 45.2 MiB per rank at peak".
+std::string memory_plan_line(const MemoryPlan& plan, const PlanLayout& layout, int rank);
+
+}  // namespace st::runtime
