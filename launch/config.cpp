@@ -104,6 +104,10 @@ OptionTable train_options(TrainConfig& c) {
   t.add({"seed", "numerics", "N", "random seed (initialisation, dropout, the --shuffle order)", false, OptionTable::bind(c.seed),
          [&c] { return std::to_string(c.seed); }});
   B("recompute", "numerics", c.recompute, "recompute activations in backward (saves memory)");
+  B("tf32", "numerics", c.tf32,
+    "f32 matrix products on TF32 tensor cores (inputs rounded to a 10-bit mantissa, f32 accumulation), like "
+    "PyTorch's set_float32_matmul_precision('high'); 0: exact f32. CUDA only: no effect on the CPU or on "
+    "fp16/bf16 products");
   B("zero", "numerics", c.zero, "ZeRO-1: shard optimizer state over DP replicas");
   E("grad-comm-dtype", "numerics", c.grad_comm_dtype, "dtype of the DP / ZeRO gradient all-reduce");
   F("bucket-mb", "numerics", c.bucket_mb, "DP / ZeRO gradient bucket size in MiB");

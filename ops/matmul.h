@@ -5,8 +5,8 @@
 //   linear(x, w, bias): x (..., C_in) · w (C_in, C_out) + bias (C_out) → (..., C_out).
 //     w is stored (in, out) like GPT-2's Conv1D, so HF weights load without transposes.
 // CPU: ops/cpu/sgemm (Eigen's GEBP kernel, fixed blocking) in f32 (f16/bf16 widened, rounded
-// on store). CUDA: cuBLAS with f32
-// accumulation; for f16/bf16 with a bias, linear adds the bias in the GEMM's epilogue and its
+// on store). CUDA: cuBLAS with f32 accumulation (f32 inputs exact unless TF32 is switched on:
+// set_gemm_allow_tf32); for f16/bf16 with a bias, linear adds the bias in the GEMM's epilogue and its
 // backward computes the bias gradient in the weight-gradient GEMM (cuBLASLt, gemm_lt), falling
 // back to a separate add / column sum where cuBLASLt has no kernel. Backward writes fresh
 // tensors (=).
@@ -35,6 +35,13 @@ enum class LtEpilogue { bias, gelu_bias, bgrad_b };
 bool gemm_lt(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
              LtEpilogue ep, const Tensor& bias, const Tensor& aux, const Tensor& bias_grad);
 int64_t gemm_lt_launches(LtEpilogue ep);  // fused GEMMs run so far, per epilogue (tests, benches)
+// f32 products: exact f32 (CUBLAS_COMPUTE_32F) by default; on, they run on TF32 tensor cores
+// (CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to a 10-bit mantissa, f32 accumulation), as
+// PyTorch's set_float32_matmul_precision('high'). Process-wide (the trainer sets it from --tf32).
+// f16/bf16 products (and every cuBLASLt epilogue GEMM, which is f16/bf16 only) are unaffected. A
+// CPU-only build ignores it: the CPU's f32 GEMM is always exact.
+void set_gemm_allow_tf32(bool on);
+bool gemm_allow_tf32();
 }  // namespace cuda
 
 }  // namespace st::ops

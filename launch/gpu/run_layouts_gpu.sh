@@ -10,7 +10,6 @@ OUT=${OUT:-$PWD/gpu_out}
 BUILD=${BUILD:-build}
 mkdir -p "$OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
-unset ST_ALLOW_TF32
 echo "date $(date -u +%FT%TZ) commit ${COMMIT:-unknown}" | tee "$OUT/summary.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/summary.txt"
 t0=$SECONDS

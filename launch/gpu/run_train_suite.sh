@@ -22,7 +22,6 @@ TORCH_BENCH=${TORCH_BENCH:-.carry/torch_gpt_bench.py}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-unset ST_ALLOW_TF32
 summary="$OUT/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }

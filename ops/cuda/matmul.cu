@@ -1,5 +1,5 @@
 // CUDA GEMM through cuBLAS (which dispatches to cuBLASLt kernels on Hopper): strided batched,
-// f32 exact by default (TF32 opt-in, gemm_config.h), f16/bf16 in and out with f32 accumulation.
+// f32 exact by default (TF32 opt-in: set_gemm_allow_tf32, ops/matmul.h), f16/bf16 in and out with f32 accumulation.
 // One cuBLAS handle per (device, stream), created at first use, with the stream's 32 MiB GEMM
 // workspace (cublas_common.h; cuBLASLt uses the same one), so concurrent streams never share one.
 //
@@ -8,19 +8,18 @@
 // A 2-D b shared by every batch with an untransposed a folds the batch into M (one GEMM).
 #include <cublas_v2.h>
 
-#include <cstdlib>
+#include <atomic>
 #include <map>
 #include <mutex>
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cublas_common.h"
-#include "ops/cuda/gemm_config.h"
 #include "ops/matmul.h"
 
 namespace st::ops::cuda {
 namespace {
 
-int g_tf32 = -1;  // -1: not decided yet (read ST_ALLOW_TF32)
+std::atomic<bool> g_tf32{false};  // f32 GEMMs on TF32 tensor cores (off: exact)
 
 // launchers
 
@@ -60,14 +59,8 @@ void* gemm_workspace(cudaStream_t stream) {
   return ws;
 }
 
-void set_gemm_allow_tf32(bool on) { g_tf32 = on ? 1 : 0; }
-bool gemm_allow_tf32() {
-  if (g_tf32 < 0) {
-    const char* e = std::getenv("ST_ALLOW_TF32");
-    g_tf32 = (e && e[0] == '1') ? 1 : 0;
-  }
-  return g_tf32 == 1;
-}
+void set_gemm_allow_tf32(bool on) { g_tf32 = on; }
+bool gemm_allow_tf32() { return g_tf32; }
 
 // a (batch, M, K) or (batch, K, M) when ta; b (batch|1, K, N) or (batch|1, N, K) when tb;
 // c (batch, M, N) overwritten (=).

@@ -15,4 +15,6 @@ bool gemm_lt(const Tensor&, const Tensor&, Tensor&, bool, bool, int64_t, int64_t
   return false;  // no fused epilogues without CUDA: callers take the unfused path
 }
 int64_t gemm_lt_launches(LtEpilogue) { return 0; }
+void set_gemm_allow_tf32(bool) {}  // no TF32 without CUDA: the CPU's f32 GEMM is exact
+bool gemm_allow_tf32() { return false; }
 }  // namespace st::ops::cuda

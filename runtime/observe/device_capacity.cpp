@@ -2,7 +2,6 @@
 // comes from).
 #include "runtime/observe/device_capacity.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -35,10 +34,9 @@ std::optional<double> dense_flops_per_sm_clock(int major, int minor, bool geforc
   return std::nullopt;
 }
 
-MatrixMath matrix_math(DType compute) {
+MatrixMath matrix_math(DType compute, bool tf32) {
   if (compute == DType::f16 || compute == DType::bf16) return MatrixMath::f16;
-  const char* tf32 = std::getenv("ST_ALLOW_TF32");  // read by ops/cuda's GEMMs too (docs/launch.md)
-  return tf32 && std::string(tf32) == "1" ? MatrixMath::tf32 : MatrixMath::f32;
+  return tf32 ? MatrixMath::tf32 : MatrixMath::f32;
 }
 
 std::optional<double> DeviceCapacity::utilization(double flops_per_s) const {

@@ -3,7 +3,7 @@
 //
 // Peak = SMs × the SMs' peak clock (cudaDevAttrClockRate) × dense FLOPs per SM per clock for the
 // compute capability and the math the matrix products use (f16/bf16 tensor cores; TF32 tensor
-// cores for f32 with ST_ALLOW_TF32=1; else plain f32 FMA). The per-SM figures are NVIDIA's
+// cores for f32 with --tf32 1; else plain f32 FMA). The per-SM figures are NVIDIA's
 // product peaks divided by SMs × boost clock, from the architecture whitepapers:
 //   sm_80  A100 (2020, table 1): 312 TF f16 = 108 SMs × 1.41 GHz × 2048; TF32 1024; f32 128
 //   sm_86  GA102 (2021, appendix A): A40 149.7 TF f16 = 84 × 1.74 GHz × 1024; TF32 512; f32 256;
@@ -30,8 +30,8 @@ enum class MatrixMath { f16, tf32, f32 };  // f16 covers bf16 (the same rate on 
 
 // Dense FLOPs per SM per clock; nullopt for a compute capability not in the table.
 std::optional<double> dense_flops_per_sm_clock(int major, int minor, bool geforce, MatrixMath math);
-// The math of a run's matrix products: f16/bf16 compute, or f32 (TF32 when ST_ALLOW_TF32=1).
-MatrixMath matrix_math(DType compute);
+// The math of a run's matrix products: f16/bf16 compute, or f32 (TF32 with --tf32 1).
+MatrixMath matrix_math(DType compute, bool tf32);
 
 struct DeviceCapacity {
   std::optional<double> peak_flops;  // dense FLOP/s; nullopt: unknown (CPU, unlisted GPU)

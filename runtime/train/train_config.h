@@ -41,6 +41,7 @@ struct TrainConfig {
   Device device = Device::cpu;
   uint64_t seed = 1;
   bool recompute = false;
+  bool tf32 = false;  // CUDA f32 GEMMs on TF32 tensor cores (ops/matmul.h set_gemm_allow_tf32); false: exact
   bool zero = false;
   Precision grad_comm_dtype = Precision::fp32;  // dtype of the DP / ZeRO gradient all-reduce
   double bucket_mb = 25.0;              // DP / ZeRO bucket size

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <limits>
 
+#include "ops/matmul.h"
 #include "ops/optim.h"
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/optim/grad_clip.h"
@@ -161,6 +162,7 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<LanguageModel> model, T
 }
 
 void Trainer::init(const std::string& resume_path) {
+  ops::cuda::set_gemm_allow_tf32(cfg_.tf32);  // process-wide; a CPU-only build ignores it
   StepReductions& r = w_.reductions;
   if (!r.loss) r.loss = std::make_shared<LocalReductions>();
   if (!r.grad) r.grad = std::make_shared<LocalReductions>();
@@ -307,7 +309,7 @@ StepMetrics Trainer::train_step() {
   m.mem_peak = static_cast<int64_t>(mem.total_peak);
   // this rank's model FLOPs (forward ×3 for forward + backward; its replica's share of the
   // tokens) over its device's dense peak (runtime/observe/device_capacity.h); none on the CPU
-  const DeviceCapacity cap = device_capacity(device, matrix_math(compute_dtype(cfg_.precision)));
+  const DeviceCapacity cap = device_capacity(device, matrix_math(compute_dtype(cfg_.precision), cfg_.tf32));
   m.mfu = cap.utilization(3.0 * model_->flops_per_token(w_.source->seq_len()) * m.tokens_per_s /
                           static_cast<double>(w_.layout.dp));
   m.mem_bytes = static_cast<int64_t>(device == Device::cuda ? cuda::device_bytes_peak() : cpu_bytes_peak());

@@ -3,10 +3,13 @@
 // not multiples of any tile (257, 1000, 65). The bias add (row broadcast) and its gradient (the
 // column sum) run on aligned shapes (16384×768, 4×3×2304: 16-byte packs) and on odd shapes or
 // views at an odd element offset (the scalar fallbacks).
-#include "ops/cuda/gemm_config.h"
+#include <cmath>
+#include <cstdio>
+
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
+#include "tensor/rng.h"
 #include "tests/gpu/gpu_cases.h"
 
 using namespace st;
@@ -128,11 +131,50 @@ TEST(GpuOps, MatmulEveryTransposeAndBatch) {
              .op = [](auto& x) { return ops::linear(x[0], x[1], x[2]); }});
 }
 
-TEST(GpuOps, MatmulTf32IsOptInAndClose) {
-  ASSERT_FALSE(ops::cuda::gemm_allow_tf32());
+// TF32 (--tf32 1, set_gemm_allow_tf32) against the CPU's exact f32 product, element by element,
+// on a K = 1024 product of normal inputs. Bound per element, with S = Σ_k |a_ik|·|b_kj| (itself an
+// exact-enough f32 product of the absolute values):
+//   off: |gpu − cpu| ≤ 2·K·2^-24·S — both sides are f32 sums of the same K products in different
+//        orders, each within K·u·S of the exact sum (u = 2^-24, the f32 unit roundoff).
+//   on:  |gpu − cpu| ≤ (2^-9 + 2·K·2^-24)·S — TF32 keeps 10 of f32's 23 mantissa bits; each input
+//        is rounded to it with relative error ≤ 2^-11 (round to nearest; 2^-10 if the hardware
+//        truncated), so each product a·b is off by ≤ (1 + 2^-10)² − 1 ≈ 2^-9 relative (truncation,
+//        the worse case), summed into S; accumulation stays f32 (the second term).
+// TF32 on must also really be on: its largest error exceeds the f32 bound (a switch that does
+// nothing fails here), and switching it off again restores the exact product.
+TEST(GpuOps, MatmulTf32IsOptInAndWithinItsBound) {
+  const int64_t M = 96, K = 1024, N = 80;
+  Generator g(7, 0);
+  Tensor a = Tensor::empty({M, K}), b = Tensor::empty({K, N});  // (M, K), (K, N) f32 on the CPU
+  fill_normal(a, g);
+  fill_normal(b, g);
+  std::vector<float> av = a.to_float(), bv = b.to_float(), aa(av.size()), ba(bv.size());
+  for (size_t i = 0; i < av.size(); ++i) aa[i] = std::fabs(av[i]);
+  for (size_t i = 0; i < bv.size(); ++i) ba[i] = std::fabs(bv[i]);
+  const std::vector<float> ref = ops::matmul(a, b).to_float();  // (M, N) exact f32
+  const std::vector<float> S = ops::matmul(Tensor::from_vector(aa, {M, K}), Tensor::from_vector(ba, {K, N})).to_float();
+  auto worst = [&](double rel_bound) {  // largest |gpu − cpu| / S, and whether every element is within rel_bound·S
+    const std::vector<float> out = ops::matmul(a.to(Device::cuda), b.to(Device::cuda)).to(Device::cpu).to_float();
+    double w = 0;
+    bool ok = true;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double e = std::fabs(static_cast<double>(out[i]) - ref[i]);
+      w = std::max(w, e / S[i]);
+      ok = ok && e <= rel_bound * S[i];
+    }
+    return std::make_pair(w, ok);
+  };
+  const double f32_bound = 2.0 * K * std::ldexp(1.0, -24), tf32_bound = std::ldexp(1.0, -9) + f32_bound;
+  ASSERT_FALSE(ops::cuda::gemm_allow_tf32());  // the default: exact f32
+  auto [off, off_ok] = worst(f32_bound);
+  EXPECT_TRUE(off_ok) << "TF32 off: worst |gpu - cpu| / S " << off << " > " << f32_bound;
   ops::cuda::set_gemm_allow_tf32(true);
-  check_op_against_cpu({.name = "tf32 matmul", .shapes = {{512, 257}, {257, 300}},
-                        .op = [](auto& x) { return ops::matmul(x[0], x[1]); }},
-                       Device::cuda, DType::f32, 3e-3);
+  auto [on, on_ok] = worst(tf32_bound);
   ops::cuda::set_gemm_allow_tf32(false);
+  EXPECT_TRUE(on_ok) << "TF32 on: worst |gpu - cpu| / S " << on << " > " << tf32_bound;
+  EXPECT_GT(on, f32_bound) << "TF32 on gave an exact-f32 product: the switch does not reach cuBLAS";
+  auto [again, again_ok] = worst(f32_bound);
+  EXPECT_TRUE(again_ok) << "TF32 switched off again: worst " << again;
+  std::printf("f32 GEMM K %lld: worst |gpu - cpu| / S: exact %.3g (bound %.3g), TF32 %.3g (bound %.3g)\n",
+              (long long)K, off, f32_bound, on, tf32_bound);
 }

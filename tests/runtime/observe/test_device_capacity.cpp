@@ -59,13 +59,10 @@ TEST(DeviceCapacity, UnknownArchitectureAndCpuHaveNoPeak) {
 }
 
 TEST(DeviceCapacity, MatrixMathFollowsTheComputeDtypeAndTf32) {
-  EXPECT_EQ(matrix_math(DType::f16), MatrixMath::f16);
-  EXPECT_EQ(matrix_math(DType::bf16), MatrixMath::f16);
-  ::unsetenv("ST_ALLOW_TF32");
-  EXPECT_EQ(matrix_math(DType::f32), MatrixMath::f32);
-  ::setenv("ST_ALLOW_TF32", "1", 1);
-  EXPECT_EQ(matrix_math(DType::f32), MatrixMath::tf32);
-  ::unsetenv("ST_ALLOW_TF32");
+  EXPECT_EQ(matrix_math(DType::f16, false), MatrixMath::f16);
+  EXPECT_EQ(matrix_math(DType::bf16, true), MatrixMath::f16);  // --tf32 changes only f32 products
+  EXPECT_EQ(matrix_math(DType::f32, false), MatrixMath::f32);
+  EXPECT_EQ(matrix_math(DType::f32, true), MatrixMath::tf32);
 }
 
 TEST(DeviceCapacity, StepLineShowsMemoryFractionAndMfuOnlyWithAPeak) {
