@@ -81,7 +81,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"device", to_string(c.device)},
       {"seed", std::to_string(c.seed)},
       {"recompute", flag(c.recompute)},
-      {"zero", flag(c.zero)},
+      {"zero", num(c.zero)},
       {"grad-comm-dtype", to_string(c.grad_comm_dtype)},
       {"bucket-mb", num(c.bucket_mb)},
       {"max-nonfinite-steps", num(c.max_nonfinite_steps)},

@@ -41,7 +41,7 @@ struct TrainConfig {
   Device device = Device::cpu;
   uint64_t seed = 1;
   bool recompute = false;
-  bool zero = false;
+  int64_t zero = 0;  // ZeRO stage: 0 off, 1 optimizer state sharded, 2 also the gradients (3: refused by launch/)
   Precision grad_comm_dtype = Precision::fp32;  // dtype of the DP / ZeRO gradient all-reduce
   double bucket_mb = 25.0;              // DP / ZeRO bucket size
   // fp32/bf16: a step whose loss or grad norm is inf/NaN is skipped; this many in a row stop the
