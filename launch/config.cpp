@@ -106,7 +106,8 @@ OptionTable train_options(TrainConfig& c) {
   B("recompute", "numerics", c.recompute, "recompute activations in backward (saves memory)");
   I("zero", "numerics", c.zero, "0|1|2",
     "ZeRO stage over the DP replicas: 0 off; 1 shard the optimizer state (and f32 masters); 2 also the "
-    "gradients (each bucket reduced to its owner during backward, the others' copy freed)");
+    "gradients (each bucket reduced to its owner during backward, the others' copy freed; keep --bucket-mb "
+    "well below the gradients' size / dp)");
   E("grad-comm-dtype", "numerics", c.grad_comm_dtype, "dtype of the DP / ZeRO gradient all-reduce");
   F("bucket-mb", "numerics", c.bucket_mb, "DP / ZeRO gradient bucket size in MiB");
   I("max-nonfinite-steps", "numerics", c.max_nonfinite_steps, "N",
