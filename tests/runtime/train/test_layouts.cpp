@@ -692,7 +692,7 @@ TEST(Layouts, Fp16OverflowSkippedByEveryRank) {
 }
 
 // Every axis at once (8 ranks: dp 2 × tp 2 × pp 2), with ZeRO-1 and recompute, and the interleaved
-// schedule: the one-process curve.
+// schedule with ZeRO-2: the one-process curve.
 TEST(Layouts, EveryAxisAtOnce) {
   if (world_size() != 8) GTEST_SKIP() << "dp 2 × tp 2 × pp 2 needs 8 ranks (ctest: test_layouts_np8)";
   TrainConfig c = base_config();
@@ -709,7 +709,8 @@ TEST(Layouts, EveryAxisAtOnce) {
   expect_same(run_layout(c, "dp2tp2pp2_zero_rc"), want, "dp 2 × tp 2 × pp 2, zero 1, recompute");
   c.schedule = Schedule::interleaved;
   c.virtual_stages = 2;
-  expect_same(run_layout(c, "dp2tp2pp2_interleaved"), want, "dp 2 × tp 2 × pp 2, interleaved v 2, zero 1");
+  c.zero = 2;
+  expect_same(run_layout(c, "dp2tp2pp2_interleaved"), want, "dp 2 × tp 2 × pp 2, interleaved v 2, zero 2");
 }
 
 int main(int argc, char** argv) {
