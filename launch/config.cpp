@@ -108,7 +108,10 @@ OptionTable train_options(TrainConfig& c) {
     "f32 matrix products on TF32 tensor cores (inputs rounded to a 10-bit mantissa, f32 accumulation), like "
     "PyTorch's set_float32_matmul_precision('high'); 0: exact f32. CUDA only: no effect on the CPU or on "
     "fp16/bf16 products");
-  B("zero", "numerics", c.zero, "ZeRO-1: shard optimizer state over DP replicas");
+  I("zero", "numerics", c.zero, "0|1|2",
+    "ZeRO stage over the DP replicas: 0 off; 1 shard the optimizer state (and f32 masters); 2 also the "
+    "gradients (each bucket reduced to its owner during backward, the others' copy freed; keep --bucket-mb "
+    "well below the gradients' size / dp)");
   E("grad-comm-dtype", "numerics", c.grad_comm_dtype, "dtype of the DP / ZeRO gradient all-reduce");
   F("bucket-mb", "numerics", c.bucket_mb, "DP / ZeRO gradient bucket size in MiB");
   F("max-memory", "numerics", c.max_memory_gib,
@@ -214,8 +217,10 @@ void validate(const TrainConfig& c, const OptionTable& t) {
     fail("overwrite-checkpoints", "a resumed run continues its checkpoints; drop one of --resume and --overwrite-checkpoints");
   if (c.checkpoint_every > 0 && c.checkpoint_dir.empty()) fail("checkpoint-every", "needs --checkpoint-dir");
   if (c.eval_every > 0 && c.val_data.empty()) fail("eval-every", "needs --val-data");
-  if (c.zero && c.optimizer != runtime::OptimizerKind::adamw)
-    fail("zero", "ZeRO-1 shards AdamW state; --optimizer is " + runtime::to_string(c.optimizer));
+  if (c.zero == 3) fail("zero", "3 (parameter sharding, FSDP-style) is not implemented; use 0, 1 or 2");
+  if (c.zero < 0 || c.zero > 3) fail("zero", "must be 0, 1 or 2 (the ZeRO stage), got " + std::to_string(c.zero));
+  if (c.zero > 0 && c.optimizer != runtime::OptimizerKind::adamw)
+    fail("zero", "ZeRO shards AdamW state; --optimizer is " + runtime::to_string(c.optimizer));
   std::string why;
   if (!c.data.empty() && !exists_as(c.data, false, why)) fail("data", "no such file: " + c.data + why);
   if (!c.val_data.empty() && !exists_as(c.val_data, false, why)) fail("val-data", "no such file: " + c.val_data + why);

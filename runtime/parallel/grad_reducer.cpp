@@ -7,6 +7,7 @@
 #include "runtime/observe/trace.h"
 #include "tensor/autograd.h"
 #include "tensor/error.h"
+#include "tensor/memory_category.h"
 
 namespace st::runtime {
 
@@ -30,6 +31,8 @@ GradReducer::GradReducer(std::vector<std::pair<std::string, Tensor>> params, std
       ST_CHECK(r >= 0 && r < group_->size(), ValueError,
                "GradReducer: segment " << r << " is not a rank of group '" << group_->name() << "' (reduce_to_segment)");
   }
+  ST_CHECK(!options_.shard_gradients || options_.reduce_to_segment, ValueError,
+           "GradReducer: shard_gradients needs reduce_to_segment (an owner per bucket)");
   poll_progress_ = !group_->progresses_on_its_own();
   skip_comm_ = skip_grad_comm_env();
   ready_.assign(n, false);
@@ -58,8 +61,8 @@ bool GradReducer::layout_is_current() const {
   if (buckets_.empty()) return params_.empty();
   for (size_t k = 0; k < params_.size(); ++k) {
     const Tensor& p = params_[k].second;
-    const Tensor& flat = buckets_[bucket_of_[k]].flat;
-    if (p.dtype() != flat.dtype() || p.device() != flat.device()) return false;
+    const Bucket& b = buckets_[bucket_of_[k]];
+    if (p.dtype() != b.dtype || p.device() != b.device) return false;
   }
   return true;
 }
@@ -103,16 +106,20 @@ void GradReducer::lay_out() {
       numel += params_[k].second.numel();
     }
     const Tensor& p0 = params_[g.front()].second;
-    b.flat = Tensor::zeros({numel}, p0.dtype(), p0.device());  // (numel,)
     b.params = g;
+    b.numel = numel;
+    b.dtype = p0.dtype();
+    b.device = p0.device();
+    buckets_.push_back(std::move(b));
+    if (!released(buckets_.size() - 1))
+      buckets_.back().flat = Tensor::zeros({numel}, p0.dtype(), p0.device());  // (numel,)
     cast = cast || options_.comm_dtype != p0.dtype();
     largest = std::max(largest, numel);
-    buckets_.push_back(std::move(b));
   }
   if (cast) {  // every bucket on one device here (the model's); buffers of the largest bucket
     const int count = std::min<int>(options_.comm_buffers, static_cast<int>(buckets_.size()));
     for (int s = 0; s < count; ++s)
-      staging_.push_back(Tensor::empty({largest}, options_.comm_dtype, buckets_.front().flat.device()));  // (largest,)
+      staging_.push_back(Tensor::empty({largest}, options_.comm_dtype, buckets_.front().device));  // (largest,)
     staging_free_.assign(staging_.size(), true);
   }
 }
@@ -133,6 +140,11 @@ const Tensor& GradReducer::bucket_buffer(int64_t i) {
   return buckets_.at(static_cast<size_t>(i)).flat;
 }
 
+int64_t GradReducer::bucket_numel(int64_t i) {
+  lay_out();
+  return buckets_.at(static_cast<size_t>(i)).numel;
+}
+
 const std::vector<size_t>& GradReducer::bucket_params(int64_t i) {
   lay_out();
   return buckets_.at(static_cast<size_t>(i)).params;
@@ -142,10 +154,19 @@ void GradReducer::zero_grad() {
   lay_out();
   wait_all();
   NoGradGuard ng;
-  for (auto& b : buckets_) {
-    b.flat.fill_(0.0);
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
     b.launched = false;
     b.pending = static_cast<int>(b.params.size());
+    if (released(i)) {  // no buffer until launch: backward's own gradients until then
+      b.flat = Tensor();
+      for (size_t k : b.params) {
+        params_[k].second.zero_grad(/*set_to_none=*/true);
+        ready_[k] = false;
+      }
+      continue;
+    }
+    b.flat.fill_(0.0);
     for (size_t k : b.params) {
       Tensor view = b.flat.narrow(0, offsets_[k], params_[k].second.numel()).view(shapes_[k]);
       params_[k].second.set_grad(view);
@@ -171,6 +192,36 @@ int GradReducer::root_of(size_t i) const { return options_.segment[buckets_[i].p
 
 bool GradReducer::holds_sum(size_t i) const { return !options_.reduce_to_segment || root_of(i) == group_->rank(); }
 
+bool GradReducer::released(size_t i) const { return options_.shard_gradients && !holds_sum(i); }
+
+void GradReducer::gather_in(size_t i) {
+  // bound the buffers of other owners' buckets in flight: the oldest of them completes first
+  for (;;) {
+    size_t count = 0, oldest = buckets_.size();
+    for (size_t j : in_flight_)
+      if (released(j)) {
+        if (count++ == 0) oldest = j;
+      }
+    if (count < kShardWindow) break;
+    if (buckets_[oldest].work) buckets_[oldest].work->wait_on_stream();
+    retire(oldest);
+  }
+  Bucket& b = buckets_[i];
+  NoGradGuard ng;
+  MemoryCategoryScope mem(MemoryCategory::grads);
+  b.flat = Tensor::empty({b.numel}, b.dtype, b.device);  // (numel,)
+  for (size_t k : b.params) {
+    Tensor& p = params_[k].second;
+    Tensor view = b.flat.narrow(0, offsets_[k], p.numel());
+    const Tensor g = p.grad();
+    if (g.defined())
+      view.copy_(g.reshape({p.numel()}));
+    else
+      view.fill_(0.0);  // backward did not reach it: a zero gradient
+    p.zero_grad(/*set_to_none=*/true);  // the engine's tensor is freed here
+  }
+}
+
 int GradReducer::take_staging() {
   for (;;) {
     for (size_t s = 0; s < staging_free_.size(); ++s)
@@ -193,12 +244,14 @@ void GradReducer::launch(size_t i, bool from_finalize) {
   launches_.push_back({static_cast<int64_t>(i), hooks_seen_, from_finalize, b.t_launch});
   ++stats_.buckets_launched;
   if (group_->size() == 1) return;  // nothing to reduce
+  if (released(i)) gather_in(i);
   NoGradGuard ng;
   Tensor buf = b.flat;
   if (b.flat.dtype() != options_.comm_dtype) {
     b.staging = take_staging();
-    buf = staging_[static_cast<size_t>(b.staging)].narrow(0, 0, b.flat.numel());
+    buf = staging_[static_cast<size_t>(b.staging)].narrow(0, 0, b.numel);
     buf.copy_(b.flat);  // (numel,) in comm dtype
+    if (released(i)) b.flat = Tensor();  // the staged copy is what goes out
   }
   b.t_launch_us = trace::now_us();
   if (!skip_comm_) {
@@ -229,7 +282,7 @@ void GradReducer::retire(size_t i) {
   Bucket& b = buckets_[i];
   if (b.staging >= 0) {
     NoGradGuard ng;
-    if (holds_sum(i)) b.flat.copy_(staging_[static_cast<size_t>(b.staging)].narrow(0, 0, b.flat.numel()));
+    if (holds_sum(i)) b.flat.copy_(staging_[static_cast<size_t>(b.staging)].narrow(0, 0, b.numel));
     staging_free_[static_cast<size_t>(b.staging)] = true;
     b.staging = -1;
   }
@@ -238,6 +291,7 @@ void GradReducer::retire(size_t i) {
                   b.t_launch_us, trace::now_us());
   if (b.work && !b.work->is_completed()) unsettled_.push_back(std::move(b.work));
   b.work.reset();
+  if (released(i)) b.flat = Tensor();  // another rank's sum: this rank's copy is no longer needed
   in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), i));
 }
 

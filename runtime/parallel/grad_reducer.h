@@ -41,6 +41,16 @@
 // waits for the oldest bucket in flight. Beside the gradients the reducer so holds at most
 // comm_buffers buckets, never a copy of every gradient.
 //
+// ZeRO-2 (shard_gradients, with reduce_to_segment): a bucket another rank owns has no buffer
+// between steps. Its parameters' .grad() are the engine's own tensors while backward accumulates
+// them (with gradient accumulation: full-size until the last micro-batch, whose backward
+// communicates); when the bucket is final (launch) its buffer is allocated, the gradients are
+// copied in and dropped, and the buffer is freed as soon as the reduce to its owner completes
+// (retire). At most kShardWindow such buffers are in flight (launching one more first waits for
+// the oldest), so the gradient memory of a rank is its own buckets (≈ 1/dp of the model) plus the
+// gradients backward holds for buckets not yet final plus kShardWindow buckets — and after
+// finish() its own buckets only.
+//
 // The buckets are laid out (and their buffers allocated) at the first zero_grad(), in the dtype
 // and on the device the parameters have then — the trainer casts them to the compute dtype when
 // it is built, after the reducer — and laid out again if that changes.
@@ -79,7 +89,13 @@ struct ReducerOptions {
   // first, since after a reduce only the owner holds the group's sum).
   std::set<std::string> launch_in_finalize;
   int comm_buffers = 2;  // communication buffers when comm_dtype differs (≥ 1)
+  // ZeRO-2 (needs reduce_to_segment): buckets of other segments hold memory only from their
+  // launch until their reduce completes (see the top note).
+  bool shard_gradients = false;
 };
+
+// ZeRO-2: buckets of other owners in flight at once (their buffers exist only then).
+constexpr size_t kShardWindow = 2;
 
 struct ReducerStats {
   int64_t steps = 0;                 // finalize() calls
@@ -124,10 +140,14 @@ class GradReducer {
   // Bucket i's flat gradient buffer (numel,) in the parameters' dtype, and its parameters
   // (indices into the constructor's list) with their offsets in it: ZeRO reuses the buffer to
   // send updated values back after the optimizer step.
+  // Under shard_gradients a bucket this rank does not own has no buffer (undefined) outside
+  // its reduce.
   const Tensor& bucket_buffer(int64_t i);
+  int64_t bucket_numel(int64_t i);
   const std::vector<size_t>& bucket_params(int64_t i);
   int64_t offset_in_bucket(size_t param_index) const { return offsets_.at(param_index); }
   bool skips_comm() const { return skip_comm_; }
+  const ReducerOptions& options() const { return options_; }
 
   const std::vector<BucketLaunch>& launches() const { return launches_; }
   int64_t hooks_seen() const { return hooks_seen_; }  // grad-ready hooks so far in this step
@@ -136,7 +156,10 @@ class GradReducer {
 
  private:
   struct Bucket {
-    Tensor flat;                 // (numel,) in the parameters' dtype; grads are views of it
+    Tensor flat;                 // (numel,) in the parameters' dtype; grads are views of it (undefined: released())
+    int64_t numel = 0;
+    DType dtype = DType::f32;
+    Device device = Device::cpu;
     std::vector<size_t> params;  // indices into params_
     int pending = 0;
     bool launched = false;
@@ -151,6 +174,8 @@ class GradReducer {
   void launch(size_t i, bool from_finalize);
   int root_of(size_t i) const;       // reduce_to_segment: the rank bucket i is reduced to
   bool holds_sum(size_t i) const;    // this rank receives bucket i's sum
+  bool released(size_t i) const;     // shard_gradients and another rank's: no buffer between steps
+  void gather_in(size_t i);          // released(i) at launch: allocate, copy the grads in, drop them
   int take_staging();                // a free communication buffer (waits for the oldest bucket if none)
   void poll_in_flight();             // MPI progress; retires what completed
   // After completion, or after its stream wait: cast back, free the buffer, trace; a Work the host

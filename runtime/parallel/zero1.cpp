@@ -1,6 +1,7 @@
 #include "runtime/parallel/zero1.h"
 
 #include <algorithm>
+#include <deque>
 
 #include "runtime/common/partition.h"
 #include "runtime/common/timing.h"
@@ -98,24 +99,40 @@ void Zero1::broadcast_updates() {
     const Tensor& p = params_[k].second;
     return flat.narrow(0, reducer_.offset_in_bucket(k), p.numel()).view(p.shape());
   };
-  std::vector<comm::WorkPtr> works;
+  // ZeRO-1: every bucket's broadcast in flight at once, each in its gradient buffer. ZeRO-2: a
+  // bucket of another owner has no buffer, so it receives into one of its own, and at most
+  // kShardWindow of those exist at once (the oldest is unpacked and freed first).
+  const bool windowed = reducer_.options().shard_gradients;
+  std::vector<comm::WorkPtr> works(static_cast<size_t>(buckets));
+  std::vector<Tensor> bufs(static_cast<size_t>(buckets));  // (numel,) each, while in flight
+  std::deque<int64_t> open;
+  auto unpack = [&](int64_t i) {
+    works[static_cast<size_t>(i)]->wait_on_stream();  // the copies out queue behind it (a host wait on MPI)
+    Tensor& flat = bufs[static_cast<size_t>(i)];
+    if (owner_of_[reducer_.bucket_params(i).front()] != rank)
+      for (size_t k : reducer_.bucket_params(i)) {
+        Tensor p = params_[k].second.detach();
+        p.copy_(view(flat, k));
+      }
+    flat = Tensor();
+  };
   for (int64_t i = 0; i < buckets; ++i) {  // every rank in bucket order
-    const Tensor& flat = reducer_.bucket_buffer(i);  // (numel,): the bucket's gradients, now its values
-    const int owner = owner_of_[reducer_.bucket_params(i).front()];
+    Tensor flat = reducer_.bucket_buffer(i);  // (numel,): the bucket's gradients, now its values
+    const size_t k0 = reducer_.bucket_params(i).front();
+    if (!flat.defined()) flat = Tensor::empty({reducer_.bucket_numel(i)}, params_[k0].second.dtype(), params_[k0].second.device());
+    const int owner = owner_of_[k0];
     if (owner == rank)
       for (size_t k : reducer_.bucket_params(i)) view(flat, k).copy_(params_[k].second.detach());
-    works.push_back(dp_->broadcast(flat, owner));
+    works[static_cast<size_t>(i)] = dp_->broadcast(flat, owner);
+    bufs[static_cast<size_t>(i)] = flat;
     stats_.bytes_broadcast += static_cast<int64_t>(flat.nbytes());
-  }
-  for (int64_t i = 0; i < buckets; ++i) {
-    works[static_cast<size_t>(i)]->wait_on_stream();  // the copies out queue behind it (a host wait on MPI)
-    const Tensor& flat = reducer_.bucket_buffer(i);
-    if (owner_of_[reducer_.bucket_params(i).front()] == rank) continue;
-    for (size_t k : reducer_.bucket_params(i)) {
-      Tensor p = params_[k].second.detach();
-      p.copy_(view(flat, k));
+    open.push_back(i);
+    if (windowed && open.size() > kShardWindow) {
+      unpack(open.front());
+      open.pop_front();
     }
   }
+  for (int64_t i : open) unpack(i);
   broadcasts_ = std::move(works);  // the host sees them complete at the next zero_grad()
   ++stats_.broadcasts;
   stats_.broadcast_ms += ms_since(t0);

@@ -1,6 +1,12 @@
 // ZeRO-1: each DP rank owns a contiguous run of the parameters and keeps the optimizer state
 // (and, in fp16/bf16, the f32 master weights) of that run only; the gradients go to the owners
 // per bucket during backward, and the owners' updated values come back per bucket after the step.
+// ZeRO-2 (--zero 2) is the same with ReducerOptions::shard_gradients: a rank keeps the gradient
+// buckets of its own run only; another owner's bucket is allocated when it is final, the
+// gradients backward made for it copied in and freed, and freed itself once reduced to its owner
+// (grad_reducer.h), and its updated values arrive in a buffer of their own (at most kShardWindow
+// at once). With gradient accumulation the full gradients are kept until the last micro-batch,
+// whose backward communicates (one reduce per bucket per step, as ZeRO-1).
 //
 // Ownership. Parameters (an identical list on every rank of `dp`) are cut into dp contiguous runs
 // in registration order, balanced by bytes: the cut that minimises the largest run
@@ -20,7 +26,8 @@
 // ReducerOptions::comm_buffers bucket-sized buffers when the comm dtype differs — no buffer of
 // every gradient or value besides.
 //
-// Which collective reduces a bucket to its one owner (ring / pipelined algorithms; n bytes of one
+// Which collective reduces a bucket to its one owner (ZeRO-2's "reduce-scatter" is this too: over
+// a step, each rank receives the sums of its own buckets only) (ring / pipelined algorithms; n bytes of one
 // bucket, P bytes of all gradients per step in the comm dtype; bytes each rank sends):
 //   all_reduce, non-owners unused       2(dp−1)/dp · n     per step 2(dp−1)/dp · P
 //   reduce to the owner                 ≤ n                per step ≤ P; (dp−1)·P over all ranks  ← this one

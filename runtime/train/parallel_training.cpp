@@ -102,8 +102,9 @@ ReducerOptions reducer_options(const TrainConfig& cfg) {
   return ro;
 }
 
-// ZeRO-1 (dp > 1): each DP rank's optimizer owns a contiguous run of the parameters; the
-// gradients reach the owners bucket by bucket during the last backward. With tp > 1 each tp
+// ZeRO-1 and -2 (dp > 1): each DP rank's optimizer owns a contiguous run of the parameters; the
+// gradients reach the owners bucket by bucket during the last backward (ZeRO-2: the other
+// owners' buckets are freed as soon as they are reduced, grad_reducer.h). With tp > 1 each tp
 // rank's dp group shards that rank's own (tp-sharded) list; the shard shapes are equal across
 // tp ranks, so every tp rank owns the same names and the norm weights still count a replicated
 // tensor once (tests: dp 2 × tp 2 with zero 1 equals one process). Each bucket is reduced to its
@@ -112,6 +113,7 @@ ReducerOptions reducer_options(const TrainConfig& cfg) {
 std::shared_ptr<ZeroSync> wire_zero(const Job& job, const LanguageModel& model, const std::vector<TiedWeight>& tied,
                                     TrainerWiring& w) {
   ReducerOptions ro = reducer_options(job.cfg);
+  ro.shard_gradients = job.cfg.zero >= 2;  // ZeRO-2: other owners' buckets freed once reduced
   for (const TiedWeight& t : tied) ro.launch_in_finalize.insert(t.name);
   auto zero1 = std::make_shared<Zero1>(model.named_parameters(), job.grid.dp_group(), ro);
   for (auto& [name, p] : model.named_parameters())
@@ -164,7 +166,7 @@ void print_summary(const Job& job, const GradReducer* reducer, const Zero1* zero
   if (reducer && reducer->stats().steps > 0) {
     const ReducerStats& s = reducer->stats();
     const double steps = static_cast<double>(s.steps);
-    std::cout << (zero ? "zero 1" : "data parallel") << ": " << s.buckets_launched / s.steps << " buckets per step ("
+    std::cout << (zero ? "zero " + std::to_string(job.cfg.zero) : std::string("data parallel")) << ": " << s.buckets_launched / s.steps << " buckets per step ("
               << s.launched_early << " of " << s.buckets_launched << " launched before backward ended), "
               << static_cast<double>(s.bytes) / steps / (1 << 20) << " MiB per step; finish() waited "
               << s.wait_ms / steps << " ms per step";

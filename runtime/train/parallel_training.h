@@ -8,9 +8,9 @@
 //   pipeline     pp > 1: the stage's slice of layers (runtime/pipeline/stage_model.h, split by
 //                --partition from the description), driven by a schedule (runtime/train/pipeline_source.h)
 //   tensor par.  tp > 1: the family's tensor-parallel model; replicated tensors counted once
-//   ZeRO-1       --zero 1, dp > 1: each DP rank's optimizer owns a shard; gradient buckets (never
+//   ZeRO-1/2     --zero 1|2, dp > 1: each DP rank's optimizer owns a shard; gradient buckets (never
 //                two owners') reduced to their owner during the last backward, updated values
-//                broadcast back
+//                broadcast back; --zero 2 frees the buckets of other owners once reduced
 //   data par.    dp > 1 otherwise: a GradReducer all-reduces bucketed gradients during the last
 //                micro-batch's backward, in the order they become ready
 //   tied weights the GPT's wte in the first and the last stage: the two gradients summed over a

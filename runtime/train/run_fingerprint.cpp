@@ -82,7 +82,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"seed", std::to_string(c.seed)},
       {"recompute", flag(c.recompute)},
       {"tf32", flag(c.tf32)},
-      {"zero", flag(c.zero)},
+      {"zero", num(c.zero)},
       {"grad-comm-dtype", to_string(c.grad_comm_dtype)},
       {"bucket-mb", num(c.bucket_mb)},
       {"max-memory", num(c.max_memory_gib)},

@@ -37,14 +37,14 @@ void expect_usage_error(const std::vector<std::string>& args, const std::vector<
 TEST(LaunchConfig, DefaultsFileThenFlags) {
   std::string y = temp_yaml("order.yaml", "layers: 6\nd-model: 96\nheads: 3\nlr: 0.01\nresume: false\nprecision: bf16\n");
   // flags before --config still override the file
-  TrainConfig c = parse_train_args({"--lr", "0.5", "--config", y, "--heads=6", "--micro-batch", "3", "--zero", "--recompute", "0"});
+  TrainConfig c = parse_train_args({"--lr", "0.5", "--config", y, "--heads=6", "--micro-batch", "3", "--zero", "2", "--recompute", "0"});
   EXPECT_EQ(c.layers, 6);        // file
   EXPECT_EQ(c.d_model, 96);      // file
   EXPECT_EQ(c.heads, 6);         // flag over file
   EXPECT_DOUBLE_EQ(c.lr, 0.5);   // flag over file
   EXPECT_EQ(c.micro_batch, 3);   // flag over default
   EXPECT_EQ(runtime::to_string(c.precision), "bf16");
-  EXPECT_TRUE(c.zero);           // a switch without a value
+  EXPECT_EQ(c.zero, 2);          // a ZeRO stage
   EXPECT_FALSE(c.recompute);
   EXPECT_EQ(c.vocab, TrainConfig{}.vocab);  // default kept
   EXPECT_EQ(c.grad_accum, 1);
@@ -126,7 +126,10 @@ TEST(LaunchConfig, BadValuesNameTheKeyAndTheFile) {
   y = temp_yaml("badenum.yaml", "precision: fp8\n");
   expect_usage_error({"--config", y}, {y, "key 'precision'", "expected one of fp32|fp16|bf16, got 'fp8'"});
   expect_usage_error({"--micro-batch", "8x"}, {"flag --micro-batch", "expected an integer, got '8x'"});
-  expect_usage_error({"--zero", "maybe"}, {"unexpected argument 'maybe'"});  // not a bool: a stray argument
+  expect_usage_error({"--zero", "maybe"}, {"flag --zero", "expected an integer, got 'maybe'"});
+  expect_usage_error({"--zero", "4"}, {"--zero", "must be 0, 1 or 2", "got 4"});
+  expect_usage_error({"--zero", "-1"}, {"--zero", "must be 0, 1 or 2"});
+  expect_usage_error({"--zero", "3"}, {"--zero", "not implemented"});
   expect_usage_error({"--recompute=2"}, {"flag --recompute", "expected 0|1"});
   expect_usage_error({"--lr", "nan"}, {"flag --lr", "finite"});
   expect_usage_error({"--seed", "-1"}, {"flag --seed", "non-negative integer"});

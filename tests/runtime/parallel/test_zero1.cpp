@@ -1,4 +1,4 @@
-// Zero1 under mpirun (np 1–4): the ownership partition (contiguous, covering, byte-balanced
+// Zero1 under mpirun (np 1–4), and ZeRO-2 (its gradient shards, the same steps): the ownership partition (contiguous, covering, byte-balanced
 // against a brute-force optimum, fewer parameters than ranks); buckets that never hold two
 // owners' parameters; the reduced gradients after two accumulated backward passes against the
 // closed-form sum over ranks, every element, with several buckets launched during the last
@@ -124,12 +124,15 @@ void check_partition(const Zero1& z, const NamedTensors& ps) {
   EXPECT_EQ(total, count);
 }
 
-void run_step(DType dt, size_t count, DType comm_dt) {
+// shard: ZeRO-2 (ReducerOptions::shard_gradients): the same sums on the owners, and no gradient
+// nor bucket buffer of another owner's parameters left after the reduce.
+void run_step(DType dt, size_t count, DType comm_dt, bool shard = false) {
   const int n = world()->size(), rank = world()->rank();
   auto ps = make_params(count, dt);
   ReducerOptions opt;  // buckets of ~200 bytes: several per owner
   opt.first_bucket_bytes = opt.bucket_bytes = 200;
   opt.comm_dtype = comm_dt;
+  opt.shard_gradients = shard;
   Zero1 z(ps, world(), opt);
   check_partition(z, ps);
   GradReducer& red = z.reducer();
@@ -163,10 +166,17 @@ void run_step(DType dt, size_t count, DType comm_dt) {
           << name << "[" << j << "]";
     }
   }
+  // ZeRO-2: another owner's parameters hold no gradient, their buckets no buffer.
+  if (shard) {
+    for (size_t i = 0; i < ps.size(); ++i)
+      if (!z.owns(ps[i].first)) EXPECT_FALSE(ps[i].second.grad().defined()) << ps[i].first << ": kept under ZeRO-2";
+    for (int64_t b = 0; b < red.num_buckets(); ++b)
+      EXPECT_EQ(red.bucket_buffer(b).defined(), z.owns(ps[red.bucket_params(b).front()].first)) << "bucket " << b;
+  }
   // Each bucket is reduced to its owner only (comm reduce, not an all-reduce): every parameter this
   // rank does not own still holds this rank's own accumulated gradient, exactly (integers ≤ 96).
   for (size_t i = 0; i < ps.size(); ++i) {
-    if (n == 1 || z.owns(ps[i].first)) continue;
+    if (shard || n == 1 || z.owns(ps[i].first)) continue;
     auto g = ps[i].second.grad().to_double();
     for (int64_t j = 0; j < ps[i].second.numel(); ++j)
       ASSERT_EQ(g[static_cast<size_t>(j)], coef(rank, i, j, 1.0) + coef(rank, i, j, 2.0))
@@ -204,10 +214,16 @@ void run_step(DType dt, size_t count, DType comm_dt) {
     EXPECT_EQ(z.stats().bytes_broadcast, total * static_cast<int64_t>(dtype_size(dt)));
   }
 
-  // the next step starts from zero gradients everywhere (the buffers carried values meanwhile)
+  // the next step starts from zero gradients everywhere (the buffers carried values meanwhile);
+  // ZeRO-2: none at all for another owner's parameters
   z.zero_grad();
-  for (auto& [name, p] : ps)
+  for (auto& [name, p] : ps) {
+    if (shard && !z.owns(name)) {
+      EXPECT_FALSE(p.grad().defined()) << name;
+      continue;
+    }
     for (double g : p.grad().to_double()) ASSERT_EQ(g, 0.0) << name;
+  }
 }
 }  // namespace
 
@@ -255,6 +271,11 @@ TEST(Zero1, StepBf16) { run_step(DType::bf16, 7, DType::bf16); }
 TEST(Zero1, StepBf16CommunicatedInF32) { run_step(DType::bf16, 7, DType::f32); }
 TEST(Zero1, StepF32CommunicatedInBf16) { run_step(DType::f32, 7, DType::bf16); }
 TEST(Zero1, StepWithIdleRanks) { run_step(DType::f32, 2, DType::f32); }
+TEST(Zero2, StepF32) { run_step(DType::f32, 7, DType::f32, /*shard=*/true); }
+TEST(Zero2, StepBf16) { run_step(DType::bf16, 7, DType::bf16, true); }
+TEST(Zero2, StepBf16CommunicatedInF32) { run_step(DType::bf16, 7, DType::f32, true); }
+TEST(Zero2, StepF32CommunicatedInBf16) { run_step(DType::f32, 7, DType::bf16, true); }
+TEST(Zero2, StepWithIdleRanks) { run_step(DType::f32, 2, DType::f32, true); }
 
 // Optimizer state and masters of a GPT (bf16 compute, so AdamW keeps f32 masters) at dp 2 and 4
 // (dp 2 at np 4: two groups of 2): on each rank exactly 8 bytes of state and 4 of master per

@@ -405,8 +405,11 @@ TEST(Layouts, TensorParallelEqualsOneProcess) {
     c.pp = 1;
     c.dp = 2;
     expect_same(run_layout(c, "dp2tp2"), reference(c, 2), "dp 2 × tp 2");
-    c.zero = true;  // each tp rank's shards split over its dp group
-    expect_same(run_layout(c, "dp2tp2zero"), reference(c, 2), "dp 2 × tp 2, zero 1");
+    c.zero = 1;  // each tp rank's shards split over its dp group
+    const Curve want = reference(c, 2);
+    expect_same(run_layout(c, "dp2tp2zero"), want, "dp 2 × tp 2, zero 1");
+    c.zero = 2;
+    expect_same(run_layout(c, "dp2tp2zero2"), want, "dp 2 × tp 2, zero 2");
   }
 }
 
@@ -433,54 +436,60 @@ TEST(Layouts, ResumeTensorParallelCheckpointAsPipeline) {
   expect_same(run_layout(b, "tp_b"), want, "tp checkpoint resumed as pp", 3);
 }
 
-TEST(Layouts, ZeroOneEqualsOneProcess) {
+// ZeRO-1 and ZeRO-2 (the same function; ZeRO-2 frees the other owners' gradient buckets once
+// reduced): dp n, with pp 2 (strict p2p in the P2P_STRICT twin), with accumulation (K = 2 in
+// base_config), small buckets, bf16 gradient communication, bf16.
+TEST(Layouts, ZeroEqualsOneProcess) {
   const int n = world_size();
-  TrainConfig c = base_config();
-  c.dp = n;
-  c.zero = true;
-  Curve want = reference(c, n);
-  expect_same(run_layout(c, "zero1"), want, "dp " + std::to_string(n) + " zero 1");
-  if (n % 2 == 0 && n > 2) {
-    c.dp = n / 2;
-    c.pp = 2;
-    expect_same(run_layout(c, "zero1_pp2"), reference(c, n / 2), "zero 1 with pp 2");
-  }
-  // small buckets (10 KiB of a ~0.2 MB model: many per owner, launched during backward)
-  c = base_config();
-  c.dp = n;
-  c.zero = true;
-  c.bucket_mb = 0.01;
-  testing::internal::CaptureStdout();
-  Curve small = run_layout(c, "zero1_buckets");
-  const std::string log = testing::internal::GetCapturedStdout();
-  expect_same(small, want, "dp " + std::to_string(n) + " zero 1, --bucket-mb 0.01");
-  if (n > 1 && world_rank() == 0) {  // the run summary: "zero 1: N buckets per step (...)"
-    const size_t at = log.find("zero 1: ");
-    ASSERT_NE(at, std::string::npos) << log;
-    EXPECT_GE(std::stoi(log.substr(at + 8)), 10) << "--bucket-mb 0.01 ignored under --zero 1: " << log.substr(at, 80);
-  }
-  // bf16 gradient communication: within the 1 % of the plain-DP bf16 case below, and not the
-  // f32 curve bit for bit (the option is applied)
-  if (n > 1) {
-    c.grad_comm_dtype = Precision::bf16;
-    Curve bf = run_layout(c, "zero1_bf16comm");
-    ASSERT_EQ(bf.loss.size(), want.loss.size());
-    bool differs = false;
-    for (size_t i = 0; i < bf.loss.size(); ++i) {
-      EXPECT_NEAR(bf.loss[i], want.loss[i], 0.01 * want.loss[i]) << "zero 1, bf16 comm, step " << i + 1;
-      EXPECT_NEAR(bf.grad_norm[i], want.grad_norm[i], 0.01 * want.grad_norm[i]) << "zero 1, bf16 comm, step " << i + 1;
-      differs = differs || bf.grad_norm[i] != small.grad_norm[i];
+  for (int64_t stage : {1, 2}) {
+    const std::string z = "zero " + std::to_string(stage), tag = "zero" + std::to_string(stage);
+    TrainConfig c = base_config();
+    c.dp = n;
+    c.zero = stage;
+    Curve want = reference(c, n);
+    expect_same(run_layout(c, tag), want, "dp " + std::to_string(n) + " " + z);
+    if (n % 2 == 0 && n > 2) {
+      c.dp = n / 2;
+      c.pp = 2;
+      expect_same(run_layout(c, tag + "_pp2"), reference(c, n / 2), z + " with pp 2");
     }
-    EXPECT_TRUE(differs) << "--grad-comm-dtype bf16 ignored under --zero 1";
+    // small buckets (10 KiB of a ~0.2 MB model: many per owner, launched during backward)
+    c = base_config();
+    c.dp = n;
+    c.zero = stage;
+    c.bucket_mb = 0.01;
+    testing::internal::CaptureStdout();
+    Curve small = run_layout(c, tag + "_buckets");
+    const std::string log = testing::internal::GetCapturedStdout();
+    expect_same(small, want, "dp " + std::to_string(n) + " " + z + ", --bucket-mb 0.01");
+    if (n > 1 && world_rank() == 0) {  // the run summary: "zero N: B buckets per step (...)"
+      const size_t at = log.find(z + ": ");
+      ASSERT_NE(at, std::string::npos) << log;
+      EXPECT_GE(std::stoi(log.substr(at + 8)), 10) << "--bucket-mb 0.01 ignored under --" << z << ": " << log.substr(at, 80);
+    }
+    // bf16 gradient communication: within the 1 % of the plain-DP bf16 case below, and not the
+    // f32 curve bit for bit (the option is applied)
+    if (n > 1) {
+      c.grad_comm_dtype = Precision::bf16;
+      Curve bf = run_layout(c, tag + "_bf16comm");
+      ASSERT_EQ(bf.loss.size(), want.loss.size());
+      bool differs = false;
+      for (size_t i = 0; i < bf.loss.size(); ++i) {
+        EXPECT_NEAR(bf.loss[i], want.loss[i], 0.01 * want.loss[i]) << z << ", bf16 comm, step " << i + 1;
+        EXPECT_NEAR(bf.grad_norm[i], want.grad_norm[i], 0.01 * want.grad_norm[i]) << z << ", bf16 comm, step " << i + 1;
+        differs = differs || bf.grad_norm[i] != small.grad_norm[i];
+      }
+      EXPECT_TRUE(differs) << "--grad-comm-dtype bf16 ignored under --" << z;
+    }
+    // bf16 with f32 masters sharded: within 2% of the f32 curve
+    c = base_config();
+    c.dp = n;
+    c.zero = stage;
+    c.precision = Precision::bf16;
+    Curve got = run_layout(c, tag + "_bf16");
+    ASSERT_EQ(got.loss.size(), want.loss.size());
+    for (size_t i = 0; i < got.loss.size(); ++i) EXPECT_NEAR(got.loss[i], want.loss[i], 0.02 * want.loss[i]) << z;
   }
-  // bf16 with f32 masters sharded: within 2% of the f32 curve
-  c = base_config();
-  c.dp = n;
-  c.zero = true;
-  c.precision = Precision::bf16;
-  Curve got = run_layout(c, "zero1_bf16");
-  ASSERT_EQ(got.loss.size(), want.loss.size());
-  for (size_t i = 0; i < got.loss.size(); ++i) EXPECT_NEAR(got.loss[i], want.loss[i], 0.02 * want.loss[i]);
 }
 
 TEST(Layouts, ResumeZeroCheckpointWithoutZero) {
@@ -491,7 +500,7 @@ TEST(Layouts, ResumeZeroCheckpointWithoutZero) {
   Curve want = reference(c, n);  // global batch 2n
   TrainConfig a = c;
   a.dp = n;
-  a.zero = true;
+  a.zero = 2;  // its optimizer state as sharded as zero 1's (ResumeZeroTensorParallel… writes zero 1)
   a.steps = 3;
   a.checkpoint_dir = work_dir() + "/ckpt_zero";
   if (world_rank() == 0) fs::remove_all(a.checkpoint_dir);
@@ -508,7 +517,7 @@ TEST(Layouts, ResumeZeroCheckpointWithoutZero) {
     b.micro_batch = 2;
     b.grad_accum = 2;
   }
-  expect_same(run_layout(b, "zero_b"), want, "resumed without zero", 3);
+  expect_same(run_layout(b, "zero_b"), want, "zero 2 checkpoint resumed without zero", 3);
 }
 
 TEST(Layouts, ResumeZeroTensorParallelCheckpointElsewhere) {
@@ -683,7 +692,7 @@ TEST(Layouts, Fp16OverflowSkippedByEveryRank) {
 }
 
 // Every axis at once (8 ranks: dp 2 × tp 2 × pp 2), with ZeRO-1 and recompute, and the interleaved
-// schedule: the one-process curve.
+// schedule with ZeRO-2: the one-process curve.
 TEST(Layouts, EveryAxisAtOnce) {
   if (world_size() != 8) GTEST_SKIP() << "dp 2 × tp 2 × pp 2 needs 8 ranks (ctest: test_layouts_np8)";
   TrainConfig c = base_config();
@@ -700,7 +709,8 @@ TEST(Layouts, EveryAxisAtOnce) {
   expect_same(run_layout(c, "dp2tp2pp2_zero_rc"), want, "dp 2 × tp 2 × pp 2, zero 1, recompute");
   c.schedule = Schedule::interleaved;
   c.virtual_stages = 2;
-  expect_same(run_layout(c, "dp2tp2pp2_interleaved"), want, "dp 2 × tp 2 × pp 2, interleaved v 2, zero 1");
+  c.zero = 2;
+  expect_same(run_layout(c, "dp2tp2pp2_interleaved"), want, "dp 2 × tp 2 × pp 2, interleaved v 2, zero 2");
 }
 
 int main(int argc, char** argv) {

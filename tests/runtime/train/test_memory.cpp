@@ -23,6 +23,7 @@
 #include "comm/process_grid.h"
 #include "runtime/data/token_data.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/parallel/zero1.h"
 #include "runtime/train/model_registry.h"
 #include "runtime/train/parallel_training.h"
 #include "runtime/train/train_checkpoint.h"
@@ -207,6 +208,50 @@ TEST(Memory, ZeroOneShardsTheOptimizerState) {
     expect_bytes(got[r].grads, kModel, "zero 1 grads, rank " + std::to_string(r));
     expect_bytes(got[r].optim, 2 * kModel / world_size(), "zero 1 optimizer state, rank " + std::to_string(r),
                  2 * 4.0 * kLargest);
+  }
+}
+
+// ZeRO-2: besides ZeRO-1's optimizer shard, a rank keeps only its own buckets' gradients; a
+// bucket another rank owns exists from its launch (backward's gradients copied in and freed)
+// until its reduce to the owner completes, at most kShardWindow of them at once
+// (runtime/parallel/grad_reducer.h). Closed form of the gradients' peak in one step of one
+// micro-batch, with buckets of one parameter each (--bucket-mb below the smallest weight):
+//   owned  ≤  peak  ≤  owned + (kShardWindow + 2) · kLargest
+// (kShardWindow buckets in flight, one of them just allocated while backward's tensor is copied
+// into it, and one kLargest for the small gradients backward holds beside them whose buckets are
+// not final yet — biases, LayerNorms, wpe: measured 768 elements at most), and owned = this
+// rank's run of Zero1's ownership (≈ kModel / dp ± one tensor). At dp 2 the upper bound is 82 %
+// of the whole model's gradients, at dp 4 57 %: keeping the full gradients fails it. With grad-accum 2 the full gradients are kept until the last micro-batch (whose backward
+// communicates): the peak is the whole model's, plus the same buckets in flight.
+TEST(Memory, ZeroTwoShardsTheGradients) {
+  TrainConfig c = base();
+  c.dp = world_size();
+  c.zero = 2;
+  c.grad_accum = 1;
+  c.bucket_mb = 1e-4;  // 105 bytes: one parameter per bucket
+  std::vector<int64_t> owned;
+  {
+    auto model = build_model(c);
+    auto world = comm::make_communicator("mpi", std::chrono::seconds(60)).world;
+    Zero1 z(model->named_parameters(), world);
+    for (int r = 0; r < world_size(); ++r) owned.push_back(z.owned_numel(r));
+  }
+  const int64_t window = 4 * (static_cast<int64_t>(kShardWindow) + 2) * kLargest;  // bytes
+  for (int64_t k : {1, 2}) {
+    c.grad_accum = k;
+    const std::vector<Bytes> got = measure(c, "zero2_k" + std::to_string(k));
+    for (size_t r = 0; r < got.size(); ++r) {
+      const std::string w = "zero 2, grad-accum " + std::to_string(k) + ", rank " + std::to_string(r);
+      expect_bytes(got[r].params, kModel, w + " params");
+      expect_bytes(got[r].optim, 2 * owned[r], w + " optimizer state");
+      const int64_t floor = 4 * (k == 1 ? owned[r] : kModel);
+      EXPECT_GE(got[r].grads, floor) << w << " grads";
+      EXPECT_LE(got[r].grads, floor + window) << w << " grads: more than its shard and the buckets in flight";
+      if (world_rank() == 0)
+        std::printf("%s: grads peak %lld bytes (own shard %lld, whole model %lld)\n", w.c_str(),
+                    static_cast<long long>(got[r].grads), static_cast<long long>(4 * owned[r]),
+                    static_cast<long long>(4 * kModel));
+    }
   }
 }
 
