@@ -172,7 +172,23 @@ TEST(GpuOps, MatmulTf32IsOptInAndWithinItsBound) {
   auto [on, on_ok] = worst(tf32_bound);
   ops::cuda::set_gemm_allow_tf32(false);
   EXPECT_TRUE(on_ok) << "TF32 on: worst |gpu - cpu| / S " << on << " > " << tf32_bound;
-  EXPECT_GT(on, f32_bound) << "TF32 on gave an exact-f32 product: the switch does not reach cuBLAS";
+  // Random inputs cannot tell TF32 from f32: their rounding errors mostly cancel (measured 5.5e-5, under
+  // the f32 bound, on the H200). An input whose low mantissa bits TF32 must drop can: 1 + 2^-12 has its
+  // last set bit 12 places down, TF32 keeps 10, so every product loses exactly 2^-12 and the sum of
+  // K = 128 of them is 128 + 2^-5 in f32 (exact) but 128 under TF32 — a relative error of 2.4e-4,
+  // sixteen times the f32 bound of 2·128·2^-24.
+  const int64_t D = 128;
+  const Tensor ones_eps = Tensor::from_vector(std::vector<float>(D * D, 1.0f + std::ldexp(1.0f, -12)), {D, D});
+  const Tensor ones = Tensor::from_vector(std::vector<float>(D * D, 1.0f), {D, D});
+  auto corner = [&] {  // (0, 0) of the (D, D) product on the GPU
+    return ops::matmul(ones_eps.to(Device::cuda), ones.to(Device::cuda)).to(Device::cpu).to_float()[0];
+  };
+  const float exact = 128.0f + std::ldexp(1.0f, -5);
+  EXPECT_EQ(corner(), exact) << "TF32 off must be exact f32 on this input";
+  ops::cuda::set_gemm_allow_tf32(true);
+  const float rounded = corner();
+  ops::cuda::set_gemm_allow_tf32(false);
+  EXPECT_EQ(rounded, 128.0f) << "TF32 on gave " << rounded << ": the switch does not reach cuBLAS";
   auto [again, again_ok] = worst(f32_bound);
   EXPECT_TRUE(again_ok) << "TF32 switched off again: worst " << again;
   std::printf("f32 GEMM K %lld: worst |gpu - cpu| / S: exact %.3g (bound %.3g), TF32 %.3g (bound %.3g)\n",
