@@ -66,6 +66,21 @@ Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
 
 Tensor mean(const Tensor& x) { return scale(sum(x), 1.0 / static_cast<double>(x.numel())); }
 
+Tensor argmax(const Tensor& x) {
+  check_defined("argmax", {x});
+  check_floating("argmax", x);
+  ST_CHECK(x.dim() >= 1 && x.size(-1) > 0, ShapeError, "argmax: needs a non-empty last dim, got " << shape_str(x.shape()));
+  Shape lead(x.shape().begin(), x.shape().end() - 1);
+  const int64_t V = x.size(-1), R = x.numel() / V;
+  Tensor rows = x.contiguous().reshape({R, V});  // (R, V)
+  Tensor out = Tensor::empty({R}, DType::i64, x.device());
+  if (x.is_cuda())
+    cuda::argmax_fwd(rows, out);
+  else
+    cpu::argmax_fwd(rows, out);
+  return out.view(lead);
+}
+
 Tensor expand(const Tensor& x, const Shape& shape) {
   Shape b = broadcast_shape("expand", x.shape(), shape);
   if (b != shape) ST_THROW(ShapeError, "expand: " << shape_str(x.shape()) << " cannot expand to " << shape_str(shape));

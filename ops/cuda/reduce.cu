@@ -8,6 +8,8 @@
 //     over pre and dh; db1 equals sum(dpre, {0}) bit for bit, the values and order being the same).
 //   - anything else: one block per output element; each thread walks a slice of the reduced index
 //     space, then one block reduction.
+// argmax: one block per row; each thread keeps the first largest non-NaN value of its strided
+// slice, then the block keeps the largest, ties to the lower index: the CPU op's answer exactly.
 #include "ops/activation.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/gelu.cuh"
@@ -153,7 +155,55 @@ void sum_cols(const Src& src, bool vec, Tensor& out, int64_t M, int64_t N) {
   CHECK_LAUNCH();
 }
 
+// rows (R, V) → out (R): one block per row (grid-strided), kThreads threads
+template <class T>
+__global__ void argmax_kernel(const T* x, int64_t* out, int64_t R, int64_t V) {
+  __shared__ float best_v[kThreads];
+  __shared__ int64_t best_i[kThreads];
+  for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
+    const T* row = x + r * V;
+    float bv = 0.f;
+    int64_t bi = -1;  // -1: nothing but NaN seen
+    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+      const float f = to_float(row[v]);
+      if (f != f) continue;
+      if (bi < 0 || f > bv) bv = f, bi = v;  // v increases: ties keep the first
+    }
+    best_v[threadIdx.x] = bv;
+    best_i[threadIdx.x] = bi;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+      if (threadIdx.x < s) {
+        const float ov = best_v[threadIdx.x + s];
+        const int64_t oi = best_i[threadIdx.x + s];
+        const int64_t mi = best_i[threadIdx.x];
+        if (oi >= 0 && (mi < 0 || ov > best_v[threadIdx.x] || (ov == best_v[threadIdx.x] && oi < mi))) {
+          best_v[threadIdx.x] = ov;
+          best_i[threadIdx.x] = oi;
+        }
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) out[r] = best_i[0] < 0 ? 0 : best_i[0];
+    __syncthreads();
+  }
+}
+
 }  // namespace
+
+void argmax_fwd(const Tensor& x, Tensor& out) {
+  check_contiguous_cuda("argmax", {&x, &out});
+  ST_CHECK(out.dtype() == DType::i64 && x.dim() == 2 && out.numel() == x.size(0), DTypeError,
+           "argmax: CUDA kernel needs x (R, V) and out (R) i64, got " << x.describe() << ", " << out.describe());
+  const int64_t R = x.size(0), V = x.size(1);
+  if (R == 0) return;
+  visit_float_dtype(x.dtype(), "argmax", [&](auto tag) {
+    using T = decltype(tag);
+    argmax_kernel<T><<<grid_for(R, 1), kThreads, 0, current_stream()>>>(static_cast<const T*>(x.data_ptr()),
+                                                                        static_cast<int64_t*>(out.data_ptr()), R, V);
+    CHECK_LAUNCH();
+  });
+}
 
 void sum_fwd(const Tensor& x, Tensor& out) {
   check_contiguous_cuda("sum", {&out});

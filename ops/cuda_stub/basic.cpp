@@ -5,6 +5,7 @@
 
 namespace st::ops::cuda {
 void sum_fwd(const Tensor&, Tensor&) { no_cuda("sum"); }
+void argmax_fwd(const Tensor&, Tensor&) { no_cuda("argmax"); }
 void binary_fwd(BinaryOp, const Tensor&, const Tensor&, Tensor&) { no_cuda("elementwise"); }
 void scale_fwd(const Tensor&, double, Tensor&) { no_cuda("scale"); }
 void gemm(const Tensor&, const Tensor&, Tensor&, bool, bool, int64_t, int64_t, int64_t, int64_t, bool) {

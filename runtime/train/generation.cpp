@@ -7,6 +7,7 @@
 #include <chrono>
 #include <numeric>
 
+#include "ops/reduce.h"
 #include "ops/cpu/elementary.h"  // exp with the same bits on every CPU (docs/testing.md)
 #include "runtime/parallel/tensor_parallel.h"
 #include "tensor/autograd.h"
@@ -18,7 +19,7 @@ int64_t choose_token(const std::vector<float>& logits, double temperature, int64
                      std::mt19937_64& rng) {
   const int64_t V = static_cast<int64_t>(logits.size());
   ST_CHECK(V > 0, ValueError, "generate: empty logits");
-  if (temperature <= 0) return std::max_element(logits.begin(), logits.end()) - logits.begin();
+  if (temperature <= 0) return ops::argmax(Tensor::from_vector(logits, {V})).data<int64_t>()[0];  // the device path's rule
   std::vector<int64_t> idx(V);
   std::iota(idx.begin(), idx.end(), 0);
   const int64_t k = (top_k > 0 && top_k < V) ? top_k : V;
@@ -132,22 +133,37 @@ Tensor select_last(const Tensor& x, const CacheStep& step) {
   return Tensor::cat(rows, 0);
 }
 
-// logits (B, 1, V or Vp/tp) → (B, V) host floats, gathered over the tp group
-std::vector<std::vector<float>> host_logits(const LanguageModel& model, const Tensor& local) {
+// logits (B, 1, V or Vp/tp) → (B, V) on the model's device, gathered over the tp group
+Tensor full_logits(const LanguageModel& model, const Tensor& local) {
   Tensor full = local;
   if (auto tp = model.tensor_parallel_group(); tp && tp->size() > 1) full = gather_from_tp(local.contiguous(), tp);
-  full = full.narrow(-1, 0, model.vocab_size());
-  const int64_t B = full.size(0), V = model.vocab_size();
-  std::vector<float> flat = full.contiguous().to_float();
-  std::vector<std::vector<float>> out;
-  for (int64_t b = 0; b < B; ++b) out.emplace_back(flat.begin() + b * V, flat.begin() + (b + 1) * V);
-  return out;
+  return full.narrow(-1, 0, model.vocab_size()).reshape({full.size(0), model.vocab_size()});
 }
 
 }  // namespace
 
-Tensor run_cached_layers(LanguageModel& model, const Tensor& x_in, KvCache& cache, const CacheStep& step,
-                         std::vector<std::vector<float>>* logits) {
+std::vector<int64_t> choose_tokens(const LanguageModel& model, const Tensor& logits, RowStates& rows,
+                                   std::vector<std::vector<std::vector<float>>>* keep, size_t first_row) {
+  const Tensor full = full_logits(model, logits);  // (B, V)
+  const int64_t B = full.size(0), V = full.size(1);
+  std::vector<int64_t> chosen(static_cast<size_t>(B), -1);
+  if (rows.options().temperature <= 0 && !keep) {
+    const Tensor ids = ops::argmax(full).to(Device::cpu);  // (B) i64
+    for (int64_t r = 0; r < B; ++r)
+      if (!rows.done(static_cast<size_t>(r))) chosen[r] = ids.data<int64_t>()[r];
+    return chosen;
+  }
+  const std::vector<float> flat = full.contiguous().to_float();  // (B, V) on the host
+  for (int64_t r = 0; r < B; ++r) {
+    if (rows.done(static_cast<size_t>(r))) continue;
+    std::vector<float> row(flat.begin() + r * V, flat.begin() + (r + 1) * V);
+    if (keep) (*keep)[first_row + r].push_back(row);
+    chosen[r] = rows.choose(static_cast<size_t>(r), row);
+  }
+  return chosen;
+}
+
+Tensor run_cached_layers(LanguageModel& model, const Tensor& x_in, KvCache& cache, const CacheStep& step) {
   Tensor x = x_in;
   const auto& layers = model.layers();
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -159,7 +175,6 @@ Tensor run_cached_layers(LanguageModel& model, const Tensor& x_in, KvCache& cach
     if (g + 1 == model.total_layers()) x = select_last(x, step);  // the head only on the wanted positions
     x = cached->forward_cached(x, cache.slot(g), step);
   }
-  if (model.holds_last() && logits) *logits = host_logits(model, x);
   return x;
 }
 
@@ -175,10 +190,10 @@ GenerationResult generate_tokens(LanguageModel& model, const std::vector<std::ve
   GenerationResult res;
   res.logits.resize(prompts.size());
   RowStates rows(prompts, 0, opt, model.context_length());
-  auto take = [&](size_t r, const std::vector<float>& lg) {
-    if (rows.done(r)) return;
-    if (opt.keep_logits) res.logits[r].push_back(lg);
-    rows.accept(r, rows.choose(r, lg), sink);
+  auto* keep = opt.keep_logits ? &res.logits : nullptr;
+  auto take = [&](const Tensor& logits) {  // the last layer's logits (B, 1, ·) → every live row's next token
+    const std::vector<int64_t> chosen = choose_tokens(model, logits, rows, keep, 0);
+    for (size_t r = 0; r < rows.size(); ++r) rows.accept(r, chosen[r], sink);
   };
   if (opt.use_cache) {
     size_t longest = 0;
@@ -186,13 +201,11 @@ GenerationResult generate_tokens(LanguageModel& model, const std::vector<std::ve
     KvCache cache(std::min<int64_t>(model.context_length(), static_cast<int64_t>(longest) + opt.max_new_tokens));
     Tensor ids;
     CacheStep step = prompt_step(prompts, device, &ids);
-    std::vector<std::vector<float>> lg;
     bool first = true;
     while (!rows.all_done()) {
-      run_cached_layers(model, ids, cache, step, &lg);
+      take(run_cached_layers(model, ids, cache, step));
       if (first) res.prompt_seconds = std::chrono::duration<double>(clock::now() - t0).count();
       first = false;
-      for (size_t r = 0; r < rows.size(); ++r) take(r, lg[r]);
       if (rows.all_done()) break;
       step = rows.next_step(device, &ids);
     }
@@ -205,7 +218,9 @@ GenerationResult generate_tokens(LanguageModel& model, const std::vector<std::ve
         Tensor ids = Tensor::from_vector(s, {1, static_cast<int64_t>(s.size())});
         if (device != Device::cpu) ids = ids.to(device);
         Tensor out = model.forward(ids);  // (1, T, V or Vp/tp)
-        take(r, host_logits(model, out.narrow(1, out.size(1) - 1, 1))[0]);
+        const std::vector<float> lg = full_logits(model, out.narrow(1, out.size(1) - 1, 1)).contiguous().to_float();  // (V)
+        if (keep) res.logits[r].push_back(lg);
+        rows.accept(r, rows.choose(r, lg), sink);
       }
     }
   }

@@ -77,10 +77,9 @@ GenerationResult generate_pipelined(LanguageModel& stage, const std::shared_ptr<
 // ---- pieces shared by the two loops ------------------------------------------------------------
 
 // The layers `model` holds on the cache: ids (B, T) or hidden (B, T, C) in; the hidden state of
-// its last layer out, or — when it holds the model's last layer — each row's wanted logits,
-// gathered over a tp group: (B, V) floats on the host (returned through `logits`).
-Tensor run_cached_layers(LanguageModel& model, const Tensor& x, KvCache& cache, const CacheStep& step,
-                         std::vector<std::vector<float>>* logits);
+// its last layer out, or — when it holds the model's last layer — each row's wanted logits
+// (B, 1, V, or this rank's Vp/tp columns), on the model's device.
+Tensor run_cached_layers(LanguageModel& model, const Tensor& x, KvCache& cache, const CacheStep& step);
 // ValueError naming the problem unless every prompt is non-empty, fits the context and holds
 // only ids of the vocabulary.
 void check_prompts(const std::vector<std::vector<int64_t>>& prompts, int64_t vocab, int64_t context);
@@ -95,6 +94,7 @@ class RowStates {
   bool all_done() const;
   // Chooses row r's next token from its logits (V); returns it (or −1 when the row had ended).
   int64_t choose(size_t r, const std::vector<float>& logits);
+  const GenerationOptions& options() const { return opt_; }
   // Records row r's token chosen elsewhere (−1: none); calls the sink.
   void accept(size_t r, int64_t token, const TokenSink& sink);
   const std::vector<int64_t>& sequence(size_t r) const { return seq_[r]; }
@@ -111,6 +111,15 @@ class RowStates {
   GenerationOptions opt_;
   int64_t context_;
 };
+
+// The last layer's logits (B, 1, V or Vp/tp, gathered here over a tp group) → each row's next
+// token (−1 for a row that had ended). Greedy: the argmax on the model's device (ops::argmax, the
+// same rule as choose_token's), so B ids cross to the host instead of B·V floats (6.4 MB a token
+// at batch 32 and GPT-2's vocabulary, which made the loop host-bound). Sampling, or `keep`
+// (keep_logits): the logits come to the host, and each live row's are appended to
+// (*keep)[first_row + r].
+std::vector<int64_t> choose_tokens(const LanguageModel& model, const Tensor& logits, RowStates& rows,
+                                   std::vector<std::vector<std::vector<float>>>* keep, size_t first_row);
 
 // Prompts (B) right-padded with id 0 → ids (B, Tmax) on `device`, and the prompt pass's step.
 CacheStep prompt_step(const std::vector<std::vector<int64_t>>& prompts, Device device, Tensor* ids);

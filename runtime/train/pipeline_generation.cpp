@@ -116,15 +116,11 @@ GenerationResult generate_pipelined(LanguageModel& stage, const std::shared_ptr<
     MicroBatch& mb = mbs[m];
     Tensor ids;
     CacheStep step = i == 0 ? prompt_step(mb.prompts, device, &ids) : mb.rows->next_step(device, &ids);
-    std::vector<std::vector<float>> lg;
-    Tensor out = run_cached_layers(stage, s == 0 ? ids : received, *mb.cache, step, &lg);
+    Tensor out = run_cached_layers(stage, s == 0 ? ids : received, *mb.cache, step);
     if (i == 0 && m == M - 1) res.prompt_seconds = std::chrono::duration<double>(clock::now() - t0).count();
     if (s == P - 1) {
-      std::vector<int64_t> chosen;
-      for (size_t r = 0; r < mb.rows->size(); ++r) {
-        if (opt.keep_logits && !mb.rows->done(r)) res.logits[mb.first_row + r].push_back(lg[r]);
-        chosen.push_back(mb.rows->choose(r, lg[r]));
-      }
+      const std::vector<int64_t> chosen =
+          choose_tokens(stage, out, *mb.rows, opt.keep_logits ? &res.logits : nullptr, mb.first_row);
       for (size_t r = 0; r < chosen.size(); ++r) mb.rows->accept(r, chosen[r], sink);
       tokens_out = Tensor::from_vector(chosen, {static_cast<int64_t>(chosen.size())});
     } else {

@@ -93,6 +93,26 @@ TEST(GpuOps, Reductions) {
              .op = [](auto& x) { return ops::sum(x[0].transpose(0, 1), {1}); }});
 }
 
+TEST(GpuOps, ArgmaxEqualsTheCpuOp) {
+  // GPT-2's vocabulary width (not a multiple of the block), ties planted across thread slices
+  // (columns 3 and 3 + 256 and 50000 share the row maximum: the first must win), NaN in a row.
+  const int64_t R = 33, V = 50257;
+  Generator g(11, 0);
+  Tensor x = Tensor::empty({R, V});
+  fill_normal(x, g);
+  std::vector<float> v = x.to_float();
+  for (int64_t c : {3, 3 + 256, 50000}) v[5 * V + c] = 100.f;
+  v[7 * V + 0] = std::nanf("");
+  v[7 * V + 999] = 50.f;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    Tensor h = Tensor::from_vector(v, {R, V}).to(dt);
+    const Tensor cpu = ops::argmax(h), gpu = ops::argmax(h.to(Device::cuda)).to(Device::cpu);
+    for (int64_t r = 0; r < R; ++r) EXPECT_EQ(gpu.data<int64_t>()[r], cpu.data<int64_t>()[r]) << "row " << r << " " << dtype_name(dt);
+    EXPECT_EQ(gpu.data<int64_t>()[5], 3);
+    EXPECT_EQ(gpu.data<int64_t>()[7], 999);
+  }
+}
+
 TEST(GpuOps, ColumnSumsOverLeadingDims) {
   // contiguous x with the leading dims reduced: the column-sum path (packs when aligned)
   check_gpu({.name = "sum dim 0 (1000,257)", .shapes = {{1000, 257}}, .op = [](auto& x) { return ops::sum(x[0], {0}); }});

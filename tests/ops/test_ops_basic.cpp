@@ -1,6 +1,8 @@
 // Op cases: elementwise with broadcasting, reductions, matmul (all transposes, batched), linear.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
@@ -65,6 +67,27 @@ TEST(OpsBasic, SumAndMeanOverDims) {
             .shapes = {{3, 7}},
             .op = [](auto& x) { return ops::sum(x[0]); },
             .ref = [](auto& x) { return ref::reduce({3, 7}, x[0], {0, 1}, false); }});
+}
+
+TEST(OpsBasic, ArgmaxTakesTheFirstLargestAndSkipsNaN) {
+  const float nan = std::nanf("");
+  // (4, 5): a plain maximum, a tie (the first wins), NaN before and after the maximum, all NaN (0)
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 7, 3, 7, -1,  2, 2, 2, 2, 2,  nan, -3, -2, nan, -9,
+                                                    nan, nan, nan, nan, nan},
+                                 {4, 5});
+  Tensor a = ops::argmax(x);
+  ASSERT_EQ(a.shape(), (Shape{4}));
+  ASSERT_EQ(a.dtype(), DType::i64);
+  const int64_t* p = a.data<int64_t>();
+  EXPECT_EQ(p[0], 1);
+  EXPECT_EQ(p[1], 0);
+  EXPECT_EQ(p[2], 2);
+  EXPECT_EQ(p[3], 0);
+  // leading dims are kept, the last is reduced: (2, 2, 5) → (2, 2), the rows above in order
+  Tensor b = ops::argmax(x.reshape({2, 2, 5}));
+  ASSERT_EQ(b.shape(), (Shape{2, 2}));
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(b.contiguous().data<int64_t>()[i], p[i]);
+  EXPECT_EQ(ops::argmax(x.to(DType::bf16)).data<int64_t>()[0], 1);  // any float dtype
 }
 
 TEST(OpsBasic, MatmulAllTransposes) {
