@@ -3,7 +3,7 @@
 # a build of the shardtrain target (launch/gpu/run_gpu_suite.sh build, or cmake --build build
 # --target shardtrain). Ranks share the GPU through the MPI backend (--comm mpi), each with its
 # own allocator, so every rank's table row is what that rank would need on a GPU of its own.
-#   usage: launch/gpu/run_memory_gpu.sh [hf] [xl] [xl-ckpt]     (default: all three)
+#   usage: launch/gpu/run_memory_gpu.sh [hf] [xl] [xl-ckpt] [xl-cap]   (default: the first three)
 #   hf       a small GPT trained under pp 2 × tp 2 writes a sharded checkpoint; transformers'
 #            GPT2LMHeadModel.from_pretrained loads the folder as written (no missing or unexpected
 #            keys) and its loss on the next batch equals the runtime's after --resume
@@ -15,6 +15,11 @@
 #            P · bytes / (tp · pp), bytes = 2 weights + 2 grads + (4 f32 master + 8 AdamW) / (dp under ZeRO-1)
 #   xl-ckpt  the same model under pp 2 and tp 2 writing its checkpoint: the peak against the same
 #            run without one (the difference is what saving costs: at most one tensor)
+#   xl-cap   the seed article's two 24 GB cards: the same model with 20 heads at 1 × 1024 tokens,
+#            4 steps: one rank uncapped (the reference loss curve), one rank under --max-memory 24
+#            (the plan says 25.9 GiB: it must fail with the cap's one-line error), and 2 ranks each
+#            capped at 24 under pp 2, tp 2, dp 2 --zero 1 and (when built) dp 2 --zero 3: each run's
+#            rc, peak, tokens/s and last loss beside the planner's peak for that layout
 # Logs and the summary go to $OUT (default ./gpu_out). BUDGET_S (default 570) caps the whole run.
 set -u
 cd "$(dirname "$0")/../.."
@@ -40,6 +45,7 @@ TOK=/tmp/st_mem_tokens.bin
 "$BIN" prepare --text "$TEXT" --out "$TOK" > "$OUT/prepare.log" 2>&1 || { cat "$OUT/prepare.log"; exit 1; }
 
 stages=${*:-hf xl xl-ckpt}
+last_loss() { grep -E "^step [0-9]+/" "$1" | tail -1 | grep -oE "loss [0-9.naif]+" | head -1; }
 for stage in $stages; do
   case $stage in
   hf)
@@ -83,6 +89,24 @@ for stage in $stages; do
       [ $rc -eq 0 ] || tail -5 "$OUT/xl_$name.log" | tee -a "$summary"
     done
     rm -rf /tmp/st_xl_ckpt
+    ;;
+  xl-cap)
+    CAP=(--model gpt --layers 48 --d-model 1600 --heads 20 --vocab 50257 --seq-len 1024 --micro-batch 1
+         --precision bf16)
+    runs=("one-uncapped 1 0" "one-capped 1 24" "pp2 2 24 --pp 2" "tp2 2 24 --tp 2" "zero1 2 24 --dp 2 --zero 1"
+          "zero3 2 24 --dp 2 --zero 3")
+    for r in "${runs[@]}"; do
+      set -- $r; name=$1; np=$2; gib=$3; shift 3
+      t0=$SECONDS
+      plan=$("$BIN" plan "${CAP[@]}" "$@" 2>&1 | awk '$1 ~ /^[0-9]+$/ { if ($NF > m) m = $NF } END { printf "%.0f", m }')
+      timeout "$(cap 150)" "${MPI[@]}" -np "$np" "$BIN" train "${CAP[@]}" "$@" --steps 4 --max-memory "$gib" \
+        --data "$TOK" --device cuda --comm mpi --progress 0 > "$OUT/xlcap_$name.log" 2>&1
+      rc=$?
+      note "xl-cap $name (np $np, --max-memory $gib): rc=$rc ($((SECONDS - t0)) s); plan peak $plan MiB per rank; $(last_loss "$OUT/xlcap_$name.log")"
+      grep -E "tok/s" "$OUT/xlcap_$name.log" | tail -1 | tee -a "$summary"
+      table "xl-cap $name" < "$OUT/xlcap_$name.log" | tee -a "$summary"
+      [ $rc -eq 0 ] || grep -m1 -E "error|out of memory|not implemented" "$OUT/xlcap_$name.log" | cut -c1-400 | tee -a "$summary"
+    done
     ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
