@@ -568,6 +568,66 @@ TEST(Layouts, ResumeZeroCheckpointWithoutZero) {
   expect_same(run_layout(b, "zero_b"), want, "zero 2 checkpoint resumed without zero", 3);
 }
 
+// A zero 3 checkpoint (each tensor assembled from its dp pieces, written by the rank holding its
+// first element) resumed without ZeRO at dp n and as pp 2 (dp n/2 × pp 2 at even n, else pp n),
+// and the reverse: a pp checkpoint and a zero 0 one resumed under zero 3. The resumed steps 4-5
+// equal the uninterrupted one-process curve within its noise.
+TEST(Layouts, ResumeZero3CheckpointElsewhere) {
+  const int n = world_size();
+  TrainConfig c = base_config();
+  c.grad_accum = 1;
+  c.micro_batch = 2;
+  const Curve want = reference(c, n);  // global batch 2n
+  auto as_pp = [&](TrainConfig t) {
+    t.zero = 0;
+    if (n % 2 == 0) {
+      t.dp = n / 2;
+      t.pp = 2;
+      t.grad_accum = 2;
+    } else {
+      t.dp = 1;
+      t.pp = n;
+      t.grad_accum = n;
+    }
+    return t;
+  };
+  auto fresh = [&](TrainConfig t, const std::string& dir) {
+    t.steps = 3;
+    t.checkpoint_dir = work_dir() + "/" + dir;
+    if (world_rank() == 0) fs::remove_all(t.checkpoint_dir);
+    barrier();
+    run_layout(t, dir + "_a");
+    return t.checkpoint_dir;
+  };
+  auto resumed = [&](TrainConfig t, const std::string& dir) {  // on a copy: the resumed run saves its own
+    t.checkpoint_dir = dir + "_resumed";
+    if (world_rank() == 0) {
+      fs::remove_all(t.checkpoint_dir);
+      fs::copy(dir, t.checkpoint_dir, fs::copy_options::recursive);
+    }
+    barrier();
+    t.resume = true;
+    return run_layout(t, "resumed");
+  };
+  TrainConfig z3 = c;
+  z3.dp = n;
+  z3.zero = 3;
+  TrainConfig z0 = z3;
+  z0.zero = 0;
+  const std::string from_z3 = fresh(z3, "ckpt_zero3");
+  expect_same(resumed(z0, from_z3), want, "zero 3 checkpoint resumed under zero 0", 3);
+  expect_same(resumed(as_pp(z3), from_z3), want, "zero 3 checkpoint resumed under pp", 3);
+  expect_same(resumed(z3, fresh(as_pp(z3), "ckpt_pp_to_zero3")), want, "pp checkpoint resumed under zero 3", 3);
+  expect_same(resumed(z3, fresh(z0, "ckpt_zero0_to_zero3")), want, "zero 0 checkpoint resumed under zero 3", 3);
+  TrainConfig bf = z3;  // bf16: the f32 masters and AdamW state gathered; resumed under zero 0, within bf16's 2 %
+  bf.precision = Precision::bf16;
+  TrainConfig bf0 = bf;
+  bf0.zero = 0;
+  const Curve b = resumed(bf0, fresh(bf, "ckpt_zero3_bf16"));
+  ASSERT_EQ(b.loss.size(), 2u);
+  for (size_t i = 0; i < b.loss.size(); ++i) EXPECT_NEAR(b.loss[i], want.loss[i + 3], 0.02 * want.loss[i + 3]) << "bf16";
+}
+
 TEST(Layouts, ResumeZeroTensorParallelCheckpointElsewhere) {
   if (world_size() != 4) GTEST_SKIP() << "dp 2 × tp 2 with zero 1 needs 4 ranks";
   TrainConfig c = base_config();
