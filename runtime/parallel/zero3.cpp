@@ -259,6 +259,9 @@ void Zero3::reduce(int u) {
   MemoryCategoryScope mem(MemoryCategory::grads);
   Unit& un = units_[static_cast<size_t>(u)];
   un.ready = 0;
+  // the previous unit's reduce-scatter ran during this unit's backward; done before this one's
+  // buffers exist, so one unit's full gradients and one comm buffer are the most held at once
+  while (!pending_.empty()) complete_front();
   const Device dev = un.values.device();
   Pending pr;
   pr.unit = u;
@@ -277,7 +280,6 @@ void Zero3::reduce(int u) {
   pr.work = dp_->reduce_scatter(pr.in, pr.out);
   ++stats_.reduce_scatters;
   pending_.push_back(std::move(pr));
-  while (pending_.size() > 1) complete_front();
 }
 
 void Zero3::complete_front() {

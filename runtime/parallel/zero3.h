@@ -30,8 +30,8 @@
 // Gradients. When every parameter of a unit has its final gradient of the backward pass
 // (grad-ready hooks), the gradients are copied into one (padded,) buffer in the comm dtype, freed,
 // reduce-scattered (each rank receives the sum of its shard), and the unit's `flat` released. The
-// sum is added into `grad` when the next unit's reduce-scatter is launched (one in flight) or at
-// finish(). With gradient accumulation every micro-batch gathers the parameters again (they are
+// sum is added into `grad` when the next unit's gradients are final (it runs during that unit's
+// backward; one in flight) or at finish(). With gradient accumulation every micro-batch gathers the parameters again (they are
 // freed between, which is what ZeRO-3 is for) and reduce-scatters its own gradients, which add up
 // in the shard: full-size gradients exist only for the unit in backward, never for the model.
 //
