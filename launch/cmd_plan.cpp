@@ -74,7 +74,9 @@ const char* kEpilog =
     "  dp       2(dp-1)/dp x P_stage x e over --inter-gbs (world > --gpus-per-node) or --intra-gbs,\n"
     "           hidden behind the backward (2/3 of compute) but for one bucket\n"
     "  pp       (m + pp - 1) x 2 B T C e over the same link\n"
-    "ZeRO-2/3 have closed forms in the planner but are not searched: this runtime implements 0 and 1.";
+    "--zero 3 (the flags' layout) plans 1/dp of the parameters plus the gathered layers (docs/memory.md;\n"
+    "held to the allocator within 5 %); ZeRO-2/3 are not searched: the cost model has no term for\n"
+    "their per-layer gathers and reduce-scatters yet.";
 
 std::string mib(double b) {
   char buf[32];

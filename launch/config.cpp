@@ -112,10 +112,12 @@ OptionTable train_options(TrainConfig& c) {
     "f32 matrix products on TF32 tensor cores (inputs rounded to a 10-bit mantissa, f32 accumulation), like "
     "PyTorch's set_float32_matmul_precision('high'); 0: exact f32. CUDA only: no effect on the CPU or on "
     "fp16/bf16 products");
-  I("zero", "numerics", c.zero, "0|1|2",
+  I("zero", "numerics", c.zero, "0|1|2|3",
     "ZeRO stage over the DP replicas: 0 off; 1 shard the optimizer state (and f32 masters); 2 also the "
     "gradients (each bucket reduced to its owner during backward, the others' copy freed; keep --bucket-mb "
-    "well below the gradients' size / dp)");
+    "well below the gradients' size / dp); 3 also the parameters (FSDP-style: 1/dp of each layer per rank, "
+    "all-gathered in the compute dtype before its forward and its backward and freed after, gradients "
+    "reduce-scattered per layer every micro-batch; --bucket-mb unused)");
   E("grad-comm-dtype", "numerics", c.grad_comm_dtype, "dtype of the DP / ZeRO gradient all-reduce");
   F("bucket-mb", "numerics", c.bucket_mb, "DP / ZeRO gradient bucket size in MiB");
   F("max-memory", "numerics", c.max_memory_gib,
@@ -221,8 +223,7 @@ void validate(const TrainConfig& c, const OptionTable& t) {
     fail("overwrite-checkpoints", "a resumed run continues its checkpoints; drop one of --resume and --overwrite-checkpoints");
   if (c.checkpoint_every > 0 && c.checkpoint_dir.empty()) fail("checkpoint-every", "needs --checkpoint-dir");
   if (c.eval_every > 0 && c.val_data.empty()) fail("eval-every", "needs --val-data");
-  if (c.zero == 3) fail("zero", "3 (parameter sharding, FSDP-style) is not implemented; use 0, 1 or 2");
-  if (c.zero < 0 || c.zero > 3) fail("zero", "must be 0, 1 or 2 (the ZeRO stage), got " + std::to_string(c.zero));
+  if (c.zero < 0 || c.zero > 3) fail("zero", "must be 0, 1, 2 or 3 (the ZeRO stage), got " + std::to_string(c.zero));
   if (c.zero > 0 && c.optimizer != runtime::OptimizerKind::adamw)
     fail("zero", "ZeRO shards AdamW state; --optimizer is " + runtime::to_string(c.optimizer));
   std::string why;

@@ -15,21 +15,40 @@ std::atomic<size_t> g_cpu_peak{0};
 
 Storage::Storage(size_t bytes, Device device)
     : bytes_(bytes), device_(device), category_(current_memory_category()) {
-  if (bytes == 0) return;
-  if (device == Device::cpu) {
-    memory_cap_check(device, bytes);  // --max-memory, before a byte is allocated
-    size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  allocate();
+}
+
+void Storage::allocate() {
+  if (bytes_ == 0 || data_) return;
+  if (device_ == Device::cpu) {
+    memory_cap_check(device_, bytes_);  // --max-memory, before a byte is allocated
+    size_t rounded = (bytes_ + kAlign - 1) / kAlign * kAlign;
     data_ = std::aligned_alloc(kAlign, rounded);
-    if (!data_) ST_THROW(OutOfMemoryError, "CPU allocation of " << bytes << " bytes failed");
-    size_t now = g_cpu_bytes.fetch_add(bytes) + bytes;
+    if (!data_) ST_THROW(OutOfMemoryError, "CPU allocation of " << bytes_ << " bytes failed");
+    size_t now = g_cpu_bytes.fetch_add(bytes_) + bytes_;
     size_t peak = g_cpu_peak.load();
     while (now > peak && !g_cpu_peak.compare_exchange_weak(peak, now)) {
     }
   } else {
-    data_ = cuda::device_alloc(bytes);
+    data_ = cuda::device_alloc(bytes_);
   }
   memory_account_alloc(device_, category_, bytes_);
 }
+
+void Storage::deallocate() {
+  if (!data_) return;
+  memory_account_free(device_, category_, bytes_);
+  if (device_ == Device::cpu) {
+    std::free(data_);
+    g_cpu_bytes.fetch_sub(bytes_);
+  } else {
+    cuda::device_free(data_, bytes_);
+  }
+  data_ = nullptr;
+}
+
+void Storage::release() { deallocate(); }
+void Storage::reallocate() { allocate(); }
 
 void Storage::set_category(MemoryCategory c) {
   if (c == category_) return;
@@ -40,16 +59,7 @@ void Storage::set_category(MemoryCategory c) {
   category_ = c;
 }
 
-Storage::~Storage() {
-  if (!data_) return;
-  memory_account_free(device_, category_, bytes_);
-  if (device_ == Device::cpu) {
-    std::free(data_);
-    g_cpu_bytes.fetch_sub(bytes_);
-  } else {
-    cuda::device_free(data_, bytes_);
-  }
-}
+Storage::~Storage() { deallocate(); }
 
 size_t cpu_bytes_in_use() { return g_cpu_bytes.load(); }
 size_t cpu_bytes_peak() { return g_cpu_peak.load(); }

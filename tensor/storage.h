@@ -27,8 +27,17 @@ class Storage {
   Device device() const { return device_; }
   MemoryCategory category() const { return category_; }
   void set_category(MemoryCategory c);  // moves its bytes to category c
+  // ZeRO-3's gathered parameters (runtime/parallel/zero3.h): release() frees the bytes but keeps
+  // the object (every tensor and view over it, autograd's saved ones included, stays bound to
+  // it); reallocate() takes `bytes()` again in the same category (the cap applies). Reading a
+  // released storage's data is the caller's error; both are no-ops when already in that state.
+  void release();
+  void reallocate();
+  bool released() const { return data_ == nullptr && bytes_ > 0; }
 
  private:
+  void allocate();
+  void deallocate();
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_ = Device::cpu;

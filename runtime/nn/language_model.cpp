@@ -19,7 +19,10 @@ Tensor LanguageModel::forward_layers(const Tensor& x_in, size_t begin, size_t en
   Tensor x = x_in;
   for (size_t i = begin; i < end; ++i) {
     MemoryLayerScope layer("layer " + layers_[i]->scope() + " forward");  // named by --max-memory's error (tensor/memory_category.h)
-    x = recompute_ && recomputable(i) ? forward_recomputed(*layers_[i], x, gen_.get()) : layers_[i]->forward(x);
+    auto run = [&](const Tensor& in) {
+      return recompute_ && recomputable(i) ? forward_recomputed(*layers_[i], in, gen_.get()) : layers_[i]->forward(in);
+    };
+    x = hook_ ? hook_->forward(i, begin, end, x, run) : run(x);
   }
   return x;
 }

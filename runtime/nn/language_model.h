@@ -22,6 +22,7 @@
 // keyed by (seed, its full name), element j of the full tensor taking counter j (tensor/rng.h),
 // so a stage, a tp shard or one process get the same numbers for the same parameter.
 #pragma once
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -53,6 +54,17 @@ struct ModelDescription {
   int64_t vocab_size = 0, context_length = 0;
 };
 
+// What runs each layer's forward on the model's behalf when set (LanguageModel::set_layer_hook):
+// ZeRO-3 (runtime/parallel/zero3.h) gathers the layer's parameters just before it and frees
+// them after, and attaches the gather of its backward. `run` is the layer's own forward
+// (recomputed or not); [begin, end) the slice forward_layers runs, i in it.
+class LayerHook {
+ public:
+  virtual ~LayerHook() = default;
+  virtual Tensor forward(size_t i, size_t begin, size_t end, const Tensor& x,
+                         const std::function<Tensor(const Tensor&)>& run) = 0;
+};
+
 class LanguageModel : public Module {
  public:
   // The layers this object holds (all, or a pipeline stage's ranges), in model order.
@@ -74,6 +86,7 @@ class LanguageModel : public Module {
   // and runs again in backward (runtime/nn/recompute.h): same numbers, less memory.
   Tensor forward_layers(const Tensor& x, size_t begin, size_t end);
   void set_recompute(bool on) { recompute_ = on; }
+  void set_layer_hook(std::shared_ptr<LayerHook> hook) { hook_ = std::move(hook); }  // null: none
   bool recompute() const { return recompute_; }
   // layers()[i] is recomputed (when recompute is on): every layer but the full model's first
   // and last, which hold the tied embedding (its gradient hook must fire once).
@@ -121,6 +134,7 @@ class LanguageModel : public Module {
   bool range_set_ = false;
   std::shared_ptr<Generator> gen_;
   bool recompute_ = false;
+  std::shared_ptr<LayerHook> hook_;
 };
 
 }  // namespace st::runtime

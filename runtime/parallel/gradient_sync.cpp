@@ -18,6 +18,12 @@ void TiedGradSync::finish() {
   }
 }
 
+void Zero3Sync::finish() {
+  zero_->finish();
+  if (!group_) return;
+  for (const std::string& name : tied_) group_->all_reduce(zero_->unit_grad(name), comm::ReduceOp::sum)->wait();
+}
+
 void SyncChain::begin_step() {
   for (auto& p : parts_) p->begin_step();
 }

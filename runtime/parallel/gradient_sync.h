@@ -8,6 +8,7 @@
 //                      complete (waits for the communication still in flight)
 //   end_step(stepped)  after the optimizer ran (stepped) or the step was skipped (fp16 overflow)
 // Implementations: ClearGrads (one process), DataParallelSync (GradReducer), ZeroSync (Zero1),
+// Zero3Sync (Zero3),
 // TiedGradSync (a weight held by two pipeline stages); SyncChain runs several in order.
 // Every rank of a group calls these in the same order (they issue collectives).
 #pragma once
@@ -18,6 +19,7 @@
 #include "runtime/nn/module.h"
 #include "runtime/parallel/grad_reducer.h"
 #include "runtime/parallel/zero1.h"
+#include "runtime/parallel/zero3.h"
 
 namespace st::runtime {
 
@@ -73,6 +75,24 @@ class ZeroSync : public GradientSync {
   std::shared_ptr<Zero1> zero_;
 };
 
+// ZeRO-3: the gradient shards zeroed before the step; the units reduce-scattered from the hooks
+// during every backward, the last ones completed in finish(); then the shards of weights tied
+// across stages (units of their own, cut alike on both stages) summed over `tied` (the pair of
+// ranks of one dp and tp position). Nothing after the step: the next forward gathers.
+class Zero3Sync : public GradientSync {
+ public:
+  Zero3Sync(std::shared_ptr<Zero3> zero, std::vector<std::string> tied = {}, std::shared_ptr<comm::Communicator> group = nullptr)
+      : zero_(std::move(zero)), tied_(std::move(tied)), group_(std::move(group)) {}
+  void begin_step() override { zero_->begin_step(); }
+  void finish() override;
+  const Zero3& zero() const { return *zero_; }
+
+ private:
+  std::shared_ptr<Zero3> zero_;
+  std::vector<std::string> tied_;
+  std::shared_ptr<comm::Communicator> group_;
+};
+
 // A weight held by two pipeline stages (the GPT's wte in the first and the last): the two
 // copies' gradients are summed over a two-rank group after backward. Under plain DP after the
 // all-reduce (every rank then holds its stage's group sum, and the pair adds its two stages');
@@ -86,6 +106,7 @@ class TiedGradSync : public GradientSync {
       : params_(std::move(params)), group_(std::move(group)) {}
   void begin_step() override {}
   void finish() override;
+  const std::shared_ptr<comm::Communicator>& group() const { return group_; }
 
  private:
   std::vector<Tensor> params_;

@@ -48,11 +48,14 @@ MemoryEstimate estimate_training_memory(const TrainConfig& cfg, const nlohmann::
   const ParamBytes b = param_bytes(cfg.precision, cfg.optimizer);
   const double state = b.state, weights = b.weight, grads = b.grad, master = b.master;
   const double grad_share = cfg.zero >= 2 ? share : 1.0;  // ZeRO-2: the owned gradients after the reduce
-  e.bytes_per_param = weights + grads * grad_share + (master + state) * share;
+  const double weight_share = cfg.zero >= 3 ? share : 1.0;  // ZeRO-3: the parameter shards (a gathered layer beside them)
+  e.bytes_per_param = weights * weight_share + grads * grad_share + (master + state) * share;
   std::ostringstream o;
   o << to_string(cfg.precision) << " weights " << weights << (mixed ? " + f32 master 4" : "") << " + grads " << grads
     << " + " << (cfg.optimizer == OptimizerKind::adamw ? "AdamW moments 8" : "SGD momentum 4");
-  if (share < 1) o << " (master and state" << (grad_share < 1 ? ", grads" : "") << " / dp " << dp << " under ZeRO-" << cfg.zero << ")";
+  if (share < 1)
+    o << " (master and state" << (grad_share < 1 ? ", grads" : "") << (weight_share < 1 ? ", weights" : "") << " / dp "
+      << dp << " under ZeRO-" << cfg.zero << ")";
   e.formula = o.str();
   e.rank_bytes = e.params * e.bytes_per_param / static_cast<double>(tp * cfg.pp);
   return e;

@@ -10,7 +10,9 @@
 //                     fp16/bf16  2 + 4 (f32 master) + 2 + state
 //                   state: AdamW 8 (two f32 moments), SGD 4 (momentum); under ZeRO-1 (dp > 1) the
 //                   master and the state are this rank's 1/dp, under ZeRO-2 the gradients too
-//                   (what it holds after the reduce; backward's peak is above that, grad_reducer.h)
+//                   (what it holds after the reduce; backward's peak is above that, grad_reducer.h),
+//                   under ZeRO-3 the weights too (their shards; the gathered layers come on top,
+//                   runtime/parallel/zero3.h)
 //   this rank       P · bytes / (tp · pp)
 // against what this rank could get: MemAvailable (/proc/meminfo, lowered to the cgroup's limit
 // when there is one) on the CPU, the device's free memory (plus the allocator's cache) on CUDA.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -53,6 +54,45 @@ ActivationCoefficients gpt_activations(const nlohmann::json& config, const PlanL
   a.loss_saved = logits + (C + 2) * 4;
   a.loss_transient = logits + (C + 5) * 4 + (l.tp > 1 ? 2 * C * 4 : 0);
   return a;
+}
+
+// ZeRO-3's gathered parameters on stage s, in elements (runtime/parallel/zero3.h): a unit per
+// layer, a weight two of the stage's layers share a unit of its own, held gathered through the
+// backward between them; at most two consecutive layers' units at once (the running one and the
+// prefetched one), besides that tied weight.
+struct Zero3Gathers {
+  double gathered = 0, tied = 0, largest_unit = 0;
+};
+Zero3Gathers zero3_gathers(const ModelDescription& d, const Partition& part, int s, const PlanLayout& l,
+                           const ShardRule& rule) {
+  std::vector<std::map<std::string, double>> layers;  // name → elements (a tp rank's shard)
+  std::map<std::string, int> uses;
+  for (const LayerRange& r : stage_chunks(part, s, static_cast<int>(l.pp)))
+    for (int i = r.begin; i < r.end; ++i) {
+      std::map<std::string, double> m;
+      for (const auto& [name, shape] : d.layers[static_cast<size_t>(i)].params) {
+        m[name] = rule && l.tp > 1 ? numel(shard_shape(shape, rule(name), static_cast<int>(l.tp))) : numel(shape);
+        ++uses[name];
+      }
+      layers.push_back(std::move(m));
+    }
+  Zero3Gathers g;
+  std::map<std::string, double> tied;
+  for (const auto& m : layers)
+    for (const auto& [name, n] : m)
+      if (uses[name] > 1) tied[name] = n;
+  for (const auto& [name, n] : tied) g.tied += n, g.largest_unit = std::max(g.largest_unit, n);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    std::map<std::string, double> now = tied;
+    double own = 0;
+    for (const auto& [name, n] : layers[i]) now[name] = n, own += tied.count(name) ? 0 : n;
+    if (i + 1 < layers.size()) now.insert(layers[i + 1].begin(), layers[i + 1].end());
+    double sum = 0;
+    for (const auto& [name, n] : now) sum += n;
+    g.gathered = std::max(g.gathered, sum);
+    g.largest_unit = std::max(g.largest_unit, own);
+  }
+  return g;
 }
 
 }  // namespace
@@ -115,26 +155,33 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
         replayed.push_back(block && l.recompute);
         saved.push_back(i == 0 ? (l.recompute ? 0 : a.embedding) : !block ? 0 : l.recompute ? a.block_recompute : a.block);
       }
-    double elements = 0, largest = 0, saved_all = 0;
-    for (size_t i = 0; i < elems.size(); ++i) elements += elems[i], largest = std::max(largest, elems[i]), saved_all += saved[i];
+    double elements = 0, saved_all = 0;
+    for (size_t i = 0; i < elems.size(); ++i) elements += elems[i], saved_all += saved[i];
+    const Zero3Gathers z3 = l.zero >= 3 ? zero3_gathers(d, part, s, l, rule) : Zero3Gathers{};
     // a stage before the last keeps its output per micro-batch for the backward of what it sent;
     // the last keeps the loss's saved tensors
     saved_all += s + 1 < l.pp ? C * e : 0;
     saved_all += holds_loss ? a.loss_saved : 0;
-    m.params = elements * e * (l.zero >= 3 ? 1 / dp : 1) + (l.zero >= 3 ? largest * e : 0);
-    m.grads = elements * e * (l.zero >= 2 ? 1 / dp : 1);
+    const double comm_e = static_cast<double>(dtype_size(compute_dtype(l.grad_comm_dtype)));
+    m.params = elements * e * (l.zero >= 3 ? 1 / dp : 1) + z3.gathered * e;
+    // ZeRO-3: the shards, and in backward the tied weight's full gradient, one unit's full
+    // gradient, its comm buffer and the received shard (cast to e when the comm dtype differs)
+    const double z3_backward =
+        l.zero >= 3 ? (z3.tied + z3.largest_unit) * e + z3.largest_unit * (1 + 1 / dp) * comm_e +
+                          (comm_e != e ? z3.largest_unit / dp * e : 0)
+                    : 0;
+    m.grads = elements * e * (l.zero >= 2 ? 1 / dp : 1) + z3_backward;
     m.optim = elements * (master + state) * (l.zero >= 1 ? 1 / dp : 1);
     m.in_flight = l.pp > 1 ? in_flight_bound(l.schedule, s, static_cast<int>(l.pp), static_cast<int>(l.grad_accum),
                                              static_cast<int>(l.virtual_stages))
                            : 1;
     const double chunk_share = l.virtual_stages > 1 ? 1.0 / static_cast<double>(l.virtual_stages) : 1.0;
     const double n = static_cast<double>(m.in_flight) * chunk_share;  // micro-batches' worth of this stage held
-    if (l.dp > 1 && compute_dtype(l.grad_comm_dtype) != compute_dtype(l.precision)) {
+    if (l.dp > 1 && l.zero < 3 && compute_dtype(l.grad_comm_dtype) != compute_dtype(l.precision)) {
       // the reducer's cast buffers: min(2, buckets) of the largest bucket (the first is ≤ 1 MiB)
       const double g = elements * e, bucket = l.bucket_mb * 1024 * 1024, first = std::min(bucket, 1024.0 * 1024);
       const double buckets = g <= first ? 1 : 1 + std::ceil((g - first) / bucket);
       const double largest_bucket = std::min(g, buckets > 1 ? std::max(first, bucket) : g);
-      const double comm_e = static_cast<double>(dtype_size(compute_dtype(l.grad_comm_dtype)));
       m.comm_dp = std::min(2.0, buckets) * largest_bucket / e * comm_e;
     }
     if (l.pp > 1 && s + 1 < l.pp) m.comm_p2p = tokens * C * e;  // p2p: the gradient of its output, received
@@ -147,7 +194,8 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     const bool holds_block = std::find(saved.begin(), saved.end(), a.block) != saved.end();
     if (holds_block && !l.recompute)
       m.activations = std::max(m.activations, tokens * (n * saved_all - (holds_loss ? a.loss_saved : 0) + a.block_backward));
-    m.peak = fixed + m.activations + (grads_early ? m.grads : 0);
+    // (ZeRO-3's backward transient is not there at the end of the forward: the shards only)
+    m.peak = fixed + m.activations + (grads_early ? m.grads - z3_backward : 0);
     // recompute: each block's replay in backward, its inputs up to it held, the gradients of the
     // layers after it made
     double inputs = 0, grads_after = 0;

@@ -12,8 +12,12 @@
 //   gradients    P_s · e                              ZeRO-2/3: / dp
 //   optimizer    P_s · (master + state)               ZeRO-1/2/3: / dp
 //                  master 4 under fp16/bf16 (f32 copy), 0 under fp32; state AdamW 8, SGD 4
-//                ZeRO-3 also shards the parameters (/ dp) and gathers one unit at a time: plus
-//                the largest layer's parameters in e
+//   ZeRO-3       parameters / dp too, plus the gathered units in e: the tied weight (a unit of
+//                its own, gathered from the head's backward to the embedding's) and the largest
+//                two consecutive layers (the running one and the prefetched one); gradients / dp
+//                plus the transient of a unit's reduce-scatter: the tied weight's and the largest
+//                unit's full gradients in e, its comm buffer and received shard in the comm dtype
+//                (runtime/parallel/zero3.h); no DP cast buffers
 //   activations  the schedule's in-flight micro-batches n_s (GPipe m, 1F1B min(m, pp − s),
 //                interleaved its bound; one process or no pipeline: 1) × the stage's saved bytes
 //                per micro-batch, plus the last stage's loss transient. Per token of a

@@ -121,6 +121,25 @@ std::shared_ptr<ZeroSync> wire_zero(const Job& job, const LanguageModel& model, 
   return std::make_shared<ZeroSync>(zero1);
 }
 
+// ZeRO-3 (dp > 1): every parameter sharded over the dp group per unit (a layer; a weight tied
+// between layers or stages a unit of its own), gathered around each layer's forward and backward
+// (runtime/parallel/zero3.h); the optimizer steps this rank's pieces. Weights tied across stages:
+// their gradient shards summed over the tied group after the reduce-scatters.
+std::shared_ptr<Zero3Sync> wire_zero3(const Job& job, LanguageModel& model, const std::vector<TiedWeight>& tied,
+                                      std::shared_ptr<comm::Communicator> tied_group, TrainerWiring& w) {
+  std::set<std::string> own;
+  for (const std::string& n : model.tied_names()) own.insert(n);
+  std::vector<std::string> tied_names;
+  for (const TiedWeight& t : tied) {
+    own.insert(t.name);
+    tied_names.push_back(t.name);
+  }
+  auto zero3 = std::make_shared<Zero3>(model, job.grid.dp_group(), own, compute_dtype(job.cfg.grad_comm_dtype));
+  model.set_layer_hook(zero3);
+  w.zero3 = zero3;
+  return std::make_shared<Zero3Sync>(zero3, tied_names, tied_group);
+}
+
 // Data parallel (dp > 1, no ZeRO): bucketed all-reduce over the DP group during the last
 // micro-batch's backward.
 std::shared_ptr<DataParallelSync> wire_data_parallel(const Job& job, const LanguageModel& model) {
@@ -161,7 +180,8 @@ StepReductions wire_reductions(const Job& job) {
 // What a run can measure about its gradient communication by itself: how many buckets went out
 // while backward was still producing gradients, and how long finish() waited per step. (How much
 // communication is hidden needs a second run without it: tests/bench/bench_dp_overlap.cpp.)
-void print_summary(const Job& job, const GradReducer* reducer, const Zero1* zero, const PipelineGradientSource* pipe) {
+void print_summary(const Job& job, const GradReducer* reducer, const Zero1* zero, const Zero3* zero3,
+                   const PipelineGradientSource* pipe) {
   if (!job.lead()) return;
   if (reducer && reducer->stats().steps > 0) {
     const ReducerStats& s = reducer->stats();
@@ -175,6 +195,12 @@ void print_summary(const Job& job, const GradReducer* reducer, const Zero1* zero
                 << " MiB, " << zero->stats().broadcast_ms / steps << " ms per step";
     std::cout << std::endl;
   }
+  if (zero3 && zero3->stats().gathers > 0)
+    std::cout << "zero 3: " << zero3->num_units() << " units, " << zero3->shard_numel()
+              << " parameter elements on this rank; " << zero3->stats().gathers << " gathers ("
+              << static_cast<double>(zero3->stats().bytes_gathered) / (1 << 20) << " MiB), "
+              << zero3->stats().reduce_scatters << " reduce-scatters, at most " << zero3->stats().max_gathered
+              << " units gathered at once" << std::endl;
   if (pipe)
     std::cout << "pipeline stage 0: compute " << pipe->stats().compute_ms << " ms, waiting " << pipe->stats().wait_ms
               << " ms in the last step" << std::endl;
@@ -225,11 +251,16 @@ int run_parallel_training(const TrainConfig& cfg) {
   std::vector<std::shared_ptr<GradientSync>> syncs;
   std::shared_ptr<DataParallelSync> dp_sync;
   std::shared_ptr<ZeroSync> zero_sync;
+  std::shared_ptr<Zero3Sync> zero3_sync;
   std::shared_ptr<GradientSync> tied_sync =
       layout.pp > 1 ? wire_tied_weights(job, static_cast<const StageModel&>(*model), tied) : nullptr;
   // order of finish(): the DP all-reduce, then the tied sum; under ZeRO the tied sum, then the
-  // reduce to the owners (zero1.h says why)
-  if (job.zero()) {
+  // reduce to the owners (zero1.h says why); under ZeRO-3 the reduce-scatters, then the tied sum
+  // of the shards (Zero3Sync)
+  if (job.zero() && cfg.zero == 3) {
+    auto* tg = dynamic_cast<TiedGradSync*>(tied_sync.get());
+    syncs.push_back(zero3_sync = wire_zero3(job, *model, tied, tg ? tg->group() : nullptr, w));
+  } else if (job.zero()) {
     if (tied_sync) syncs.push_back(tied_sync);
     syncs.push_back(zero_sync = wire_zero(job, *model, tied, w));
   } else {
@@ -248,7 +279,7 @@ int run_parallel_training(const TrainConfig& cfg) {
   Trainer trainer(cfg, model, std::move(w), in.resume_path);
   trainer.run();
   const GradReducer* reducer = dp_sync ? &dp_sync->reducer() : zero_sync ? &zero_sync->zero().reducer() : nullptr;
-  print_summary(job, reducer, zero_sync ? &zero_sync->zero() : nullptr, pipe);
+  print_summary(job, reducer, zero_sync ? &zero_sync->zero() : nullptr, zero3_sync ? &zero3_sync->zero() : nullptr, pipe);
   world->barrier()->wait();
   return 0;
 }

@@ -43,7 +43,7 @@ struct TrainConfig {
   bool recompute = false;
   bool cuda_graph = false;  // the step as one CUDA graph where it applies (runtime/train/cuda_graph_step.h)
   bool tf32 = false;  // CUDA f32 GEMMs on TF32 tensor cores (ops/matmul.h set_gemm_allow_tf32); false: exact
-  int64_t zero = 0;  // ZeRO stage: 0 off, 1 optimizer state sharded, 2 also the gradients (3: refused by launch/)
+  int64_t zero = 0;  // ZeRO stage: 0 off, 1 optimizer state sharded, 2 also the gradients, 3 also the parameters (runtime/parallel/zero3.h)
   Precision grad_comm_dtype = Precision::fp32;  // dtype of the DP / ZeRO gradient all-reduce
   double bucket_mb = 25.0;              // DP / ZeRO bucket size
   // The cap on this process's tensor bytes on its device, in GiB (0: none): an allocation past

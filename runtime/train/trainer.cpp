@@ -1,6 +1,7 @@
 // The training loop (see the header for the step order).
 #include "runtime/train/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -183,10 +184,12 @@ void Trainer::init(const std::string& resume_path) {
   const DType compute = compute_dtype(cfg_.precision);
   NamedTensors opt_params = model_->named_parameters();
   std::erase_if(opt_params, [&](const auto& np) { return w_.roles.updated_elsewhere.count(np.first) > 0; });
+  if (w_.zero3) opt_params = w_.zero3->shard();  // this rank's pieces; the full tensors freed
   {
     MemoryCategoryScope mem(MemoryCategory::optim);
     opt_ = make_optimizer(cfg_, opt_params, compute);
   }
+  if (w_.zero3) w_.zero3->adopt(compute);  // shards and gather buffers in the compute dtype
   {
     MemoryCategoryScope mem(MemoryCategory::params);
     // parameters outside the optimizer's shard take the compute dtype too (no master for them)
@@ -213,8 +216,16 @@ void Trainer::init(const std::string& resume_path) {
     if (st.schedule_steps > 0) schedule_.total_steps = st.schedule_steps;
     PartSource state = model_part_source(*model_, *ckpt.optimizer);
     if (state.rule) state.rule = optimizer_state_shard_rule(state.rule);
-    check_parts(state, opt_->state_dict(), /*strict=*/false);  // this rank's keys (its stage, shards, ZeRO run)
-    opt_->load_state([&](const std::string& key, const Tensor& dst) { Tensor(dst).copy_(read_part(state, key, dst.shape())); });
+    if (w_.zero3) {  // each key's full (local) tensor read, this rank's piece kept
+      opt_->load_state([&](const std::string& key, const Tensor& dst) {
+        if (key == "step") return void(Tensor(dst).copy_(read_part(state, key, dst.shape())));
+        const std::string name = key.substr(key.find('.') + 1);
+        Tensor(dst).copy_(w_.zero3->piece_of(name, read_part(state, key, w_.zero3->local_shape(name))));
+      });
+    } else {
+      check_parts(state, opt_->state_dict(), /*strict=*/false);  // this rank's keys (its stage, shards, ZeRO run)
+      opt_->load_state([&](const std::string& key, const Tensor& dst) { Tensor(dst).copy_(read_part(state, key, dst.shape())); });
+    }
     check_finite(opt_->state_dict(), "--resume: " + resume_path + " (optimizer state)");
     step_ = st.step;
     if (model_->generator()) model_->generator()->set_state(st.rng_seed, st.rng_offset);
@@ -386,8 +397,24 @@ std::string Trainer::save_checkpoint() {
   // every rank writes its share (a collective for sharded layouts); a copy another rank also
   // holds (a tied weight's later stage, a tp-replicated tensor on tp rank > 0) is written there
   const std::set<std::string>& elsewhere = w_.roles.counted_elsewhere;
-  return save_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), opt_->master_weights(),
-                               opt_->state_dict(), model_->shard_rule(),
+  NamedTensors weights = opt_->master_weights(), opt_state = opt_->state_dict();
+  if (w_.zero3) {  // ZeRO-3: every tensor assembled from its pieces, kept by the rank holding its start
+    weights = w_.zero3->gather_full(weights);
+    NamedTensors full{opt_state.front()};  // "step"
+    std::vector<std::string> slots;        // "exp_avg", "exp_avg_sq", "master": the same on every rank
+    for (const auto& [key, t] : opt_state)
+      if (key != "step" && std::find(slots.begin(), slots.end(), key.substr(0, key.find('.'))) == slots.end())
+        slots.push_back(key.substr(0, key.find('.')));
+    for (const std::string& slot : slots) {
+      NamedTensors pieces;
+      for (const auto& [key, t] : opt_state)
+        if (key.compare(0, slot.size() + 1, slot + ".") == 0) pieces.emplace_back(key.substr(slot.size() + 1), t);
+      for (auto& [name, t] : w_.zero3->gather_full(pieces)) full.emplace_back(slot + "." + name, t);
+    }
+    opt_state = std::move(full);
+  }
+  return save_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), weights,
+                               opt_state, model_->shard_rule(),
                                [&](const std::string& name) { return elsewhere.count(name) > 0; }, *w_.state,
                                cfg_.keep_checkpoints);
 }

@@ -92,6 +92,7 @@ struct TrainerWiring {
   std::shared_ptr<StateSharding> state;         // who writes which checkpoint part; null: this rank, all of it
   StepReductions reductions;
   ParameterRoles roles;
+  std::shared_ptr<Zero3> zero3;                 // ZeRO-3: the optimizer steps its pieces (runtime/parallel/zero3.h); null: none
   std::shared_ptr<comm::Communicator> world;    // every rank of the job; null: one process
   BatchLayout layout;                           // recorded in checkpoints
 };

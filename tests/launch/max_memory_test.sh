@@ -4,7 +4,8 @@
 # naming the rank, checked word by word: the cap, the size asked, the category and the layer it
 # was for, what is in use by category, and the plan for this layout — while the same model
 # under the same cap trains at np 4 with pp 4 (each stage's planned peak <= 14 MiB). The control:
-# the same one-process run without the cap trains (the cap, not the run, is what fails).
+# the same one-process run without the cap trains (the cap, not the run, is what fails). And at
+# np 4 with --zero 3 (dp 4, the same global batch) it trains under the cap too; plain dp 4 does not.
 # Usage: max_memory_test.sh MPIEXEC SHARDTRAIN
 set -u
 MPIEXEC="$1"
@@ -29,4 +30,16 @@ out=$("$MPIEXEC" -np 4 --oversubscribe --allow-run-as-root "$BIN" train $M --max
 rc=$?
 [[ $rc -eq 0 ]] || { echo "$out" | tail -5; fail "np 4 pp 4 under the same cap exited $rc"; }
 echo "$out" | grep -A5 "memory per rank"
+
+# ZeRO-3: the same model and global batch (4 sequences: dp 4 × micro-batch 1) under the same cap
+# trains at np 4 with --zero 3 (measured peak 13.7 MiB per rank), while plain dp 4 (every rank the
+# whole model, its gradients and AdamW state: 24.8 MiB before activations) fails it.
+out=$("$MPIEXEC" -np 4 --oversubscribe --allow-run-as-root "$BIN" train $M --max-memory 0.025 --dp 4 --zero 3 --micro-batch 1 2>&1)
+rc=$?
+[[ $rc -eq 0 ]] || { echo "$out" | tail -5; fail "np 4 zero 3 under the same cap exited $rc"; }
+echo "$out" | grep "zero 3:" || fail "no zero 3 summary"
+out=$("$MPIEXEC" -np 4 --oversubscribe --allow-run-as-root "$BIN" train $M --max-memory 0.025 --dp 4 --micro-batch 1 2>&1)
+rc=$?
+[[ $rc -ne 0 ]] || fail "np 4 dp 4 without ZeRO under the cap exited 0 (the zero 3 case proves nothing)"
+echo "$out" | grep -qE "^\[rank [0-3]\] shardtrain: error: out of memory under --max-memory 25\.6 MiB" || fail "dp 4: no cap error line"
 echo PASS

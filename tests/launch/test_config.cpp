@@ -127,9 +127,9 @@ TEST(LaunchConfig, BadValuesNameTheKeyAndTheFile) {
   expect_usage_error({"--config", y}, {y, "key 'precision'", "expected one of fp32|fp16|bf16, got 'fp8'"});
   expect_usage_error({"--micro-batch", "8x"}, {"flag --micro-batch", "expected an integer, got '8x'"});
   expect_usage_error({"--zero", "maybe"}, {"flag --zero", "expected an integer, got 'maybe'"});
-  expect_usage_error({"--zero", "4"}, {"--zero", "must be 0, 1 or 2", "got 4"});
-  expect_usage_error({"--zero", "-1"}, {"--zero", "must be 0, 1 or 2"});
-  expect_usage_error({"--zero", "3"}, {"--zero", "not implemented"});
+  expect_usage_error({"--zero", "4"}, {"--zero", "must be 0, 1, 2 or 3", "got 4"});
+  expect_usage_error({"--zero", "-1"}, {"--zero", "must be 0, 1, 2 or 3"});
+  expect_usage_error({"--zero", "3", "--optimizer", "sgd"}, {"--zero", "ZeRO shards AdamW state"});
   expect_usage_error({"--recompute=2"}, {"flag --recompute", "expected 0|1"});
   expect_usage_error({"--lr", "nan"}, {"flag --lr", "finite"});
   expect_usage_error({"--seed", "-1"}, {"flag --seed", "non-negative integer"});

@@ -492,6 +492,54 @@ TEST(Layouts, ZeroEqualsOneProcess) {
   }
 }
 
+// ZeRO-3 (every parameter sharded per layer, gathered around each forward and backward, the
+// gradients reduce-scattered per layer every micro-batch): the one-process curve within the same
+// noise envelope as every layout (the reduce-scatter sums the ranks in another order than the
+// one-process accumulation, as plain DP's all-reduce does): dp n with accumulation (K = 2 in
+// base_config) and without, with pp 2 and tp 2 at np 4, with recompute, and bf16 within the 2 %
+// ZeRO-1/2's bf16 case allows (bf16 rounding of the gathered parameters and gradient shards).
+TEST(Layouts, Zero3EqualsOneProcess) {
+  const int n = world_size();
+  TrainConfig c = base_config();
+  c.dp = n;
+  c.zero = 3;
+  const Curve want = reference(c, n);
+  testing::internal::CaptureStdout();
+  const Curve got = run_layout(c, "zero3");
+  const std::string log = testing::internal::GetCapturedStdout();
+  expect_same(got, want, "dp " + std::to_string(n) + " zero 3");
+  if (world_rank() == 0) {  // the run summary: the parameters were gathered and reduce-scattered per unit
+    const size_t at = log.find("zero 3: ");
+    ASSERT_NE(at, std::string::npos) << log;
+    EXPECT_EQ(std::stoi(log.substr(at + 8)), 7) << "units: wte, wpe, 4 blocks, ln_f: " << log.substr(at, 120);
+  }
+  TrainConfig k1 = c;
+  k1.grad_accum = 1;
+  k1.micro_batch = 3;
+  expect_same(run_layout(k1, "zero3_k1"), reference(k1, n), "dp " + std::to_string(n) + " zero 3, K=1");
+  TrainConfig rc = c;
+  rc.recompute = true;
+  expect_same(run_layout(rc, "zero3_rc"), want, "dp " + std::to_string(n) + " zero 3, recompute");
+  if (n == 4) {
+    TrainConfig p = c;
+    p.dp = 2;
+    p.pp = 2;
+    expect_same(run_layout(p, "zero3_pp2"), reference(p, 2), "dp 2 x pp 2 zero 3");
+    TrainConfig t = c;
+    t.heads = 12;
+    t.d_model = 48;
+    t.vocab = 62;
+    t.dp = 2;
+    t.tp = 2;
+    expect_same(run_layout(t, "zero3_tp2"), reference(t, 2), "dp 2 x tp 2 zero 3");
+  }
+  TrainConfig bf = c;
+  bf.precision = Precision::bf16;
+  const Curve got_bf = run_layout(bf, "zero3_bf16");
+  ASSERT_EQ(got_bf.loss.size(), want.loss.size());
+  for (size_t i = 0; i < got_bf.loss.size(); ++i) EXPECT_NEAR(got_bf.loss[i], want.loss[i], 0.02 * want.loss[i]) << "zero 3 bf16";
+}
+
 TEST(Layouts, ResumeZeroCheckpointWithoutZero) {
   const int n = world_size();
   TrainConfig c = base_config();
@@ -518,6 +566,66 @@ TEST(Layouts, ResumeZeroCheckpointWithoutZero) {
     b.grad_accum = 2;
   }
   expect_same(run_layout(b, "zero_b"), want, "zero 2 checkpoint resumed without zero", 3);
+}
+
+// A zero 3 checkpoint (each tensor assembled from its dp pieces, written by the rank holding its
+// first element) resumed without ZeRO at dp n and as pp 2 (dp n/2 × pp 2 at even n, else pp n),
+// and the reverse: a pp checkpoint and a zero 0 one resumed under zero 3. The resumed steps 4-5
+// equal the uninterrupted one-process curve within its noise.
+TEST(Layouts, ResumeZero3CheckpointElsewhere) {
+  const int n = world_size();
+  TrainConfig c = base_config();
+  c.grad_accum = 1;
+  c.micro_batch = 2;
+  const Curve want = reference(c, n);  // global batch 2n
+  auto as_pp = [&](TrainConfig t) {
+    t.zero = 0;
+    if (n % 2 == 0) {
+      t.dp = n / 2;
+      t.pp = 2;
+      t.grad_accum = 2;
+    } else {
+      t.dp = 1;
+      t.pp = n;
+      t.grad_accum = n;
+    }
+    return t;
+  };
+  auto fresh = [&](TrainConfig t, const std::string& dir) {
+    t.steps = 3;
+    t.checkpoint_dir = work_dir() + "/" + dir;
+    if (world_rank() == 0) fs::remove_all(t.checkpoint_dir);
+    barrier();
+    run_layout(t, dir + "_a");
+    return t.checkpoint_dir;
+  };
+  auto resumed = [&](TrainConfig t, const std::string& dir) {  // on a copy: the resumed run saves its own
+    t.checkpoint_dir = dir + "_resumed";
+    if (world_rank() == 0) {
+      fs::remove_all(t.checkpoint_dir);
+      fs::copy(dir, t.checkpoint_dir, fs::copy_options::recursive);
+    }
+    barrier();
+    t.resume = true;
+    return run_layout(t, "resumed");
+  };
+  TrainConfig z3 = c;
+  z3.dp = n;
+  z3.zero = 3;
+  TrainConfig z0 = z3;
+  z0.zero = 0;
+  const std::string from_z3 = fresh(z3, "ckpt_zero3");
+  expect_same(resumed(z0, from_z3), want, "zero 3 checkpoint resumed under zero 0", 3);
+  expect_same(resumed(as_pp(z3), from_z3), want, "zero 3 checkpoint resumed under pp", 3);
+  expect_same(resumed(z3, fresh(as_pp(z3), "ckpt_pp_to_zero3")), want, "pp checkpoint resumed under zero 3", 3);
+  expect_same(resumed(z3, fresh(z0, "ckpt_zero0_to_zero3")), want, "zero 0 checkpoint resumed under zero 3", 3);
+  TrainConfig bf = z3;  // bf16: the f32 masters and AdamW state gathered; resumed under zero 0, within bf16's 2 %
+  bf.precision = Precision::bf16;
+  TrainConfig bf0 = bf;
+  bf0.zero = 0;
+  const Curve b = resumed(bf0, fresh(bf, "ckpt_zero3_bf16"));
+  ASSERT_EQ(b.loss.size(), 2u);
+  for (size_t i = 0; i < b.loss.size(); ++i) EXPECT_NEAR(b.loss[i], want.loss[i + 3], 0.02 * want.loss[i + 3]) << "bf16";
 }
 
 TEST(Layouts, ResumeZeroTensorParallelCheckpointElsewhere) {

@@ -59,6 +59,8 @@ TEST(MemoryCheck, BytesPerParameterFollowTheTable) {
   EXPECT_EQ(estimate_training_memory(c, model_entry(c), 1, 1).bytes_per_param, 16);  // ZeRO needs dp > 1
   c.zero = 2;
   EXPECT_EQ(estimate_training_memory(c, model_entry(c), 1, 4).bytes_per_param, 7);  // 4 + 4/4 + 8/4
+  c.zero = 3;
+  EXPECT_EQ(estimate_training_memory(c, model_entry(c), 1, 4).bytes_per_param, 4);  // 4/4 + 4/4 + 8/4
   c.zero = 0;
   c.pp = 2;
   EXPECT_EQ(estimate_training_memory(c, model_entry(c), 4, 1).rank_bytes, 16 * P / 8);  // tp 4 × pp 2

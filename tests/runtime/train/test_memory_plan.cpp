@@ -4,8 +4,8 @@
 // numbers as the metrics' mem_* fields and the end-of-run table; rank 0's JSONL line is checked
 // to carry them) — against the plan's numbers for that rank's stage. Run at np 1, 2 and 4; each
 // world size runs the layouts of its size (np 1: fp32, bf16, recompute, grad accumulation;
-// np 2: dp, ZeRO-1, tp, pp GPipe and 1F1B; np 4: pp 4 1F1B and dp 2 × pp 2). ZeRO-2/3's
-// closed forms are in the planner but not here: those stages do not exist in this runtime yet.
+// np 2: dp, ZeRO-1, ZeRO-3, tp, pp GPipe and 1F1B; np 4: pp 4 1F1B, dp 2 × pp 2 and ZeRO-3 in
+// bf16 with f32 gradient communication). ZeRO-2's closed form is in the planner but not here.
 //
 // Tolerance 5 % (the planner's stated accuracy) plus 64 bytes for tiny categories. The model: a
 // GPT of 4 blocks, C = 64, 4 heads, V = 256, T = 32, micro-batch 8 (256 tokens), AdamW. The
@@ -102,6 +102,8 @@ std::vector<Case> cases() {
   add(1, "np 1 grad-accum 4", [](TrainConfig& c) { c.grad_accum = 4; });
   add(2, "dp 2", [](TrainConfig& c) { c.dp = 2; });
   add(2, "dp 2 zero 1", [](TrainConfig& c) { c.dp = 2, c.zero = true; });
+  add(2, "dp 2 zero 3", [](TrainConfig& c) { c.dp = 2, c.zero = 3; });
+  add(4, "dp 4 zero 3 bf16", [](TrainConfig& c) { c.dp = 4, c.zero = 3, c.precision = Precision::bf16; });
   add(2, "tp 2", [](TrainConfig& c) { c.tp = 2; });
   add(2, "pp 2 gpipe m 4", [](TrainConfig& c) { c.pp = 2, c.schedule = Schedule::gpipe, c.grad_accum = 4; });
   add(2, "pp 2 1f1b m 4", [](TrainConfig& c) { c.pp = 2, c.schedule = Schedule::one_f_one_b, c.grad_accum = 4; });
