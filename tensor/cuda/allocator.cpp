@@ -117,15 +117,6 @@ class CachingAllocator {
 
  private:
   void* raw_malloc(size_t rounded, size_t asked) {
-    // cudaMalloc is one of the calls a thread-local stream capture refuses ("operation not permitted
-    // when stream is capturing"): this thread's capture mode is relaxed around it, and restored.
-    // It enqueues nothing, so the graph being captured is unchanged; a capture's blocks belong to
-    // its pool for the graph's lifetime (retire_pool), so replays find them where they were.
-    struct RelaxedCapture {
-      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-      RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
-      ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
-    } relaxed;
     void* p = nullptr;
     cudaError_t e = cudaMalloc(&p, rounded);
     if (e == cudaErrorMemoryAllocation) {
