@@ -104,10 +104,6 @@ OptionTable train_options(TrainConfig& c) {
   t.add({"seed", "numerics", "N", "random seed (initialisation, dropout, the --shuffle order)", false, OptionTable::bind(c.seed),
          [&c] { return std::to_string(c.seed); }});
   B("recompute", "numerics", c.recompute, "recompute activations in backward (saves memory)");
-  B("cuda-graph", "numerics", c.cuda_graph,
-    "capture the training step once as a CUDA graph and replay it (same bits as eager; the host reads the "
-    "loss and norm after each replay). One process on CUDA with AdamW and no dropout; elsewhere the step runs "
-    "eagerly with a note (dp/tp/pp, SGD, dropout > 0); on the CPU an error");
   B("tf32", "numerics", c.tf32,
     "f32 matrix products on TF32 tensor cores (inputs rounded to a 10-bit mantissa, f32 accumulation), like "
     "PyTorch's set_float32_matmul_precision('high'); 0: exact f32. CUDA only: no effect on the CPU or on "

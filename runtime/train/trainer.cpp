@@ -235,15 +235,6 @@ void Trainer::init(const std::string& resume_path) {
   model_->train(true);
   model_->set_recompute(cfg_.recompute);
   if (eval_interval(cfg_) > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
-  if (cfg_.cuda_graph) {
-    ST_CHECK(model_->parameters().front().device() == Device::cuda, ValueError,
-             "--cuda-graph 1 needs --device cuda (CUDA graphs; the CPU step has none)");
-    const bool one_process = (!w_.world || w_.world->size() == 1) && w_.roles.counted_elsewhere.empty() &&
-                             w_.roles.updated_elsewhere.empty() && dynamic_cast<ClearGrads*>(w_.sync.get());
-    const std::string why = CudaGraphStep::refusal(cfg_, *model_, one_process, w_.source.get());
-    use_graph_ = why.empty();  // built at the first step, from the scaler and optimizer as they are then
-    if (!use_graph_ && rank() == 0) std::cout << "cuda graph: off (" << why << "); the step runs eagerly" << std::endl;
-  }
 }
 
 std::vector<Tensor> Trainer::collect_grads() {
@@ -275,27 +266,6 @@ StepMetrics Trainer::train_step() {
   m.lr = schedule_.at(step_);
   const Device device = model_->parameters().front().device();
   reset_memory_peaks(device);
-  if (use_graph_ && !graph_)
-    graph_ = std::make_unique<CudaGraphStep>(cfg_, model_, dynamic_cast<LocalGradientSource&>(*w_.source), *w_.sync,
-                                             *opt_, scaler_, std::max(cfg_.steps, step_ + 1));
-  if (graph_) {  // the whole step on the device (runtime/train/cuda_graph_step.h)
-    const GraphStepReport r = graph_->run(step_, m.lr);
-    graph_->write_back(scaler_, *opt_);
-    m.loss = r.loss;
-    m.skipped = r.skipped;
-    m.grad_norm = r.skipped ? std::numeric_limits<double>::quiet_NaN() : r.grad_norm;
-    if (r.skipped)
-      nonfinite_.nonfinite(m.step, m.loss, r.found_inf, r.at_floor);
-    else
-      nonfinite_.finite();
-  } else {
-    eager_step(m);
-  }
-  ++step_;
-  return finish_metrics(m, t0, device);
-}
-
-void Trainer::eager_step(StepMetrics& m) {
   double local_loss = 0;
   {
     MemoryCategoryScope mem(MemoryCategory::grads);
@@ -338,9 +308,7 @@ void Trainer::eager_step(StepMetrics& m) {
   }
   grads.clear();
   w_.sync->end_step(/*stepped=*/!nonfinite);
-}
-
-StepMetrics Trainer::finish_metrics(StepMetrics m, Clock::time_point t0, Device device) {
+  ++step_;
   m.step_ms = ms_since(t0);
   const double tokens = static_cast<double>(w_.source->global_batch() * w_.source->seq_len());
   m.tokens_per_s = m.step_ms > 0 ? tokens / (m.step_ms / 1000.0) : 0.0;

@@ -16,8 +16,6 @@
 //      low-precision copies rewritten), loss scaler update
 //   6. GradientSync::end_step (ZeRO broadcasts the owners' updated buckets)
 //   7. metrics: loss (reductions.loss of the local shares), JSONL + stdout on rank 0
-// With --cuda-graph 1 (one process on CUDA) steps 1-6 are one captured CUDA graph, the same bits
-// (runtime/train/cuda_graph_step.h).
 // Checkpoints (runtime/train/train_checkpoint.h) every cfg.checkpoint_every steps and at the end;
 // --resume takes the newest complete one and continues bit-exactly (same data order, same
 // dropout stream, same optimizer and scaler state).
@@ -26,7 +24,6 @@
 #include <set>
 #include <string>
 
-#include "runtime/common/timing.h"
 #include "runtime/nn/language_model.h"
 #include "runtime/observe/memory_report.h"
 #include "runtime/observe/metrics.h"
@@ -36,7 +33,6 @@
 #include "runtime/parallel/gradient_sync.h"
 #include "runtime/parallel/reductions.h"
 #include "runtime/parallel/state_sharding.h"
-#include "runtime/train/cuda_graph_step.h"
 #include "runtime/train/gradient_source.h"
 #include "runtime/train/nonfinite.h"
 #include "runtime/train/train_checkpoint.h"
@@ -120,16 +116,13 @@ class Trainer {
   LossScaler& scaler() { return scaler_; }
   const TrainConfig& config() const { return cfg_; }
   const std::string& resumed_from() const { return resumed_from_; }
-  bool cuda_graph() const { return use_graph_; }  // steps run as a CUDA graph (--cuda-graph 1 where it applies)
   TrainState state() const;
 
  private:
   void init(const std::string& resume_from);
   // The raw gradients (dtype as accumulated, loss-scaled), aligned with the optimizer's params.
   std::vector<Tensor> collect_grads();
-  std::vector<double> norm_weights() const;
-  void eager_step(StepMetrics& m);  // steps 1-7 of the header, host-driven
-  StepMetrics finish_metrics(StepMetrics m, Clock::time_point t0, Device device);  // time, memory, MFU  // per optimizer param: 0 when counted elsewhere; {} = all 1
+  std::vector<double> norm_weights() const;  // per optimizer param: 0 when counted elsewhere; {} = all 1
   int rank() const { return w_.world ? w_.world->rank() : 0; }
 
   TrainConfig cfg_;
@@ -143,8 +136,6 @@ class Trainer {
   std::string resumed_from_;
   std::shared_ptr<const TokenData> val_data_;
   RankMemory memory_;  // this rank's bytes, for the table at the end of run()
-  bool use_graph_ = false;                // --cuda-graph 1 and it applies (runtime/train/cuda_graph_step.h)
-  std::unique_ptr<CudaGraphStep> graph_;  // made at the first step
 };
 
 // One process (cfg.dp = tp = pp = 1; cfg.data required): trains, returns 0. Errors throw. Under

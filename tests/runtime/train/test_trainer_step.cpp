@@ -142,23 +142,5 @@ TEST(TrainerStep, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
   EXPECT_NEAR(t.optimizer().master(0).to_double()[0], 1 - g0, 1e-7);
 }
 
-// --cuda-graph 1 has no CPU path: the trainer refuses it at construction, in one line naming
-// the flag and the device it needs (a CPU-only build and a CPU device in a CUDA build alike).
-TEST(TrainerStep, CudaGraphOnTheCpuIsRefused) {
-  auto model = std::make_shared<ToyModel>();
-  TrainerWiring wiring;
-  wiring.source = std::make_unique<ScriptedSource>(model);
-  TrainConfig c = sgd_config(Precision::fp32);
-  c.cuda_graph = true;
-  try {
-    Trainer t(c, model, std::move(wiring));
-    FAIL() << "--cuda-graph 1 on the CPU was accepted";
-  } catch (const ValueError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("--cuda-graph 1 needs --device cuda"), std::string::npos) << what;
-    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
-  }
-}
-
 }  // namespace
 }  // namespace st::runtime
