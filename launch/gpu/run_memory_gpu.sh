@@ -93,8 +93,8 @@ for stage in $stages; do
   xl-cap)
     CAP=(--model gpt --layers 48 --d-model 1600 --heads 20 --vocab 50257 --seq-len 1024 --micro-batch 1
          --precision bf16)
-    runs=("one-uncapped 1 0" "one-capped 1 24" "pp2 2 24 --pp 2" "tp2 2 24 --tp 2" "zero1 2 24 --dp 2 --zero 1"
-          "zero3 2 24 --dp 2 --zero 3")
+    runs=("one-capped 1 24" "zero3 2 24 --dp 2 --zero 3" "pp2 2 24 --pp 2" "tp2 2 24 --tp 2" "one-uncapped 1 0"
+          "zero1 2 24 --dp 2 --zero 1")  # the cap's two claims first: BUDGET_S may cut the list
     for r in "${runs[@]}"; do
       set -- $r; name=$1; np=$2; gib=$3; shift 3
       t0=$SECONDS
