@@ -104,6 +104,10 @@ OptionTable train_options(TrainConfig& c) {
   t.add({"seed", "numerics", "N", "random seed (initialisation, dropout, the --shuffle order)", false, OptionTable::bind(c.seed),
          [&c] { return std::to_string(c.seed); }});
   B("recompute", "numerics", c.recompute, "recompute activations in backward (saves memory)");
+  B("cuda-graph", "numerics", c.cuda_graph,
+    "capture the training step once as a CUDA graph and replay it (same bits as eager; the step line is read a "
+    "step late, so the host never waits inside a step). Applies to one process on CUDA with AdamW; elsewhere the "
+    "step runs eagerly, with a note on CUDA (dp/tp/pp, SGD); 0: always eager");
   B("tf32", "numerics", c.tf32,
     "f32 matrix products on TF32 tensor cores (inputs rounded to a 10-bit mantissa, f32 accumulation), like "
     "PyTorch's set_float32_matmul_precision('high'); 0: exact f32. CUDA only: no effect on the CPU or on "

@@ -43,9 +43,12 @@ Tensor Dropout::forward(const Tensor& x, bool training) const {
     scope_ = ctx->id;
     calls_ = 0;
   }
-  const uint64_t seed = runtime::dropout_seed(gen_->seed(), site_, calls_++, ctx->step);
   const uint64_t row = static_cast<uint64_t>(x.numel() / x.size(0));  // elements per sequence
-  return ops::dropout(x, static_cast<float>(p_), seed, static_cast<uint64_t>(ctx->first_sample) * row, training);
+  const uint64_t offset = static_cast<uint64_t>(ctx->first_sample) * row;
+  if (ctx->seeds)  // a graph-captured step: seed' from device memory (runtime/nn/dropout_context.h)
+    return ops::dropout(x, static_cast<float>(p_), ctx->seeds->slot(gen_->seed(), site_, calls_++), offset, training);
+  const uint64_t seed = runtime::dropout_seed(gen_->seed(), site_, calls_++, ctx->step);
+  return ops::dropout(x, static_cast<float>(p_), seed, offset, training);
 }
 
 Tensor causal_self_attention(const Tensor& qkv, int64_t heads, int64_t head_dim) {

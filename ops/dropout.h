@@ -18,12 +18,20 @@ Tensor dropout(const Tensor& x, float p, Generator& gen, bool training);
 // The same with explicit counters (element i uses philox(seed, offset + i)); draws nothing.
 Tensor dropout(const Tensor& x, float p, uint64_t seed, uint64_t offset, bool training);
 
+// The same with the seed held in a one-element i64 tensor on x's device, read when the mask is
+// made (forward and backward) rather than when the call is made: a step captured as a CUDA graph
+// takes its seeds from device memory that the host rewrites before each replay
+// (runtime/nn/dropout_context.h). Same masks as the overload above for the same seed value.
+Tensor dropout(const Tensor& x, float p, const Tensor& seed, uint64_t offset, bool training);
+
 // y = x·mask(seed, offset)/(1 − p); x, y contiguous, one dtype; also the backward (x = dy, y = dx).
 namespace cpu {
 void dropout_fwd(const Tensor& x, float p, uint64_t seed, uint64_t offset, Tensor& y);  // x (n) → y (n)
 }  // namespace cpu
 namespace cuda {
 void dropout_fwd(const Tensor& x, float p, uint64_t seed, uint64_t offset, Tensor& y);
+// seed: a device pointer read by the kernel
+void dropout_fwd_seed_at(const Tensor& x, float p, const uint64_t* seed, uint64_t offset, Tensor& y);
 }  // namespace cuda
 
 }  // namespace st::ops

@@ -21,6 +21,7 @@ class ValueError : public Error { using Error::Error; };     // bad argument val
 class AutogradError : public Error { using Error::Error; };  // misuse of backward / graph
 class IOError : public Error { using Error::Error; };        // files: missing, malformed, short
 class CudaError : public Error { using Error::Error; };       // CUDA runtime / cuBLAS / cuDNN
+class CaptureError : public Error { using Error::Error; };    // a host read inside a CUDA graph capture
 class OutOfMemoryError : public Error { using Error::Error; };
 class CommError : public Error { using Error::Error; };      // MPI / NCCL failures
 class TimeoutError : public CommError { using CommError::CommError; };  // a deadline passed

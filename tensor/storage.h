@@ -64,6 +64,7 @@ struct DeviceProperties {
 };
 std::optional<DeviceProperties> device_properties();
 size_t device_bytes_free();  // what tensors could still get on the current device: free + cached (0 without CUDA)
+void release_cached_blocks();  // the allocator's cached (unused) blocks back to CUDA (nothing without CUDA)
 }  // namespace cuda
 
 }  // namespace st

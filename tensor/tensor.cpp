@@ -3,9 +3,11 @@
 #include "tensor/tensor.h"
 
 #include <sstream>
+#include <type_traits>
 
 #include "tensor/autograd.h"
 #include "tensor/device_ops.h"
+#include "tensor/graph.h"
 
 namespace st {
 
@@ -74,7 +76,13 @@ Tensor from_values(const std::vector<V>& values, const Shape& shape, DType dtype
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* d = host.data<T>();
-    for (size_t i = 0; i < values.size(); ++i) d[i] = store_from_double<T>(static_cast<double>(values[i]));
+    if constexpr (std::is_integral_v<V> && std::is_integral_v<T>) {
+      // integers to integers directly: through a double, i64 values past 2^53 (seeds, the bit
+      // patterns of doubles) would lose their low bits
+      for (size_t i = 0; i < values.size(); ++i) d[i] = static_cast<T>(values[i]);
+    } else {
+      for (size_t i = 0; i < values.size(); ++i) d[i] = store_from_double<T>(static_cast<double>(values[i]));
+    }
   });
   return device == Device::cpu ? host : host.to(device);
 }
@@ -125,6 +133,7 @@ void* Tensor::data_ptr() const {
 }
 
 std::vector<double> Tensor::to_double() const {
+  check_host_read("reading tensor values on the host (item / to_double)");
   Tensor host = (device() == Device::cpu ? *this : to(Device::cpu)).contiguous();
   std::vector<double> out(static_cast<size_t>(numel()));
   visit_dtype(dtype(), [&](auto tag) {
@@ -153,6 +162,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   } else if (device() == Device::cuda && src.device() == Device::cuda) {
     cuda::copy(*this, src);
   } else {
+    check_host_read(device() == Device::cuda ? "a host → device copy" : "a device → host copy");
     // Across the bus: move contiguous bytes of the destination dtype, cast/stride on one side.
     Tensor s = src;
     if (device() == Device::cuda) {  // host → device: prepare on the host

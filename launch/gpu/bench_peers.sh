@@ -3,9 +3,11 @@
 # Trainer as a user's run) against its peers on the same workloads, with the ratio and the peak
 # memory beside each. Builds nothing: BUILD must hold a built `shardtrain` (CUDA build for the GPU).
 #   usage: launch/gpu/bench_peers.sh OUTDIR [gpt seed torch llmc ...]   (default: all four stages)
-# Stages: gpt   shardtrain GPT-2 124M (T 1024): bf16 B64, bf16 B16, fp16 B16
+# Stages: gpt   shardtrain GPT-2 124M (T 1024): bf16 B64, bf16 B16, fp16 B16, each as a CUDA graph
+#               (the default) and eager (--cuda-graph 0)
 #         seed  shardtrain seed Transformer (vocab 10000, d 256, 8 heads, 6 layers, B 32, T 128,
-#               Adam lr 1e-3, dropout 0.1): fp16, fp32 exact (--tf32 0), fp32 with --tf32 1
+#               Adam lr 1e-3, dropout 0.1): fp16, fp32 exact (--tf32 0), fp32 with --tf32 1 (graph),
+#               fp16 and fp32 eager
 #         torch the PyTorch peers: TORCH_BENCH (torch_gpt_bench.py; eager, compile) on the three
 #               GPT rows, SEED_BENCH (seed_model_bench.py; eager, compile, compile + CUDA graphs)
 #         llmc  LLMC_RUN (run_llmc.sh) at B 16 and 64 (bf16)
@@ -51,18 +53,9 @@ else
   SEED="--layers 6 --d-model 256 --heads 8 --vocab 10000 --seq-len 128"; SV=10000; SB=32; STT=128
 fi
 
-# random tokens in llm.c's .bin format (header 256 × i32: magic 20240520, version 1, count), enough for
-# every step of the largest batch without wrapping, and for llm.c's 40 steps at B 64
-tokens() {  # FILE VOCAB COUNT
-  python3 - "$@" <<'PY'
-import array, random, sys
-path, vocab, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rng = random.Random(1)
-t = array.array("H", (rng.randrange(vocab) for _ in range(n)))
-h = array.array("i", [0] * 256); h[0], h[1], h[2] = 20240520, 1, n
-with open(path, "wb") as f: f.write(h.tobytes()); f.write(t.tobytes())
-PY
-}
+# random tokens in llm.c's .bin format, enough for every step of the largest batch without
+# wrapping, and for llm.c's 40 steps at B 64
+source launch/gpu/tokens.sh
 GPT_TOK="$OUT/gpt_tokens.bin"; SEED_TOK="$OUT/seed_tokens.bin"
 
 # one shardtrain run → one results.jsonl row. NAME WORKLOAD IMPL B T ARGS...
@@ -94,18 +87,21 @@ for stage in $stages; do
   gpt)
     [ -f "$GPT_TOK" ] || tokens "$GPT_TOK" "$GV" $(( (WARMUP + STEPS > 40 ? WARMUP + STEPS : 40) * GB_BIG * GT + 1 ))
     COMMON="--model gpt $GPT --data $GPT_TOK --lr 3e-4 --weight-decay 0.1 --clip 1"  # as torch_gpt_bench.py
-    ours gpt_bf16_b$GB_BIG "gpt2 bf16 B$GB_BIG" shardtrain $GB_BIG $GT $COMMON --precision bf16
-    ours gpt_bf16_b$GB "gpt2 bf16 B$GB" shardtrain $GB $GT $COMMON --precision bf16
-    ours gpt_fp16_b$GB "gpt2 fp16 B$GB" shardtrain $GB $GT $COMMON --precision fp16
+    for g in 1 0; do  # the step as a CUDA graph (the default), then eager
+      sfx=$([ $g = 1 ] && echo "" || echo "_eager"); impl=$([ $g = 1 ] && echo shardtrain || echo "shardtrain --cuda-graph 0")
+      ours gpt_bf16_b$GB_BIG$sfx "gpt2 bf16 B$GB_BIG" "$impl" $GB_BIG $GT $COMMON --precision bf16 --cuda-graph $g
+      ours gpt_bf16_b$GB$sfx "gpt2 bf16 B$GB" "$impl" $GB $GT $COMMON --precision bf16 --cuda-graph $g
+      ours gpt_fp16_b$GB$sfx "gpt2 fp16 B$GB" "$impl" $GB $GT $COMMON --precision fp16 --cuda-graph $g
+    done
     ;;
   seed)
     [ -f "$SEED_TOK" ] || tokens "$SEED_TOK" "$SV" $(( (WARMUP + STEPS) * SB * STT + 1 ))
     COMMON="--model simple-transformer $SEED --data $SEED_TOK --lr 1e-3 --weight-decay 0 --clip 0"  # Adam, as the seed
-    ours seed_fp16 "seed fp16" shardtrain $SB $STT $COMMON --precision fp16
-    ours seed_fp32 "seed fp32" shardtrain $SB $STT $COMMON --precision fp32 --tf32 0
-    ours seed_fp32_tf32 "seed fp32" "shardtrain --tf32 1" $SB $STT $COMMON --precision fp32 --tf32 1
-    # without dropout: the peers' rows run with it; this row shows what its masks cost
-    ours seed_fp16_nodrop "seed fp16" "shardtrain --dropout 0" $SB $STT $COMMON --precision fp16 --dropout 0
+    ours seed_fp16 "seed fp16" shardtrain $SB $STT $COMMON --precision fp16 --cuda-graph 1
+    ours seed_fp32 "seed fp32" shardtrain $SB $STT $COMMON --precision fp32 --tf32 0 --cuda-graph 1
+    ours seed_fp32_tf32 "seed fp32" "shardtrain --tf32 1" $SB $STT $COMMON --precision fp32 --tf32 1 --cuda-graph 1
+    ours seed_fp16_eager "seed fp16" "shardtrain --cuda-graph 0" $SB $STT $COMMON --precision fp16 --cuda-graph 0
+    ours seed_fp32_eager "seed fp32" "shardtrain --cuda-graph 0" $SB $STT $COMMON --precision fp32 --tf32 0 --cuda-graph 0
     ;;
   torch)
     if [ -f "$TORCH_BENCH" ]; then

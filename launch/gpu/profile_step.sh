@@ -1,43 +1,72 @@
 #!/usr/bin/env bash
-# Per-kernel time of GPT-2 124M training steps on the lent GPU (no nsys there): build
-# bench_gpt_train, run it under Nsight Compute with one metric (gpu__time_duration, clocks left
-# alone), and sum the time per kernel name over the profiled steps. Logs go to $OUT.
-#   usage: launch/gpu/profile_step.sh            (B, PREC, STEPS as in run_train_suite.sh)
+# Where a training step's time goes, on the lent GPU (no nsys there): for each workload,
+#   1. the step's wall time, eager (--cuda-graph 0) and as a CUDA graph (--cuda-graph 1): the
+#      median step_ms of the timed steps of a `shardtrain train` run (--metrics);
+#   2. one eager step under Nsight Compute (gpu__time_duration per kernel, clocks left alone),
+#      its kernels summed per op family (GEMM, attention, layernorm, cross-entropy, ...).
+# The table: kernel time per family against the wall time; wall − Σ kernels is the time the GPU
+# waited for the host (launch gaps, host reads) — what the graph exists to remove.
+#   usage: launch/gpu/profile_step.sh OUTDIR [gpt-fp16 gpt-bf16 gpt-bf16-b64 seed-fp16 seed-fp32 ...]
+# Workloads (the peers' shapes, launch/gpu/bench_peers.sh): gpt-* GPT-2 124M, T 1024, B 16 (b64: 64);
+# seed-* the seed's Transformer (vocab 10000, d 256, 8 heads, 6 layers, B 32, T 128, dropout 0.1).
+# Env: BUILD (build; a built shardtrain), STEPS (10 timed after 4 warm-up), TINY=1 (tiny shapes on
+# the CPU: checks the command lines and the parser, no ncu). Writes OUTDIR/profile_<w>.txt, and
+# the table of all to OUTDIR/profile.md.
 set -u
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-$PWD/gpu_out}
-BUILD=${BUILD:-build}
-B=${B:-16}
-PREC=${PREC:-fp16}
-STEPS=${STEPS:-1}
+[ $# -ge 1 ] || { sed -n 2,16p "$0"; exit 2; }
+OUT=$1; shift
 mkdir -p "$OUT"
-if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  { cmake -S . -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release &&
-    cmake --build "$BUILD" -j"${JOBS:-16}" --target bench_gpt_train; } > "$OUT/profile_build.log" 2>&1 ||
-    { tail -30 "$OUT/profile_build.log"; exit 1; }
+OUT=$(cd "$OUT" && pwd)
+works=${*:-gpt-fp16 gpt-bf16 seed-fp16 seed-fp32}
+BUILD=${BUILD:-build}
+STEPS=${STEPS:-10}
+WARM=4
+ST="$BUILD/shardtrain"
+[ -x "$ST" ] || { echo "profile_step: no $ST (build the shardtrain target first)"; exit 1; }
+source launch/gpu/tokens.sh
+DEVICE=cuda
+if [ "${TINY:-0}" = 1 ]; then
+  DEVICE=cpu
+  GPT="--layers 2 --d-model 64 --heads 2 --vocab 512 --seq-len 32"; GV=512; GT=32; GB=2
+  SEED="--layers 2 --d-model 64 --heads 2 --vocab 1000 --seq-len 16"; SV=1000; ST_T=16; SB=4
+else
+  GPT="--layers 12 --d-model 768 --heads 12 --vocab 50304 --seq-len 1024"; GV=50257; GT=1024; GB=16
+  SEED="--layers 6 --d-model 256 --heads 8 --vocab 10000 --seq-len 128"; SV=10000; ST_T=128; SB=32
 fi
-timeout "${CAP_S:-240}" ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
-  "$BUILD/tests/bench/bench_gpt_train" --micro-batch "$B" --precision "$PREC" --warmup 1 --steps "$STEPS" \
-  > "$OUT/ncu_raw.csv" 2> "$OUT/ncu.err"
-echo "ncu rc=$?"
-python3 - "$OUT/ncu_raw.csv" <<'PY' | tee "$OUT/profile.txt"
-import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if r]
-hdr = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
-h = rows[hdr]; k = h.index("Kernel Name"); t = h.index("gpu__time_duration.sum")
-data = rows[hdr + 2:]  # skip the units row
-# the last step: from the last embedding forward (a step's first kernel) to the end
-tot = collections.defaultdict(float); cnt = collections.Counter()
-starts = [i for i, r in enumerate(data) if "embedding_fwd_kernel" in r[k]]
-keep = data[starts[-1]:] if starts else data
-for r in keep:
-    try: v = float(r[t].replace(",", ""))
-    except ValueError: continue
-    name = r[k].split("(")[0][:90]
-    tot[name] += v; cnt[name] += 1
-unit = h and rows[hdr + 1][t]
-s = sum(tot.values())
-print(f"{len(keep)} kernels, total {s:.0f} {unit}")
-for name, v in sorted(tot.items(), key=lambda x: -x[1])[:45]:
-    print(f"{v:12.0f} {100*v/s:5.1f}% {cnt[name]:6d}  {name}")
+: > "$OUT/profile.md"
+
+median_ms() {  # METRICS.jsonl → median step_ms after the warm-up
+  python3 - "$1" "$WARM" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])][int(sys.argv[2]):]
+print(round(statistics.median(r["step_ms"] for r in rows), 3) if rows else "nan")
 PY
+}
+
+for w in $works; do
+  case $w in
+    gpt-fp16) args="--model gpt $GPT --micro-batch $GB --precision fp16 --lr 3e-4 --weight-decay 0.1 --clip 1"; tok=$OUT/gpt_tokens.bin; v=$GV; n=$((GB * GT * 40)) ;;
+    gpt-bf16) args="--model gpt $GPT --micro-batch $GB --precision bf16 --lr 3e-4 --weight-decay 0.1 --clip 1"; tok=$OUT/gpt_tokens.bin; v=$GV; n=$((GB * GT * 40)) ;;
+    gpt-bf16-b64) args="--model gpt $GPT --micro-batch $((GB * 4)) --precision bf16 --lr 3e-4 --weight-decay 0.1 --clip 1"; tok=$OUT/gpt_tokens_b64.bin; v=$GV; n=$((GB * 4 * GT * 40)) ;;
+    seed-fp16) args="--model simple-transformer $SEED --micro-batch $SB --precision fp16 --lr 1e-3 --weight-decay 0 --clip 0"; tok=$OUT/seed_tokens.bin; v=$SV; n=$((SB * ST_T * 40)) ;;
+    seed-fp32) args="--model simple-transformer $SEED --micro-batch $SB --precision fp32 --lr 1e-3 --weight-decay 0 --clip 0"; tok=$OUT/seed_tokens.bin; v=$SV; n=$((SB * ST_T * 40)) ;;
+    *) echo "profile_step: unknown workload $w"; exit 2 ;;
+  esac
+  [ -f "$tok" ] || tokens "$tok" "$v" $((n + 1))
+  common="$args --device $DEVICE --data $tok --log-every 1000 --progress 0"
+  walls=""
+  for g in 0 1; do
+    rm -f "$OUT/${w}_g$g.jsonl"
+    timeout 200 "$ST" train $common --steps $((WARM + STEPS)) --cuda-graph $g --metrics "$OUT/${w}_g$g.jsonl" \
+      > "$OUT/${w}_g$g.log" 2>&1 || { echo "$w --cuda-graph $g failed:"; tail -3 "$OUT/${w}_g$g.log"; }
+    walls="$walls $( [ -s "$OUT/${w}_g$g.jsonl" ] && median_ms "$OUT/${w}_g$g.jsonl" || echo nan)"
+  done
+  if [ "$DEVICE" = cuda ]; then
+    timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+      "$ST" train $common --steps 2 --cuda-graph 0 > "$OUT/ncu_$w.csv" 2> "$OUT/ncu_$w.err"
+    echo "ncu $w rc=$?"
+  fi
+  python3 launch/gpu/profile_table.py "$w" "$OUT/ncu_$w.csv" $walls | tee "$OUT/profile_$w.txt" >> "$OUT/profile.md"
+done
+cat "$OUT/profile.md"

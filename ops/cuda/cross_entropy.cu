@@ -11,6 +11,7 @@
 // values with 16-byte loads and stores; otherwise runs of 2-byte accesses.
 #include "ops/cross_entropy.h"
 #include "ops/cuda/common.cuh"
+#include "tensor/graph.h"
 
 namespace st::ops::cuda {
 namespace {
@@ -208,11 +209,12 @@ void cross_entropy_fwd(const Tensor& logits, const Tensor& targets, int64_t igno
   cross_entropy_mean_kernel<<<1, 1024, 0, stream>>>(row_loss.data<float>(), valid.data<float>(), N,
                                                     loss.data<float>(), count.data<float>());
   CHECK_LAUNCH();
-  std::vector<double> b = bad.to_double();  // synchronises the stream
-  if (b[0] >= 0)
-    ST_THROW(ValueError, "cross_entropy: target " << static_cast<int64_t>(b[1]) << " at position "
-                                                  << static_cast<int64_t>(b[0]) << " is outside [0, V = " << V
-                                                  << ") and is not ignore_index " << ignore_index);
+  // read now (synchronises the stream), or after each replay inside a CUDA graph (tensor/graph.h)
+  check_on_host(bad, [V, ignore_index](const std::vector<int64_t>& b) {
+    if (b[0] >= 0)
+      ST_THROW(ValueError, "cross_entropy: target " << b[1] << " at position " << b[0] << " is outside [0, V = " << V
+                                                    << ") and is not ignore_index " << ignore_index);
+  });
 }
 
 void cross_entropy_bwd(const Tensor& logits, const Tensor& targets, const Tensor& lse, const Tensor& count,

@@ -10,6 +10,7 @@
 
 #include "ops/cuda/common.cuh"
 #include "ops/embedding.h"
+#include "tensor/graph.h"
 
 namespace st::ops::cuda {
 namespace {
@@ -95,11 +96,12 @@ void embedding_fwd(const Tensor& weight, const Tensor& idx, Tensor& out) {
       CHECK_LAUNCH();
     });
   });
-  std::vector<double> b = bad.to_double();  // synchronises the stream
-  if (b[0] >= 0)
-    ST_THROW(ValueError, "embedding: index " << static_cast<int64_t>(b[1]) << " at position "
-                                             << static_cast<int64_t>(b[0]) << " is outside [0, V = " << V
-                                             << ") for weight " << weight.describe());
+  // read now (synchronises the stream), or after each replay inside a CUDA graph (tensor/graph.h)
+  check_on_host(bad, [V, w = weight.describe()](const std::vector<int64_t>& b) {
+    if (b[0] >= 0)
+      ST_THROW(ValueError, "embedding: index " << b[1] << " at position " << b[0] << " is outside [0, V = " << V
+                                               << ") for weight " << w);
+  });
 }
 
 void embedding_bwd(const Tensor& idx, const Tensor& dout, Tensor& dweight) {

@@ -11,6 +11,9 @@
 // every chunk aligned), scalar otherwise (views at odd offsets, e.g. ZeRO's flat buffer).
 #include "ops/cuda/common.cuh"
 #include "ops/optim.h"
+#include "ops/step_state.h"
+
+#include <cstddef>
 
 namespace st::ops::cuda {
 namespace {
@@ -65,9 +68,11 @@ __device__ void chunk_stats(const T* x, int64_t n, float inv_scale, double& acc,
 }
 
 // one block per chunk → partial[blockIdx.x] (w·Σ, double), flags[blockIdx.x] (inf/NaN seen)
-__global__ void grad_stats_chunk_kernel(const __grid_constant__ TensorTable tab, float inv_scale, double* partial,
-                                        int* flags) {
+// inv_dev: the factor in device memory (a graph-captured step, ops/step_state.h), else inv_scale
+__global__ void grad_stats_chunk_kernel(const __grid_constant__ TensorTable tab, float inv_scale, const float* inv_dev,
+                                        double* partial, int* flags) {
   __shared__ double scratch[32];
+  if (inv_dev) inv_scale = *inv_dev;
   int t = 0;
   while (static_cast<int>(blockIdx.x) >= tab.first_block[t + 1]) ++t;
   const int64_t begin = static_cast<int64_t>(blockIdx.x - tab.first_block[t]) * kChunk;
@@ -87,8 +92,9 @@ __global__ void grad_stats_chunk_kernel(const __grid_constant__ TensorTable tab,
   }
 }
 
-// partial, flags (nparts) → out: Σ partial in a fixed order, OR of flags
-__global__ void grad_stats_final_kernel(const double* partial, const int* flags, int nparts, StatsOut* out) {
+// partial, flags (nparts) → *sumsq: Σ partial in a fixed order, *found_inf: OR of flags
+__global__ void grad_stats_final_kernel(const double* partial, const int* flags, int nparts, double* sumsq,
+                                        int* found_inf) {
   __shared__ double scratch[32];
   double acc = 0;
   bool bad = false;
@@ -98,7 +104,10 @@ __global__ void grad_stats_final_kernel(const double* partial, const int* flags,
   }
   const bool any_bad = __syncthreads_or(bad);
   acc = block_sum(acc, scratch);
-  if (threadIdx.x == 0) *out = StatsOut{acc, any_bad ? 1 : 0, 0};
+  if (threadIdx.x == 0) {
+    *sumsq = acc;
+    *found_inf = any_bad ? 1 : 0;
+  }
 }
 
 uint8_t code_of(DType d) {
@@ -113,24 +122,24 @@ uint8_t code_of(DType d) {
 
 int64_t chunks_of(const Tensor& g) { return (g.numel() + kChunk - 1) / kChunk; }
 
-}  // namespace
-
 // launchers
 
-GradStats grad_stats(const std::vector<Tensor>& grads, const std::vector<double>& weights, float inv_scale) {
+// The passes of grad_stats, their result left in device memory (*sumsq, *found_inf); false when
+// there is nothing to reduce (nothing was written).
+bool launch_grad_stats(const std::vector<Tensor>& grads, const std::vector<double>& weights, float inv_scale,
+                       const float* inv_dev, double* sumsq, int* found_inf, Tensor& buf) {
   int64_t nparts = 0;
   for (const Tensor& g : grads) {
     check_contiguous_cuda("grad_stats", {&g});
     code_of(g.dtype());
     nparts += chunks_of(g);
   }
-  if (nparts == 0) return {};
+  if (nparts == 0) return false;
   ST_CHECK(nparts < (int64_t{1} << 31) - 1, ValueError, "grad_stats: " << nparts << " chunks is too many");
   cudaStream_t stream = current_stream();
   // (nparts) double partials, then the StatsOut (2 doubles' room), then (nparts) int flags
-  Tensor buf = Tensor::empty({2 * (nparts + 2) + nparts}, DType::f32, Device::cuda);
+  buf = Tensor::empty({2 * (nparts + 2) + nparts}, DType::f32, Device::cuda);
   double* partial = static_cast<double*>(buf.data_ptr());
-  StatsOut* out = reinterpret_cast<StatsOut*>(partial + nparts);
   int* flags = reinterpret_cast<int*>(partial + nparts + 2);
 
   int64_t base = 0;  // first partial slot of the next launch
@@ -149,16 +158,36 @@ GradStats grad_stats(const std::vector<Tensor>& grads, const std::vector<double>
     }
     for (size_t k = count; k <= static_cast<size_t>(kMaxTensors); ++k) tab.first_block[k] = blocks;
     if (blocks == 0) continue;
-    grad_stats_chunk_kernel<<<blocks, kThreads, 0, stream>>>(tab, inv_scale, partial + base, flags + base);
+    grad_stats_chunk_kernel<<<blocks, kThreads, 0, stream>>>(tab, inv_scale, inv_dev, partial + base, flags + base);
     CHECK_LAUNCH();
     base += blocks;
   }
-  grad_stats_final_kernel<<<1, kFinalThreads, 0, stream>>>(partial, flags, static_cast<int>(nparts), out);
+  grad_stats_final_kernel<<<1, kFinalThreads, 0, stream>>>(partial, flags, static_cast<int>(nparts), sumsq, found_inf);
   CHECK_LAUNCH();
+  return true;
+}
+
+}  // namespace
+
+GradStats grad_stats(const std::vector<Tensor>& grads, const std::vector<double>& weights, float inv_scale) {
+  Tensor buf, out_buf = Tensor::empty({4}, DType::f32, Device::cuda);  // one StatsOut
+  StatsOut* out = static_cast<StatsOut*>(out_buf.data_ptr());
+  if (!launch_grad_stats(grads, weights, inv_scale, nullptr, &out->sumsq, &out->found_inf, buf)) return {};
+  cudaStream_t stream = current_stream();
   StatsOut host{};
   CHECK_CUDA(cudaMemcpyAsync(&host, out, sizeof(StatsOut), cudaMemcpyDeviceToHost, stream));
   CHECK_CUDA(cudaStreamSynchronize(stream));
   return {host.sumsq, host.found_inf != 0};
+}
+
+// The same passes with the factor read from the step state and the result written into it (no
+// host read): what a graph-captured step runs (ops/step_state.h).
+void grad_stats_to_state(const std::vector<Tensor>& grads, const std::vector<double>& weights, double* state) {
+  char* base = reinterpret_cast<char*>(state);
+  Tensor buf;
+  launch_grad_stats(grads, weights, 1.f, reinterpret_cast<const float*>(base + offsetof(DeviceStepState, inv_scale)),
+                    reinterpret_cast<double*>(base + offsetof(DeviceStepState, sumsq)),
+                    reinterpret_cast<int*>(base + offsetof(DeviceStepState, found_inf)), buf);
 }
 
 }  // namespace st::ops::cuda

@@ -20,6 +20,7 @@
 
 #include "ops/cuda/common.cuh"
 #include "ops/optim.h"
+#include "ops/step_state.h"
 
 namespace st::ops::cuda {
 namespace {
@@ -47,7 +48,7 @@ struct AdamWTable {
   uint8_t lp_code[kMaxTensors];  // kNone / kF16 / kBF16
   uint8_t s_index[kMaxTensors];  // into s
 };
-static_assert(sizeof(AdamWTable) + sizeof(int) + sizeof(GradScaleF32) <= 4096,
+static_assert(sizeof(AdamWTable) + sizeof(int) + sizeof(GradScaleF32) + sizeof(void*) <= 4096,
               "the arguments fit the classic 4 KiB kernel-argument limit");
 
 // 4 consecutive elements, loaded or stored as one 16-byte (f32) or 8-byte (f16/bf16) access
@@ -149,12 +150,12 @@ __device__ void adamw_chunk(float* p, const G* g, float* m, float* v, L* lp, int
 }
 
 template <class G>
-__device__ void adamw_chunk_g(const AdamWTable& tab, int t, int64_t begin, int64_t n, GradScaleF32 gs) {
+__device__ void adamw_chunk_g(const AdamWTable& tab, int t, int64_t begin, int64_t n, const AdamWScalars& s,
+                              GradScaleF32 gs) {
   float* p = tab.p[t] + begin;
   float* m = tab.m[t] + begin;
   float* v = tab.v[t] + begin;
   const G* g = static_cast<const G*>(tab.g[t]) + begin;
-  const AdamWScalars& s = tab.s[tab.s_index[t]];
   switch (tab.lp_code[t]) {
     case kF16: adamw_chunk(p, g, m, v, static_cast<half*>(tab.lp[t]) + begin, n, s, gs); break;
     case kBF16: adamw_chunk(p, g, m, v, static_cast<bf16*>(tab.lp[t]) + begin, n, s, gs); break;
@@ -162,8 +163,13 @@ __device__ void adamw_chunk_g(const AdamWTable& tab, int t, int64_t begin, int64
   }
 }
 
-// one block per chunk of the `count` tensors of tab
-__global__ void adamw_multi_kernel(const __grid_constant__ AdamWTable tab, int count, GradScaleF32 gs) {
+// one block per chunk of the `count` tensors of tab. st: a graph-captured step's state
+// (ops/step_state.h): nothing when it skips, else its GradScale and scalars (s_index 0: with
+// weight decay, 1: without) instead of gs and tab.s.
+__global__ void adamw_multi_kernel(const __grid_constant__ AdamWTable tab, int count, GradScaleF32 gs,
+                                   const DeviceStepState* st) {
+  if (st && st->skip) return;
+  if (st) gs = st->gs;
   // this block's tensor: the last t with first_block[t] ≤ blockIdx.x (every listed tensor has a block)
   const int b = static_cast<int>(blockIdx.x);
   int lo = 0, hi = count - 1;
@@ -176,10 +182,11 @@ __global__ void adamw_multi_kernel(const __grid_constant__ AdamWTable tab, int c
   }
   const int64_t begin = static_cast<int64_t>(b - tab.first_block[lo]) * kChunk;
   const int64_t n = min(kChunk, tab.numel[lo] - begin);
+  const AdamWScalars& s = st ? (tab.s_index[lo] == 0 ? st->with_wd : st->no_wd) : tab.s[tab.s_index[lo]];
   switch (tab.g_code[lo]) {
-    case kF32: adamw_chunk_g<float>(tab, lo, begin, n, gs); break;
-    case kF16: adamw_chunk_g<half>(tab, lo, begin, n, gs); break;
-    default: adamw_chunk_g<bf16>(tab, lo, begin, n, gs); break;
+    case kF32: adamw_chunk_g<float>(tab, lo, begin, n, s, gs); break;
+    case kF16: adamw_chunk_g<half>(tab, lo, begin, n, s, gs); break;
+    default: adamw_chunk_g<bf16>(tab, lo, begin, n, s, gs); break;
   }
 }
 
@@ -261,7 +268,10 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
   });
 }
 
-void adamw_step_multi(const std::vector<AdamWSlot>& slots, GradScaleF32 gs) {
+namespace {
+// adamw_step_multi's launches; st (with decays) takes the scalars from a device step state
+void adamw_multi(const std::vector<AdamWSlot>& slots, GradScaleF32 gs, const DeviceStepState* st,
+                 const std::vector<bool>* decays) {
   auto code_of = [](DType d, size_t k) -> uint8_t {
     switch (d) {
       case DType::f32: return kF32;
@@ -286,7 +296,7 @@ void adamw_step_multi(const std::vector<AdamWSlot>& slots, GradScaleF32 gs) {
   auto launch = [&] {
     if (count == 0) return;
     for (int k = count; k <= kMaxTensors; ++k) tab.first_block[k] = blocks;
-    adamw_multi_kernel<<<blocks, kThreads, 0, stream>>>(tab, count, gs);
+    adamw_multi_kernel<<<blocks, kThreads, 0, stream>>>(tab, count, gs, st);
     CHECK_LAUNCH();
     count = nscalars = blocks = 0;
   };
@@ -296,12 +306,17 @@ void adamw_step_multi(const std::vector<AdamWSlot>& slots, GradScaleF32 gs) {
     if (n == 0) continue;
     const int64_t chunks = (n + kChunk - 1) / kChunk;  // ≤ kMaxBlocks (checked above)
     int si = 0;
-    while (si < nscalars && std::memcmp(&tab.s[si], &sl.s, sizeof(AdamWScalars)) != 0) ++si;
-    if (count == kMaxTensors || (si == nscalars && nscalars == kMaxScalars) || blocks + chunks > kMaxBlocks) {
-      launch();
-      si = 0;
+    if (st) {
+      si = (*decays)[k] ? 0 : 1;
+      if (count == kMaxTensors || blocks + chunks > kMaxBlocks) launch();
+    } else {
+      while (si < nscalars && std::memcmp(&tab.s[si], &sl.s, sizeof(AdamWScalars)) != 0) ++si;
+      if (count == kMaxTensors || (si == nscalars && nscalars == kMaxScalars) || blocks + chunks > kMaxBlocks) {
+        launch();
+        si = 0;
+      }
+      if (si == nscalars) tab.s[nscalars++] = sl.s;
     }
-    if (si == nscalars) tab.s[nscalars++] = sl.s;
     tab.p[count] = sl.param->data<float>();
     tab.m[count] = sl.m->data<float>();
     tab.v[count] = sl.v->data<float>();
@@ -316,6 +331,14 @@ void adamw_step_multi(const std::vector<AdamWSlot>& slots, GradScaleF32 gs) {
     ++count;
   }
   launch();
+}
+}  // namespace
+
+void adamw_step_multi(const std::vector<AdamWSlot>& slots, GradScaleF32 gs) { adamw_multi(slots, gs, nullptr, nullptr); }
+
+void adamw_step_multi_state(const std::vector<AdamWSlot>& slots, const std::vector<bool>& decays,
+                            const double* state) {
+  adamw_multi(slots, {}, reinterpret_cast<const DeviceStepState*>(state), &decays);
 }
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum, float weight_decay,

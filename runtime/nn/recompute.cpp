@@ -90,7 +90,7 @@ Tensor forward_recomputed(Layer& layer, const Tensor& x, Generator* gen) {
                      {
                        GeneratorRewind rewind(gen, seed, offset_before);
                        std::optional<DropoutScope> scope;
-                       if (ctx) scope.emplace(ctx->step, ctx->first_sample);
+                       if (ctx) scope.emplace(ctx->step, ctx->first_sample, ctx->seeds);
                        TrainModeScope mode(*lp, training);
                        y = lp->forward(xin);
                        if (gen && gen->offset() != offset_after)

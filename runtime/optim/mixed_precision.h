@@ -34,6 +34,8 @@ class LossScaler {
   bool enabled() const { return enabled_; }
   double scale() const { return scale_; }
   int64_t good_steps() const { return good_steps_; }
+  int64_t growth_interval() const { return growth_interval_; }
+  double min_scale() const { return min_scale_; }
   // After the step's inf/NaN check: returns true when the step must be skipped.
   bool update(bool found_inf);
   // Checkpoint state.

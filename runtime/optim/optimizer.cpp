@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ops/optim.h"
+#include "ops/step_state.h"
 #include "runtime/nn/module.h"
 #include "tensor/autograd.h"
 
@@ -43,6 +44,17 @@ void Optimizer::step(const std::vector<Tensor>& grads, double lr, const ops::Gra
   NoGradGuard ng;
   ++step_;
   update(grads, lr, gs);
+}
+
+void Optimizer::step_on_device(const std::vector<Tensor>& grads, const Tensor& state) {
+  ST_CHECK(grads.size() == params_.size(), ValueError,
+           "optimizer: " << grads.size() << " gradients for " << params_.size() << " parameters");
+  NoGradGuard ng;
+  update_on_device(grads, state);
+}
+
+void Optimizer::update_on_device(const std::vector<Tensor>&, const Tensor&) {
+  ST_THROW(ValueError, "optimizer: only AdamW has a graph-captured (device-scalar) update");
 }
 
 NamedTensors Optimizer::master_weights() const {
@@ -115,6 +127,17 @@ void AdamW::update(const std::vector<Tensor>& grads, double lr, const ops::GradS
   for (size_t i = 0; i < params_.size(); ++i)
     slots.push_back({&master_[i], &grads[i], &m_[i], &v_[i], lp_target(i), decays(i) ? with_wd : no_wd});
   ops::adamw_step_multi(slots, gs);
+}
+
+void AdamW::update_on_device(const std::vector<Tensor>& grads, const Tensor& state) {
+  std::vector<ops::AdamWSlot> slots;
+  std::vector<bool> decay;
+  slots.reserve(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    slots.push_back({&master_[i], &grads[i], &m_[i], &v_[i], lp_target(i), {}});
+    decay.push_back(decays(i));
+  }
+  ops::adamw_step_multi_state(slots, decay, state);
 }
 
 std::vector<std::pair<std::string, std::vector<Tensor>*>> AdamW::state_slots() {

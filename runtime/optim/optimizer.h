@@ -50,6 +50,11 @@ class Optimizer {
 
   // One update at learning rate `lr`; grads[i] (shaped like params()[i]) times `gs` is final.
   void step(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs = {});
+  // The update of a graph-captured step (runtime/train/cuda_graph_step.h): the scalars, the
+  // GradScale and the skip decision come from the device step state (ops/step_state.h), so the
+  // host's count does not advance (set_steps_taken from the state read back). AdamW only.
+  void step_on_device(const std::vector<Tensor>& grads, const Tensor& state);
+  void set_steps_taken(int64_t t) { step_ = t; }
 
   const NamedTensors& params() const { return params_; }
   size_t size() const { return params_.size(); }
@@ -72,6 +77,7 @@ class Optimizer {
  protected:
   // All parameters at once; grads checked (one per parameter, shaped like it), step_ advanced.
   virtual void update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) = 0;
+  virtual void update_on_device(const std::vector<Tensor>& grads, const Tensor& state);  // default: ValueError
   // Per-parameter state tensors of this optimizer: (key prefix, tensors aligned with params).
   virtual std::vector<std::pair<std::string, std::vector<Tensor>*>> state_slots() = 0;
   Tensor lp_target(size_t i) const;  // the model tensor to receive the rounded update, or undefined
@@ -92,6 +98,7 @@ class AdamW : public Optimizer {
 
  protected:
   void update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) override;
+  void update_on_device(const std::vector<Tensor>& grads, const Tensor& state) override;
   std::vector<std::pair<std::string, std::vector<Tensor>*>> state_slots() override;
 
  private:

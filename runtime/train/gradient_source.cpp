@@ -19,9 +19,13 @@ LocalGradientSource::LocalGradientSource(std::shared_ptr<LanguageModel> model, s
                                         << layout_.seq_len);
 }
 
-TokenBatch LocalGradientSource::micro_batch(int64_t step, int64_t k) const {
+TokenBatch LocalGradientSource::micro_batch_host(int64_t step, int64_t k) const {
   const int64_t B = layout_.micro_batch, first = (layout_.replica * layout_.grad_accum + k) * B;
-  TokenBatch b = data_->sequences(step, layout_.global_batch(), first, B, layout_.seq_len);
+  return data_->sequences(step, layout_.global_batch(), first, B, layout_.seq_len);
+}
+
+TokenBatch LocalGradientSource::micro_batch(int64_t step, int64_t k) const {
+  TokenBatch b = micro_batch_host(step, k);
   if (device_ != Device::cpu) {
     b.inputs = b.inputs.to(device_);
     b.targets = b.targets.to(device_);

@@ -58,6 +58,9 @@ class LocalGradientSource : public GradientSource {
   int64_t seq_len() const override { return layout_.seq_len; }
   // Micro-batch k of step `step` for this replica (inputs, targets on the device).
   TokenBatch micro_batch(int64_t step, int64_t k) const;
+  // The same on the host (a graph step stages it through pinned memory itself).
+  TokenBatch micro_batch_host(int64_t step, int64_t k) const;
+  const BatchLayout& layout() const { return layout_; }
 
  private:
   std::shared_ptr<LanguageModel> model_;

@@ -82,6 +82,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"seed", std::to_string(c.seed)},
       {"recompute", flag(c.recompute)},
       {"tf32", flag(c.tf32)},
+      {"cuda_graph", flag(c.cuda_graph)},
       {"zero", num(c.zero)},
       {"grad-comm-dtype", to_string(c.grad_comm_dtype)},
       {"bucket-mb", num(c.bucket_mb)},

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
 
 #include "ops/matmul.h"
 #include "ops/optim.h"
@@ -235,6 +236,17 @@ void Trainer::init(const std::string& resume_path) {
   model_->train(true);
   model_->set_recompute(cfg_.recompute);
   if (eval_interval(cfg_) > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
+  // --cuda-graph 1 (the default) where it applies: CUDA, one process, AdamW (a note says why not);
+  // the CPU has no graphs and runs eagerly without a note, unless the test hook runs the graph
+  // step's code eagerly there (runtime/train/cuda_graph_step.h)
+  if (cfg_.cuda_graph &&
+      (model_->parameters().front().device() == Device::cuda || std::getenv("SHARDTRAIN_TEST_GRAPH_STEP_EAGER"))) {
+    const bool one_process = (!w_.world || w_.world->size() == 1) && w_.roles.counted_elsewhere.empty() &&
+                             w_.roles.updated_elsewhere.empty() && dynamic_cast<ClearGrads*>(w_.sync.get());
+    const std::string why = CudaGraphStep::refusal(cfg_, one_process, w_.source.get());
+    use_graph_ = why.empty();  // built at the first step, from the scaler and optimizer as they are then
+    if (!use_graph_ && rank() == 0) std::cout << "cuda graph: off (" << why << "); the step runs eagerly" << std::endl;
+  }
 }
 
 std::vector<Tensor> Trainer::collect_grads() {
@@ -259,6 +271,7 @@ std::vector<double> Trainer::norm_weights() const {
 }
 
 StepMetrics Trainer::train_step() {
+  if (use_graph_) return complete_graph_step(launch_graph_step());
   const auto t0 = Clock::now();
   StepMetrics m;
   m.step = step_ + 1;
@@ -266,6 +279,62 @@ StepMetrics Trainer::train_step() {
   m.lr = schedule_.at(step_);
   const Device device = model_->parameters().front().device();
   reset_memory_peaks(device);
+  eager_step(m);
+  ++step_;
+  record_memory(m, device);
+  return finish_metrics(m, t0, device);
+}
+
+Trainer::GraphPending Trainer::launch_graph_step() {
+  GraphPending p;
+  p.t0 = Clock::now();
+  StepMetrics& m = p.m;
+  m.step = step_ + 1;
+  m.lr = schedule_.at(step_);
+  const Device device = model_->parameters().front().device();
+  if (!graph_) {
+    const bool capture = std::getenv("SHARDTRAIN_TEST_GRAPH_STEP_EAGER") == nullptr;
+    graph_ = std::make_unique<CudaGraphStep>(cfg_, model_, dynamic_cast<LocalGradientSource&>(*w_.source), *w_.sync,
+                                             *opt_, scaler_, std::max(cfg_.steps, step_ + 1), capture);
+  }
+  const bool replay = graph_->captured();
+  if (!replay) reset_memory_peaks(device);
+  graph_->launch(step_, m.lr);
+  if (!replay) {  // warm-up or capture: allocations happened now; replays allocate nothing
+    record_memory(graph_memory_, device);
+    graph_memory_.mem_bytes = static_cast<int64_t>(device == Device::cuda ? cuda::device_bytes_peak() : cpu_bytes_peak());
+  }
+  m.mem_params = graph_memory_.mem_params;
+  m.mem_grads = graph_memory_.mem_grads;
+  m.mem_optim = graph_memory_.mem_optim;
+  m.mem_act_peak = graph_memory_.mem_act_peak;
+  m.mem_peak = graph_memory_.mem_peak;
+  m.mem_bytes = graph_memory_.mem_bytes;
+  ++step_;
+  return p;
+}
+
+StepMetrics Trainer::complete_graph_step(const GraphPending& p) {
+  StepMetrics m = p.m;
+  const GraphStepReport r = graph_->wait(m.step - 1);
+  const auto done = Clock::now();
+  graph_->write_back(scaler_, *opt_);
+  m.loss = r.loss;
+  m.loss_scale = r.loss_scale;
+  m.skipped = r.skipped;
+  m.grad_norm = r.skipped ? std::numeric_limits<double>::quiet_NaN() : r.grad_norm;
+  if (r.skipped)
+    nonfinite_.nonfinite(m.step, m.loss, r.found_inf, r.at_floor);
+  else
+    nonfinite_.finite();
+  // with the next step launched before this one was waited for, the time since the previous
+  // completion is the step's share of the device's time; else since its own launch
+  const auto from = graph_last_done_ > p.t0 ? graph_last_done_ : p.t0;
+  graph_last_done_ = done;
+  return finish_metrics(m, from, model_->parameters().front().device(), done);
+}
+
+void Trainer::eager_step(StepMetrics& m) {
   double local_loss = 0;
   {
     MemoryCategoryScope mem(MemoryCategory::grads);
@@ -308,22 +377,27 @@ StepMetrics Trainer::train_step() {
   }
   grads.clear();
   w_.sync->end_step(/*stepped=*/!nonfinite);
-  ++step_;
-  m.step_ms = ms_since(t0);
-  const double tokens = static_cast<double>(w_.source->global_batch() * w_.source->seq_len());
-  m.tokens_per_s = m.step_ms > 0 ? tokens / (m.step_ms / 1000.0) : 0.0;
+}
+
+void Trainer::record_memory(StepMetrics& m, Device device) const {
   const MemoryUsage mem = memory_usage(device);
   m.mem_params = static_cast<int64_t>(mem.peak_of(MemoryCategory::params));
   m.mem_grads = static_cast<int64_t>(mem.peak_of(MemoryCategory::grads));
   m.mem_optim = static_cast<int64_t>(mem.peak_of(MemoryCategory::optim));
   m.mem_act_peak = static_cast<int64_t>(mem.peak_of(MemoryCategory::activations));
   m.mem_peak = static_cast<int64_t>(mem.total_peak);
+  m.mem_bytes = static_cast<int64_t>(device == Device::cuda ? cuda::device_bytes_peak() : cpu_bytes_peak());
+}
+
+StepMetrics Trainer::finish_metrics(StepMetrics m, Clock::time_point t0, Device device, Clock::time_point t1) {
+  m.step_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  const double tokens = static_cast<double>(w_.source->global_batch() * w_.source->seq_len());
+  m.tokens_per_s = m.step_ms > 0 ? tokens / (m.step_ms / 1000.0) : 0.0;
   // this rank's model FLOPs (forward ×3 for forward + backward; its replica's share of the
   // tokens) over its device's dense peak (runtime/observe/device_capacity.h); none on the CPU
   const DeviceCapacity cap = device_capacity(device, matrix_math(compute_dtype(cfg_.precision), cfg_.tf32));
   m.mfu = cap.utilization(3.0 * model_->flops_per_token(w_.source->seq_len()) * m.tokens_per_s /
                           static_cast<double>(w_.layout.dp));
-  m.mem_bytes = static_cast<int64_t>(device == Device::cuda ? cuda::device_bytes_peak() : cpu_bytes_peak());
   m.mem_total_bytes = cap.memory_bytes;
   return m;
 }
@@ -387,6 +461,35 @@ std::string Trainer::save_checkpoint() {
                                cfg_.keep_checkpoints);
 }
 
+bool Trainer::sync_due(int64_t step) const {
+  return step == cfg_.steps || (val_data_ && step % eval_interval(cfg_) == 0) ||
+         (!cfg_.checkpoint_dir.empty() && cfg_.checkpoint_every > 0 && step % cfg_.checkpoint_every == 0);
+}
+
+void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Progress& bar) {
+  StepMetrics m = step_metrics;
+  const bool lead = rank() == 0;
+  if (val_data_ && m.step % eval_interval(cfg_) == 0) m.val_loss = evaluate(*val_data_);
+  // the step's line before its checkpoint: a crash in between leaves the line, which a resume
+  // from the previous checkpoint cuts back
+  if (lead) {
+    metrics.write(m);
+    if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || m.step == cfg_.steps)) bar.line(m.line(cfg_.steps));
+    bar.update(m.step);
+  }
+  const bool ckpt_due = !cfg_.checkpoint_dir.empty() &&
+                        ((cfg_.checkpoint_every > 0 && m.step % cfg_.checkpoint_every == 0) || m.step == cfg_.steps);
+  if (ckpt_due) {
+    trace::Scope ts("checkpoint", "optimizer");
+    save_checkpoint();
+  }
+  memory_.params = std::max(memory_.params, m.mem_params);
+  memory_.grads = std::max(memory_.grads, m.mem_grads);
+  memory_.optim = std::max(memory_.optim, m.mem_optim);
+  memory_.act_peak = std::max(memory_.act_peak, m.mem_act_peak);
+  memory_.peak = std::max(memory_.peak, m.mem_peak);
+}
+
 void Trainer::run() {
   const bool lead = rank() == 0;
   // resumed: the steps after the checkpoint (written before a crash) go, then the run appends
@@ -413,31 +516,32 @@ void Trainer::run() {
     std::cout.flush();
   }
   Progress bar(step_, cfg_.steps, lead && cfg_.progress);
+  if (use_graph_) {
+    // a graph step's line is read after the next step is launched (runtime/train/cuda_graph_step.h),
+    // unless something after it needs the device's state of that step: a checkpoint, validation,
+    // the end of the run
+    std::optional<GraphPending> previous;
+    while (step_ < cfg_.steps) {
+      GraphPending p;
+      {
+        trace::Scope ts("step " + std::to_string(step_ + 1), "pipeline");
+        p = launch_graph_step();
+      }
+      if (previous) emit(complete_graph_step(*previous), metrics, bar);
+      previous.reset();
+      if (sync_due(p.m.step))
+        emit(complete_graph_step(p), metrics, bar);
+      else
+        previous = p;
+    }
+  }
   while (step_ < cfg_.steps) {
     StepMetrics m;
     {
       trace::Scope ts("step " + std::to_string(step_ + 1), "pipeline");
       m = train_step();
     }
-    if (val_data_ && step_ % eval_interval(cfg_) == 0) m.val_loss = evaluate(*val_data_);
-    // the step's line before its checkpoint: a crash in between leaves the line, which a resume
-    // from the previous checkpoint cuts back
-    if (lead) {
-      metrics.write(m);
-      if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || step_ == cfg_.steps)) bar.line(m.line(cfg_.steps));
-      bar.update(step_);
-    }
-    const bool ckpt_due = !cfg_.checkpoint_dir.empty() &&
-                          ((cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0) || step_ == cfg_.steps);
-    if (ckpt_due) {
-      trace::Scope ts("checkpoint", "optimizer");
-      save_checkpoint();
-    }
-    memory_.params = std::max(memory_.params, m.mem_params);
-    memory_.grads = std::max(memory_.grads, m.mem_grads);
-    memory_.optim = std::max(memory_.optim, m.mem_optim);
-    memory_.act_peak = std::max(memory_.act_peak, m.mem_act_peak);
-    memory_.peak = std::max(memory_.peak, m.mem_peak);
+    emit(m, metrics, bar);
   }
   bar.finish();
   memory_.rss_peak = process_peak_rss();

@@ -16,6 +16,8 @@
 //      low-precision copies rewritten), loss scaler update
 //   6. GradientSync::end_step (ZeRO broadcasts the owners' updated buckets)
 //   7. metrics: loss (reductions.loss of the local shares), JSONL + stdout on rank 0
+// With --cuda-graph 1 (one process on CUDA) steps 1-6 are one captured CUDA graph, the same bits
+// (runtime/train/cuda_graph_step.h).
 // Checkpoints (runtime/train/train_checkpoint.h) every cfg.checkpoint_every steps and at the end;
 // --resume takes the newest complete one and continues bit-exactly (same data order, same
 // dropout stream, same optimizer and scaler state).
@@ -24,6 +26,7 @@
 #include <set>
 #include <string>
 
+#include "runtime/common/timing.h"
 #include "runtime/nn/language_model.h"
 #include "runtime/observe/memory_report.h"
 #include "runtime/observe/metrics.h"
@@ -33,12 +36,15 @@
 #include "runtime/parallel/gradient_sync.h"
 #include "runtime/parallel/reductions.h"
 #include "runtime/parallel/state_sharding.h"
+#include "runtime/train/cuda_graph_step.h"
 #include "runtime/train/gradient_source.h"
 #include "runtime/train/nonfinite.h"
 #include "runtime/train/train_checkpoint.h"
 #include "runtime/train/train_config.h"
 
 namespace st::runtime {
+
+class Progress;
 
 // The model a run trains, decided before anything is built: the newest checkpoint's with
 // --resume, else the options'; its {"family", "config"} entry and its layers' description
@@ -116,13 +122,27 @@ class Trainer {
   LossScaler& scaler() { return scaler_; }
   const TrainConfig& config() const { return cfg_; }
   const std::string& resumed_from() const { return resumed_from_; }
+  bool cuda_graph() const { return use_graph_; }  // steps run as a CUDA graph (--cuda-graph 1 where it applies)
   TrainState state() const;
 
  private:
   void init(const std::string& resume_from);
   // The raw gradients (dtype as accumulated, loss-scaled), aligned with the optimizer's params.
   std::vector<Tensor> collect_grads();
-  std::vector<double> norm_weights() const;  // per optimizer param: 0 when counted elsewhere; {} = all 1
+  std::vector<double> norm_weights() const;
+  void eager_step(StepMetrics& m);  // steps 1-7 of the header, host-driven
+  // A graph step launched (its metrics' step, lr and memory filled) whose report is not read yet.
+  struct GraphPending {
+    StepMetrics m;
+    Clock::time_point t0;  // when it was launched
+  };
+  GraphPending launch_graph_step();                           // advances step()
+  StepMetrics complete_graph_step(const GraphPending& p);     // waits for its report
+  bool sync_due(int64_t step) const;  // after `step` (from 1): a checkpoint, validation or the end
+  void emit(const StepMetrics& m, MetricsWriter& metrics, Progress& bar);  // run()'s per-step work
+  void record_memory(StepMetrics& m, Device device) const;   // the mem_* fields from the allocators
+  // step time (t0 → t1), throughput, MFU
+  StepMetrics finish_metrics(StepMetrics m, Clock::time_point t0, Device device, Clock::time_point t1 = Clock::now());
   int rank() const { return w_.world ? w_.world->rank() : 0; }
 
   TrainConfig cfg_;
@@ -136,6 +156,10 @@ class Trainer {
   std::string resumed_from_;
   std::shared_ptr<const TokenData> val_data_;
   RankMemory memory_;  // this rank's bytes, for the table at the end of run()
+  bool use_graph_ = false;                // --cuda-graph 1 and it applies (runtime/train/cuda_graph_step.h)
+  std::unique_ptr<CudaGraphStep> graph_;  // made at the first step
+  StepMetrics graph_memory_;              // mem_* of the captured step (replays allocate nothing)
+  Clock::time_point graph_last_done_{};   // when the host saw the last graph step complete
 };
 
 // One process (cfg.dp = tp = pp = 1; cfg.data required): trains, returns 0. Errors throw. Under

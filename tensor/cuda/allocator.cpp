@@ -9,9 +9,17 @@
 // OutOfMemoryError naming the bytes asked and the bytes free on the device. Before any of this,
 // the process's cap (`--max-memory`, tensor/memory_category.h) is checked against the tensors'
 // bytes in use, so one large GPU can stand for a smaller one.
+//
+// Private pools (CUDA graphs, tensor/graph.h): while a thread captures a graph, its allocations
+// are keyed by the graph's pool id, so a block freed during the capture is reused only by later
+// allocations of the same capture (the graph's nodes run in capture order on one stream) and
+// never by ordinary allocations: the addresses baked into the graph stay the graph's until it is
+// destroyed (retire_pool), when its blocks join the ordinary cache. Releasing the cache (on a
+// failed cudaMalloc) leaves live pools' blocks alone.
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tensor/cuda/runtime.h"
@@ -24,13 +32,18 @@ struct Key {
   int device;
   cudaStream_t stream;
   size_t size;
-  bool operator==(const Key& o) const { return device == o.device && stream == o.stream && size == o.size; }
+  uint64_t pool;  // 0: the ordinary cache; else a graph's private pool
+  bool operator==(const Key& o) const {
+    return device == o.device && stream == o.stream && size == o.size && pool == o.pool;
+  }
 };
 struct KeyHash {
   size_t operator()(const Key& k) const {
-    return std::hash<size_t>()(k.size) ^ (std::hash<const void*>()(k.stream) * 31) ^ (static_cast<size_t>(k.device) << 56);
+    return std::hash<size_t>()(k.size) ^ (std::hash<const void*>()(k.stream) * 31) ^
+           (static_cast<size_t>(k.device) << 56) ^ (std::hash<uint64_t>()(k.pool) * 131);
   }
 };
+thread_local uint64_t t_pool = 0;  // the pool this thread's allocations come from (0: ordinary)
 struct Block {
   Key key;
   size_t requested;
@@ -46,7 +59,7 @@ class CachingAllocator {
  public:
   void* alloc(size_t bytes) {
     int device = current_device();
-    Key key{device, current_stream(), size_class(bytes)};
+    Key key{device, current_stream(), size_class(bytes), t_pool};
     std::lock_guard<std::mutex> lock(mu_);
     void* p = nullptr;
     auto it = cache_.find(key);
@@ -68,7 +81,9 @@ class CachingAllocator {
     auto it = live_.find(p);
     if (it == live_.end()) return;  // not ours: nothing to give back
     in_use_ -= it->second.requested;
-    cache_[it->second.key].push_back(p);
+    Key key = it->second.key;
+    if (key.pool != 0 && retired_.count(key.pool)) key.pool = 0;  // its graph is gone
+    cache_[key].push_back(p);
     cached_bytes_ += it->second.key.size;
     live_.erase(it);
   }
@@ -76,6 +91,22 @@ class CachingAllocator {
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mu_);
     release_cache_locked();
+  }
+
+  // A destroyed graph's pool: its cached blocks join the ordinary cache, its live ones do when freed.
+  void retire_pool(uint64_t pool) {
+    std::lock_guard<std::mutex> lock(mu_);
+    retired_.insert(pool);
+    std::vector<Key> keys;
+    for (auto& [key, blocks] : cache_)
+      if (key.pool == pool && !blocks.empty()) keys.push_back(key);
+    for (Key key : keys) {
+      std::vector<void*> blocks = std::move(cache_[key]);
+      cache_.erase(key);
+      key.pool = 0;
+      auto& dst = cache_[key];
+      dst.insert(dst.end(), blocks.begin(), blocks.end());
+    }
   }
 
   size_t in_use() const { std::lock_guard<std::mutex> l(mu_); return in_use_; }
@@ -86,6 +117,15 @@ class CachingAllocator {
 
  private:
   void* raw_malloc(size_t rounded, size_t asked) {
+    // cudaMalloc is one of the calls a thread-local stream capture refuses ("operation not permitted
+    // when stream is capturing"): this thread's capture mode is relaxed around it, and restored.
+    // It enqueues nothing, so the graph being captured is unchanged; a capture's blocks belong to
+    // its pool for the graph's lifetime (retire_pool), so replays find them where they were.
+    struct RelaxedCapture {
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+      ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+    } relaxed;
     void* p = nullptr;
     cudaError_t e = cudaMalloc(&p, rounded);
     if (e == cudaErrorMemoryAllocation) {
@@ -109,7 +149,7 @@ class CachingAllocator {
   void release_cache_locked() {
     bool synced = false;
     for (auto& [key, blocks] : cache_) {
-      if (blocks.empty()) continue;
+      if (blocks.empty() || key.pool != 0) continue;  // a live graph's blocks stay its own
       if (!synced) {  // blocks may still be read by queued kernels of their stream
         cudaDeviceSynchronize();
         synced = true;
@@ -123,6 +163,7 @@ class CachingAllocator {
   mutable std::mutex mu_;
   std::unordered_map<Key, std::vector<void*>, KeyHash> cache_;
   std::unordered_map<void*, Block> live_;
+  std::unordered_set<uint64_t> retired_;
   size_t in_use_ = 0, peak_ = 0, cached_bytes_ = 0;
   uint64_t mallocs_ = 0;
 };
@@ -157,5 +198,9 @@ void reset_peak() { allocator().reset_peak(); }
 size_t bytes_cached() { return allocator().cached(); }
 uint64_t malloc_count() { return allocator().mallocs(); }
 void empty_cache() { allocator().empty_cache(); }
+void release_cached_blocks() { allocator().empty_cache(); }
+void set_allocation_pool(uint64_t pool) { t_pool = pool; }
+uint64_t allocation_pool() { return t_pool; }
+void retire_pool(uint64_t pool) { allocator().retire_pool(pool); }
 
 }  // namespace st::cuda

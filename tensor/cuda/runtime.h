@@ -49,6 +49,11 @@ void reset_peak();
 size_t bytes_cached();      // held in the cache, free for reuse on their stream
 uint64_t malloc_count();    // cudaMalloc calls so far (flat in the steady state)
 void empty_cache();         // synchronises the device, then returns cached blocks to CUDA
+// CUDA graphs (tensor/graph.h): this thread's allocations come from private pool `pool` (0: the
+// ordinary cache) until set back; retire_pool hands a destroyed graph's blocks to the ordinary cache.
+void set_allocation_pool(uint64_t pool);
+uint64_t allocation_pool();
+void retire_pool(uint64_t pool);
 void synchronize();  // the current stream; for benchmarks and tests, never inside ops
 
 }  // namespace st::cuda

@@ -15,6 +15,7 @@ bool available() { return false; }
 size_t device_bytes_peak() { return 0; }
 std::optional<DeviceProperties> device_properties() { return std::nullopt; }
 size_t device_bytes_free() { return 0; }
+void release_cached_blocks() {}
 void copy(const Tensor&, const Tensor&) { no_cuda("copy to/from a CUDA tensor"); }
 void fill(const Tensor&, double) { no_cuda("fill of a CUDA tensor"); }
 void add(const Tensor&, const Tensor&, double) { no_cuda("add_ on a CUDA tensor"); }

@@ -142,3 +142,11 @@ TEST(MemoryCategories, StoragesCountInTheirScopesCategory) {
   p = Tensor(), g = Tensor();
   EXPECT_EQ(memory_usage(Device::cpu).total_in_use, before.total_in_use);
 }
+
+// i64 values past 2^53 (dropout seeds, the bit patterns of doubles a graph step uploads) arrive
+// exactly: from_vector must not round them through a double
+TEST(Tensor, FromVectorKeepsLargeInt64Exactly) {
+  const std::vector<int64_t> v = {-2366856370360807331LL, (int64_t{1} << 53) + 1, INT64_MAX, INT64_MIN};
+  const Tensor t = Tensor::from_vector(v, {4});
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(t.data<int64_t>()[i], v[i]) << i;
+}

@@ -142,5 +142,22 @@ TEST(TrainerStep, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
   EXPECT_NEAR(t.optimizer().master(0).to_double()[0], 1 - g0, 1e-7);
 }
 
+// --cuda-graph 1 (the default) on the CPU: no graph there, the step runs eagerly (and trains)
+TEST(TrainerStep, CudaGraphOnTheCpuRunsEagerly) {
+  auto model = std::make_shared<ToyModel>();
+  TrainerWiring wiring;
+  auto source = std::make_unique<ScriptedSource>(model);
+  source->grads = {{{"toy.w", {1e-3, 0, 0, 0}}, {"toy.b", {0, 0}}}};
+  ScriptedSource* src = source.get();
+  wiring.source = std::move(source);
+  TrainConfig c = sgd_config(Precision::fp32);
+  c.cuda_graph = true;
+  Trainer t(c, model, std::move(wiring));
+  EXPECT_FALSE(t.cuda_graph());
+  t.train_step();
+  EXPECT_EQ(src->calls, 1);
+  EXPECT_EQ(t.optimizer().steps_taken(), 1);
+}
+
 }  // namespace
 }  // namespace st::runtime

@@ -1,0 +1,237 @@
+// The CUDA-graph step's code, run eagerly on the CPU (SHARDTRAIN_TEST_GRAPH_STEP_EAGER), against
+// the eager trainer: bit for bit. What a captured step does differently from the eager one is all
+// in this code — the loss factor, loss sum, gradient statistics, skip decision, loss-scale update,
+// clip coefficient and AdamW scalars kept in a state buffer and computed by the state's kernels
+// (ops/step_state.h), the dropout seeds read from a seed table, the staged inputs, the report read
+// a step late by run() — so a difference here is a bug the GPU would have too. What only the GPU
+// can check (the capture itself, replays) is tests/gpu/test_gpu_cuda_graph.cpp.
+//
+// No tolerance: the same operations on the same values in the same order give the same bits;
+// the doubles of the step lines are compared with memcmp (a skipped step's NaN norm included).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/data/token_data.h"
+#include "runtime/train/trainer.h"
+#include "tensor/graph.h"
+#include "tensor/philox.h"
+
+using namespace st;
+using namespace st::runtime;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string work_dir() {
+  static std::string dir = [] {
+    std::string d = std::string(ST_TEST_BINARY_DIR) + "/graph_step_cpu";
+    fs::remove_all(d);
+    fs::create_directories(d);
+    std::vector<uint16_t> tokens(8000);
+    for (size_t i = 0; i < tokens.size(); ++i)
+      tokens[i] = static_cast<uint16_t>(philox_uniform(5, i) < 0.8f ? i % 29 : (philox4x32_10(6, i).x[0] % 60));
+    write_token_file(d + "/tokens.bin", tokens);
+    return d;
+  }();
+  return dir;
+}
+
+TrainConfig config(Precision p, int64_t K, double dropout) {
+  TrainConfig c;
+  c.model = "gpt";
+  c.layers = 2;
+  c.d_model = 32;
+  c.heads = 4;
+  c.vocab = 64;
+  c.seq_len = 16;
+  c.micro_batch = 2;
+  c.grad_accum = K;
+  c.steps = 6;
+  c.lr = 3e-3;
+  c.weight_decay = 0.1;
+  c.clip = 0.5;  // below the norms of the first steps: the clip coefficient is used
+  c.dropout = dropout;
+  c.precision = p;
+  c.data = work_dir() + "/tokens.bin";
+  c.progress = false;
+  c.log_every = 1000;
+  return c;
+}
+
+// the graph step's code path for one scope (the hook is read when the trainer builds its step)
+struct GraphHook {
+  GraphHook() { setenv("SHARDTRAIN_TEST_GRAPH_STEP_EAGER", "1", 1); }
+  ~GraphHook() { unsetenv("SHARDTRAIN_TEST_GRAPH_STEP_EAGER"); }
+};
+
+struct TrainRun {
+  std::vector<StepMetrics> steps;
+  NamedTensors state;    // the optimizer's state_dict after the last step
+  NamedTensors masters;  // the f32 master weights
+  double scale = 0;
+  int64_t good_steps = 0;
+};
+
+TrainRun collect(Trainer& t, std::vector<StepMetrics> steps) {
+  TrainRun r;
+  r.steps = std::move(steps);
+  r.state = t.optimizer().state_dict();
+  r.masters = t.optimizer().master_weights();
+  r.scale = t.scaler().scale();
+  r.good_steps = t.scaler().good_steps();
+  return r;
+}
+
+TrainRun train(TrainConfig c, bool graph, double initial_scale = 0) {
+  c.cuda_graph = graph;
+  std::unique_ptr<GraphHook> hook = graph ? std::make_unique<GraphHook>() : nullptr;
+  Trainer t(c);
+  if (graph) {
+    EXPECT_TRUE(t.cuda_graph()) << "the graph step was refused";
+  }
+  if (initial_scale > 0) t.scaler().set_state(initial_scale, 0);
+  std::vector<StepMetrics> steps;
+  for (int64_t s = 0; s < c.steps; ++s) steps.push_back(t.train_step());
+  return collect(t, steps);
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+void expect_same(const TrainRun& eager, const TrainRun& graph) {
+  ASSERT_EQ(eager.steps.size(), graph.steps.size());
+  for (size_t s = 0; s < eager.steps.size(); ++s) {
+    const StepMetrics &e = eager.steps[s], &g = graph.steps[s];
+    EXPECT_EQ(e.step, g.step);
+    EXPECT_TRUE(same_bits(e.loss, g.loss)) << "step " << e.step << ": loss " << e.loss << " vs " << g.loss;
+    EXPECT_TRUE(same_bits(e.grad_norm, g.grad_norm) || (std::isnan(e.grad_norm) && std::isnan(g.grad_norm)))
+        << "step " << e.step << ": grad norm " << e.grad_norm << " vs " << g.grad_norm;
+    EXPECT_EQ(e.skipped, g.skipped) << "step " << e.step;
+    EXPECT_TRUE(same_bits(e.loss_scale, g.loss_scale)) << "step " << e.step << ": scale " << e.loss_scale << " vs "
+                                                       << g.loss_scale;
+    EXPECT_TRUE(same_bits(e.lr, g.lr)) << "step " << e.step;
+  }
+  EXPECT_TRUE(same_bits(eager.scale, graph.scale));
+  EXPECT_EQ(eager.good_steps, graph.good_steps);
+  const std::pair<const NamedTensors*, const NamedTensors*> pairs[] = {{&eager.state, &graph.state},
+                                                                       {&eager.masters, &graph.masters}};
+  for (const auto& [mine, other] : pairs) {
+    ASSERT_EQ(mine->size(), other->size());
+    for (size_t i = 0; i < mine->size(); ++i) {
+      const Tensor &a = (*mine)[i].second, &b = (*other)[i].second;
+      ASSERT_EQ((*mine)[i].first, (*other)[i].first);
+      ASSERT_EQ(a.nbytes(), b.nbytes()) << (*mine)[i].first;
+      EXPECT_EQ(std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), a.nbytes()), 0)
+          << (*mine)[i].first << " differs after " << eager.steps.size() << " steps";
+    }
+  }
+}
+
+}  // namespace
+
+// f32, two micro-batches per step, dropout 0.1: the seed table's masks, the loss sum over K
+TEST(GraphStepCpu, Fp32AccumulationAndDropoutEqualEager) {
+  const TrainConfig c = config(Precision::fp32, 2, 0.1);
+  expect_same(train(c, false), train(c, true));
+}
+
+// bf16 with f32 masters: the low-precision copies rewritten by the device-scalar AdamW
+TEST(GraphStepCpu, Bf16EqualsEager) {
+  const TrainConfig c = config(Precision::bf16, 1, 0.1);
+  expect_same(train(c, false), train(c, true));
+}
+
+// fp16 from a scale of 2^24: the first steps overflow and are skipped on the device's decision
+// (scale halved each time), then the run trains; every decision and scale equal the host's
+TEST(GraphStepCpu, Fp16SkipsAndScaleEqualEager) {
+  TrainConfig c = config(Precision::fp16, 2, 0.0);
+  c.steps = 8;
+  const double scale = std::ldexp(1.0, 24);
+  const TrainRun eager = train(c, false, scale), graph = train(c, true, scale);
+  int skipped = 0;
+  for (const StepMetrics& m : eager.steps) skipped += m.skipped ? 1 : 0;
+  ASSERT_GE(skipped, 1) << "no step overflowed at 2^40: the case tests nothing";
+  ASSERT_LT(skipped, static_cast<int>(c.steps)) << "every step overflowed: the update path is not tested";
+  expect_same(eager, graph);
+}
+
+// run(): the graph path reads step n's line after launching step n + 1, and waits before a
+// checkpoint; the metrics lines and the checkpoints equal the eager run's, and a graph run resumed
+// from the eager run's checkpoint continues with the eager run's numbers (its device state is
+// built from the resumed scaler and optimizer).
+TEST(GraphStepCpu, RunWithLateLinesCheckpointsAndResumeEqualEager) {
+  auto run_to = [](bool graph, const std::string& name, int64_t steps, bool resume) {
+    TrainConfig c = config(Precision::fp32, 2, 0.1);
+    c.steps = steps;
+    c.checkpoint_every = 3;
+    c.checkpoint_dir = work_dir() + "/" + name + "/ckpt";
+    c.metrics = work_dir() + "/" + name + "/metrics.jsonl";
+    c.resume = resume;
+    c.cuda_graph = graph;
+    std::unique_ptr<GraphHook> hook = graph ? std::make_unique<GraphHook>() : nullptr;
+    Trainer t(c);
+    t.run();
+    return collect(t, {});
+  };
+  auto lines = [](const std::string& name) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(work_dir() + "/" + name + "/metrics.jsonl");
+    for (std::string l; std::getline(in, l);) out.push_back(nlohmann::json::parse(l));
+    return out;
+  };
+  fs::remove_all(work_dir() + "/eager");
+  fs::remove_all(work_dir() + "/graph");
+  const TrainRun eager = run_to(false, "eager", 7, false);
+  const TrainRun graph = run_to(true, "graph", 7, false);
+  expect_same(eager, graph);
+  const auto le = lines("eager"), lg = lines("graph");
+  ASSERT_EQ(le.size(), 7u);
+  ASSERT_EQ(lg.size(), 7u);
+  for (size_t i = 0; i < le.size(); ++i) {
+    EXPECT_EQ(lg[i]["step"], le[i]["step"]);
+    EXPECT_TRUE(same_bits(lg[i]["loss"].get<double>(), le[i]["loss"].get<double>())) << "line " << i;
+    EXPECT_TRUE(same_bits(lg[i]["grad_norm"].get<double>(), le[i]["grad_norm"].get<double>())) << "line " << i;
+  }
+  // resume the eager run's step-6 checkpoint under the graph step, to step 7
+  fs::remove_all(work_dir() + "/resumed");
+  fs::create_directories(work_dir() + "/resumed");
+  fs::copy(work_dir() + "/eager/ckpt", work_dir() + "/resumed/ckpt", fs::copy_options::recursive);
+  fs::remove_all(work_dir() + "/resumed/ckpt/step_00000007");  // the newest is then step 6's
+  std::ofstream(work_dir() + "/resumed/metrics.jsonl") << "";
+  const TrainRun resumed = run_to(true, "resumed", 7, true);
+  EXPECT_TRUE(same_bits(resumed.scale, eager.scale));
+  for (size_t i = 0; i < eager.masters.size(); ++i)
+    EXPECT_EQ(std::memcmp(eager.masters[i].second.data_ptr(), resumed.masters[i].second.data_ptr(),
+                          eager.masters[i].second.nbytes()),
+              0)
+        << eager.masters[i].first << " differs after the resumed step 7";
+}
+
+// The guard that makes the graph step's code prove it reads nothing back: inside it, item() and a
+// device → host copy throw CaptureError naming the read; check_on_host still runs its check.
+TEST(GraphStepCpu, HostReadsInsideTheGuardAreRefused) {
+  Tensor t = Tensor::from_vector(std::vector<double>{3.0}, {1});
+  {
+    HostReadGuard guard("a test step");
+    try {
+      (void)t.item();
+      FAIL() << "item() inside the guard was allowed";
+    } catch (const CaptureError& e) {
+      EXPECT_NE(std::string(e.what()).find("inside a test step"), std::string::npos) << e.what();
+    }
+    int ran = 0;
+    check_on_host(Tensor::from_vector(std::vector<int64_t>{-1, 7}, {2}), [&](const std::vector<int64_t>& v) {
+      ++ran;
+      EXPECT_EQ(v, (std::vector<int64_t>{-1, 7}));
+    });
+    EXPECT_EQ(ran, 1);
+    AllowHostReads allow;
+    EXPECT_EQ(t.item(), 3.0);
+  }
+  EXPECT_EQ(t.item(), 3.0);
+}
