@@ -46,7 +46,7 @@ Tensor causal_attention_qkv(const Tensor& qkv, int64_t heads) {
     ST_THROW(ShapeError, name << ": qkv " << shape_str(qkv.shape()) << " with " << heads
                               << " heads (expected (B, T, 3·heads·D))");
   const int64_t B = qkv.size(0), T = qkv.size(1), A = qkv.size(2) / 3, D = A / heads;
-  if (qkv.is_cuda() && (qkv.dtype() == DType::f16 || qkv.dtype() == DType::bf16)) {
+  if (qkv.is_cuda()) {  // every CUDA backend reads q, k, v in place (ops/cuda/attention.cu)
     Tensor x = qkv.contiguous().detach();                          // (B, T, 3A)
     Tensor out = Tensor::empty({B, T, A}, x.dtype(), x.device());  // (B, T, A)
     if (cuda::attention_qkv_supported(x, out, heads)) {

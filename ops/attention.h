@@ -15,9 +15,9 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v);
 
 // The same on the packed projection a transformer block computes:
 //   qkv (B, T, 3·H·D) = [q | k | v], each (B, T, H, D) → out (B, T, H·D), heads joined.
-// On CUDA with f16/bf16 and D = 64 the flash kernels read q, k, v in place and the backward writes
-// dqkv (B, T, 3·H·D) as one tensor, so no head transposes are made; elsewhere it is the
-// composition split heads → causal_attention → join heads (identical results on the CPU).
+// On CUDA (any float dtype, D ≤ 128) every backend reads q, k, v in place and the backward writes
+// dqkv (B, T, 3·H·D) as one tensor, so no head transposes are made; on the CPU it is the
+// composition split heads → causal_attention → join heads.
 Tensor causal_attention_qkv(const Tensor& qkv, int64_t heads);
 
 // Backend kernels: q, k, v, out, dout, dq, dk, dv (B, H, T, D) contiguous, one dtype;

@@ -1,6 +1,7 @@
 // Inverted dropout driven by the counter-based RNG (tensor/philox.h), so the mask is a pure
 // function of (seed, offset) and identical on CPU and GPU:
-//   element i of x (any shape, row-major) is dropped iff philox_uniform(seed, offset + i) < p,
+//   element i of x (any shape, row-major) is dropped iff philox_uniform_lane(seed, offset + i) < p
+//   (lane (offset + i) mod 4 of Philox block (offset + i) / 4: one evaluation per four elements),
 //   kept elements are scaled by 1/(1 − p);  x (...) → y (...).
 // A training call with 0 < p reserves numel counters (gen.advance(numel)); when !training or
 // p == 0 it returns x itself and draws nothing; p == 1 drops everything (y = 0).

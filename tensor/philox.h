@@ -47,6 +47,12 @@ ST_HOST_DEVICE inline float philox_uniform(uint64_t seed, uint64_t counter) {
   return static_cast<float>(philox4x32_10(seed, counter).x[0] >> 8) * (1.0f / 16777216.0f);
 }
 
+// The dropout stream: element j takes lane j mod 4 of counter block j / 4 (24 bits, as above), so
+// one Philox evaluation serves four consecutive elements.
+ST_HOST_DEVICE inline float philox_uniform_lane(uint64_t seed, uint64_t j) {
+  return static_cast<float>(philox4x32_10(seed, j >> 2).x[j & 3] >> 8) * (1.0f / 16777216.0f);
+}
+
 // Standard normal via Box-Muller from lanes 0 and 1 (u1 in (0, 1] so log is finite).
 ST_HOST_DEVICE inline float philox_normal(uint64_t seed, uint64_t counter) {
   PhiloxBlock b = philox4x32_10(seed, counter);

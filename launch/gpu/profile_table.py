@@ -23,6 +23,9 @@ FAMILIES = [  # first match wins; kernel names as ncu prints them (templates inc
 ]
 
 
+SCALE_TO_US = {"ns": 1e-3, "nsecond": 1e-3, "nanosecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
+
+
 def family(name):
     for fam, pat in FAMILIES:
         if re.search(pat, name):
@@ -48,7 +51,7 @@ def main():
                     v = float(r[t].replace(",", ""))
                 except ValueError:
                     continue
-                v = v / 1000.0 if unit == "nsecond" else v * 1000.0 if unit == "msecond" else v  # → µs
+                v *= SCALE_TO_US.get(unit.strip(), 1.0)  # → µs
                 rows.append((r[k].split("(")[0], v))
     tot = collections.defaultdict(float)
     cnt = collections.Counter()

@@ -1,4 +1,5 @@
-// CPU dropout: one Philox draw per element (lane 0 of block offset + i), compared with p.
+// CPU dropout: element i compared with philox_uniform_lane(seed, offset + i), one Philox block
+// per four elements.
 #include <cmath>
 
 #include "ops/cpu/common.h"
@@ -15,8 +16,16 @@ void dropout_fwd(const Tensor& x, float p, uint64_t seed, uint64_t offset, Tenso
   float* py = out.data();
   const float scale = p < 1.f ? 1.f / (1.f - p) : 0.f;
   const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i)
-    py[i] = philox_uniform(seed, offset + static_cast<uint64_t>(i)) < p ? 0.f : px[i] * scale;
+  // element i ↦ stream position j = offset + i: lane j mod 4 of Philox block j / 4
+  // (philox_uniform_lane), one block evaluated per four elements
+  for (int64_t i = 0; i < n;) {
+    const uint64_t j = offset + static_cast<uint64_t>(i);
+    const PhiloxBlock r = philox4x32_10(seed, j >> 2);
+    for (uint64_t l = j & 3; l < 4 && i < n; ++l, ++i) {
+      const float u = static_cast<float>(r.x[l] >> 8) * (1.0f / 16777216.0f);
+      py[i] = u < p ? 0.f : px[i] * scale;
+    }
+  }
   out.store();
 }
 

@@ -1,19 +1,13 @@
-// CUDA causal attention, flash-attention style (Dao et al.): q, k, v, out (B, H, T, D), lse
-// (B, H, T) f32. No T×T score matrix is ever written to global memory, for any dtype:
-//   fwd:  a block of 64 query rows (one thread each) walks the key tiles s ≤ t in shared memory;
-//         per tile the scores go to a per-thread shared row, the running max / sum are updated
-//         once per tile (online softmax), and o accumulates in registers; lse = m + log l.
-//   bwd:  Δ_t = rowsum(dO ∘ O) first; then one kernel per key block (64 keys, one thread each)
-//         recomputes P = exp(S − lse) tile by tile over the queries t ≥ s and accumulates dK, dV
-//         in registers; a second per query block accumulates dQ over the keys s ≤ t. Each
-//         gradient element is written once (=), no atomics: deterministic.
-// Scores and accumulators are f32; q, k, v are widened on their way into shared memory. These
-// are the CUDA-core kernels, used for f32 and for head dims other than 64 (any D ≤ 128). f16/bf16
-// first go to cuDNN's fused attention (ops/cudnn/sdpa.cpp) when ST_ATTENTION allows and cuDNN
-// takes the shape, then with D = 64 (GPT-2) to the tensor-core flash kernels of
-// ops/cuda/flash_attention.cu; both also serve the packed op (attention_qkv_fwd/bwd: strided views
-// into qkv, no transposes).
+// CUDA causal attention, q, k, v, out (B, H, T, D), lse (B, H, T) f32, and the packed op on the
+// (B, T, 3·H·D) projection. No T×T score matrix is ever written to global memory. Backends, in
+// order: cuDNN's fused attention (ops/cudnn/sdpa.cpp; f16/bf16, when ST_ATTENTION allows it and
+// cuDNN takes the shape), the tensor-core flash kernels (ops/cuda/flash_attention.cu; f16/bf16,
+// D = 64), else the CUDA-core kernels (ops/cuda/attention_cores.cu; f32, and any D ≤ 128). All
+// take strided views, so the packed op reads q, k, v in place in qkv and writes dqkv in place: no
+// head transposes for any dtype. They share the lse convention, so any backend's backward takes
+// any backend's forward.
 #include "ops/attention.h"
+#include "ops/cuda/attention_cores.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/flash_attention.h"
 #include "ops/cuda/sdpa_cudnn.h"
@@ -24,224 +18,6 @@
 
 namespace st::ops::cuda {
 namespace {
-
-constexpr int kB = 64;  // rows per block (threads) and rows per shared tile
-
-// kernels
-
-// q, k, v, out (BH, T, D); lse (BH, T). Dynamic smem: Ks, Vs (kB, D), S (kB, kB + 1).
-template <class T, int MD>
-__global__ void __launch_bounds__(kB) attention_fwd_kernel(const T* q, const T* k, const T* v, T* out, float* lse,
-                                                           int64_t Tn, int D, float scale) {
-  extern __shared__ float smem[];
-  float* Ks = smem;
-  float* Vs = Ks + kB * D;
-  float* S = Vs + kB * D;
-  const int64_t bh = blockIdx.y;
-  const int64_t t0 = blockIdx.x * (int64_t)kB, t = t0 + threadIdx.x;
-  const T* qb = q + bh * Tn * D;
-  const T* kb = k + bh * Tn * D;
-  const T* vb = v + bh * Tn * D;
-  float qr[MD], o[MD];
-#pragma unroll
-  for (int d = 0; d < MD; ++d) {
-    qr[d] = (d < D && t < Tn) ? to_float(qb[t * D + d]) * scale : 0.f;
-    o[d] = 0.f;
-  }
-  float m = -INFINITY, l = 0.f;
-  float* Srow = S + threadIdx.x * (kB + 1);
-  const int64_t kend = min(Tn, t0 + kB);  // keys the last row of this block sees
-  for (int64_t s0 = 0; s0 < kend; s0 += kB) {
-    __syncthreads();
-    for (int i = threadIdx.x; i < kB * D; i += kB) {
-      const int64_t s = s0 + i / D;
-      Ks[i] = s < Tn ? to_float(kb[s0 * D + i]) : 0.f;
-      Vs[i] = s < Tn ? to_float(vb[s0 * D + i]) : 0.f;
-    }
-    __syncthreads();
-    const int nk = static_cast<int>(min(static_cast<int64_t>(kB), t - s0 + 1));  // keys s0..t of this tile
-    float tmax = -INFINITY;
-    for (int j = 0; j < nk; ++j) {
-      float acc = 0.f;
-#pragma unroll
-      for (int d = 0; d < MD; ++d)
-        if (d < D) acc += qr[d] * Ks[j * D + d];
-      Srow[j] = acc;
-      tmax = fmaxf(tmax, acc);
-    }
-    if (nk <= 0) continue;
-    const float mn = fmaxf(m, tmax);
-    const float corr = expf(m - mn);
-    l *= corr;
-#pragma unroll
-    for (int d = 0; d < MD; ++d) o[d] *= corr;
-    for (int j = 0; j < nk; ++j) {
-      const float p = expf(Srow[j] - mn);
-      l += p;
-#pragma unroll
-      for (int d = 0; d < MD; ++d)
-        if (d < D) o[d] += p * Vs[j * D + d];
-    }
-    m = mn;
-  }
-  if (t < Tn) {
-    const float inv = 1.f / l;
-    T* ob = out + bh * Tn * D + t * D;
-#pragma unroll
-    for (int d = 0; d < MD; ++d)
-      if (d < D) ob[d] = from_float<T>(o[d] * inv);
-    lse[bh * Tn + t] = m + logf(l);
-  }
-}
-
-// dout, out (R, D) → delta (R) = Σ_d dout·out; one warp per row
-template <class T>
-__global__ void attention_delta_kernel(const T* dout, const T* out, float* delta, int64_t R, int D) {
-  const int64_t r = blockIdx.x * 8LL + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (r >= R) return;
-  float s = 0.f;
-  for (int d = lane; d < D; d += 32) s += to_float(dout[r * D + d]) * to_float(out[r * D + d]);
-  s = warp_sum(s);
-  if (lane == 0) delta[r] = s;
-}
-
-// One thread per key s: dk, dv (BH, T, D). Dynamic smem: Kp, Vp (kB, D + 1) private rows;
-// Qs, dOs (kB, D) query tile; Ls, Ds (kB) its lse and delta.
-template <class T, int MD>
-__global__ void __launch_bounds__(kB) attention_bwd_dkdv_kernel(const T* q, const T* k, const T* v, const T* dout,
-                                                                const float* lse, const float* delta, T* dk, T* dv,
-                                                                int64_t Tn, int D, float scale) {
-  extern __shared__ float smem[];
-  const int P = D + 1;
-  float* Kp = smem;
-  float* Vp = Kp + kB * P;
-  float* Qs = Vp + kB * P;
-  float* dOs = Qs + kB * D;
-  float* Ls = dOs + kB * D;
-  float* Ds = Ls + kB;
-  const int64_t bh = blockIdx.y, off = bh * Tn * D;
-  const int64_t s0 = blockIdx.x * (int64_t)kB, s = s0 + threadIdx.x;
-  for (int i = threadIdx.x; i < kB * D; i += kB) {
-    const int r = i / D, d = i % D;
-    const bool in = s0 + r < Tn;
-    Kp[r * P + d] = in ? to_float(k[off + s0 * D + i]) : 0.f;
-    Vp[r * P + d] = in ? to_float(v[off + s0 * D + i]) : 0.f;
-  }
-  float dkr[MD], dvr[MD];
-#pragma unroll
-  for (int d = 0; d < MD; ++d) dkr[d] = dvr[d] = 0.f;
-  const float* kr = Kp + threadIdx.x * P;
-  const float* vr = Vp + threadIdx.x * P;
-  for (int64_t q0 = s0; q0 < Tn; q0 += kB) {  // queries t ≥ s0
-    __syncthreads();
-    for (int i = threadIdx.x; i < kB * D; i += kB) {
-      const bool in = q0 + i / D < Tn;
-      Qs[i] = in ? to_float(q[off + q0 * D + i]) : 0.f;
-      dOs[i] = in ? to_float(dout[off + q0 * D + i]) : 0.f;
-    }
-    if (q0 + threadIdx.x < Tn) {
-      Ls[threadIdx.x] = lse[bh * Tn + q0 + threadIdx.x];
-      Ds[threadIdx.x] = delta[bh * Tn + q0 + threadIdx.x];
-    }
-    __syncthreads();
-    if (s >= Tn) continue;
-    const int nq = static_cast<int>(min(static_cast<int64_t>(kB), Tn - q0));
-    for (int j = static_cast<int>(max(static_cast<int64_t>(0), s - q0)); j < nq; ++j) {  // t = q0 + j ≥ s
-      float qk = 0.f, dp = 0.f;
-#pragma unroll
-      for (int d = 0; d < MD; ++d)
-        if (d < D) {
-          qk += Qs[j * D + d] * kr[d];
-          dp += dOs[j * D + d] * vr[d];
-        }
-      const float p = expf(qk * scale - Ls[j]);
-      const float ds = p * (dp - Ds[j]);
-#pragma unroll
-      for (int d = 0; d < MD; ++d)
-        if (d < D) {
-          dvr[d] += p * dOs[j * D + d];
-          dkr[d] += ds * Qs[j * D + d];
-        }
-    }
-  }
-  if (s < Tn) {
-#pragma unroll
-    for (int d = 0; d < MD; ++d)
-      if (d < D) {
-        dk[off + s * D + d] = from_float<T>(dkr[d] * scale);
-        dv[off + s * D + d] = from_float<T>(dvr[d]);
-      }
-  }
-}
-
-// One thread per query t: dq (BH, T, D). Dynamic smem: Qp, dOp (kB, D + 1) private rows;
-// Ks, Vs (kB, D) key tile.
-template <class T, int MD>
-__global__ void __launch_bounds__(kB) attention_bwd_dq_kernel(const T* q, const T* k, const T* v, const T* dout,
-                                                              const float* lse, const float* delta, T* dq,
-                                                              int64_t Tn, int D, float scale) {
-  extern __shared__ float smem[];
-  const int P = D + 1;
-  float* Qp = smem;
-  float* dOp = Qp + kB * P;
-  float* Ks = dOp + kB * P;
-  float* Vs = Ks + kB * D;
-  const int64_t bh = blockIdx.y, off = bh * Tn * D;
-  const int64_t t0 = blockIdx.x * (int64_t)kB, t = t0 + threadIdx.x;
-  for (int i = threadIdx.x; i < kB * D; i += kB) {
-    const int r = i / D, d = i % D;
-    const bool in = t0 + r < Tn;
-    Qp[r * P + d] = in ? to_float(q[off + t0 * D + i]) : 0.f;
-    dOp[r * P + d] = in ? to_float(dout[off + t0 * D + i]) : 0.f;
-  }
-  const float L = t < Tn ? lse[bh * Tn + t] : 0.f, Dt = t < Tn ? delta[bh * Tn + t] : 0.f;
-  float dqr[MD];
-#pragma unroll
-  for (int d = 0; d < MD; ++d) dqr[d] = 0.f;
-  const float* qr = Qp + threadIdx.x * P;
-  const float* gr = dOp + threadIdx.x * P;
-  const int64_t kend = min(Tn, t0 + kB);
-  for (int64_t s0 = 0; s0 < kend; s0 += kB) {
-    __syncthreads();
-    for (int i = threadIdx.x; i < kB * D; i += kB) {
-      const bool in = s0 + i / D < Tn;
-      Ks[i] = in ? to_float(k[off + s0 * D + i]) : 0.f;
-      Vs[i] = in ? to_float(v[off + s0 * D + i]) : 0.f;
-    }
-    __syncthreads();
-    if (t >= Tn) continue;
-    const int nk = static_cast<int>(min(static_cast<int64_t>(kB), t - s0 + 1));
-    for (int j = 0; j < nk; ++j) {
-      float qk = 0.f, dp = 0.f;
-#pragma unroll
-      for (int d = 0; d < MD; ++d)
-        if (d < D) {
-          qk += qr[d] * Ks[j * D + d];
-          dp += gr[d] * Vs[j * D + d];
-        }
-      const float p = expf(qk * scale - L);
-      const float ds = p * (dp - Dt);
-#pragma unroll
-      for (int d = 0; d < MD; ++d)
-        if (d < D) dqr[d] += ds * Ks[j * D + d];
-    }
-  }
-  if (t < Tn) {
-#pragma unroll
-    for (int d = 0; d < MD; ++d)
-      if (d < D) dq[off + t * D + d] = from_float<T>(dqr[d] * scale);
-  }
-}
-
-// Picks the register width MD ∈ {32, 64, 128} ≥ D.
-template <class Fn>
-void visit_head_dim(int D, Fn&& fn) {
-  if (D <= 32) return fn(std::integral_constant<int, 32>{});
-  if (D <= 64) return fn(std::integral_constant<int, 64>{});
-  if (D <= 128) return fn(std::integral_constant<int, 128>{});
-  ST_THROW(ShapeError, "causal_attention: the CUDA kernel takes head dims up to 128, got " << D);
-}
 
 // (B, H, T, D) contiguous as a flash operand
 AttnOperand contiguous_operand(const Tensor& t) {
@@ -254,11 +30,6 @@ AttnOperand packed_operand(const Tensor& x, int64_t H, int64_t D, int i) {
   const int64_t Tn = x.size(1), W = x.size(2);
   auto* p = static_cast<unsigned char*>(const_cast<void*>(x.data_ptr())) + i * H * D * dtype_size(x.dtype());
   return {p, Tn * W, D, W};
-}
-
-template <class K>
-void set_smem(K kernel, size_t bytes) {
-  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 std::atomic<int> g_backend{-1};  // AttentionBackend, -1: not decided yet (read ST_ATTENTION)
@@ -320,21 +91,8 @@ void attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& ou
       return flash_attention_fwd(q.dtype(), q.size(0), q.size(1), Tn, oq, ok, ov, oo, lse.data<float>(),
                                  current_stream());
   }
-  const float scale = 1.f / sqrtf(static_cast<float>(D));
-  const dim3 grid(static_cast<unsigned>((Tn + kB - 1) / kB), static_cast<unsigned>(BH));
-  const size_t smem = (2 * kB * D + kB * (kB + 1)) * sizeof(float);
-  visit_float_dtype(q.dtype(), "causal_attention", [&](auto tag) {
-    using T = decltype(tag);
-    visit_head_dim(D, [&](auto md) {
-      auto kernel = attention_fwd_kernel<T, decltype(md)::value>;
-      set_smem(kernel, smem);
-      kernel<<<grid, kB, smem, current_stream()>>>(static_cast<const T*>(q.data_ptr()),
-                                                   static_cast<const T*>(k.data_ptr()),
-                                                   static_cast<const T*>(v.data_ptr()), static_cast<T*>(out.data_ptr()),
-                                                   lse.data<float>(), Tn, D, scale);
-      CHECK_LAUNCH();
-    });
-  });
+  core_attention_fwd(q.dtype(), q.size(0), q.size(1), Tn, D, contiguous_operand(q), contiguous_operand(k),
+                     contiguous_operand(v), contiguous_operand(out), lse.data<float>(), current_stream());
 }
 
 void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
@@ -343,7 +101,6 @@ void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   const int64_t BH = q.size(0) * q.size(1), Tn = q.size(2);
   const int D = static_cast<int>(q.size(3));
   if (BH == 0 || Tn == 0) return;
-  const float scale = 1.f / sqrtf(static_cast<float>(D));
   cudaStream_t stream = current_stream();
   {
     AttnOperand oq = contiguous_operand(q), ok = contiguous_operand(k), ov = contiguous_operand(v),
@@ -358,40 +115,18 @@ void attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
       return flash_attention_bwd(q.dtype(), q.size(0), q.size(1), Tn, oq, ok, ov, oo, og, lse.data<float>(), dq_,
                                  dk_, dv_, stream);
   }
-  Tensor delta = Tensor::empty({BH, Tn}, DType::f32, Device::cuda);  // (BH, T)
-  const dim3 grid(static_cast<unsigned>((Tn + kB - 1) / kB), static_cast<unsigned>(BH));
-  const size_t smem_kv = (2 * kB * (D + 1) + 2 * kB * D + 2 * kB) * sizeof(float);
-  const size_t smem_q = (2 * kB * (D + 1) + 2 * kB * D) * sizeof(float);
-  visit_float_dtype(q.dtype(), "causal_attention", [&](auto tag) {
-    using T = decltype(tag);
-    const T* pq = static_cast<const T*>(q.data_ptr());
-    const T* pk = static_cast<const T*>(k.data_ptr());
-    const T* pv = static_cast<const T*>(v.data_ptr());
-    const T* pg = static_cast<const T*>(dout.data_ptr());
-    attention_delta_kernel<T><<<grid_for(BH * Tn, 8, INT32_MAX), 256, 0, stream>>>(
-        pg, static_cast<const T*>(out.data_ptr()), delta.data<float>(), BH * Tn, D);
-    CHECK_LAUNCH();
-    visit_head_dim(D, [&](auto md) {
-      constexpr int MD = decltype(md)::value;
-      auto kv = attention_bwd_dkdv_kernel<T, MD>;
-      set_smem(kv, smem_kv);
-      kv<<<grid, kB, smem_kv, stream>>>(pq, pk, pv, pg, lse.data<float>(), delta.data<float>(),
-                                        static_cast<T*>(dk.data_ptr()), static_cast<T*>(dv.data_ptr()), Tn, D, scale);
-      CHECK_LAUNCH();
-      auto kq = attention_bwd_dq_kernel<T, MD>;
-      set_smem(kq, smem_q);
-      kq<<<grid, kB, smem_q, stream>>>(pq, pk, pv, pg, lse.data<float>(), delta.data<float>(),
-                                       static_cast<T*>(dq.data_ptr()), Tn, D, scale);
-      CHECK_LAUNCH();
-    });
-  });
+  core_attention_bwd(q.dtype(), q.size(0), q.size(1), Tn, D, contiguous_operand(q), contiguous_operand(k),
+                     contiguous_operand(v), contiguous_operand(out), contiguous_operand(dout), lse.data<float>(),
+                     contiguous_operand(dq), contiguous_operand(dk), contiguous_operand(dv), stream);
 }
 
-// qkv (B, T, 3·H·D) → out (B, T, H·D), lse (B·H, T): the flash kernels on strided views
+// qkv (B, T, 3·H·D) → out (B, T, H·D), lse (B·H, T): every backend on strided views (cuDNN, the
+// flash kernels where they apply, else the CUDA-core kernels), so any float dtype and D ≤ 128
 bool attention_qkv_supported(const Tensor& qkv, const Tensor& out, int64_t heads) {
+  (void)out;
   const int64_t D = qkv.size(2) / (3 * heads);
-  return flash_attention_supported(qkv.dtype(), D, qkv.size(0) * heads,
-                                   {packed_operand(qkv, heads, D, 0), packed_operand(out, heads, D, 0)});
+  return D >= 1 && D <= kCoreMaxHeadDim && qkv.size(0) * heads <= 65535 &&
+         (qkv.dtype() == DType::f32 || qkv.dtype() == DType::f16 || qkv.dtype() == DType::bf16);
 }
 
 void attention_qkv_fwd(const Tensor& qkv, Tensor& out, Tensor& lse, int64_t heads) {
@@ -404,7 +139,11 @@ void attention_qkv_fwd(const Tensor& qkv, Tensor& out, Tensor& lse, int64_t head
                               current_stream());
       }))
     return;
-  flash_attention_fwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), q, k, v, o, lse.data<float>(), current_stream());
+  if (flash_attention_supported(qkv.dtype(), D, qkv.size(0) * heads, {q, k, v, o}))
+    return flash_attention_fwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), q, k, v, o, lse.data<float>(),
+                               current_stream());
+  core_attention_fwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), static_cast<int>(D), q, k, v, o, lse.data<float>(),
+                     current_stream());
 }
 
 void attention_qkv_bwd(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout, Tensor& dqkv,
@@ -420,8 +159,11 @@ void attention_qkv_bwd(const Tensor& qkv, const Tensor& out, const Tensor& lse, 
                               dk, dv, deterministic(), current_stream());
       }))
     return;
-  flash_attention_bwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), q, k, v, o, g, lse.data<float>(), dq, dk, dv,
-                      current_stream());
+  if (flash_attention_supported(qkv.dtype(), D, qkv.size(0) * heads, {q, k, v, o, g, dq, dk, dv}))
+    return flash_attention_bwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), q, k, v, o, g, lse.data<float>(), dq,
+                               dk, dv, current_stream());
+  core_attention_bwd(qkv.dtype(), qkv.size(0), heads, qkv.size(1), static_cast<int>(D), q, k, v, o, g,
+                     lse.data<float>(), dq, dk, dv, current_stream());
 }
 
 }  // namespace st::ops::cuda

@@ -77,6 +77,34 @@ TEST(GpuAttention, PackedMatchesCpu) {
   check_gpu(packed("qkv T=64 H=12 D=64 (one full tile)", 2, 64, 12, 64));
   check_gpu(packed("qkv T=77 H=3 D=40 (fallback)", 2, 77, 3, 40));
   check_gpu(packed("qkv T=256 H=2 D=64 (cuDNN where built)", 2, 256, 2, 64));
+  // the seed model's shape (f32: the CUDA-core kernels on strided views; f16/bf16: cuDNN)
+  check_gpu(packed("qkv T=128 H=8 D=32 (seed model)", 4, 128, 8, 32));
+  check_gpu(packed("qkv T=65 H=2 D=128 (CUDA cores, widest)", 1, 65, 2, 128));
+}
+
+// The CUDA-core kernels (f32 always; f16/bf16 with ST_ATTENTION=flash and D ≠ 64) on the packed
+// views and on head-split contiguous copies: the same kernels in the same order, bit for bit
+TEST(GpuAttention, PackedCoreEqualsHeadSplitBitForBit) {
+  with_backend(ops::cuda::AttentionBackend::Flash, [&] {
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      const int64_t B = 2, T = 200, H = 3, D = 32, A = H * D;
+      Generator gen(11);
+      Tensor base = Tensor::empty({B, T, 3 * A}, DType::f32, Device::cpu);
+      fill_normal(base, gen, 0.f, 1.f);
+      Tensor gy = Tensor::empty({B, T, A}, DType::f32, Device::cpu);
+      fill_normal(gy, gen, 0.f, 1.f);
+      Tensor qkv = base.to(Device::cuda).to(dt), g = gy.to(Device::cuda).to(dt);
+      Tensor x1 = qkv.clone().requires_grad_();
+      Tensor y1 = ops::causal_attention_qkv(x1, H);  // (B, T, A)
+      y1.backward(g);
+      Tensor x2 = qkv.clone().requires_grad_();
+      auto split = [&](int64_t i) { return x2.narrow(2, i * A, A).reshape({B, T, H, D}).transpose(1, 2); };
+      Tensor y2 = ops::causal_attention(split(0), split(1), split(2)).transpose(1, 2).contiguous().reshape({B, T, A});
+      y2.backward(g);
+      EXPECT_EQ(host(y1), host(y2)) << dtype_name(dt) << " forward";
+      EXPECT_EQ(host(x1.grad()), host(x2.grad())) << dtype_name(dt) << " dqkv";
+    }
+  });
 }
 
 TEST(GpuAttention, PackedEqualsHeadSplitBitForBit) {

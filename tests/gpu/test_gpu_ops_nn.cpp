@@ -40,6 +40,13 @@ TEST(GpuOpsNN, DropoutDrawsTheCpuMask) {
                return ops::dropout(x[0], 0.3f, g, true);
              }},
             {.f32 = 0, .f16 = 1e-2, .bf16 = 4e-2});
+  // the seed read by the kernel from device memory (a graph step's seed table), at an offset
+  // that splits a Philox block (3 mod 4): the CPU's mask
+  check_gpu({.name = "dropout, seed in a tensor, offset 3", .shapes = {{1000, 257}}, .op = [](auto& x) {
+               const Tensor seed = Tensor::from_vector(std::vector<int64_t>{0x5EEDC0DE1234567LL}, {1}).to(x[0].device());
+               return ops::dropout(x[0], 0.3f, seed, 3, true);
+             }},
+            {.f32 = 0, .f16 = 1e-2, .bf16 = 4e-2});
 }
 
 TEST(GpuOpsNN, Softmax) {

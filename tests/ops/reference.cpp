@@ -150,7 +150,7 @@ Vec causal_attention(const Vec& q, const Vec& k, const Vec& v, int64_t BH, int64
 Vec dropout(const Vec& x, double p, uint64_t seed, uint64_t offset) {
   Vec y(x.size());
   for (size_t i = 0; i < x.size(); ++i)
-    y[i] = philox_uniform(seed, offset + i) < p ? 0.0 : x[i] / (1.0 - p);
+    y[i] = philox_uniform_lane(seed, offset + i) < p ? 0.0 : x[i] / (1.0 - p);
   return y;
 }
 

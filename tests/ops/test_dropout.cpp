@@ -38,7 +38,7 @@ TEST(OpsDropout, ReproducibleFromSeedAndOffset) {
   // the second draw from c continues where the first stopped: offset 1000, not 0
   auto yc2 = ops::dropout(x, 0.5f, c, true).to_double();
   for (size_t i = 0; i < yc2.size(); ++i)
-    ASSERT_EQ(yc2[i], philox_uniform(9, 1000 + i) < 0.5f ? 0.0 : 2.0) << i;
+    ASSERT_EQ(yc2[i], philox_uniform_lane(9, 1000 + i) < 0.5f ? 0.0 : 2.0) << i;
 }
 
 TEST(OpsDropout, KeepFractionAndScale) {
@@ -68,7 +68,7 @@ TEST(OpsDropout, GradientIsMaskTimesScale) {
   ops::sum(y).backward();
   auto yd = y.to_double(), gd = x.grad().to_double();
   for (size_t i = 0; i < yd.size(); ++i) {
-    const bool dropped = philox_uniform(11, 3 + i) < 0.4f;
+    const bool dropped = philox_uniform_lane(11, 3 + i) < 0.4f;
     EXPECT_EQ(yd[i] == 0.0, dropped);
     EXPECT_NEAR(gd[i], dropped ? 0.0 : 1.0 / 0.6, 1e-6);
   }
@@ -84,4 +84,19 @@ TEST(OpsDropout, IdentityWhenEvalOrZeroAndEdgeCases) {
   for (double v : all) EXPECT_EQ(v, 0.0);
   EXPECT_THROW(ops::dropout(x, 1.5f, g, true), ValueError);
   EXPECT_THROW(ops::dropout(Tensor::zeros({2}, DType::i32), 0.5f, g, true), DTypeError);
+}
+
+// The seed held in a tensor (a graph-captured step's seed table) gives the mask of the same seed
+// passed by value, at an offset that is not a multiple of four (a stream block split across calls)
+TEST(OpsDropout, SeedInATensorGivesTheSameMask) {
+  Tensor x = Tensor::ones({3, 37});
+  const uint64_t seed = 0xDEADBEEFCAFEF00Dull;  // past 2^53: must survive the tensor exactly
+  Tensor s = Tensor::from_vector(std::vector<int64_t>{static_cast<int64_t>(seed)}, {1});
+  for (uint64_t offset : {0ull, 5ull, 1002ull}) {
+    const std::vector<double> a = ops::dropout(x, 0.3f, seed, offset, true).to_double();
+    const std::vector<double> b = ops::dropout(x, 0.3f, s, offset, true).to_double();
+    EXPECT_EQ(a, b) << "offset " << offset;
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_EQ(a[i], philox_uniform_lane(seed, offset + i) < 0.3f ? 0.0 : static_cast<double>(1.f / 0.7f)) << i;
+  }
 }
