@@ -104,6 +104,10 @@ OptionTable train_options(TrainConfig& c) {
   t.add({"seed", "numerics", "N", "random seed (initialisation, dropout, the --shuffle order)", false, OptionTable::bind(c.seed),
          [&c] { return std::to_string(c.seed); }});
   B("recompute", "numerics", c.recompute, "recompute activations in backward (saves memory)");
+  B("chunked-head", "numerics", c.chunked_head,
+    "gpt: the LM head fused with the cross-entropy in chunks of rows, so no (B*T, vocab) logits or their "
+    "gradient exist in training (ops/lm_head_loss.h); the tensor-parallel head (tp > 1) and ZeRO-3 keep the "
+    "unfused one. 0: the unfused head everywhere");
   B("tf32", "numerics", c.tf32,
     "f32 matrix products on TF32 tensor cores (inputs rounded to a 10-bit mantissa, f32 accumulation), like "
     "PyTorch's set_float32_matmul_precision('high'); 0: exact f32. CUDA only: no effect on the CPU or on "

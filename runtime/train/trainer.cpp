@@ -234,6 +234,8 @@ void Trainer::init(const std::string& resume_path) {
   }
   model_->train(true);
   model_->set_recompute(cfg_.recompute);
+  // the chunked head's loss reads wte outside the head's forward, where ZeRO-3 has released it
+  model_->set_chunked_head(cfg_.chunked_head && !w_.zero3);
   if (eval_interval(cfg_) > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
 }
 
