@@ -9,6 +9,7 @@
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/layernorm.h"
+#include "ops/lm_head_loss.h"
 #include "ops/matmul.h"
 #include "ops/mlp.h"
 #include "tensor/autograd.h"
@@ -86,7 +87,10 @@ GptHead::GptHead(const GptConfig& c, Tensor tied_wte) : wte(std::move(tied_wte))
 }
 
 // h (B, T, C) → ln_f → · wteᵀ (C, V) → (B, T, V)
-Tensor GptHead::forward(const Tensor& h) { return ops::matmul(ln_f->forward(h), wte, false, true); }
+Tensor GptHead::logits(const Tensor& h) const { return ops::matmul(ln_f->forward(h), wte, false, true); }
+
+// chunked: h (B, T, C) → ln_f → (B, T, C), the projection left to Gpt::loss
+Tensor GptHead::forward(const Tensor& h) { return chunked ? ln_f->forward(h) : logits(h); }
 
 runtime::LayerCost GptHead::cost(int64_t) const {
   return {static_cast<double>(param_bytes()), 2.0 * static_cast<double>(wte.size(0) * wte.size(1))};
@@ -116,9 +120,27 @@ Gpt::Gpt(const GptConfig& c, std::shared_ptr<Generator> gen, std::vector<runtime
                                            c.layer_norm_epsilon, c.resid_pdrop, gen, i));
     } else {  // the head: the embedding's wte, or this stage's own copy of it
       Tensor wte = emb ? emb->wte->weight : Tensor::zeros({c.vocab_size, c.n_embd});
-      add_layer("transformer", std::make_shared<GptHead>(c, wte));
+      head_ = std::make_shared<GptHead>(c, wte);
+      add_layer("transformer", head_);
     }
   }
+}
+
+void Gpt::set_chunked_head(bool on) {
+  chunked_ = on;
+  if (head_) head_->chunked = on;
+}
+
+Tensor Gpt::loss(const Tensor& out, const Tensor& targets) const {
+  if (!chunked_) return LanguageModel::loss(out, targets);
+  ST_CHECK(head_ != nullptr, ValueError, "GPT: loss() on a range of layers without the head");
+  ST_CHECK(out.dim() == 3 && out.size(2) == cfg_.n_embd && targets.dim() == 2 && targets.size(0) == out.size(0) &&
+               targets.size(1) == out.size(1),
+           ShapeError,
+           "GPT (chunked head): hidden " << shape_str(out.shape()) << " (expected (B, T, " << cfg_.n_embd
+                                         << ")) vs targets " << shape_str(targets.shape()));
+  // (B·T, C) against wte (V, C) and targets (B·T) → () f32
+  return ops::lm_head_cross_entropy(out.reshape({-1, cfg_.n_embd}), head_->wte, targets.reshape({-1}));
 }
 
 void gpt_init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t n_layer, const ElementMap& map) {

@@ -67,15 +67,18 @@ class GptBlock : public runtime::Layer, public runtime::CachedLayer {
   Dropout drop_;
 };
 
-// ln_f, then logits = h · wteᵀ.
+// ln_f, then logits = h · wteᵀ. Chunked (Gpt::set_chunked_head): forward stops after ln_f and
+// Gpt::loss applies wteᵀ fused with the cross-entropy (ops/lm_head_loss.h).
 class GptHead : public runtime::Layer, public runtime::CachedLayer {
  public:
   GptHead(const GptConfig& c, Tensor wte);
-  Tensor forward(const Tensor& h) override;  // h (B, T, C) → logits (B, T, V)
-  Tensor forward_cached(const Tensor& h, runtime::KvSlot&, const runtime::CacheStep&) override { return forward(h); }
+  Tensor forward(const Tensor& h) override;  // h (B, T, C) → logits (B, T, V); chunked: ln_f(h) (B, T, C)
+  Tensor logits(const Tensor& h) const;      // h (B, T, C) → logits (B, T, V), whatever `chunked`
+  Tensor forward_cached(const Tensor& h, runtime::KvSlot&, const runtime::CacheStep&) override { return logits(h); }
   runtime::LayerCost cost(int64_t seq_len) const override;
   std::shared_ptr<LayerNorm> ln_f;
   Tensor wte;  // (V, C), the embedding's tensor
+  bool chunked = false;
 };
 
 // ValueError unless every size is positive and d_model divides by heads.
@@ -103,9 +106,18 @@ class Gpt : public runtime::LanguageModel {
   int64_t vocab_size() const override { return cfg_.vocab_size; }
   int64_t context_length() const override { return cfg_.n_positions; }
   nlohmann::json config_json() const override;  // Hugging Face config.json (models/hf_gpt2.h)
+  // Chunked head: forward returns ln_f's output (B, T, C) and loss() is
+  // ops::lm_head_cross_entropy of it against wte (no (B·T, V) logits). A range without the head
+  // keeps the flag for loss(), which it never runs.
+  void set_chunked_head(bool on) override;
+  bool chunked_head() const override { return chunked_; }
+  // logits (B, T, V), or with the chunked head hidden (B, T, C), against targets (B, T) → () f32
+  Tensor loss(const Tensor& out, const Tensor& targets) const override;
 
  private:
   GptConfig cfg_;
+  std::shared_ptr<GptHead> head_;  // null when this range does not hold the head
+  bool chunked_ = false;
 };
 
 }  // namespace st::models

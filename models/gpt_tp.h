@@ -99,7 +99,9 @@ class TpGpt : public runtime::LanguageModel {
 
   // logits (B, T, Vp/tp) from forward, targets (B, T) → mean cross-entropy () f32 over the full
   // vocabulary, the same on every tp rank (collective).
-  // Targets equal to -100 are ignored (ops::cross_entropy's default).
+  // Targets equal to -100 are ignored (ops::cross_entropy's default). There is no chunked form of
+  // this head (set_chunked_head is ignored: the loss needs the row max and Σ exp of every rank's
+  // shard), so --chunked-head leaves tp > 1 on these logits.
   Tensor loss(const Tensor& local_logits, const Tensor& targets) const override;
   // logits (B, T, Vp/tp) → (B, T, V) full logits on every rank (collective; differentiable).
   Tensor gather_logits(const Tensor& local_logits) const;

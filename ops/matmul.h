@@ -26,6 +26,11 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t
 namespace cuda {
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t batch, int64_t M, int64_t N,
           int64_t K, bool b_shared);
+// c (M, N) f32 = op(a)·op(b), or += when accumulate: a and b of one float dtype (f16/bf16 products
+// keep cuBLAS's f32 accumulator, never rounded to the inputs' dtype; f32 follows
+// set_gemm_allow_tf32); a, b, c contiguous. For sums over several products (ops/lm_head_loss.h).
+void gemm_f32(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+              bool accumulate);
 // One f16/bf16 GEMM c (M, N) = op(a) · op(b) with a fused epilogue (ops/cuda/gemm_lt.cu):
 //   bias:        c += bias (N)
 //   gelu_bias:   aux (M, N) = a·b + bias, c = gelu_tanh(aux)

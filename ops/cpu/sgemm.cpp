@@ -52,8 +52,9 @@ int64_t sgemm_set_depth_block(int64_t kc) {
   return g_kc.exchange(kc);
 }
 
-void sgemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t M, int64_t N, int64_t K) {
-  std::fill_n(c, M * N, 0.f);
+void sgemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t M, int64_t N, int64_t K,
+           bool accumulate) {
+  if (!accumulate) std::fill_n(c, M * N, 0.f);
   if (M == 0 || N == 0 || K == 0) return;
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   // op(a) (M, K): row-major with stride K, or a (K, M) row-major read transposed = column-major, stride M

@@ -11,10 +11,14 @@
 
 namespace st::ops::cpu {
 
-// c (M, N) row-major, overwritten with op(a)·op(b):
+// c (M, N) row-major, overwritten with op(a)·op(b) (accumulate: c += op(a)·op(b)):
 //   a: (M, K) row-major, or (K, M) row-major read transposed when ta;
 //   b: (K, N) row-major, or (N, K) row-major read transposed when tb.
-void sgemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t M, int64_t N, int64_t K);
+// Every dot product is summed in depth blocks of kc (below), each block's partial sum added to c
+// in ascending order; so c = 0 then += over K = K1 + K2 equals two calls over K1 and K2 (the second
+// accumulating) bit for bit when K1 is a multiple of kc (ops/lm_head_loss.h relies on it).
+void sgemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t M, int64_t N, int64_t K,
+           bool accumulate = false);
 
 // For tests: the depth of one packed panel (default 256), i.e. the blocks in which every dot
 // product is summed; returns the previous value. A smaller block reorders every sum over K —

@@ -95,4 +95,31 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t
                                           CUBLAS_GEMM_DEFAULT));
 }
 
+// a (M, K) or (K, M) when ta; b (K, N) or (N, K) when tb, one float dtype; c (M, N) f32 (= or +=).
+void gemm_f32(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+              bool accumulate) {
+  check_contiguous_cuda("matmul", {&a, &b, &c});
+  if (a.dtype() != b.dtype() || c.dtype() != DType::f32)
+    ST_THROW(DTypeError, "matmul: CUDA f32-out GEMM operands " << a.describe() << ", " << b.describe() << " → "
+                                                                << c.describe());
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!accumulate) c.fill_(0.0);
+    return;
+  }
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
+    ST_THROW(ShapeError, "matmul: CUDA GEMM dims exceed 2^31 (M " << M << ", N " << N << ", K " << K << ")");
+  cudaDataType_t t = cuda_type(a.dtype());
+  cublasComputeType_t compute =
+      (a.dtype() == DType::f32 && gemm_allow_tf32()) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
+  // row-major c = op(a)·op(b) as column-major cᵀ = op(b)ᵀ·op(a)ᵀ (see the top of the file)
+  cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int64_t lda = tb ? K : N, ldb = ta ? M : K, ldc = N;
+  CHECK_CUBLAS(cublasGemmEx(handle_for(current_stream()), opA, opB, static_cast<int>(N), static_cast<int>(M),
+                            static_cast<int>(K), &alpha, b.data_ptr(), t, static_cast<int>(lda), a.data_ptr(), t,
+                            static_cast<int>(ldb), &beta, c.data_ptr(), CUDA_R_32F, static_cast<int>(ldc), compute,
+                            CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace st::ops::cuda

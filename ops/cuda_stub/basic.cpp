@@ -11,6 +11,7 @@ void scale_fwd(const Tensor&, double, Tensor&) { no_cuda("scale"); }
 void gemm(const Tensor&, const Tensor&, Tensor&, bool, bool, int64_t, int64_t, int64_t, int64_t, bool) {
   no_cuda("matmul");
 }
+void gemm_f32(const Tensor&, const Tensor&, Tensor&, bool, bool, int64_t, int64_t, int64_t, bool) { no_cuda("matmul"); }
 bool gemm_lt(const Tensor&, const Tensor&, Tensor&, bool, bool, int64_t, int64_t, int64_t, LtEpilogue, const Tensor&,
              const Tensor&, const Tensor&) {
   return false;  // no fused epilogues without CUDA: callers take the unfused path

@@ -2,6 +2,10 @@
 // (B, T) i64 to hidden (B, T, C), the last maps hidden to logits (B, T, V). The loss is not part
 // of forward: the gradient sources (runtime/train/) call loss() on the last layer's output, so a
 // pipeline stage runs any contiguous slice of layers and only the last stage needs the targets.
+// With the chunked head on (set_chunked_head; the trainer's --chunked-head, GPT only) the last
+// layer returns its hidden state before the vocabulary projection instead, (B, T, C), and loss()
+// runs the projection fused with the cross-entropy in row chunks (ops/lm_head_loss.h): training
+// without the (B·T, V) logits. Generation and anything else that needs logits leave it off.
 //
 // Parameter names are the layers' full names (each layer is registered under its scope, e.g.
 // "transformer.h.3"), whatever the split. A parameter held by two layers (the GPT's tied wte, in
@@ -79,7 +83,7 @@ class LanguageModel : public Module {
   // Fills every parameter from its keyed stream (see above); the family's rule says which
   // distribution (normal with a per-name std, zeros, ones).
   virtual void init_weights(uint64_t seed) = 0;
-  // tokens (B, T) i64 → logits (B, T, V): every layer in order (one range held; a stage of
+  // tokens (B, T) i64 → logits (B, T, V) (chunked head: hidden (B, T, C)): every layer in order (one range held; a stage of
   // several runs them one by one: runtime/pipeline/stage_model.h).
   Tensor forward(const Tensor& tokens);
   // Layers [begin, end) on x; with recompute on, each recomputable layer keeps only its input
@@ -106,8 +110,14 @@ class LanguageModel : public Module {
   const std::shared_ptr<Generator>& generator() const { return gen_; }
 
   // Mean cross-entropy of this model's logits against targets (B, T) → () f32. A tensor-parallel
-  // model's logits are a vocabulary shard and its loss is collective over the tp group.
+  // model's logits are a vocabulary shard and its loss is collective over the tp group. With the
+  // chunked head on, `logits` is the last layer's hidden output (B, T, C) (see the top).
   virtual Tensor loss(const Tensor& logits, const Tensor& targets) const;
+  // Switches the chunked head on or off (off when built). A family without that form (and the
+  // tensor-parallel GPT, whose vocabulary-parallel loss is collective) ignores it: chunked_head()
+  // then stays false and forward() returns logits.
+  virtual void set_chunked_head(bool) {}
+  virtual bool chunked_head() const { return false; }
   // Loads full tensors by name (a checkpoint's model.safetensors); a tensor-parallel model keeps
   // its shards. Default: load_state_dict.
   virtual void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict = true);

@@ -31,6 +31,8 @@ class StageModel : public LanguageModel {
   nlohmann::json config_json() const override { return part_->config_json(); }
   void init_weights(uint64_t seed) override { part_->init_weights(seed); }
   Tensor loss(const Tensor& logits, const Tensor& targets) const override { return part_->loss(logits, targets); }
+  void set_chunked_head(bool on) override { part_->set_chunked_head(on); }
+  bool chunked_head() const override { return part_->chunked_head(); }
   void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict) override;
   ShardRule shard_rule() const override { return part_->shard_rule(); }
   std::shared_ptr<comm::Communicator> tensor_parallel_group() const override { return part_->tensor_parallel_group(); }
@@ -39,7 +41,7 @@ class StageModel : public LanguageModel {
   int chunks() const { return static_cast<int>(ranges().size()); }
   const LayerRange& chunk(int c) const { return ranges().at(static_cast<size_t>(c)); }
   // Chunk c's layers on x: the model's first layer takes token ids (B, T) i64, the others hidden
-  // (B, T, C); the model's last layer returns logits (B, T, V).
+  // (B, T, C); the model's last layer returns logits (B, T, V) (chunked head: (B, T, C), for loss()).
   Tensor forward_chunk(const Tensor& x, int c);
   bool is_first() const { return holds_first(); }  // holds the model's first layer
   bool is_last() const { return holds_last(); }    // holds the model's last layer

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "ops/lm_head_loss.h"
 #include "runtime/parallel/tp_shard.h"
 #include "runtime/pipeline/stage_model.h"
 #include "runtime/train/memory_check.h"
@@ -33,12 +34,41 @@ double layer_elements(const LayerInfo& layer, const ShardRule& rule, int64_t tp,
   return n;
 }
 
+// The last stage's loss per token of a micro-batch of `tokens`: saved until its backward, the
+// transient at the end of its forward (the header's "loss" and "chunked loss" terms) and, for the
+// chunked head, its backward's moment: what it holds beyond the saved bytes while wte's gradient
+// (`grad` bytes, when no gradient exists yet) is made from the one it hands out.
+struct HeadLossBytes {
+  double saved = 0, transient = 0, backward = 0, grad = 0;
+};
+HeadLossBytes gpt_head_loss_bytes(double C, double V, const PlanLayout& l, double tokens) {
+  const double tp = static_cast<double>(l.tp), e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
+  if (head_is_chunked(l)) {  // ops/lm_head_loss.h; its CPU chunk buffer is f32
+    const double rows =
+        std::min(tokens, static_cast<double>(ops::lm_head_chunk_rows(static_cast<int64_t>(V), compute_dtype(l.precision))));
+    HeadLossBytes h;
+    // dh and dw in f32, ln_f's saved input and statistics, its output (held by the loss's node)
+    h.saved = C * 4 + V * C * 4 / tokens + (C * e + 2 * 4) + C * e;
+    // one chunk of f32 logits, the token batch; fp16/bf16: wte and the chunk of h widened
+    h.transient = rows * V * 4 / tokens + 4 * 4 + (e == 4 ? 0 : (V + rows) * C * 4 / tokens);
+    // the token batch; fp16/bf16: dh, dw cast to e in place of their f32 buffers
+    h.backward = 4 * 4 - (4 - e) * (C + V * C / tokens);
+    h.grad = V * C * e;
+    return h;
+  }
+  // the logits (saved per micro-batch) and their gradient (once), each in e plus an f32 copy
+  // under fp16/bf16 (the loss is f32); ln_f's output and statistics saved, the loss's buffers
+  const double logits = V / tp * (e == 4 ? 4 : e + 4);
+  return {logits + (C + 2) * 4, logits + (C + 5) * 4 + (l.tp > 1 ? 2 * C * 4 : 0)};
+}
+
 // Per token of a micro-batch, in bytes: the GPT's saved tensors (header), or 0 for another family.
 struct ActivationCoefficients {
   double block = 0, block_recompute = 0, replay = 0, embedding = 0, loss_saved = 0, loss_transient = 0;
+  HeadLossBytes head;  // the loss's terms (the two above are its saved and transient)
   double block_backward = 0;  // a block's backward beyond what it saved (its gradients' buffers)
 };
-ActivationCoefficients gpt_activations(const nlohmann::json& config, const PlanLayout& l) {
+ActivationCoefficients gpt_activations(const nlohmann::json& config, const PlanLayout& l, double tokens) {
   ActivationCoefficients a;
   const double C = config.value("n_embd", 0.0), H = config.value("n_head", 0.0), V = config.value("vocab_size", 0.0);
   const double tp = static_cast<double>(l.tp), e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
@@ -48,11 +78,9 @@ ActivationCoefficients gpt_activations(const nlohmann::json& config, const PlanL
   // measured: 12·C bytes in fp32; 52·C in fp16/bf16, where the CPU kernels stage operands in f32
   a.block_backward = (e == 4 ? 12 : 52) * C;
   a.embedding = C * e;
-  // the logits (saved per micro-batch) and their gradient (once), each in e plus an f32 copy
-  // under fp16/bf16 (the loss is f32); ln_f's output and statistics saved, the loss's buffers
-  const double logits = V / tp * (e == 4 ? 4 : e + 4);
-  a.loss_saved = logits + (C + 2) * 4;
-  a.loss_transient = logits + (C + 5) * 4 + (l.tp > 1 ? 2 * C * 4 : 0);
+  a.head = gpt_head_loss_bytes(C, V, l, tokens);
+  a.loss_saved = a.head.saved;
+  a.loss_transient = a.head.transient;
   return a;
 }
 
@@ -114,8 +142,11 @@ PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp) {
   l.optimizer = cfg.optimizer;
   l.partition = cfg.partition == PartitionKind::profile ? PartitionKind::params : cfg.partition;
   l.bucket_mb = cfg.bucket_mb;
+  l.chunked_head = cfg.chunked_head;
   return l;
 }
+
+bool head_is_chunked(const PlanLayout& l) { return l.chunked_head && l.tp == 1 && l.zero < 3; }
 
 double MemoryPlan::max_peak() const {
   double p = 0;
@@ -133,7 +164,8 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
   const Partition part = choose_partition(l.partition, d, pieces);
   const bool gpt = family == "gpt";
   if (!gpt) plan.notes = "activations are modelled for the gpt family only (0 here)";
-  const ActivationCoefficients a = gpt ? gpt_activations(entry.at("config"), l) : ActivationCoefficients{};
+  const ActivationCoefficients a =
+      gpt ? gpt_activations(entry.at("config"), l, static_cast<double>(l.micro_batch * seq_len)) : ActivationCoefficients{};
   const ParamBytes pb = param_bytes(l.precision, l.optimizer);  // the same per-parameter bytes as the memory check
   const double e = pb.weight, master = pb.master, state = pb.state;
   const double dp = static_cast<double>(l.dp), tokens = static_cast<double>(l.micro_batch * seq_len);
@@ -196,6 +228,10 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
       m.activations = std::max(m.activations, tokens * (n * saved_all - (holds_loss ? a.loss_saved : 0) + a.block_backward));
     // (ZeRO-3's backward transient is not there at the end of the forward: the shards only)
     m.peak = fixed + m.activations + (grads_early ? m.grads - z3_backward : 0);
+    // the chunked head's backward: wte's gradient made beside the one the loss hands out
+    if (holds_loss && a.head.grad > 0)
+      m.peak = std::max(m.peak, fixed + tokens * (n * saved_all + a.head.backward) +
+                                    (grads_early ? m.grads - z3_backward : a.head.grad));
     // recompute: each block's replay in backward, its inputs up to it held, the gradients of the
     // layers after it made
     double inputs = 0, grads_after = 0;

@@ -30,6 +30,15 @@
 //                              output and statistics); once, at the end of the forward: V/tp·l
 //                              + (C + 5)·4, + 2·C·4 under tp (the logits' gradient, the loss's
 //                              buffers); l = 4 in fp32, e + 4 in fp16/bf16 (an f32 copy)
+//                  chunked loss (--chunked-head where head_is_chunked: ops/lm_head_loss.h) saved per
+//                              micro-batch: (C + 2)·4 + 2·C·e + V·C·4 / (B·T) (dh and dw in f32,
+//                              ln_f's saved input and statistics, its output held by the loss's
+//                              node); once, in the forward: rows·V·4 / (B·T) + 4·4, + in fp16/bf16
+//                              (V + rows)·C·4 / (B·T) (one chunk of f32 logits, the token batch,
+//                              the widened wte and chunk of h), rows = min(B·T,
+//                              ops::lm_head_chunk_rows(V, e)) — no term in V per token; its
+//                              backward (a peak of its own, below): the token batch, dh and dw
+//                              cast to e in place of their f32 buffers, and wte's gradient V·C·e
 //                  a stage before the last: its output, C·e per micro-batch (its backward)
 //                  block backward (peak of a stage whose loss is not the largest moment, e.g.
 //                              a first pipeline stage): 12·C bytes in fp32, 52·C in fp16/bf16
@@ -45,7 +54,8 @@
 //   peak         parameters + optimizer + activations + comm, plus the gradients when they exist
 //                during the forward (dp > 1: the buckets are allocated at the step's start;
 //                grad-accum > 1: from the first micro-batch's backward on); with recompute, the
-//                largest of that and each replay's moment (the gradients of the layers after it)
+//                largest of that and each replay's moment (the gradients of the layers after it);
+//                with the chunked head, also its backward's moment on the last stage
 // The activation coefficients are those of this runtime's CPU GPT path (ops/cpu); other
 // families get parameters, gradients and optimizer only (activations 0, said in `notes`).
 #pragma once
@@ -72,10 +82,14 @@ struct PlanLayout {
   OptimizerKind optimizer = OptimizerKind::adamw;
   PartitionKind partition = PartitionKind::params;
   double bucket_mb = 25.0;
+  bool chunked_head = true;  // --chunked-head (GPT; in effect only where head_is_chunked says so)
   int64_t world() const { return dp * tp * pp; }
 };
 // The layout a train config asks for (its ZeRO stage: cfg.zero as an integer).
 PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp);
+// Whether the GPT's loss runs the chunked head in this layout: --chunked-head, no tensor
+// parallelism (the vocabulary-parallel loss keeps the unfused head) and no ZeRO-3 (Trainer::init).
+bool head_is_chunked(const PlanLayout& layout);
 
 // What one rank of stage `stage` holds, in bytes.
 struct StageMemory {

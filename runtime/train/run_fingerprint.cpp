@@ -81,6 +81,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"device", to_string(c.device)},
       {"seed", std::to_string(c.seed)},
       {"recompute", flag(c.recompute)},
+      {"chunked-head", flag(c.chunked_head)},
       {"tf32", flag(c.tf32)},
       {"cuda_graph", flag(c.cuda_graph)},
       {"zero", num(c.zero)},

@@ -235,6 +235,8 @@ void Trainer::init(const std::string& resume_path) {
   }
   model_->train(true);
   model_->set_recompute(cfg_.recompute);
+  // the chunked head's loss reads wte outside the head's forward, where ZeRO-3 has released it
+  model_->set_chunked_head(cfg_.chunked_head && !w_.zero3);
   if (eval_interval(cfg_) > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
   // --cuda-graph 1 (the default) where it applies: CUDA, one process, AdamW (a note says why not);
   // the CPU has no graphs and runs eagerly without a note, unless the test hook runs the graph

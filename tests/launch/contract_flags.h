@@ -13,7 +13,7 @@ inline const std::vector<std::string>& contract_train_flags() {
       "val-data", "eval-every", "checkpoint-dir", "checkpoint-every", "resume", "metrics", "trace", "timeout-s",
       // extensions
       "grad-comm-dtype", "bucket-mb", "keep-checkpoints", "momentum", "log-every", "dropout", "shuffle",
-      "overwrite-checkpoints", "max-nonfinite-steps", "max-memory", "tf32", "cuda-graph"};
+      "overwrite-checkpoints", "max-nonfinite-steps", "max-memory", "tf32", "cuda-graph", "chunked-head"};
   return f;
 }
 inline const std::vector<std::string>& contract_sample_flags() {

@@ -20,7 +20,7 @@ rc=$?
 echo "$out" | grep "error"
 [[ $rc -ne 0 ]] || fail "np 1 under --max-memory 0.025 exited 0"
 n="[0-9]+(\.[0-9])?"
-good="^\[rank 0\] shardtrain: error: out of memory under --max-memory 25\.6 MiB: allocating $n KiB \([0-9]+ bytes\) of activations in layer transformer\.h\.[0-7] (forward|backward) on the cpu with 25\.[0-6] MiB in use \(params 6\.2 MiB, grads 0\.0 B, optim 12\.4 MiB, activations $n MiB, other $n (B|KiB)\); the plan for this layout \(dp 1 tp 1 pp 1 zero 0\): 36\.0 MiB at peak on this rank \(params 6\.2, grads 6\.2, optim 12\.4, activations 17\.5, comm 0\.0 MiB\)$"
+good="^\[rank 0\] shardtrain: error: out of memory under --max-memory 25\.6 MiB: allocating $n KiB \([0-9]+ bytes\) of activations in layer transformer\.h\.[0-7] (forward|backward) on the cpu with 25\.[0-6] MiB in use \(params 6\.2 MiB, grads 0\.0 B, optim 12\.4 MiB, activations $n MiB, other $n (B|KiB)\); the plan for this layout \(dp 1 tp 1 pp 1 zero 0\): 36\.1 MiB at peak on this rank \(params 6\.2, grads 6\.2, optim 12\.4, activations 17\.5, comm 0\.0 MiB\)$"
 n_good=$(echo "$out" | grep -cE "$good")
 n_err=$(echo "$out" | grep -c "shardtrain: error:")
 [[ $n_good -eq 1 ]] || fail "$n_good error lines of the expected form, want 1"
