@@ -24,6 +24,7 @@ using ln_rows::store_pack;
 
 // The dropout of a (p > 0): element i's value after it, in f32 before rounding (DropoutF's).
 struct ResidualMask {
+  static constexpr bool kActive = true;
   const uint64_t* seed_at;  // device pointer, or null: `seed`
   uint64_t seed, offset;
   float p, scale;
@@ -33,6 +34,7 @@ struct ResidualMask {
   }
 };
 struct NoMask {
+  static constexpr bool kActive = false;
   __device__ float operator()(int64_t, float v) const { return v; }
 };
 
@@ -69,15 +71,16 @@ struct RowsOfResidual {
   }
 };
 
-// backward dx sink: dx = dLN (rounded) + dr (when given), da = mask(dx) (when given)
+// backward dx sink: dx = dLN (rounded) + dr (when given), da = mask(dx) (with a mask only)
 template <class T, class Mask>
 struct ResidualGrad {
   // layernorm's fused kernel fits 2 blocks per SM (≤ 128 registers) up to 24 columns per lane
-  // (C ≤ 768), as its slices assume; kept there (a few spilled bytes at most), else 1
+  // (C ≤ 768), as its slices assume: kept where this sink fits too without spilling (without a
+  // mask; with one, whose Philox rounds need registers, up to 16 columns), else 1 (ptxas -v)
   template <int K>
-  static constexpr int min_blocks() { return K * Pack<T>::N <= 24 ? 2 : 1; }
+  static constexpr int min_blocks() { return K * Pack<T>::N <= (Mask::kActive ? 16 : 24) ? 2 : 1; }
   const T* dr;  // or null
-  T *dx, *da;   // da: or null
+  T *dx, *da;   // da: used with a mask only
   Mask mask;
   __device__ T grad(float v, T g_r) const {
     const T d = from_float<T>(v);
@@ -86,7 +89,7 @@ struct ResidualGrad {
   __device__ void put(int64_t i, float v) const {
     const T g = grad(v, dr ? dr[i] : T{});
     dx[i] = g;
-    if (da) da[i] = from_float<T>(mask(i, to_float(g)));
+    if constexpr (Mask::kActive) da[i] = from_float<T>(mask(i, to_float(g)));
   }
   __device__ void put_pack(int64_t i, const float (&v)[Pack<T>::N]) const {
     Pack<T> rv, o;
@@ -94,10 +97,11 @@ struct ResidualGrad {
 #pragma unroll
     for (int j = 0; j < Pack<T>::N; ++j) o.v[j] = grad(v[j], dr ? rv.v[j] : T{});
     store_pack(dx + i, o);
-    if (!da) return;
+    if constexpr (Mask::kActive) {
 #pragma unroll
-    for (int j = 0; j < Pack<T>::N; ++j) o.v[j] = from_float<T>(mask(i + j, to_float(o.v[j])));
-    store_pack(da + i, o);
+      for (int j = 0; j < Pack<T>::N; ++j) o.v[j] = from_float<T>(mask(i + j, to_float(o.v[j])));
+      store_pack(da + i, o);
+    }
   }
 };
 
