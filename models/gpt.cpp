@@ -64,8 +64,12 @@ Tensor GptBlock::mlp(const Tensor& h) const {
 Tensor GptBlock::forward(const Tensor& x) {
   ST_CHECK(x.dim() == 3 && x.size(2) == n_embd, ShapeError,
            "GPT block: input must be (B, T, " << n_embd << "), got " << shape_str(x.shape()));
-  Tensor h = ops::add(x, drop_.forward(attention(ln_1->forward(x)), is_training()));
-  return ops::add(h, drop_.forward(mlp(ln_2->forward(h)), is_training()));
+  // ln_1 and ln_2 each as one op with the residual stream they read (ops/add_layernorm.h): x's two
+  // gradients (the residual's, ln_1's) meet in ln_1's backward, h = x + drop(attn) is formed in
+  // ln_2's forward kernel; the block's last add stays (ln_f / the next block's ln_1 is another layer)
+  ops::ResidualNorm s1 = ln_1->forward_residual(x);                            // {x, ln_1(x)}
+  ops::ResidualNorm s2 = drop_.add_layernorm(s1.r, attention(s1.y), *ln_2, is_training());  // {h, ln_2(h)}
+  return ops::add(s2.r, drop_.forward(mlp(s2.y), is_training()));
 }
 
 double gpt_block_flops(double C, double A, double F, double T) {

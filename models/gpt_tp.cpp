@@ -44,8 +44,10 @@ TpGptBlock::TpGptBlock(const GptConfig& c, runtime::TpGroup tp, std::shared_ptr<
 Tensor TpGptBlock::forward(const Tensor& x) {
   ST_CHECK(x.dim() == 3 && x.size(2) == n_embd_, ShapeError,
            "GPT block: input must be (B, T, " << n_embd_ << "), got " << shape_str(x.shape()));
-  Tensor h = ops::add(x, drop_.forward(attn->forward(ln_1->forward(x)), is_training()));
-  return ops::add(h, drop_.forward(mlp->forward(ln_2->forward(h)), is_training()));
+  // as GptBlock::forward: ln_1 and ln_2 fused with the residual stream they read
+  ops::ResidualNorm s1 = ln_1->forward_residual(x);                                  // {x, ln_1(x)}
+  ops::ResidualNorm s2 = drop_.add_layernorm(s1.r, attn->forward(s1.y), *ln_2, is_training());  // {h, ln_2(h)}
+  return ops::add(s2.r, drop_.forward(mlp->forward(s2.y), is_training()));
 }
 
 runtime::LayerCost TpGptBlock::cost(int64_t seq_len) const {  // this rank's heads and MLP columns

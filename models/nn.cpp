@@ -28,6 +28,11 @@ LayerNorm::LayerNorm(int64_t c, double e) : eps(e) {
 // x (..., C) → (..., C)
 Tensor LayerNorm::forward(const Tensor& x) const { return ops::layernorm(x, weight, bias, eps); }
 
+// x, a (..., C) → {x + a, ln(x + a)} (..., C) each; without a {x, ln(x)}
+ops::ResidualNorm LayerNorm::forward_residual(const Tensor& x, const Tensor& a) const {
+  return ops::add_layernorm(x, a, weight, bias, static_cast<float>(eps));
+}
+
 Embedding::Embedding(int64_t num, int64_t dim) { weight = register_parameter("weight", Tensor::zeros({num, dim})); }
 
 // ids (...) i64 → (..., C)
@@ -49,6 +54,29 @@ Tensor Dropout::forward(const Tensor& x, bool training) const {
     return ops::dropout(x, static_cast<float>(p_), ctx->seeds->slot(gen_->seed(), site_, calls_++), offset, training);
   const uint64_t seed = runtime::dropout_seed(gen_->seed(), site_, calls_++, ctx->step);
   return ops::dropout(x, static_cast<float>(p_), seed, offset, training);
+}
+
+// The counters are forward's: the same branches in the same order, so the fused op draws the mask
+// the unfused forward(a) would (tests/models/test_fused_blocks.cpp compares the two).
+ops::ResidualNorm Dropout::add_layernorm(const Tensor& x, const Tensor& a, const LayerNorm& ln, bool training) const {
+  const float eps = static_cast<float>(ln.eps), p = static_cast<float>(p_);
+  if (!training || p_ == 0.0) return ln.forward_residual(x, a);
+  const runtime::DropoutContext* ctx = runtime::dropout_context();
+  if (!ctx || a.dim() == 0 || a.size(0) == 0) {  // ops::dropout(a, p, *gen_, training)'s draw
+    const uint64_t offset = a.numel() == 0 ? 0 : gen_->advance(static_cast<uint64_t>(a.numel()));
+    return ops::dropout_add_layernorm(x, a, p, gen_->seed(), offset, training, ln.weight, ln.bias, eps);
+  }
+  if (ctx->id != scope_) {
+    scope_ = ctx->id;
+    calls_ = 0;
+  }
+  const uint64_t row = static_cast<uint64_t>(a.numel() / a.size(0));  // elements per sequence
+  const uint64_t offset = static_cast<uint64_t>(ctx->first_sample) * row;
+  if (ctx->seeds)  // a graph-captured step: seed' from device memory (runtime/nn/dropout_context.h)
+    return ops::dropout_add_layernorm(x, a, p, ctx->seeds->slot(gen_->seed(), site_, calls_++), offset, training,
+                                      ln.weight, ln.bias, eps);
+  const uint64_t seed = runtime::dropout_seed(gen_->seed(), site_, calls_++, ctx->step);
+  return ops::dropout_add_layernorm(x, a, p, seed, offset, training, ln.weight, ln.bias, eps);
 }
 
 Tensor causal_self_attention(const Tensor& qkv, int64_t heads, int64_t head_dim) {

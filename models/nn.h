@@ -3,6 +3,10 @@
 //   Linear     x (..., in) · weight (in, out) + bias (out) → (..., out)   [GPT-2 Conv1D layout]
 //   LayerNorm  x (..., C), weight (C), bias (C) → (..., C)
 //   Embedding  weight (V, C), ids (...) i64 → (..., C)
+//   LayerNorm::forward_residual(x[, a])  {r = x + a (x itself without a), ln(r)} as one op whose
+//              backward takes both outputs' gradients (ops/add_layernorm.h)
+//   Dropout::add_layernorm(x, a, ln)  {r = x + dropout(a), ln(r)} the same way, with the mask
+//              forward(a) would draw at that point
 //   Dropout    x (B, ...) → x with probability-p zeros, scaled by 1/(1−p) in training; identity in
 //              eval or at p = 0. Inside a training step's DropoutScope the mask is a function of
 //              (seed, site, call, step, global sequence index), the same in every layout
@@ -18,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "ops/add_layernorm.h"
 #include "runtime/nn/module.h"
 #include "tensor/rng.h"
 
@@ -36,6 +41,7 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t c, double eps = 1e-5);
   Tensor forward(const Tensor& x) const;
+  ops::ResidualNorm forward_residual(const Tensor& x, const Tensor& a = Tensor()) const;
   Tensor weight, bias;  // (C), (C)
   double eps;
 };
@@ -53,6 +59,8 @@ class Dropout {
   // `site`: the index of the owning layer in the full model.
   Dropout(double p, std::shared_ptr<Generator> gen, uint64_t site);
   Tensor forward(const Tensor& x, bool training) const;
+  // {r = x + forward(a), y = ln(r)} as one op (x, a (B, ...)), drawing what forward(a) would
+  ops::ResidualNorm add_layernorm(const Tensor& x, const Tensor& a, const LayerNorm& ln, bool training) const;
   double p() const { return p_; }
 
  private:

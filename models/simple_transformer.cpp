@@ -38,12 +38,13 @@ Tensor StEncoderLayer::forward(const Tensor& x) {
   ST_CHECK(x.dim() == 3 && x.size(2) == d, ShapeError,
            "SimpleTransformer layer: input must be (B, T, " << d << "), got " << shape_str(x.shape()));
   const bool tr = is_training();
-  // post-LN: x = norm1(x + drop(attn(x)))        x (B, T, d)
+  // post-LN: x = norm1(x + drop(attn(x)))        x (B, T, d); each norm with its dropout and
+  // residual add as one op (ops/add_layernorm.h)
   Tensor a = out_proj->forward(causal_self_attention(in_proj->forward(x), heads, d / heads));
-  Tensor h = norm1->forward(ops::add(x, drop_.forward(a, tr)));
+  Tensor h = drop_.add_layernorm(x, a, *norm1, tr).y;
   // x = norm2(x + drop(linear2(drop(relu(linear1(x))))))   hidden (B, T, F)
   Tensor f = linear2->forward(drop_.forward(ops::relu(linear1->forward(h)), tr));
-  return norm2->forward(ops::add(h, drop_.forward(f, tr)));
+  return drop_.add_layernorm(h, f, *norm2, tr).y;
 }
 
 namespace {

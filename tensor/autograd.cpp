@@ -31,18 +31,48 @@ bool any_requires_grad(const std::vector<Tensor>& ts) {
   return false;
 }
 
-void attach_grad_fn(Tensor& out, std::string name, std::vector<Tensor> inputs, BackwardFn fn, GradAttach when) {
-  if (when == GradAttach::if_an_input_requires_grad ? !any_requires_grad(inputs) : !t_grad_enabled) return;
+namespace {
+std::shared_ptr<Node> make_node(std::string name, std::vector<Tensor> inputs, GradAttach when) {
+  if (when == GradAttach::if_an_input_requires_grad ? !any_requires_grad(inputs) : !t_grad_enabled) return nullptr;
   auto node = std::make_shared<Node>();
   node->name = std::move(name);
   node->inputs = std::move(inputs);
-  node->backward = std::move(fn);
   node->seq = g_node_seq.fetch_add(1);
   node->layer = current_memory_layer();  // "h.3 forward" → "h.3 backward" (a recompute's replay already says backward)
   if (node->layer.ends_with(" forward")) node->layer.replace(node->layer.size() - 7, 7, "backward");
+  return node;
+}
+}  // namespace
+
+void attach_grad_fn(Tensor& out, std::string name, std::vector<Tensor> inputs, BackwardFn fn, GradAttach when) {
+  std::shared_ptr<Node> node = make_node(std::move(name), std::move(inputs), when);
+  if (!node) return;
+  node->backward = std::move(fn);
   TensorImpl* impl = out.impl_ptr();
   impl->grad_fn = std::move(node);
+  impl->grad_fn_output = 0;
   impl->requires_grad = true;
+}
+
+void attach_grad_fn(const std::vector<Tensor*>& outs, std::string name, std::vector<Tensor> inputs,
+                    MultiBackwardFn fn, GradAttach when) {
+  for (size_t k = 0; k < outs.size(); ++k) {
+    for (const Tensor& in : inputs)
+      if (in.defined() && in.same(*outs[k]))
+        ST_THROW(AutogradError, name << ": output " << k << " is also an input (give it a TensorImpl of its own)");
+    for (size_t j = 0; j < k; ++j)
+      if (outs[j]->same(*outs[k])) ST_THROW(AutogradError, name << ": outputs " << j << " and " << k << " are one tensor");
+  }
+  std::shared_ptr<Node> node = make_node(std::move(name), std::move(inputs), when);
+  if (!node) return;
+  node->backward_multi = std::move(fn);
+  node->n_outputs = static_cast<uint32_t>(outs.size());
+  for (size_t k = 0; k < outs.size(); ++k) {
+    TensorImpl* impl = outs[k]->impl_ptr();
+    impl->grad_fn = node;
+    impl->grad_fn_output = static_cast<uint32_t>(k);
+    impl->requires_grad = true;
+  }
 }
 
 namespace {
@@ -119,22 +149,36 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
     }
   }
 
-  // 2. Run nodes whose consumers have all delivered, latest-created first.
-  std::unordered_map<Node*, Tensor> grads;
+  // 2. Run nodes whose consumers have all delivered, latest-created first. grads[n][k]: what
+  //    output k of node n has received so far (summed in arrival order).
+  std::unordered_map<Node*, std::vector<Tensor>> grads;
+  auto slot = [&grads](Node* p, uint32_t k) -> Tensor& {
+    std::vector<Tensor>& v = grads[p];
+    if (v.size() < p->n_outputs) v.resize(p->n_outputs);
+    return v[k];
+  };
+  auto received = [&grads](Node* p) {
+    auto it = grads.find(p);
+    if (it == grads.end()) return false;
+    for (const Tensor& t : it->second)
+      if (t.defined()) return true;
+    return false;
+  };
   std::priority_queue<Node*, std::vector<Node*>, BySeq> ready;
-  grads[root.grad_fn().get()] = grad;
+  slot(root.grad_fn().get(), root.impl_ptr()->grad_fn_output) = grad;
   ready.push(root.grad_fn().get());
   std::vector<std::shared_ptr<Node>> keep_alive{root.grad_fn()};
 
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
-    Tensor g = std::move(grads[n]);
+    std::vector<Tensor> g = std::move(grads[n]);
     grads.erase(n);
+    g.resize(n->n_outputs);
     std::vector<Tensor> in_grads;
     {
       MemoryLayerScope layer(n->layer);  // its gradients' allocations name the layer that made the node
-      in_grads = n->backward(g);
+      in_grads = n->n_outputs == 1 ? n->backward(g[0]) : n->backward_multi(g);
     }
     if (in_grads.size() != n->inputs.size())
       ST_THROW(AutogradError, "backward of '" << n->name << "' returned " << in_grads.size() << " gradients for "
@@ -148,18 +192,18 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
                                                 << " for input " << i << " of shape " << shape_str(in.shape()));
       if (Node* p = in.grad_fn().get()) {
         if (gi.defined()) {
-          auto it = grads.find(p);
-          if (it == grads.end() || !it->second.defined()) {
-            grads[p] = gi;
+          Tensor& cur = slot(p, in.impl_ptr()->grad_fn_output);
+          if (!cur.defined()) {
+            cur = gi;
           } else {
-            Tensor sum = it->second.clone();  // never write into a gradient another node may alias
+            Tensor sum = cur.clone();  // never write into a gradient another node may alias
             sum.add_(gi);
-            it->second = sum;
+            cur = sum;
           }
         }
         if (--deps[p] == 0) {
           keep_alive.push_back(in.grad_fn());
-          if (grads.count(p) && grads[p].defined()) {
+          if (received(p)) {
             ready.push(p);
           } else {  // nothing flowed into this branch: its inputs get no contribution from it
             std::vector<Node*> dead{p};
@@ -171,7 +215,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
                 if (!din.defined() || !din.requires_grad()) continue;
                 if (Node* q = din.grad_fn().get()) {
                   if (--deps[q] == 0) {
-                    if (grads.count(q) && grads[q].defined()) ready.push(q); else dead.push_back(q);
+                    if (received(q)) ready.push(q); else dead.push_back(q);
                   }
                 } else if (--leaf_pending[din.impl_ptr()] == 0) {
                   fire_hooks(din);
@@ -187,6 +231,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
     }
     if (!retain_graph) {
       n->backward = nullptr;
+      n->backward_multi = nullptr;
       n->inputs.clear();
       n->released = true;
     }

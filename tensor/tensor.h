@@ -39,6 +39,7 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<Node> grad_fn;
+  uint32_t grad_fn_output = 0;  // which of grad_fn's outputs this tensor is (ops with several outputs)
   std::vector<GradHook> grad_ready_hooks;
   std::string name;
 };

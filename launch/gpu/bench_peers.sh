@@ -4,12 +4,13 @@
 # memory beside each. Builds nothing: BUILD must hold a built `shardtrain` (CUDA build for the GPU).
 #   usage: launch/gpu/bench_peers.sh OUTDIR [gpt seed torch llmc ...]   (default: all four stages)
 # Stages: gpt   shardtrain GPT-2 124M (T 1024): bf16 B64, bf16 B16, fp16 B16, each as a CUDA graph
-#               (the default) and eager (--cuda-graph 0)
+#               (the default) and eager (--cuda-graph 0); bf16 B64 and fp16 B16 with --chunked-head 0
 #         seed  shardtrain seed Transformer (vocab 10000, d 256, 8 heads, 6 layers, B 32, T 128,
 #               Adam lr 1e-3, dropout 0.1): fp16, fp32 exact (--tf32 0), fp32 with --tf32 1 (graph),
 #               fp16 and fp32 eager
 #         torch the PyTorch peers: TORCH_BENCH (torch_gpt_bench.py; eager, compile) on the three
-#               GPT rows, SEED_BENCH (seed_model_bench.py; eager, compile, compile + CUDA graphs)
+#               GPT rows, SEED_BENCH (seed_model_bench.py; eager, compile, compile + CUDA graphs);
+#               torch-gpt and torch-seed run one half
 #         llmc  LLMC_RUN (run_llmc.sh) at B 16 and 64 (bf16)
 # Peers are never part of the repository: their paths come from the environment (defaults under
 # .carry/). Env: BUILD (build), DEVICE (cuda; cpu with TINY=1 checks the shardtrain command lines
@@ -93,6 +94,9 @@ for stage in $stages; do
       ours gpt_bf16_b$GB$sfx "gpt2 bf16 B$GB" "$impl" $GB $GT $COMMON --precision bf16 --cuda-graph $g
       ours gpt_fp16_b$GB$sfx "gpt2 fp16 B$GB" "$impl" $GB $GT $COMMON --precision fp16 --cuda-graph $g
     done
+    # the LM head unfused (full logits), to show what the chunked head (the default) costs or saves
+    ours gpt_bf16_b${GB_BIG}_unchunked "gpt2 bf16 B$GB_BIG" "shardtrain --chunked-head 0" $GB_BIG $GT $COMMON --precision bf16 --chunked-head 0
+    ours gpt_fp16_b${GB}_unchunked "gpt2 fp16 B$GB" "shardtrain --chunked-head 0" $GB $GT $COMMON --precision fp16 --chunked-head 0
     ;;
   seed)
     [ -f "$SEED_TOK" ] || tokens "$SEED_TOK" "$SV" $(( (WARMUP + STEPS) * SB * STT + 1 ))
@@ -103,8 +107,8 @@ for stage in $stages; do
     ours seed_fp16_eager "seed fp16" "shardtrain --cuda-graph 0" $SB $STT $COMMON --precision fp16 --cuda-graph 0
     ours seed_fp32_eager "seed fp32" "shardtrain --cuda-graph 0" $SB $STT $COMMON --precision fp32 --tf32 0 --cuda-graph 0
     ;;
-  torch)
-    if [ -f "$TORCH_BENCH" ]; then
+  torch|torch-gpt|torch-seed)
+    if [ "$stage" != torch-seed ] && [ -f "$TORCH_BENCH" ]; then
       for row in "bf16 $GB_BIG" "bf16 $GB" "fp16 $GB"; do
         set -- $row
         t0=$SECONDS
@@ -120,8 +124,8 @@ for l in open(sys.argv[1]):
                           tokens_per_s=r["tokens_per_s"], peak_gib=r["peak_mem_gib"])))
 PY
       done
-    else note "no TORCH_BENCH at $TORCH_BENCH: GPT PyTorch rows skipped"; fi
-    if [ -f "$SEED_BENCH" ]; then
+    elif [ "$stage" != torch-seed ]; then note "no TORCH_BENCH at $TORCH_BENCH: GPT PyTorch rows skipped"; fi
+    if [ "$stage" != torch-gpt ] && [ -f "$SEED_BENCH" ]; then
       t0=$SECONDS
       timeout "$(cap 300)" python3 "$SEED_BENCH" > "$OUT/torch_seed.log" 2>&1
       note "seed_model_bench rc=$? ($((SECONDS - t0)) s)"
@@ -134,7 +138,7 @@ for l in open(sys.argv[1]):
     print(json.dumps(dict(workload="seed " + r["dtype"], impl=names.get(r["mode"], r["mode"]), step_ms=r["step_ms"],
                           tokens_per_s=r["tokens_per_s"], peak_gib=None)))
 PY
-    else note "no SEED_BENCH at $SEED_BENCH: seed PyTorch rows skipped"; fi
+    elif [ "$stage" != torch-gpt ]; then note "no SEED_BENCH at $SEED_BENCH: seed PyTorch rows skipped"; fi
     ;;
   llmc)
     if [ -f "$LLMC_RUN" ]; then
@@ -148,7 +152,7 @@ PY
       done >> "$res"
     else note "no LLMC_RUN at $LLMC_RUN: llm.c rows skipped"; fi
     ;;
-  *) echo "bench_peers: unknown stage $stage (gpt seed torch llmc)"; exit 2 ;;
+  *) echo "bench_peers: unknown stage $stage (gpt seed torch torch-gpt torch-seed llmc)"; exit 2 ;;
   esac
 done
 

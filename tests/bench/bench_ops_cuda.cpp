@@ -1,6 +1,7 @@
 // CUDA op benchmark (a program, not a test): ceilings first (device-to-device copy, an 8192³
 // cuBLAS bf16 product), then GEMM on GPT-2 124M shapes, the elementwise kernels of the step
-// (bias add, bias-gradient column sum, add, add_, fill_, transpose and cast copies), layernorm /
+// (bias add, bias-gradient column sum, add, add_, fill_, transpose and cast copies), layernorm
+// (also fused with the residual add, against the unfused ops) /
 // cross-entropy / AdamW as GB/s against the copy (AdamW also over GPT-2's 148 tensors, per-tensor
 // launches against the multi-tensor op), and causal attention fwd+bwd time (compare with
 // tests/bench/bench_attention_torch.py, PyTorch SDPA on the same shapes).
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "ops/activation.h"
+#include "ops/add_layernorm.h"
 #include "ops/attention.h"
 #include "ops/cuda/sdpa_cudnn.h"
 #include "ops/cross_entropy.h"
@@ -170,6 +172,29 @@ int main(int argc, char** argv) {
     bw_row(name, 2 * n * es, f, copy_gbs);
     std::snprintf(name, sizeof name, "layernorm bwd %s (x, dy, dx)", dtype_name(dt));
     bw_row(name, 3 * n * es, bw, copy_gbs);
+    // the residual add fused in (ops/add_layernorm.h) against the unfused ops it replaces, bytes
+    // counted as the fused op moves them (x, a → r, y; r, dy, dr → dx)
+    Tensor a = rnd({BT, C}, dt), r = x.empty_like(), dr = rnd({BT, C}, dt), none;
+    const ops::ResidualDropout nodrop;
+    f = time_ms([&] { ops::cuda::add_layernorm_fwd(x, a, nodrop, w, b, 1e-5f, r, y, mean, rstd); });
+    double uf = time_ms([&] {
+      ops::cuda::binary_fwd(ops::BinaryOp::add, x, a, r);
+      ops::cuda::layernorm_fwd(r, w, b, 1e-5f, y, mean, rstd);
+    });
+    bw = time_ms([&] { ops::cuda::add_layernorm_bwd(r, w, mean, rstd, dy, dr, nodrop, dx, none, dw, db); });
+    double ub = time_ms([&] {
+      ops::cuda::layernorm_bwd(r, w, mean, rstd, dy, dx, dw, db);
+      Tensor sum = dr.clone();  // autograd's sum of r's two gradients
+      sum.add_(dx);
+    });
+    std::snprintf(name, sizeof name, "add + layernorm fwd %s fused (x, a, r, y)", dtype_name(dt));
+    bw_row(name, 4 * n * es, f, copy_gbs);
+    std::snprintf(name, sizeof name, "  the same unfused (add, layernorm)");
+    bw_row(name, 4 * n * es, uf, copy_gbs);
+    std::snprintf(name, sizeof name, "layernorm bwd + dr %s fused (r, dy, dr, dx)", dtype_name(dt));
+    bw_row(name, 4 * n * es, bw, copy_gbs);
+    std::snprintf(name, sizeof name, "  the same unfused (layernorm bwd, copy, add_)");
+    bw_row(name, 4 * n * es, ub, copy_gbs);
   }
 
   // ---- fused cross-entropy (BT, V)

@@ -1,4 +1,5 @@
-// The engine: accumulation (+=), retain_graph, no_grad, detach, hooks firing when final.
+// The engine: accumulation (+=), retain_graph, no_grad, detach, hooks firing when final, nodes
+// with several outputs (one backward call with every output's summed gradient).
 // Uses only the tensor core's own differentiable methods (views, casts); ops' gradients are
 // tested by the op harness in tests/ops.
 #include <gtest/gtest.h>
@@ -15,7 +16,65 @@ Tensor param(std::vector<float> v, Shape s) {
   t.requires_grad_();
   return t;
 }
+// A two-output op for the engine tests: (u, v) = (2x, 3x) elementwise, one node; its backward
+// gets (du, dv) (either may be undefined) and returns dx = 2·du + 3·dv. `calls` counts backward runs,
+// `seen` records which output gradients arrived defined.
+struct TwoOut {
+  Tensor u, v;
+};
+TwoOut two_out(const Tensor& x, int* calls, std::vector<std::string>* seen) {
+  std::vector<double> xv = x.to_double(), u, v;
+  for (double e : xv) u.push_back(2 * e), v.push_back(3 * e);
+  TwoOut o{Tensor::from_vector(u, x.shape()), Tensor::from_vector(v, x.shape())};
+  attach_grad_fn({&o.u, &o.v}, "two_out", {x}, [calls, seen](const std::vector<Tensor>& g) {
+    ++*calls;
+    seen->push_back(std::string(g[0].defined() ? "du" : "-") + (g[1].defined() ? "dv" : "-"));
+    const Tensor& any = g[0].defined() ? g[0] : g[1];
+    Tensor dx = Tensor::zeros(any.shape());
+    if (g[0].defined()) dx.add_(g[0], 2.0);
+    if (g[1].defined()) dx.add_(g[1], 3.0);
+    return std::vector<Tensor>{dx};
+  });
+  return o;
+}
 }  // namespace
+
+TEST(Autograd, NodeWithTwoOutputsRunsOnceWithBothGradients) {
+  Tensor p = param({1, 2}, {2});
+  int calls = 0;
+  std::vector<std::string> seen;
+  TwoOut o = two_out(p.reshape({2, 1}), &calls, &seen);  // an interior node, behind a view
+  EXPECT_EQ(o.u.grad_fn(), o.v.grad_fn());
+  // u is consumed twice (its gradient is the sum, 1 + 1 per element), v once through a view
+  Tensor out = Tensor::cat({o.u, o.u, o.v.reshape({1, 2}).transpose(0, 1)}, 0);  // (6, 1)
+  out.backward(Tensor::from_vector(std::vector<float>{1, 1, 1, 1, 10, 20}, {6, 1}));
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen, (std::vector<std::string>{"dudv"}));
+  EXPECT_EQ(p.grad().to_double(), (std::vector<double>{2 * 2 + 3 * 10, 2 * 2 + 3 * 20}));
+}
+
+TEST(Autograd, NodeWithTwoOutputsWhenOnlyOneGetsAGradient) {
+  for (int which = 0; which < 2; ++which) {
+    Tensor p = param({1, 2}, {2});
+    int calls = 0;
+    std::vector<std::string> seen;
+    TwoOut o = two_out(p.reshape({2}), &calls, &seen);
+    // the other output is used too, by a branch the loss does not reach
+    Tensor unused = (which == 0 ? o.v : o.u).reshape({2, 1});
+    (which == 0 ? o.u : o.v).reshape({1, 2}).backward(Tensor::ones({1, 2}));
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(seen, (std::vector<std::string>{which == 0 ? "du-" : "-dv"}));
+    EXPECT_EQ(p.grad().to_double(), (std::vector<double>(2, which == 0 ? 2.0 : 3.0)));
+  }
+}
+
+TEST(Autograd, NodeWithTwoOutputsRejectsAliasedOutputs) {
+  Tensor p = param({1, 2}, {2});
+  Tensor y = Tensor::zeros({2});
+  auto fn = [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; };
+  EXPECT_THROW(attach_grad_fn({&y, &y}, "bad", {p}, fn), AutogradError);
+  EXPECT_THROW(attach_grad_fn({&y, &p}, "bad", {p}, fn), AutogradError);
+}
 
 TEST(Autograd, ViewsRouteGradientsBack) {
   Tensor p = param({1, 2, 3, 4, 5, 6}, {2, 3});
