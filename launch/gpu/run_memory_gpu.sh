@@ -17,9 +17,10 @@
 #            run without one (the difference is what saving costs: at most one tensor)
 #   xl-cap   the seed article's two 24 GB cards: the same model with 20 heads at 1 × 1024 tokens,
 #            4 steps: one rank uncapped (the reference loss curve), one rank under --max-memory 24
-#            (the plan says 25.9 GiB: it must fail with the cap's one-line error), and 2 ranks each
-#            capped at 24 under pp 2, tp 2, dp 2 --zero 1 and (when built) dp 2 --zero 3: each run's
-#            rc, peak, tokens/s and last loss beside the planner's peak for that layout
+#            (the CUDA plan says 24.2 GiB: it must fail with the cap's one-line error), and 2 ranks
+#            each capped at 24 under pp 2, tp 2, dp 2 --zero 1 and dp 2 --zero 3: each run's rc,
+#            peak, tokens/s and last loss beside the planner's peak for that layout on the GPU
+#            (`plan --device cuda`) and their ratio
 # Logs and the summary go to $OUT (default ./gpu_out). BUDGET_S (default 570) caps the whole run.
 set -u
 cd "$(dirname "$0")/../.."
@@ -98,11 +99,14 @@ for stage in $stages; do
     for r in "${runs[@]}"; do
       set -- $r; name=$1; np=$2; gib=$3; shift 3
       t0=$SECONDS
-      plan=$("$BIN" plan "${CAP[@]}" "$@" 2>&1 | awk '$1 ~ /^[0-9]+$/ { if ($NF > m) m = $NF } END { printf "%.0f", m }')
+      plan=$("$BIN" plan "${CAP[@]}" "$@" --device cuda 2>&1 | awk '$1 ~ /^[0-9]+$/ { if ($NF > m) m = $NF } END { printf "%.0f", m }')
       timeout "$(cap 150)" "${MPI[@]}" -np "$np" "$BIN" train "${CAP[@]}" "$@" --steps 4 --max-memory "$gib" \
         --data "$TOK" --device cuda --comm mpi --progress 0 > "$OUT/xlcap_$name.log" 2>&1
       rc=$?
-      note "xl-cap $name (np $np, --max-memory $gib): rc=$rc ($((SECONDS - t0)) s); plan peak $plan MiB per rank; $(last_loss "$OUT/xlcap_$name.log")"
+      # the largest rank's measured peak (the end-of-run table, MiB) and plan / measured
+      meas=$(awk '/^memory per rank/ {t = 1; next} t && $1 ~ /^[0-9]+$/ { if ($6 > m) m = $6 } END { printf "%.0f", m }' "$OUT/xlcap_$name.log")
+      ratio=$(awk -v p="$plan" -v m="$meas" 'BEGIN { if (m > 0) printf "%.3f", p / m; else printf "-" }')
+      note "xl-cap $name (np $np, --max-memory $gib): rc=$rc ($((SECONDS - t0)) s); plan peak $plan MiB per rank (--device cuda), measured $meas, plan/measured $ratio; $(last_loss "$OUT/xlcap_$name.log")"
       grep -E "tok/s" "$OUT/xlcap_$name.log" | tail -1 | tee -a "$summary"
       table "xl-cap $name" < "$OUT/xlcap_$name.log" | tee -a "$summary"
       [ $rc -eq 0 ] || grep -m1 -E "error|out of memory|not implemented" "$OUT/xlcap_$name.log" | cut -c1-400 | tee -a "$summary"
