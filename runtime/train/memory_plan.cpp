@@ -43,7 +43,9 @@ BlockActivations gpt_block_activations(int64_t d_model, int64_t heads, int64_t t
   // the fused CUDA paths exist for f16/bf16 only (ops/matmul.cpp, ops/mlp.cpp, ops/attention.cpp)
   const bool fused = device == Device::cuda && dt != DType::f32;
   BlockActivations b;
-  b.packed_attention = fused && D == 64;  // the flash kernels' head size (ops/cuda/flash_attention.cu)
+  // ops::causal_attention_qkv's packed kernels: head size 64 (ops/cuda/flash_attention.cu); the
+  // tensor-parallel block composes its attention from ops::causal_attention (tp_layers.cpp)
+  b.packed_attention = fused && D == 64 && tp == 1;
   // replicated (B, T, C) tensors: ln_1's and ln_2's outputs, the residual h, the block's output,
   // and each output projection: c_proj's GEMM and its bias add (tp > 1: the GEMM, its all-reduce,
   // the bias add, in attention and in the MLP); a fused tp-1 projection is one tensor

@@ -30,9 +30,9 @@
 //                              LayerNorms' statistics and the attention's log-sum-exp — no
 //                              attention path keeps a T×T tensor)
 //                              CPU, and CUDA in fp32:   r 8 (tp > 1: 10), a 14, f 3
-//                              CUDA in fp16/bf16:       r 6 (tp > 1: 10), a 4 with head size 64
-//                              (packed flash / cuDNN attention), else 11, f 2 — the bias and GELU
-//                              epilogues fuse the GEMMs' outputs (ops/matmul.cpp, ops/mlp.cpp)
+//                              CUDA in fp16/bf16:       r 6 (tp > 1: 10), a 4 at tp 1 with head
+//                              size 64 (packed flash / cuDNN attention), else 11, f 2 — the bias
+//                              and GELU epilogues fuse the GEMMs' outputs (ops/matmul.cpp, ops/mlp.cpp)
 //                              recompute: C·e (its input)
 //                  embedding   C·e
 //                  loss        saved per micro-batch: V/tp·l + (C + 2)·4 (the logits, ln_f's
@@ -98,7 +98,7 @@ PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp);
 // (B, T, A) and (B, T, F) tensors it keeps for backward, and their bytes with the f32 statistics.
 struct BlockActivations {
   double replicated = 0, attention = 0, mlp = 0;  // counts of (B,T,C), (B,T,A), (B,T,F) tensors
-  bool packed_attention = false;                  // CUDA f16/bf16, head size 64
+  bool packed_attention = false;                  // CUDA f16/bf16, head size 64, tp 1
   double bytes_per_token = 0;
 };
 BlockActivations gpt_block_activations(int64_t d_model, int64_t heads, int64_t tp, Precision precision, Device device);

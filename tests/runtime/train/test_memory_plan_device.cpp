@@ -47,13 +47,14 @@ TEST(MemoryPlanDevice, BlockTermsAreTheOpsClosedForms) {
   for (Precision p : {Precision::bf16, Precision::fp16}) {
     EXPECT_DOUBLE_EQ(gpt_block_activations(768, 12, 1, p, Device::cpu).bytes_per_token, block(8, 14, 3, 768, 12, 1, 2));
     // CUDA f16/bf16, head size 64 (C 768, 12 heads): the fused projections are one tensor each
-    // (r 6; tp > 1 keeps the row-parallel GEMM, all-reduce and bias add: 10), c_attn's output 3A
-    // + the packed attention's output A = 4, c_fc's fused output and GELU's = 2F
+    // (r 6), c_attn's output 3A + the packed attention's output A = 4, c_fc's fused output and
+    // GELU's = 2F. Under tp the row-parallel GEMM, all-reduce and bias add stay (r 10) and the
+    // block composes its attention (TpSelfAttention: 3A + 8A = 11) whatever the head size.
     for (int64_t tp : {1, 2}) {
       const BlockActivations b = gpt_block_activations(768, 12, tp, p, Device::cuda);
-      EXPECT_TRUE(b.packed_attention);
-      EXPECT_DOUBLE_EQ(b.attention, 4);
-      EXPECT_DOUBLE_EQ(b.bytes_per_token, block(tp > 1 ? 10 : 6, 4, 2, 768, 12, tp, 2)) << "tp " << tp;
+      EXPECT_EQ(b.packed_attention, tp == 1);
+      EXPECT_DOUBLE_EQ(b.attention, tp == 1 ? 4 : 11);
+      EXPECT_DOUBLE_EQ(b.bytes_per_token, block(tp > 1 ? 10 : 6, tp == 1 ? 4 : 11, 2, 768, 12, tp, 2)) << "tp " << tp;
     }
     // head size 80 (C 1600, 20 heads): the composed attention (reshape and head-major copies of
     // q, k, v, output, heads joined: 8A) after the fused c_attn (3A) = 11
