@@ -259,7 +259,11 @@ TEST(TpShard, AWindowOfAPartReadsOnlyItsElements) {
   const SafetensorsStore store(dir, "model");
   for (int tp : {1, 2, 3})
     for (int r = 0; r < tp; ++r) {
-      PartSource src{&store, gpt_tp_shard_rule(V), tp, r};
+      PartSource src;
+      src.store = &store;
+      src.rule = gpt_tp_shard_rule(V);
+      src.tp = tp;
+      src.rank = r;
       for (const auto& [name, t] : full) {
         const Shape local = shard_shape(t.shape(), src.rule(name), tp);
         const Tensor part = read_part(src, name, local).flatten();  // (n,), padding zero
