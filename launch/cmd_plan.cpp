@@ -62,21 +62,28 @@ OptionTable plan_options(runtime::TrainConfig& cfg, PlanOptions& p) {
 const char* kEpilog =
     "Prints each rank's planned memory (parameters, gradients, optimizer state, activations at the\n"
     "schedule's in-flight peak, communication buffers: DP cast buffers of --bucket-mb, pipeline p2p)\n"
-    "for the layout of the flags. The closed forms are in docs/memory.md; on the CPU they agree with\n"
-    "the allocator's measured peaks within 5 % (tests/runtime/train/test_memory_plan.cpp).\n"
+    "for the layout of the flags, on --device (default cpu: the activations the CPU ops keep; cuda:\n"
+    "the CUDA paths', whose fused bias/GELU epilogues and, in f16/bf16 at tp 1 with head size 64,\n"
+    "packed attention keep fewer tensors). The closed forms are in docs/memory.md; on the CPU they agree\n"
+    "with the allocator's measured peaks within 5 % (tests/runtime/train/test_memory_plan.cpp).\n"
     "\n"
-    "With --gpu-memory SIZE: the layouts of --world ranks (dp x tp x pp, ZeRO 0/1, recompute 0/1,\n"
-    "1F1B; the global batch micro-batch x grad-accum x dp of the flags kept) whose every rank's peak\n"
-    "fits, best first by this cost model (per optimizer step, seconds; a ranking, not a promise):\n"
+    "With --gpu-memory SIZE: the layouts of --world ranks (dp x tp x pp, ZeRO 0-3 when dp > 1,\n"
+    "recompute 0/1, 1F1B; the global batch micro-batch x grad-accum x dp of the flags kept) whose\n"
+    "every rank's peak on --device fits, best first by this cost model (per optimizer step, seconds;\n"
+    "a ranking, not a promise):\n"
     "  compute  3 F N / (world flops) x (1 + (pp-1)/m) x (4/3 with recompute)\n"
     "           F forward FLOPs per token, N tokens per step, m micro-batches (grad-accum)\n"
     "  tp       L/pp x m x 4 all-reduces of B T C e bytes, x 2(tp-1)/tp, over --intra-gbs\n"
-    "  dp       2(dp-1)/dp x P_stage x e over --inter-gbs (world > --gpus-per-node) or --intra-gbs,\n"
-    "           hidden behind the backward (2/3 of compute) but for one bucket\n"
-    "  pp       (m + pp - 1) x 2 B T C e over the same link\n"
-    "--zero 3 (the flags' layout) plans 1/dp of the parameters plus the gathered layers (docs/memory.md;\n"
-    "held to the allocator within 5 %); ZeRO-2/3 are not searched: the cost model has no term for\n"
-    "their per-layer gathers and reduce-scatters yet.";
+    "  dp       over --inter-gbs (world > --gpus-per-node) or --intra-gbs; P_stage = P/(tp pp),\n"
+    "           P the model's parameters (a tied weight once), e_c the --grad-comm-dtype bytes:\n"
+    "           ZeRO 0    2(dp-1)/dp x P_stage x e_c, hidden behind the backward (2/3 of\n"
+    "                     compute) but for one bucket\n"
+    "           ZeRO 1/2  (dp-1)/dp x P_stage x e_c to the owners, hidden the same way, plus\n"
+    "                     (dp-1)/dp x P_stage x e of updated values broadcast after the step\n"
+    "           ZeRO 3    m x (dp-1)/dp x P_stage x (2e + e_c): two all-gathers and a reduce-\n"
+    "                     scatter per micro-batch, hidden behind all of compute but for the\n"
+    "                     first gather of each pass, 2m x (dp-1)/dp x U x e (U the largest layer)\n"
+    "  pp       (m + pp - 1) x 2 B T C e over the same link";
 
 std::string mib(double b) {
   char buf[32];
@@ -109,15 +116,16 @@ int cmd_plan(const std::vector<std::string>& args) {
     if (dp * cfg.tp * cfg.pp != world)
       throw UsageError("--world " + std::to_string(world) + " is not dp x tp x pp = " + std::to_string(dp * cfg.tp * cfg.pp));
     std::cout << "model " << cfg.model << ", seq-len " << seq_len << ", " << runtime::to_string(cfg.precision)
-              << ", micro-batch " << cfg.micro_batch << ", grad-accum " << cfg.grad_accum << "\n"
+              << ", micro-batch " << cfg.micro_batch << ", grad-accum " << cfg.grad_accum << ", on "
+              << runtime::to_string(cfg.device) << "\n"
               << runtime::memory_plan_table(runtime::plan_memory(entry, seq_len, asked), asked);
     return 0;
   }
   const double device = parse_size(p.gpu_memory);
   const auto ranked = runtime::fitting_layouts(entry, seq_len, asked, world, device, p.cost);
   std::cout << ranked.size() << " layouts of " << world << " ranks fit in " << runtime::human_bytes(device)
-            << " per device (global batch " << asked.micro_batch * asked.grad_accum * asked.dp << " x " << seq_len
-            << " tokens), best first:\n";
+            << " per " << runtime::to_string(cfg.device) << " device (global batch "
+            << asked.micro_batch * asked.grad_accum * asked.dp << " x " << seq_len << " tokens), best first:\n";
   char row[200];
   std::snprintf(row, sizeof row, "%4s %4s %4s %4s %5s %4s %9s %10s %10s %9s %9s %9s %9s\n", "dp", "tp", "pp", "zero",
                 "recmp", "m", "sched", "peak MiB", "step ms", "compute", "tp", "dp", "pp");

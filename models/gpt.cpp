@@ -160,12 +160,9 @@ void gpt_init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64
                       name.find(".c_proj.weight") != std::string::npos ? proj_std : std_, map);
 }
 
-void Gpt::init_weights(uint64_t seed) {
+void Gpt::init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t first) const {
   NoGradGuard ng;
-  for (auto& [name, p] : named_parameters()) {
-    Tensor t = p.detach();
-    gpt_init_parameter(name, t, seed, cfg_.n_layer, ElementMap::whole(t.numel()));
-  }
+  gpt_init_parameter(name, t, seed, cfg_.n_layer, ElementMap::whole(parameter(name).numel()).window(first, t.numel()));
 }
 
 runtime::ModelDescription describe_gpt(const GptConfig& c, int64_t seq_len) {

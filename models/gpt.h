@@ -100,7 +100,7 @@ class Gpt : public runtime::LanguageModel {
  public:
   // Parameters are zeros / LN ones; call init_weights() or load a state dict.
   Gpt(const GptConfig& c, std::shared_ptr<Generator> gen, std::vector<runtime::LayerRange> layers = {});
-  void init_weights(uint64_t seed) override;
+  void init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t first) const override;
   const GptConfig& config() const { return cfg_; }
   std::string family() const override { return "gpt"; }
   int64_t vocab_size() const override { return cfg_.vocab_size; }

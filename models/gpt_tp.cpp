@@ -105,15 +105,12 @@ Shape TpGpt::full_shape(const std::string& name) const {
 }
 
 // Gpt's rule, each shard drawing its elements of the full tensor's stream.
-void TpGpt::init_weights(uint64_t seed) {
-  const runtime::ShardRule rule = shard_rule();
+void TpGpt::init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t first) const {
   const int p = runtime::tp_size(tp_), r = runtime::tp_rank(tp_);
+  const Shape full = full_shape(name);
   NoGradGuard ng;
-  for (auto& [name, param] : named_parameters()) {
-    const Shape full = full_shape(name);
-    Tensor t = param.detach();
-    gpt_init_parameter(name, t, seed, cfg_.n_layer, runtime::element_map(runtime::shard_slice(rule(name), full, p, r), full));
-  }
+  gpt_init_parameter(name, t, seed, cfg_.n_layer,
+                     runtime::element_map(runtime::shard_slice(shard_rule()(name), full, p, r), full).window(first, t.numel()));
 }
 
 void TpGpt::load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict) {

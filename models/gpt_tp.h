@@ -85,7 +85,7 @@ class TpGpt : public runtime::LanguageModel {
   // Each shard draws only its own elements of the full tensor's keyed stream (the shard's
   // ElementMap), padding rows zero: a TpGpt initialised from a seed equals the Gpt initialised
   // from the same seed, sharded. No communication.
-  void init_weights(uint64_t seed) override;
+  void init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t first) const override;
   // Full tensors by name (HF layout, e.g. a checkpoint's model.safetensors) → this rank's shards.
   // strict: unexpected keys throw (missing keys and wrong full shapes always do). No communication.
   void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict = true) override;

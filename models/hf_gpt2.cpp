@@ -82,34 +82,32 @@ bool is_legacy_buffer(const std::string& n) {
 }
 }  // namespace
 
-void load_hf_gpt2_weights(runtime::LanguageModel& model, const std::string& dir) {
+runtime::PretrainedSource open_hf_gpt2_weights(const runtime::LanguageModel& model, const std::string& dir) {
   ST_CHECK(std::filesystem::is_directory(dir), IOError, "--init-from " << dir << ": not a directory");
-  const runtime::SafetensorsStore store(dir, "model");
-  runtime::PartSource src = runtime::model_part_source(model, store);
+  runtime::PretrainedSource out;
+  out.store = std::make_shared<const runtime::SafetensorsStore>(dir, "model");
+  const runtime::SafetensorsStore& store = *out.store;
+  runtime::PartSource& src = out.parts = runtime::model_part_source(model, store);
   const std::string prefix = "transformer.";
   src.file_name = [&store, prefix](const std::string& n) {  // GPT2LMHeadModel's names, or GPT2Model's bare ones
     if (store.contains(n) || n.rfind(prefix, 0) != 0) return n;
     const std::string bare = n.substr(prefix.size());
     return store.contains(bare) ? bare : n;
   };
-  const runtime::NamedTensors params = model.named_parameters();
-  runtime::load_parts(src, params, /*strict=*/false);
+  runtime::check_parts(src, model.named_parameters(), /*strict=*/false);  // headers only: missing keys, shapes first
   if (model.holds_all()) {
     std::set<std::string> taken;
-    for (auto& [n, p] : params) taken.insert(src.in_store(n));
+    for (auto& [n, p] : model.named_parameters()) taken.insert(src.in_store(n));
     for (const std::string& n : store.names())
       ST_CHECK(taken.count(n) || is_legacy_buffer(n) || n == "lm_head.weight", ValueError,
                store.where() << ": unexpected key '" << n << "'");
   }
-  if (!store.contains("lm_head.weight")) return;
-  for (auto& [n, wte] : params) {
-    if (n != "transformer.wte.weight") continue;
-    runtime::PartSource head = src;  // lm_head read as this rank's part of wte
-    head.file_name = [](const std::string&) { return std::string("lm_head.weight"); };
-    const Tensor lm = runtime::read_part(head, n, wte.shape());
-    ST_CHECK(lm.to_double() == wte.to_double(), ValueError,
-             store.where() << ": lm_head.weight differs from transformer.wte.weight (untied heads are not supported)");
-  }
+  out.same_as = {{"transformer.wte.weight", "lm_head.weight"}};  // lm_head read as this rank's part of wte
+  return out;
+}
+
+void load_hf_gpt2_weights(runtime::LanguageModel& model, const std::string& dir) {
+  runtime::load_pretrained_parts(open_hf_gpt2_weights(model, dir), model.named_parameters());
 }
 
 std::shared_ptr<Gpt> load_hf_gpt2(const std::string& dir, std::shared_ptr<Generator> gen, double dropout) {

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "models/gpt.h"
+#include "runtime/parallel/state_io.h"
 
 namespace st::models {
 
@@ -30,6 +31,9 @@ std::shared_ptr<Gpt> load_hf_gpt2(const std::string& dir, std::shared_ptr<Genera
 // HF names with or without "transformer.", legacy buffers ignored, lm_head.weight (when present)
 // checked equal to this rank's part of wte. Holding every layer, an unknown tensor is an error.
 void load_hf_gpt2_weights(runtime::LanguageModel& model, const std::string& dir);
+// The same directory opened for reading in parts, headers checked (names, shapes, unknown tensors),
+// nothing read yet: what a ZeRO-3 rank reads its pieces from (runtime/parallel/state_io.h).
+runtime::PretrainedSource open_hf_gpt2_weights(const runtime::LanguageModel& model, const std::string& dir);
 
 // Writes DIR/model.safetensors (f32, sorted names, {"format": "pt"}) and DIR/config.json.
 void save_hf_gpt2(const Gpt& model, const std::string& dir);

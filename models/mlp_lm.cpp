@@ -52,15 +52,12 @@ MlpLm::MlpLm(const MlpConfig& c, std::vector<runtime::LayerRange> ranges) : cfg_
   }
 }
 
-void MlpLm::init_weights(uint64_t seed) {
+void MlpLm::init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t first) const {
   NoGradGuard ng;
-  for (auto& [name, p] : named_parameters()) {
-    Tensor t = p.detach();
-    if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0)
-      t.fill_(0.0);
-    else
-      init_normal(t, name, seed, 0.02f);
-  }
+  if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0)
+    t.fill_(0.0);
+  else
+    init_normal(t, name, seed, 0.02f, first, parameter(name).numel());
 }
 
 runtime::ModelDescription MlpLm::describe(const MlpConfig& c) {

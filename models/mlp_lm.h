@@ -44,7 +44,7 @@ class MlpHead : public runtime::Layer {
 class MlpLm : public runtime::LanguageModel {
  public:
   explicit MlpLm(const MlpConfig& c, std::vector<runtime::LayerRange> layers = {});
-  void init_weights(uint64_t seed) override;
+  void init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t first) const override;
   static runtime::ModelDescription describe(const MlpConfig& c);
   std::string family() const override { return "mlp"; }
   int64_t vocab_size() const override { return cfg_.vocab; }

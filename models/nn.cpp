@@ -86,9 +86,9 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t heads, int64_t head_dim)
   return ops::causal_attention_qkv(qkv, heads);  // (B, T, A)
 }
 
-void init_normal(Tensor t, const std::string& name, uint64_t seed, float std) {
+void init_normal(Tensor t, const std::string& name, uint64_t seed, float std, int64_t first, int64_t whole) {
   Tensor d = t.detach();
-  fill_normal_keyed(d, stream_key(seed, name), 0.f, std, ElementMap::whole(d.numel()));
+  fill_normal_keyed(d, stream_key(seed, name), 0.f, std, ElementMap::whole(whole).window(first, d.numel()));
 }
 
 }  // namespace st::models

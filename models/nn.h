@@ -14,7 +14,7 @@
 //              is the number of the model layer the dropout belongs to (its index in the full
 //              model), so a pipeline stage that builds only its layers numbers them as one
 //              process does.
-// Initialisation is the caller's (each model's init_weights, keyed by name: init_normal below);
+// Initialisation is the caller's (each model's init_parameter, keyed by name: init_normal below);
 // constructors create zeros / LN ones.
 // Backward is the ops' (each writes fresh tensors, =); the autograd engine accumulates (+=) into
 // the parameters' .grad(), so K micro-batches' backward calls sum their gradients.
@@ -75,6 +75,7 @@ class Dropout {
 Tensor causal_self_attention(const Tensor& qkv, int64_t heads, int64_t head_dim);
 
 // t ← normal(0, std) from the stream keyed by (seed, name), t being the whole tensor `name`.
-void init_normal(Tensor t, const std::string& name, uint64_t seed, float std);
+// Elements [first, first + t.numel()) of parameter `name`, whole: normal(0, std) keyed by (seed, name).
+void init_normal(Tensor t, const std::string& name, uint64_t seed, float std, int64_t first, int64_t whole);
 
 }  // namespace st::models

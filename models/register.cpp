@@ -100,7 +100,8 @@ struct Registrar {
         "gpt", {gpt_options,
                 [](const nlohmann::json& j, int64_t T) { return describe_gpt(gpt_config_from_hf(j, "model config"), T); },
                 gpt_build, load_hf_gpt2_weights, /*tensor_parallel=*/true, gpt_param_count,
-                [](const nlohmann::json& j) { return gpt_tp_shard_rule(gpt_config_from_hf(j, "model config").vocab_size); }});
+                [](const nlohmann::json& j) { return gpt_tp_shard_rule(gpt_config_from_hf(j, "model config").vocab_size); },
+                open_hf_gpt2_weights});
     runtime::register_model(
         "simple-transformer",
         {st_options,

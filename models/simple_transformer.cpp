@@ -87,18 +87,15 @@ SimpleTransformer::SimpleTransformer(const SimpleTransformerConfig& c, std::shar
   }
 }
 
-void SimpleTransformer::init_weights(uint64_t seed) {
+void SimpleTransformer::init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t first) const {
   NoGradGuard ng;
-  for (auto& [name, p] : named_parameters()) {
-    Tensor t = p.detach();
-    bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-    if (name.find(".norm") != std::string::npos)
-      t.fill_(is_bias ? 0.0 : 1.0);
-    else if (is_bias)
-      t.fill_(0.0);
-    else
-      init_normal(t, name, seed, 0.02f);
-  }
+  const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+  if (name.find(".norm") != std::string::npos)
+    t.fill_(is_bias ? 0.0 : 1.0);
+  else if (is_bias)
+    t.fill_(0.0);
+  else
+    init_normal(t, name, seed, 0.02f, first, parameter(name).numel());
 }
 
 runtime::ModelDescription SimpleTransformer::describe(const SimpleTransformerConfig& c, int64_t seq_len) {

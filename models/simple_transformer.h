@@ -60,7 +60,7 @@ class StHead : public runtime::Layer {
 class SimpleTransformer : public runtime::LanguageModel {
  public:
   SimpleTransformer(const SimpleTransformerConfig& c, std::shared_ptr<Generator> gen, std::vector<runtime::LayerRange> layers = {});
-  void init_weights(uint64_t seed) override;
+  void init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t first) const override;
   static runtime::ModelDescription describe(const SimpleTransformerConfig& c, int64_t seq_len);
   const SimpleTransformerConfig& config() const { return cfg_; }
   std::string family() const override { return "simple-transformer"; }

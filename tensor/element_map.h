@@ -20,6 +20,7 @@ struct ElementMap {
   int64_t outer = 1, local = 0, inner = 1, full = 0;
   int ranges = 0;
   int64_t start[kMaxRanges] = {}, length[kMaxRanges] = {};
+  int64_t first = 0, count = -1;  // the window: local elements [first, first + count); count −1: all
 
   // The identity map of a tensor of n elements.
   static ElementMap whole(int64_t n) {
@@ -30,11 +31,19 @@ struct ElementMap {
     m.length[0] = n;
     return m;
   }
-  int64_t numel() const { return outer * local * inner; }
+  // Local elements [lo, lo + n) of this map's elements (of its window, when it has one).
+  ElementMap window(int64_t lo, int64_t n) const {
+    ElementMap m = *this;
+    m.first = first + lo;
+    m.count = n;
+    return m;
+  }
+  int64_t numel() const { return count >= 0 ? count : outer * local * inner; }
   int64_t full_numel() const { return outer * full * inner; }
 
-  // Local element i (row-major) → its index in the full tensor, or −1 for padding.
+  // Element i (row-major, of the window) → its index in the full tensor, or −1 for padding.
   ST_HOST_DEVICE int64_t full_index(int64_t i) const {
+    i += first;
     const int64_t o = i / (local * inner), rem = i % (local * inner);
     const int64_t l = rem / inner, in = rem % inner;
     int64_t acc = 0;

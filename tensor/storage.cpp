@@ -13,9 +13,16 @@ std::atomic<size_t> g_cpu_bytes{0};
 std::atomic<size_t> g_cpu_peak{0};
 }  // namespace
 
+namespace {
+thread_local bool t_defer = false;
+}  // namespace
+
+Storage::DeferAllocation::DeferAllocation() : prev_(t_defer) { t_defer = true; }
+Storage::DeferAllocation::~DeferAllocation() { t_defer = prev_; }
+
 Storage::Storage(size_t bytes, Device device)
     : bytes_(bytes), device_(device), category_(current_memory_category()) {
-  allocate();
+  if (!t_defer) allocate();
 }
 
 void Storage::allocate() {

@@ -34,6 +34,20 @@ class Storage {
   void release();
   void reallocate();
   bool released() const { return data_ == nullptr && bytes_ > 0; }
+  // While a DeferAllocation is alive on this thread, new storages are made released: the object,
+  // its size and device exist, its bytes do not until reallocate() (or a tensor is re-pointed at
+  // other storage). ZeRO-3 builds its model so (runtime/parallel/zero3.h): names, shapes and the
+  // module tree without the full model's bytes. Tensor::full() leaves such a storage unwritten.
+  class DeferAllocation {
+   public:
+    DeferAllocation();
+    ~DeferAllocation();
+    DeferAllocation(const DeferAllocation&) = delete;
+    DeferAllocation& operator=(const DeferAllocation&) = delete;
+
+   private:
+    bool prev_;
+  };
 
  private:
   void allocate();

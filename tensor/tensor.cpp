@@ -63,7 +63,7 @@ Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return ful
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  t.fill_(value);
+  if (!t.storage()->released()) t.fill_(value);  // released: made under Storage::DeferAllocation
   return t;
 }
 

@@ -311,6 +311,24 @@ Tensor SafetensorsReader::read_ranges(const std::string& name, int64_t dim, cons
   return t;
 }
 
+Tensor SafetensorsReader::read_runs(const std::string& name, const std::vector<Run>& runs, int64_t n) const {
+  const Entry& e = entry(name);
+  const int64_t total = shape_numel(e.shape);
+  if (runs.size() == 1 && runs[0].from == 0 && runs[0].to == 0 && runs[0].length == total && n == total)
+    return read(name).flatten();  // checked
+  Tensor t = Tensor::zeros({n}, e.dtype);  // (n,)
+  auto* dst = static_cast<unsigned char*>(t.data_ptr());
+  const size_t eb = dtype_size(e.dtype);
+  for (const Run& r : runs) {
+    if (r.from < 0 || r.length < 0 || r.from + r.length > total || r.to < 0 || r.to + r.length > n)
+      ST_FILE_ERROR(path_, "tensor '" << name << "': elements [" << r.from << ", " << r.from + r.length
+                                      << ") into [" << r.to << ", " << r.to + r.length << ") of " << n
+                                      << " do not fit its " << total);
+    read_elements(fd_, e, data_start_, r.from, r.length, dst + static_cast<size_t>(r.to) * eb, path_);
+  }
+  return t;
+}
+
 uint64_t safetensors_bytes_read() { return g_bytes_read.load(std::memory_order_relaxed); }
 
 SafetensorsFile read_safetensors(const std::string& path) {

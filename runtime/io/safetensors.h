@@ -75,6 +75,14 @@ class SafetensorsReader {
   // Along `dim`, the positions of `ranges` in order, concatenated: shape = the tensor's with
   // dim's size = Σ lengths. Only those bytes are read.
   Tensor read_ranges(const std::string& name, int64_t dim, const std::vector<DimRange>& ranges) const;
+  // Runs of the flattened tensor: a (n,) tensor whose elements [to, to + length) are the file's
+  // [from, from + length), for each run; elements no run covers are zero. Only those bytes are
+  // read; not checked against the checksum (a part, as a tp slice is) unless one run covers the
+  // whole tensor.
+  struct Run {
+    int64_t from = 0, to = 0, length = 0;
+  };
+  Tensor read_runs(const std::string& name, const std::vector<Run>& runs, int64_t n) const;
 
  private:
   const Entry& entry(const std::string& name) const;

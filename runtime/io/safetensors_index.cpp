@@ -81,6 +81,11 @@ Tensor SafetensorsStore::read_ranges(const std::string& name, int64_t dim, const
   return reader(name).read_ranges(name, dim, ranges);
 }
 
+Tensor SafetensorsStore::read_runs(const std::string& name, const std::vector<SafetensorsReader::Run>& runs,
+                                   int64_t n) const {
+  return reader(name).read_runs(name, runs, n);
+}
+
 std::string shard_file_name(const std::string& base, int k, int n) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "-%05d-of-%05d.safetensors", k, n);

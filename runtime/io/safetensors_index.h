@@ -32,6 +32,7 @@ class SafetensorsStore {
   const SafetensorsReader::Entry& entry(const std::string& name) const;
   Tensor read(const std::string& name) const;
   Tensor read_ranges(const std::string& name, int64_t dim, const std::vector<DimRange>& ranges) const;
+  Tensor read_runs(const std::string& name, const std::vector<SafetensorsReader::Run>& runs, int64_t n) const;
 
  private:
   const SafetensorsReader& reader(const std::string& name) const;

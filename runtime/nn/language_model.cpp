@@ -5,8 +5,21 @@
 
 #include "runtime/nn/lm_loss.h"
 #include "runtime/nn/recompute.h"
+#include "tensor/autograd.h"
 
 namespace st::runtime {
+
+void LanguageModel::init_weights(uint64_t seed) {
+  NoGradGuard ng;
+  for (auto& [name, p] : named_parameters()) {
+    Tensor t = p.detach();
+    init_parameter(name, t, seed, 0);
+  }
+}
+
+void LanguageModel::init_parameter(const std::string& name, Tensor&, uint64_t, int64_t) const {
+  ST_THROW(ValueError, "the " << family() << " model cannot draw a part of '" << name << "' alone");
+}
 
 Tensor LanguageModel::forward(const Tensor& tokens) {
   ST_CHECK(!layers_.empty(), ValueError, "LanguageModel::forward: the model has no layers");

@@ -81,8 +81,14 @@ class LanguageModel : public Module {
   bool holds_last() const { return !global_.empty() && global_.back() + 1 == total_layers_; }
   bool holds_all() const { return static_cast<int>(layers_.size()) == total_layers_; }
   // Fills every parameter from its keyed stream (see above); the family's rule says which
-  // distribution (normal with a per-name std, zeros, ones).
-  virtual void init_weights(uint64_t seed) = 0;
+  // distribution (normal with a per-name std, zeros, ones). Default: init_parameter for each
+  // parameter, whole.
+  virtual void init_weights(uint64_t seed);
+  // Writes into `t` (contiguous, any shape) elements [first, first + t.numel()) of this object's
+  // parameter `name` — its local tensor (a tp shard under tp), flattened row-major — exactly as
+  // init_weights draws them. A ZeRO-3 rank draws its pieces so, without the rest of the parameter
+  // (runtime/parallel/zero3.h). Default: ValueError (a family that does not say).
+  virtual void init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t first) const;
   // tokens (B, T) i64 → logits (B, T, V) (chunked head: hidden (B, T, C)): every layer in order (one range held; a stage of
   // several runs them one by one: runtime/pipeline/stage_model.h).
   Tensor forward(const Tensor& tokens);

@@ -73,4 +73,71 @@ void load_parts(const PartSource& src, const NamedTensors& targets, bool strict)
   }
 }
 
+Tensor read_part_window(const PartSource& src, const std::string& name, const Shape& local, int64_t first,
+                        int64_t count) {
+  const ShardSlice slice = checked_slice(src, name, local);
+  const std::string file = src.in_store(name);
+  const Shape& full = src.store->entry(file).shape;
+  const int64_t n = shape_numel(local);
+  ST_CHECK(first >= 0 && count >= 0 && first + count <= n, ValueError,
+           src.store->where() << ": '" << file << "': elements [" << first << ", " << first + count
+                              << ") outside this rank's " << n);
+  // the part as (outer, local, inner) around the split dim (dim 0 when whole); each contiguous
+  // run of local elements — one range of one outer index — is one run of the file's elements
+  const ElementMap m = element_map(slice, full);
+  std::vector<SafetensorsReader::Run> runs;
+  const int64_t row = m.local * m.inner, end = first + count;
+  for (int64_t o = first / std::max<int64_t>(row, 1); row > 0 && o * row < end; ++o) {
+    int64_t acc = 0;
+    for (int k = 0; k < m.ranges; ++k) {
+      const int64_t lo = o * row + acc * m.inner, hi = lo + m.length[k] * m.inner;  // local [lo, hi)
+      const int64_t a = std::max(lo, first), b = std::min(hi, end);
+      if (a < b) runs.push_back({(o * m.full + m.start[k]) * m.inner + (a - lo), a - first, b - a});
+      acc += m.length[k];
+    }  // past the ranges: padding, left zero
+  }
+  return src.store->read_runs(file, runs, count);
+}
+
+namespace {
+
+// The `same_as` partner of `name` in the store, or "".
+std::string same_as_of(const PretrainedSource& src, const std::string& name) {
+  for (const auto& [param, other] : src.same_as)
+    if (param == name) return other;
+  return "";
+}
+
+void check_same(const PretrainedSource& src, const std::string& name, const std::string& other, const Tensor& mine,
+                const Tensor& theirs) {
+  ST_CHECK(theirs.to_double() == mine.to_double(), ValueError,
+           src.store->where() << ": " << other << " differs from " << name
+                              << " (untied heads are not supported)");
+}
+
+}  // namespace
+
+void load_pretrained_parts(const PretrainedSource& src, const NamedTensors& targets) {
+  load_parts(src.parts, targets, /*strict=*/false);
+  for (auto& [name, t] : targets) {
+    const std::string other = same_as_of(src, name);
+    if (other.empty() || !src.store->contains(other)) continue;
+    PartSource alias = src.parts;  // `other` read as this rank's part of `name`
+    alias.file_name = [other](const std::string&) { return other; };
+    check_same(src, name, other, t, read_part(alias, name, t.shape()));
+  }
+}
+
+Tensor read_pretrained_window(const PretrainedSource& src, const std::string& name, const Shape& local, int64_t first,
+                              int64_t count) {
+  Tensor got = read_part_window(src.parts, name, local, first, count);
+  const std::string other = same_as_of(src, name);
+  if (!other.empty() && src.store->contains(other)) {
+    PartSource alias = src.parts;
+    alias.file_name = [other](const std::string&) { return other; };
+    check_same(src, name, other, got, read_part_window(alias, name, local, first, count));
+  }
+  return got;
+}
+
 }  // namespace st::runtime

@@ -4,10 +4,15 @@
 // whole of it, or for a tensor split over a tp group the slices of its split dim that rank's
 // ShardSpec names (runtime/common/shard_spec.h); only those bytes are read (positioned reads),
 // one tensor at a time into the live tensor, so loading never needs a whole file, or a second
-// copy of the rank's share, in memory.
+// copy of the rank's share, in memory. A ZeRO-3 rank reads a window of its part (its piece of
+// the flattened part: runtime/parallel/zero3.h) the same way, one positioned read per contiguous
+// run of the file.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/common/named_tensors.h"
 #include "runtime/common/shard_spec.h"
@@ -37,5 +42,26 @@ Tensor read_part(const PartSource& src, const std::string& name, const Shape& lo
 void check_parts(const PartSource& src, const NamedTensors& targets, bool strict);
 // Each of `targets` (live tensors, any dtype and device) ← its part, after check_parts.
 void load_parts(const PartSource& src, const NamedTensors& targets, bool strict);
+
+// Elements [first, first + count) of the part of `name` this rank holds (shaped `local`, read
+// flattened row-major): a (count,) tensor in the file's dtype on the CPU, padding positions zero.
+// Only those elements are read. ValueError as read_part.
+Tensor read_part_window(const PartSource& src, const std::string& name, const Shape& local, int64_t first,
+                        int64_t count);
+
+// Pretrained weights opened for reading in parts (--init-from; a family's ModelFactory opens its
+// directory so: runtime/train/model_registry.h). `same_as`: (parameter name, store name) pairs
+// whose parts must be equal (GPT-2's lm_head.weight and transformer.wte.weight: heads tied).
+struct PretrainedSource {
+  std::shared_ptr<const SafetensorsStore> store;
+  PartSource parts;  // over *store
+  std::vector<std::pair<std::string, std::string>> same_as;
+};
+// load_parts(strict false) of `targets`, then each `same_as` pair checked (ValueError naming the
+// store when they differ).
+void load_pretrained_parts(const PretrainedSource& src, const NamedTensors& targets);
+// The window of read_part_window, and each `same_as` pair checked on that window.
+Tensor read_pretrained_window(const PretrainedSource& src, const std::string& name, const Shape& local, int64_t first,
+                              int64_t count);
 
 }  // namespace st::runtime

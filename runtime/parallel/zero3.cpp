@@ -77,13 +77,13 @@ void Zero3::bind(size_t k, const Tensor& flat) {
   impl->grad.reset();
 }
 
-NamedTensors Zero3::shard() {
+NamedTensors Zero3::shard(const PieceFill& fill, Device device) {
   NoGradGuard ng;
   MemoryCategoryScope mem(MemoryCategory::params);
   NamedTensors pieces;
   for (int u = 0; u < num_units(); ++u) {
     Unit& un = units_[static_cast<size_t>(u)];
-    un.values = Tensor::zeros({un.shard}, DType::f32, params_[un.params.front()].p.device());
+    un.values = Tensor::zeros({un.shard}, DType::f32, device);  // (S,), padding zero
     const int64_t first = rank_ * un.shard;
     for (size_t k : un.params) {
       Param& q = params_[k];
@@ -91,14 +91,16 @@ NamedTensors Zero3::shard() {
       q.lo = lo - q.offset;
       q.len = std::max<int64_t>(0, hi - lo);
       if (q.len == 0) continue;
-      Tensor slot = un.values.narrow(0, lo - first, q.len);
-      slot.copy_(q.p.detach().flatten().narrow(0, q.lo, q.len));
+      Tensor slot = un.values.narrow(0, lo - first, q.len);  // (len,)
+      fill(q.name, slot, q.lo);
       q.piece = q.shape.size() >= 2 ? slot.view({1, q.len}) : slot;
       pieces.emplace_back(q.name, q.piece);
     }
-    un.flat = Tensor::empty({un.padded}, DType::f32, un.values.device());
-    un.flat.storage()->release();
-    for (size_t k : un.params) bind(k, un.flat);  // the full tensor's old storage goes with its last view
+    {
+      Storage::DeferAllocation defer;  // released from the start: no unit is ever whole outside a gather
+      un.flat = Tensor::empty({un.padded}, DType::f32, device);
+    }
+    for (size_t k : un.params) bind(k, un.flat);  // a tensor's old storage (if any) goes with its last view
   }
   for (size_t k = 0; k < params_.size(); ++k) {
     const int u = params_[k].unit;
@@ -126,8 +128,10 @@ void Zero3::adopt(DType compute) {
     }
     un.values = values;
     un.grad = Tensor();
-    un.flat = Tensor::empty({un.padded}, compute, values.device());
-    un.flat.storage()->release();
+    {
+      Storage::DeferAllocation defer;
+      un.flat = Tensor::empty({un.padded}, compute, values.device());
+    }
     for (size_t k : un.params) bind(k, un.flat);
   }
 }
@@ -153,12 +157,10 @@ NamedTensors Zero3::gather_full(const NamedTensors& pieces) {
   return out;
 }
 
-Tensor Zero3::piece_of(const std::string& name, const Tensor& full) const {
-  const Param& q = params_.at(index_.at(name));
-  ST_CHECK(full.shape() == q.shape, ShapeError,
-           "Zero3: '" << name << "' is " << shape_str(full.shape()) << ", the model's " << shape_str(q.shape));
-  Tensor flat = full.contiguous().flatten().narrow(0, q.lo, q.len);
-  return q.shape.size() >= 2 ? flat.view({1, q.len}) : flat;
+Zero3::PieceRange Zero3::piece_range(const std::string& name) const {
+  auto it = index_.find(name);
+  ST_CHECK(it != index_.end(), ValueError, "Zero3: unknown parameter '" << name << "'");
+  return {params_[it->second].lo, params_[it->second].len};
 }
 
 const Shape& Zero3::local_shape(const std::string& name) const {

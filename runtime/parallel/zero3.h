@@ -9,6 +9,14 @@
 // a unit of its own, so the stages holding it cut it alike and its shards sum pairwise
 // (Zero3Sync), and a layer that uses another unit's weight gathers that unit too.
 //
+// Start. The rank never holds a parameter whole: the model is built without its bytes (its
+// storages made under Storage::DeferAllocation: names, shapes and modules only), and shard() gives
+// each piece its values from a PieceFill — the family's keyed init of just those elements
+// (LanguageModel::init_parameter), or a positioned read of just them from a checkpoint or a
+// pretrained directory (runtime/parallel/state_io.h, read_part_window). What a rank allocates to
+// start is its shards (Σ S_u f32) and the optimizer's state of its pieces; a read holds one piece
+// more while it is copied (tests/runtime/train/test_memory.cpp bounds the start's peak).
+//
 // Optimizer. Rank r's part of parameter k is the contiguous run of its flattened elements that
 // falls in [r·S, (r+1)·S): the "piece", a view of `values` named like the parameter (shaped
 // (1, len) for a parameter of ≥ 2 dims so the optimizer's weight-decay rule, dims ≥ 2, sees
@@ -47,6 +55,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -70,15 +79,20 @@ struct Zero3Stats {
 class Zero3 : public LayerHook {
  public:
   // model: this rank's model (a stage's layers under pp, tp shards under tp), identical in
-  // names and shapes on every rank of `dp`, in f32. comm_dtype: the gradients' reduce-scatter.
+  // names and shapes on every rank of `dp`, in f32; its tensors' bytes need not exist (never
+  // read). comm_dtype: the gradients' reduce-scatter.
   Zero3(const LanguageModel& model, std::shared_ptr<comm::Communicator> dp, std::set<std::string> own_units,
         DType comm_dtype = DType::f32, bool prefetch = true);
   Zero3(const Zero3&) = delete;
   Zero3& operator=(const Zero3&) = delete;
 
-  // After the model holds its weights (f32, full): this rank's pieces (f32 views of its shards),
-  // named by parameter, for the optimizer; the model's full tensors are freed.
-  NamedTensors shard();
+  // Writes into `piece` ((len,) f32 on the run's device) elements [first, first + len) of
+  // parameter `name`'s local tensor (its tp shard under tp), flattened row-major.
+  using PieceFill = std::function<void(const std::string& name, Tensor& piece, int64_t first)>;
+  // This rank's pieces (f32 views of its shards, made on `device` and filled by `fill`), named by
+  // parameter, for the optimizer. The model's tensors become views of the released gather buffers
+  // (whatever storage they had goes with them).
+  NamedTensors shard(const PieceFill& fill, Device device);
   // After the optimizer was built over the pieces (its f32 masters made): the shards and the
   // gather buffers take the compute dtype, and the pieces become views of the shards again.
   void adopt(DType compute);
@@ -87,8 +101,12 @@ class Zero3 : public LayerHook {
   // writes (it holds the parameter's first element), assembled from every rank's pieces
   // (name → piece, as shard() names them; a missing name contributes zeros).
   NamedTensors gather_full(const NamedTensors& pieces);
-  // This rank's piece of a parameter from its full (local) tensor, e.g. read from a checkpoint.
-  Tensor piece_of(const std::string& name, const Tensor& full) const;
+  // Where this rank's piece of a parameter lies in its flattened local tensor: [first, first + len)
+  // (len 0: no piece), and that tensor's shape — what a positioned read of the piece needs.
+  struct PieceRange {
+    int64_t first = 0, len = 0;
+  };
+  PieceRange piece_range(const std::string& name) const;
   const Shape& local_shape(const std::string& name) const;
   bool has_piece(const std::string& name) const;
 

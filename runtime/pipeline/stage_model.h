@@ -30,6 +30,9 @@ class StageModel : public LanguageModel {
   int64_t context_length() const override { return part_->context_length(); }
   nlohmann::json config_json() const override { return part_->config_json(); }
   void init_weights(uint64_t seed) override { part_->init_weights(seed); }
+  void init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t first) const override {
+    part_->init_parameter(name, t, seed, first);
+  }
   Tensor loss(const Tensor& logits, const Tensor& targets) const override { return part_->loss(logits, targets); }
   void set_chunked_head(bool on) override { part_->set_chunked_head(on); }
   bool chunked_head() const override { return part_->chunked_head(); }

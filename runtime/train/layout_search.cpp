@@ -2,6 +2,8 @@
 #include "runtime/train/layout_search.h"
 
 #include <algorithm>
+#include <set>
+#include <string>
 
 #include "runtime/train/model_registry.h"
 
@@ -9,12 +11,19 @@ namespace st::runtime {
 
 StepCost step_cost(const nlohmann::json& entry, int64_t seq_len, const PlanLayout& l, const CostModel& cm) {
   const ModelDescription d = describe_model(entry, seq_len);
-  double flops_per_token = 0, params = 0;
-  for (const LayerInfo& layer : d.layers) flops_per_token += layer.flops_per_token, params += layer.param_bytes() / 4;
+  double flops_per_token = 0, params = 0, largest = 0;  // elements; a tied weight once in `params`
+  std::set<std::string> seen;
+  for (const LayerInfo& layer : d.layers) {
+    flops_per_token += layer.flops_per_token;
+    largest = std::max(largest, layer.param_bytes() / 4);
+    for (const auto& [name, shape] : layer.params)
+      if (seen.insert(name).second) params += static_cast<double>(shape_numel(shape));
+  }
   const nlohmann::json& c = entry.at("config");
   const double C = c.value("n_embd", c.value("d_model", 0.0));
   const double blocks = static_cast<double>(d.layers.size()) - 2;
   const double e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
+  const double e_c = static_cast<double>(dtype_size(compute_dtype(l.grad_comm_dtype)));
   const double m = static_cast<double>(l.grad_accum), pp = static_cast<double>(l.pp), tp = static_cast<double>(l.tp);
   const double dp = static_cast<double>(l.dp), world = static_cast<double>(l.world());
   const double mb_tokens = static_cast<double>(l.micro_batch * seq_len);
@@ -25,9 +34,16 @@ StepCost step_cost(const nlohmann::json& entry, int64_t seq_len, const PlanLayou
   s.compute_s = 3 * flops_per_token * tokens / (world * cm.flops) * (1 + (pp - 1) / m) * (l.recompute ? 4.0 / 3 : 1);
   if (l.tp > 1) s.tp_s = blocks / pp * m * 4 * 2 * (tp - 1) / tp * mb_tokens * C * e / intra;
   if (l.dp > 1) {
-    const double bytes = 2 * (dp - 1) / dp * params / (tp * pp) * e;
-    const double bucket = std::min(bytes, l.bucket_mb * 1024 * 1024);
-    s.dp_s = std::max(bucket / across, bytes / across - s.compute_s * 2 / 3);
+    const double share = (dp - 1) / dp, stage = params / (tp * pp);  // a tp rank's elements of its stage
+    if (l.zero >= 3) {
+      const double bytes = m * share * stage * (2 * e + e_c), exposed = 2 * m * share * largest / tp * e;
+      s.dp_s = std::max(exposed / across, bytes / across - s.compute_s);
+    } else {
+      const double bytes = (l.zero >= 1 ? 1 : 2) * share * stage * e_c;  // ZeRO: a reduce to the owners
+      const double bucket = std::min(bytes, l.bucket_mb * 1024 * 1024);
+      s.dp_s = std::max(bucket / across, bytes / across - s.compute_s * 2 / 3);
+      if (l.zero >= 1) s.dp_s += share * stage * e / across;  // the updated values' broadcast
+    }
   }
   if (l.pp > 1) s.pp_s = (m + pp - 1) * 2 * mb_tokens * C * e / across;
   return s;
@@ -49,7 +65,7 @@ std::vector<RankedLayout> fitting_layouts(const nlohmann::json& entry, int64_t s
       if (global % (asked.micro_batch * dp)) continue;
       const int64_t m = global / (asked.micro_batch * dp);
       if (pp > 1 && m > max_pipeline_micro_batches(1)) continue;
-      for (int zero = 0; zero <= (dp > 1 ? 1 : 0); ++zero)
+      for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero)
         for (int recompute = 0; recompute <= 1; ++recompute) {
           PlanLayout l = asked;
           l.dp = dp, l.tp = tp, l.pp = pp, l.zero = zero, l.recompute = recompute != 0;

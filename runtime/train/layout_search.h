@@ -1,10 +1,10 @@
 // The layouts of a model that fit a device, best first: every dp × tp × pp = world (tp a divisor
-// of the heads and at most a node's GPUs, pp at most the blocks), ZeRO stage 0 or 1 (the stages
-// this runtime implements; the planner has closed forms for 2 and 3), recompute off and on, the
-// 1F1B schedule for pp > 1 (GPipe holds more with the same bubble), the global batch kept: the
-// micro-batch as asked, grad-accum = global batch / (micro-batch · dp), a layout where it does not
-// divide left out. Each layout's per-rank peak is the memory planner's (memory_plan.h); it fits
-// when its largest rank's peak is at most the device memory.
+// of the heads and at most a node's GPUs, pp at most the blocks), ZeRO stage 0 to 3 when dp > 1,
+// recompute off and on, the 1F1B schedule for pp > 1 (GPipe holds more with the same bubble), the
+// global batch kept: the micro-batch as asked, grad-accum = global batch / (micro-batch · dp), a
+// layout where it does not divide left out. Each layout's per-rank peak is the memory planner's
+// (memory_plan.h, for the asked --device); it fits when its largest rank's peak is at most the
+// device memory.
 //
 // The cost model (a ranking, not a promise; every term per optimizer step, seconds):
 //   compute   3 · F · N / (world · flops) · (1 + (pp − 1)/m) · (4/3 with recompute)
@@ -13,10 +13,22 @@
 //   tp        4 all-reduces per block per micro-batch of (B, T, C) in the compute dtype, ring
 //             2(tp−1)/tp of it each, over the node's links (--intra-gbs), not overlapped:
 //             L · m · 4 · 2(tp−1)/tp · B·T·C·e / intra
-//   dp        the gradients' ring all-reduce (ZeRO-1's reduce + broadcast moves the same),
-//             2(dp−1)/dp · P_stage · e over --inter-gbs when the dp group spans nodes (world >
-//             --gpus-per-node) else --intra-gbs; overlapped with the backward (2/3 of compute)
-//             except one bucket: max(bucket time, dp time − backward)
+//   dp        over --inter-gbs when the dp group spans nodes (world > --gpus-per-node) else
+//             --intra-gbs; P_stage = P/(tp·pp) (P the model's parameters, a tied weight once),
+//             e_c the gradients' --grad-comm-dtype bytes:
+//             ZeRO 0    the gradients' ring all-reduce, 2(dp−1)/dp · P_stage · e_c, overlapped
+//                       with the backward (2/3 of compute) except one bucket:
+//                       max(bucket time, dp time − backward)
+//             ZeRO 1/2  the reduce of each bucket to its owner, (dp−1)/dp · P_stage · e_c, hidden
+//                       the same way, plus the owners' broadcast of the updated values,
+//                       (dp−1)/dp · P_stage · e, after the optimizer (exposed: the next step's
+//                       compute waits for it)
+//             ZeRO 3    per micro-batch two all-gathers of the parameters (before the forward,
+//                       again before the backward) and a reduce-scatter of the gradients:
+//                       m · (dp−1)/dp · P_stage · (2e + e_c), prefetched a layer ahead and so
+//                       overlapped with the whole step's compute, except the first gather of
+//                       each pass: max(2m · (dp−1)/dp · U · e time, dp time − compute), U the
+//                       model's largest layer over tp (the GPT's embedding or head: wte)
 //   pp        2 (B, T, C) messages per micro-batch per boundary, on the critical path once per
 //             micro-batch and stage: (m + pp − 1) · 2 · B·T·C·e / link
 // Sorted by the sum, then by the peak.
@@ -38,7 +50,7 @@ struct CostModel {
 };
 
 struct StepCost {
-  double compute_s = 0, tp_s = 0, dp_s = 0, pp_s = 0;
+  double compute_s = 0, tp_s = 0, dp_s = 0, pp_s = 0;  // dp_s: the DP / ZeRO term, whatever the stage
   double total() const { return compute_s + tp_s + dp_s + pp_s; }
 };
 

@@ -34,6 +34,35 @@ double layer_elements(const LayerInfo& layer, const ShardRule& rule, int64_t tp,
   return n;
 }
 
+}  // namespace
+
+BlockActivations gpt_block_activations(int64_t d_model, int64_t heads, int64_t tp, Precision precision, Device device) {
+  const double C = static_cast<double>(d_model), t = static_cast<double>(tp);
+  const double A = C / t, F = 4 * C / t, H = static_cast<double>(heads) / t, D = C / static_cast<double>(heads);
+  const DType dt = compute_dtype(precision);
+  const double e = static_cast<double>(dtype_size(dt));
+  // the fused CUDA paths exist for f16/bf16 only (ops/matmul.cpp, ops/mlp.cpp, ops/attention.cpp)
+  const bool fused = device == Device::cuda && dt != DType::f32;
+  BlockActivations b;
+  // ops::causal_attention_qkv's packed kernels: head size 64 (ops/cuda/flash_attention.cu); the
+  // tensor-parallel block composes its attention from ops::causal_attention (tp_layers.cpp)
+  b.packed_attention = fused && D == 64 && tp == 1;
+  // replicated (B, T, C) tensors: ln_1's and ln_2's outputs, the residual h, the block's output,
+  // and each output projection: c_proj's GEMM and its bias add (tp > 1: the GEMM, its all-reduce,
+  // the bias add, in attention and in the MLP); a fused tp-1 projection is one tensor
+  b.replicated = tp > 1 ? 10 : fused ? 6 : 8;
+  // (B, T, A) tensors: c_attn's output (3A; unfused also its GEMM before the bias, 3A); the
+  // composed attention's reshape and head-major copies of q, k, v (6A), its output and the heads
+  // joined (2A); the packed kernels read q, k, v inside c_attn's output and keep one (B, T, A)
+  b.attention = (fused ? 3 : 6) + (b.packed_attention ? 1 : 8);
+  // (B, T, F) tensors: c_fc's output (unfused also its GEMM before the bias) and GELU's
+  b.mlp = fused ? 2 : 3;
+  b.bytes_per_token = (b.replicated * C + b.attention * A + b.mlp * F) * e + (4 + H) * 4;
+  return b;
+}
+
+namespace {
+
 // The last stage's loss per token of a micro-batch of `tokens`: saved until its backward, the
 // transient at the end of its forward (the header's "loss" and "chunked loss" terms) and, for the
 // chunked head, its backward's moment: what it holds beyond the saved bytes while wte's gradient
@@ -42,7 +71,7 @@ struct HeadLossBytes {
   double saved = 0, transient = 0, backward = 0, grad = 0;
 };
 HeadLossBytes gpt_head_loss_bytes(double C, double V, const PlanLayout& l, double tokens) {
-  const double tp = static_cast<double>(l.tp), e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
+  const double e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
   if (head_is_chunked(l)) {  // ops/lm_head_loss.h; its CPU chunk buffer is f32
     const double rows =
         std::min(tokens, static_cast<double>(ops::lm_head_chunk_rows(static_cast<int64_t>(V), compute_dtype(l.precision))));
@@ -56,31 +85,48 @@ HeadLossBytes gpt_head_loss_bytes(double C, double V, const PlanLayout& l, doubl
     h.grad = V * C * e;
     return h;
   }
-  // the logits (saved per micro-batch) and their gradient (once), each in e plus an f32 copy
-  // under fp16/bf16 (the loss is f32); ln_f's output and statistics saved, the loss's buffers
-  const double logits = V / tp * (e == 4 ? 4 : e + 4);
-  return {logits + (C + 2) * 4, logits + (C + 5) * 4 + (l.tp > 1 ? 2 * C * 4 : 0)};
+  return {};  // the unfused head: gpt_activations' logits terms
 }
 
 // Per token of a micro-batch, in bytes: the GPT's saved tensors (header), or 0 for another family.
 struct ActivationCoefficients {
   double block = 0, block_recompute = 0, replay = 0, embedding = 0, loss_saved = 0, loss_transient = 0;
-  HeadLossBytes head;  // the loss's terms (the two above are its saved and transient)
   double block_backward = 0;  // a block's backward beyond what it saved (its gradients' buffers)
+  double logits = 0;          // of loss_saved: the logits, gone once the loss's backward ran
+  double head_backward = 0;   // the head's backward: the logits' gradient and its input's (per token)
+  double head_weight_grad = 0;  // and, once, its weight's gradient (V/tp · C · e bytes)
+  double embedding_grad = 0;    // the embedding's gradient of the tied wte before it is added (bytes)
+  HeadLossBytes head;           // the chunked head's terms (zeros for the unfused head)
 };
 ActivationCoefficients gpt_activations(const nlohmann::json& config, const PlanLayout& l, double tokens) {
   ActivationCoefficients a;
-  const double C = config.value("n_embd", 0.0), H = config.value("n_head", 0.0), V = config.value("vocab_size", 0.0);
+  const double C = config.value("n_embd", 0.0), V = config.value("vocab_size", 0.0);
   const double tp = static_cast<double>(l.tp), e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
-  a.block = (12 * C + 22 * C / tp) * e + (4 + H / tp) * 4;
+  a.block = gpt_block_activations(config.value("n_embd", int64_t{0}), config.value("n_head", int64_t{1}), l.tp,
+                                  l.precision, l.device)
+                .bytes_per_token;
   a.block_recompute = C * e;
   a.replay = a.block + 5 * C * 4;
-  // measured: 12·C bytes in fp32; 52·C in fp16/bf16, where the CPU kernels stage operands in f32
+  // measured on the CPU: 12·C bytes in fp32; 52·C in fp16/bf16, where the CPU kernels stage
+  // operands in f32 (kept for CUDA: not measured there on a stage without the loss)
   a.block_backward = (e == 4 ? 12 : 52) * C;
   a.embedding = C * e;
-  a.head = gpt_head_loss_bytes(C, V, l, tokens);
-  a.loss_saved = a.head.saved;
-  a.loss_transient = a.head.transient;
+  // the logits (saved per micro-batch) and their gradient (once), each in e; on the CPU under
+  // fp16/bf16 plus an f32 copy of each (its cross-entropy kernels work in f32; the CUDA ones read
+  // and write e); ln_f's output and statistics saved, the loss's buffers
+  const double l_bytes = l.device == Device::cpu && e != 4 ? e + 4 : e;
+  a.embedding_grad = V / tp * C * l_bytes;  // the CPU stages it in f32 too under fp16/bf16
+  if (head_is_chunked(l)) {  // no logits: the chunked head's own terms (ops/lm_head_loss.h)
+    a.head = gpt_head_loss_bytes(C, V, l, tokens);
+    a.loss_saved = a.head.saved;
+    a.loss_transient = a.head.transient;
+    return a;
+  }
+  a.logits = V / tp * l_bytes;
+  a.loss_saved = a.logits + (C + 2) * 4;
+  a.loss_transient = a.logits + (C + 5) * 4 + (l.tp > 1 ? 2 * C * 4 : 0);
+  a.head_backward = V / tp * e + C * e;
+  a.head_weight_grad = V / tp * C * e;
   return a;
 }
 
@@ -142,6 +188,7 @@ PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp) {
   l.optimizer = cfg.optimizer;
   l.partition = cfg.partition == PartitionKind::profile ? PartitionKind::params : cfg.partition;
   l.bucket_mb = cfg.bucket_mb;
+  l.device = cfg.device;
   l.chunked_head = cfg.chunked_head;
   return l;
 }
@@ -177,13 +224,14 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     // per layer of the stage, in order: its elements and its saved bytes per token of one micro-batch
     std::vector<double> elems, saved;
     std::vector<bool> replayed;
-    bool holds_loss = false;
+    bool holds_loss = false, holds_embedding = false;
     std::set<std::string> seen;
     for (const LayerRange& r : stage_chunks(part, s, static_cast<int>(l.pp)))
       for (int i = r.begin; i < r.end; ++i) {
         elems.push_back(layer_elements(d.layers[static_cast<size_t>(i)], rule, l.tp, seen));
         const bool block = i != 0 && i != last_layer;
         holds_loss = holds_loss || i == last_layer;
+        holds_embedding = holds_embedding || i == 0;
         replayed.push_back(block && l.recompute);
         saved.push_back(i == 0 ? (l.recompute ? 0 : a.embedding) : !block ? 0 : l.recompute ? a.block_recompute : a.block);
       }
@@ -222,6 +270,11 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     const double fixed = m.params + m.optim + m.comm;
     // the end of the forward (the loss and its gradient on the last stage), no gradient yet
     m.activations = tokens * (n * saved_all + (holds_loss ? a.loss_transient : 0));
+    // the head's backward: the logits gone, their gradient, its input's and (once) the tied
+    // weight's gradient — the larger moment when C is large against the micro-batch's tokens
+    // (the unfused head; the chunked head's backward moment is below)
+    if (holds_loss && gpt && a.head.grad == 0)
+      m.activations = std::max(m.activations, tokens * (n * saved_all - a.logits + a.head_backward) + a.head_weight_grad);
     // the backward of its last block, the loss's saved tensors of that micro-batch gone
     const bool holds_block = std::find(saved.begin(), saved.end(), a.block) != saved.end();
     if (holds_block && !l.recompute)
@@ -232,6 +285,13 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     if (holds_loss && a.head.grad > 0)
       m.peak = std::max(m.peak, fixed + tokens * (n * saved_all + a.head.backward) +
                                     (grads_early ? m.grads - z3_backward : a.head.grad));
+    // the end of the backward: every gradient made, and the embedding's gradient of the tied wte
+    // before it is added to the head's — the peak when the activations are small against the
+    // weights (few tokens per micro-batch); ZeRO-3's gradient term already holds wte's
+    if (gpt && holds_embedding && l.zero < 3) {
+      m.activations = std::max(m.activations, a.embedding_grad);  // made in the backward's scope
+      m.peak = std::max(m.peak, fixed + m.grads + a.embedding_grad);
+    }
     // recompute: each block's replay in backward, its inputs up to it held, the gradients of the
     // layers after it made
     double inputs = 0, grads_after = 0;

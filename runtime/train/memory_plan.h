@@ -21,15 +21,28 @@
 //   activations  the schedule's in-flight micro-batches n_s (GPipe m, 1F1B min(m, pp − s),
 //                interleaved its bound; one process or no pipeline: 1) × the stage's saved bytes
 //                per micro-batch, plus the last stage's loss transient. Per token of a
-//                micro-batch (B·T tokens), from what the GPT's CPU ops save for backward,
-//                measured per layer and written as coefficients of the sizes (A = C/tp, F = 4C/tp
-//                the attention and MLP widths a tp rank holds, H/tp its heads):
-//                  block       (12·C + 22·C/tp)·e + (4 + H/tp)·4     recompute: C·e (its input)
+//                micro-batch (B·T tokens), from the tensors the GPT's ops keep for backward on the
+//                run's device (--device: every tensor an autograd node holds stays until its
+//                backward), in the sizes (A = C/tp, F = 4C/tp the attention and MLP widths a tp
+//                rank holds, H/tp its heads):
+//                  block       (r·C + a·A + f·F)·e + (4 + H/tp)·4  (gpt_block_activations below:
+//                              r, a, f count the (B, T, ·) tensors kept; the f32 part is the two
+//                              LayerNorms' statistics and the attention's log-sum-exp — no
+//                              attention path keeps a T×T tensor)
+//                              CPU, and CUDA in fp32:   r 8 (tp > 1: 10), a 14, f 3
+//                              CUDA in fp16/bf16:       r 6 (tp > 1: 10), a 4 at tp 1 with head
+//                              size 64 (packed flash / cuDNN attention), else 11, f 2 — the bias
+//                              and GELU epilogues fuse the GEMMs' outputs (ops/matmul.cpp, ops/mlp.cpp)
+//                              recompute: C·e (its input)
 //                  embedding   C·e
 //                  loss        saved per micro-batch: V/tp·l + (C + 2)·4 (the logits, ln_f's
 //                              output and statistics); once, at the end of the forward: V/tp·l
 //                              + (C + 5)·4, + 2·C·4 under tp (the logits' gradient, the loss's
-//                              buffers); l = 4 in fp32, e + 4 in fp16/bf16 (an f32 copy)
+//                              buffers); l = e, on the CPU in fp16/bf16 e + 4 (its cross-entropy
+//                              works on an f32 copy)
+//                  the head's backward (the last stage's other moment): the logits gone, their
+//                              gradient and its input's, (V/tp + C)·e per token, and the tied
+//                              weight's gradient once, V/tp·C·e: the larger when C ≳ B·T
 //                  chunked loss (--chunked-head where head_is_chunked: ops/lm_head_loss.h) saved per
 //                              micro-batch: (C + 2)·4 + 2·C·e + V·C·4 / (B·T) (dh and dw in f32,
 //                              ln_f's saved input and statistics, its output held by the loss's
@@ -42,7 +55,8 @@
 //                  a stage before the last: its output, C·e per micro-batch (its backward)
 //                  block backward (peak of a stage whose loss is not the largest moment, e.g.
 //                              a first pipeline stage): 12·C bytes in fp32, 52·C in fp16/bf16
-//                              (measured: the CPU kernels stage bf16 operands in f32)
+//                              (measured on the CPU, whose kernels stage bf16 operands in f32;
+//                              the same on CUDA, not measured there)
 //                recompute: at each block's replay in backward, the inputs of the blocks up to
 //                it, the replayed block and its backward's transient (block + 5·C·4 per token)
 //   comm         DP/ZeRO gradient buckets are the gradients themselves (no copy); a
@@ -56,8 +70,10 @@
 //                grad-accum > 1: from the first micro-batch's backward on); with recompute, the
 //                largest of that and each replay's moment (the gradients of the layers after it);
 //                with the chunked head, also its backward's moment on the last stage
-// The activation coefficients are those of this runtime's CPU GPT path (ops/cpu); other
-// families get parameters, gradients and optimizer only (activations 0, said in `notes`).
+// The CPU coefficients are held to the allocator by tests/runtime/train/test_memory_plan.cpp; the
+// CUDA ones are derived from the ops' code (tests/runtime/train/test_memory_plan_device.cpp holds
+// the closed form) and checked on the GPU by launch/gpu/run_memory_gpu.sh. Other families get
+// parameters, gradients and optimizer only (activations 0, said in `notes`).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -82,6 +98,7 @@ struct PlanLayout {
   OptimizerKind optimizer = OptimizerKind::adamw;
   PartitionKind partition = PartitionKind::params;
   double bucket_mb = 25.0;
+  Device device = Device::cpu;  // the activation term's ops (the CUDA paths fuse and keep less)
   bool chunked_head = true;  // --chunked-head (GPT; in effect only where head_is_chunked says so)
   int64_t world() const { return dp * tp * pp; }
 };
@@ -90,6 +107,15 @@ PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp);
 // Whether the GPT's loss runs the chunked head in this layout: --chunked-head, no tensor
 // parallelism (the vocabulary-parallel loss keeps the unfused head) and no ZeRO-3 (Trainer::init).
 bool head_is_chunked(const PlanLayout& layout);
+
+// A GPT block's saved tensors per token on `device` (the header's block line): how many (B, T, C),
+// (B, T, A) and (B, T, F) tensors it keeps for backward, and their bytes with the f32 statistics.
+struct BlockActivations {
+  double replicated = 0, attention = 0, mlp = 0;  // counts of (B,T,C), (B,T,A), (B,T,F) tensors
+  bool packed_attention = false;                  // CUDA f16/bf16, head size 64, tp 1
+  double bytes_per_token = 0;
+};
+BlockActivations gpt_block_activations(int64_t d_model, int64_t heads, int64_t tp, Precision precision, Device device);
 
 // What one rank of stage `stage` holds, in bytes.
 struct StageMemory {

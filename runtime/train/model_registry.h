@@ -18,6 +18,7 @@
 #include "comm/communicator.h"
 #include "runtime/common/shard_spec.h"
 #include "runtime/nn/language_model.h"
+#include "runtime/parallel/state_io.h"
 #include "runtime/train/train_config.h"
 
 namespace st::runtime {
@@ -48,6 +49,10 @@ struct ModelFactory {
   // The tensor-parallel split of each parameter (as the tp build makes it), for the memory
   // planner (runtime/train/memory_plan.h); null: every parameter whole on every rank.
   std::function<ShardRule(const nlohmann::json& config)> shard_rule = {};
+  // The pretrained directory opened for reading this model's parts in pieces, headers checked and
+  // nothing read (what a ZeRO-3 rank draws its pieces from: runtime/parallel/zero3.h); null: the
+  // family cannot (ZeRO-3 with --init-from is then refused).
+  std::function<PretrainedSource(const LanguageModel& model, const std::string& dir)> open_pretrained = {};
 };
 
 // Registers `family` ("gpt", ...); registering a name twice replaces the factory.

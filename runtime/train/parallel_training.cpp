@@ -232,7 +232,9 @@ int run_parallel_training(const TrainConfig& cfg) {
     part = plan_pipeline(job, plan);
     stage_layers = stage_chunks(part, job.me.pp, layout.pp);
   }
-  TrainInputs in = prepare_training(cfg, plan, stage_layers, layout.dp, job.me.dp, grid.tp_group());
+  // ZeRO-3 builds no parameter's bytes: each rank fills only its pieces (Trainer, Zero3::shard)
+  TrainInputs in = prepare_training(cfg, plan, stage_layers, layout.dp, job.me.dp, grid.tp_group(),
+                                    /*sharded_start=*/job.zero() && cfg.zero == 3);
   const ShardRule rule = in.model->shard_rule();  // null unless tp > 1
   std::shared_ptr<LanguageModel> model = in.model;
   TrainerWiring w;

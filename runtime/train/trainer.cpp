@@ -117,7 +117,7 @@ ModelPlan plan_model(const TrainConfig& cfg, int64_t tp, int64_t dp) {
 }
 
 TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std::vector<LayerRange> layers, int64_t dp,
-                             int64_t replica, std::shared_ptr<comm::Communicator> tp) {
+                             int64_t replica, std::shared_ptr<comm::Communicator> tp, bool sharded_start) {
   ST_CHECK(!cfg.data.empty(), ValueError, "train: no token file (--data)");
   TrainInputs in;
   in.resume_path = plan.resume_path;
@@ -127,7 +127,10 @@ TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std:
   ST_CHECK(max_tok < plan.description.vocab_size, ValueError,
            cfg.data << " holds token id " << max_tok << ", outside the model's vocabulary of "
                     << plan.description.vocab_size);
-  if (!in.resume_path.empty()) {  // the Trainer fills it from the checkpoint
+  if (sharded_start) {  // ZeRO-3: no parameter's bytes; the Trainer fills this rank's pieces (Zero3::shard)
+    Storage::DeferAllocation defer;
+    in.model = build_model_from_json(plan.entry, ModelBuild{layers, tp, dropout_seed(cfg.seed)});
+  } else if (!in.resume_path.empty()) {  // the Trainer fills it from the checkpoint
     in.model = build_model_from_json(plan.entry, ModelBuild{layers, tp, dropout_seed(cfg.seed)});
     MemoryCategoryScope mem(MemoryCategory::params);
     in.model->move_parameters(in.device);
@@ -178,14 +181,16 @@ void Trainer::init(const std::string& resume_path) {
   OpenedCheckpoint ckpt;
   if (!resume_path.empty()) {  // this rank's part of each weight, read in place
     ckpt = open_train_checkpoint(resume_path);
-    load_parts(model_part_source(*model_, *ckpt.model), model_->named_parameters(),
-               /*strict=*/model_->holds_all());
-    check_finite(model_->named_parameters(), "--resume: " + resume_path + " (model weights)");
+    if (!w_.zero3) {  // (ZeRO-3 reads its pieces only, below)
+      load_parts(model_part_source(*model_, *ckpt.model), model_->named_parameters(),
+                 /*strict=*/model_->holds_all());
+      check_finite(model_->named_parameters(), "--resume: " + resume_path + " (model weights)");
+    }
   }
   const DType compute = compute_dtype(cfg_.precision);
   NamedTensors opt_params = model_->named_parameters();
   std::erase_if(opt_params, [&](const auto& np) { return w_.roles.updated_elsewhere.count(np.first) > 0; });
-  if (w_.zero3) opt_params = w_.zero3->shard();  // this rank's pieces; the full tensors freed
+  if (w_.zero3) opt_params = shard_zero3(resume_path, ckpt);  // this rank's pieces, nothing else
   {
     MemoryCategoryScope mem(MemoryCategory::optim);
     opt_ = make_optimizer(cfg_, opt_params, compute);
@@ -217,11 +222,12 @@ void Trainer::init(const std::string& resume_path) {
     if (st.schedule_steps > 0) schedule_.total_steps = st.schedule_steps;
     PartSource state = model_part_source(*model_, *ckpt.optimizer);
     if (state.rule) state.rule = optimizer_state_shard_rule(state.rule);
-    if (w_.zero3) {  // each key's full (local) tensor read, this rank's piece kept
+    if (w_.zero3) {  // of each key only this rank's piece is read
       opt_->load_state([&](const std::string& key, const Tensor& dst) {
         if (key == "step") return void(Tensor(dst).copy_(read_part(state, key, dst.shape())));
         const std::string name = key.substr(key.find('.') + 1);
-        Tensor(dst).copy_(w_.zero3->piece_of(name, read_part(state, key, w_.zero3->local_shape(name))));
+        const Zero3::PieceRange r = w_.zero3->piece_range(name);
+        Tensor(dst).copy_(read_part_window(state, key, w_.zero3->local_shape(name), r.first, r.len).view(dst.shape()));
       });
     } else {
       check_parts(state, opt_->state_dict(), /*strict=*/false);  // this rank's keys (its stage, shards, ZeRO run)
@@ -249,6 +255,39 @@ void Trainer::init(const std::string& resume_path) {
     use_graph_ = why.empty();  // built at the first step, from the scaler and optimizer as they are then
     if (!use_graph_ && rank() == 0) std::cout << "cuda graph: off (" << why << "); the step runs eagerly" << std::endl;
   }
+}
+
+NamedTensors Trainer::shard_zero3(const std::string& resume_path, const OpenedCheckpoint& ckpt) {
+  // each piece from the checkpoint, the pretrained directory or the keyed init: only its elements
+  // are read or drawn (runtime/parallel/zero3.h, "Start")
+  Zero3::PieceFill fill;
+  PartSource src;
+  PretrainedSource pretrained;
+  std::string where;
+  if (!resume_path.empty()) {
+    src = model_part_source(*model_, *ckpt.model);
+    check_parts(src, model_->named_parameters(), /*strict=*/model_->holds_all());  // headers, before any read
+    fill = [&](const std::string& name, Tensor& piece, int64_t first) {
+      piece.copy_(read_part_window(src, name, w_.zero3->local_shape(name), first, piece.numel()));
+    };
+    where = "--resume: " + resume_path + " (model weights)";
+  } else if (!cfg_.init_from.empty()) {
+    const ModelFactory& f = model_factory(model_->family());
+    ST_CHECK(f.open_pretrained != nullptr, ValueError,
+             "--init-from under --zero 3: the " << model_->family() << " model cannot be read in pieces");
+    pretrained = f.open_pretrained(*model_, cfg_.init_from);
+    fill = [&](const std::string& name, Tensor& piece, int64_t first) {
+      piece.copy_(read_pretrained_window(pretrained, name, w_.zero3->local_shape(name), first, piece.numel()));
+    };
+    where = "--init-from " + cfg_.init_from;
+  } else {
+    fill = [&](const std::string& name, Tensor& piece, int64_t first) {
+      model_->init_parameter(name, piece, cfg_.seed, first);
+    };
+  }
+  NamedTensors pieces = w_.zero3->shard(fill, cfg_.device);
+  if (!where.empty()) check_finite(pieces, where);
+  return pieces;
 }
 
 std::vector<Tensor> Trainer::collect_grads() {

@@ -60,8 +60,9 @@ ModelPlan plan_model(const TrainConfig& cfg, int64_t tp = 1, int64_t dp = 1);
 
 // What prepare_training() sets up for one replica: the model's layers this rank holds, in f32 on
 // its device (filled from the seed or --init-from; when resuming, shaped like the checkpoint and
-// filled by the Trainer), the token file (its ids checked against the vocabulary) and the batch
-// layout.
+// filled by the Trainer; with `sharded_start`, ZeRO-3's, without any bytes: names and shapes only,
+// each rank's pieces filled by the Trainer through Zero3::shard), the token file (its ids checked
+// against the vocabulary) and the batch layout.
 struct TrainInputs {
   std::shared_ptr<LanguageModel> model;
   std::shared_ptr<TokenData> data;
@@ -72,7 +73,8 @@ struct TrainInputs {
 // With a tp group of several ranks the model is the family's tensor-parallel variant; `layers`
 // is the range a pipeline stage holds (default: all).
 TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std::vector<LayerRange> layers = {}, int64_t dp = 1,
-                             int64_t replica = 0, std::shared_ptr<comm::Communicator> tp = nullptr);
+                             int64_t replica = 0, std::shared_ptr<comm::Communicator> tp = nullptr,
+                             bool sharded_start = false);
 
 // What a layout plugs into the step, built before the Trainer (runtime/train/parallel_training.cpp
 // builds one per axis); every member has a one-process default.
@@ -127,6 +129,8 @@ class Trainer {
 
  private:
   void init(const std::string& resume_from);
+  // ZeRO-3: this rank's pieces, each filled from the checkpoint (resume), --init-from or the seed.
+  NamedTensors shard_zero3(const std::string& resume_path, const OpenedCheckpoint& ckpt);
   // The raw gradients (dtype as accumulated, loss-scaled), aligned with the optimizer's params.
   std::vector<Tensor> collect_grads();
   std::vector<double> norm_weights() const;

@@ -1,7 +1,11 @@
 // Sharding by name without ranks: the c_attn q/k/v layout and a row split in closed form, vocab
 // padding, exact shard → unshard round trips of every GPT parameter and optimizer state for tp
-// 1…4, the TP share of Σ g², named errors, and a TpGpt without a group equal to the Gpt.
+// 1…4, the TP share of Σ g², named errors, a TpGpt without a group equal to the Gpt, and a window
+// of a rank's part read alone from a file.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "models/gpt.h"
 #include "models/gpt_tp.h"
@@ -9,6 +13,8 @@
 #include "ops/optim.h"
 #include "runtime/optim/optimizer.h"
 #include "models/gpt_shard_rule.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/parallel/state_io.h"
 #include "runtime/parallel/tp_shard.h"
 #include "tensor/autograd.h"
 #include "tests/support/tp_test_util.h"
@@ -234,4 +240,50 @@ TEST(TpShard, ShardSlicesNameTheShardsElements) {
       }
     }
   EXPECT_THROW(shard_slice(ShardSpec::split(0), {6, 2}, 4, 0), ShapeError);
+}
+
+// A window of a rank's part read alone (what a ZeRO-3 rank reads of its tp shard:
+// runtime/parallel/state_io.h, read_part_window) is that part's flattened elements [first,
+// first + count), bit for bit, padding zero, and only the file's bytes of the window's real
+// elements are read: c_attn's q/k/v column chunks, a row-split weight, wte's rows padded (V 65
+// over tp 2 and 3), a replicated bias; every window start and length on a grid, tp 1, 2 and 3.
+TEST(TpShard, AWindowOfAPartReadsOnlyItsElements) {
+  const int64_t C = 6, V = 65;
+  const std::string dir = ::testing::TempDir() + "/st_window_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  NamedTensors full{{"transformer.h.0.attn.c_attn.weight", index_matrix(C, 3 * C)},
+                    {"transformer.h.0.mlp.c_proj.weight", index_matrix(4 * C, C)},
+                    {"transformer.wte.weight", index_matrix(V, C)},
+                    {"transformer.h.0.mlp.c_proj.bias", index_matrix(1, C).flatten()}};
+  save_safetensors(dir + "/model.safetensors", full, {{"format", "pt"}});
+  const SafetensorsStore store(dir, "model");
+  for (int tp : {1, 2, 3})
+    for (int r = 0; r < tp; ++r) {
+      PartSource src;
+      src.store = &store;
+      src.rule = gpt_tp_shard_rule(V);
+      src.tp = tp;
+      src.rank = r;
+      for (const auto& [name, t] : full) {
+        const Shape local = shard_shape(t.shape(), src.rule(name), tp);
+        const Tensor part = read_part(src, name, local).flatten();  // (n,), padding zero
+        const int64_t n = part.numel();
+        for (int64_t first = 0; first < n; first += std::max<int64_t>(1, n / 7))
+          for (int64_t count : {int64_t{0}, int64_t{1}, n / 3, n - first}) {
+            if (first + count > n) continue;
+            const uint64_t before = safetensors_bytes_read();
+            const Tensor w = read_part_window(src, name, local, first, count);
+            const uint64_t bytes = safetensors_bytes_read() - before;
+            const std::string what = name + " tp " + std::to_string(tp) + " rank " + std::to_string(r) + " [" +
+                                     std::to_string(first) + ", +" + std::to_string(count) + ")";
+            ASSERT_EQ(w.numel(), count) << what;
+            EXPECT_TRUE(exactly_equal(w, part.narrow(0, first, count).contiguous())) << what;
+            int64_t held = 0;  // real elements inside the window
+            for (int64_t i = first; i < first + count; ++i)
+              held += name != "transformer.wte.weight" || i / C + r * local[0] < V;
+            EXPECT_EQ(bytes, 4u * static_cast<uint64_t>(held)) << what;
+          }
+      }
+    }
+  std::filesystem::remove_all(dir);
 }

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include "runtime/data/token_data.h"
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/io/safetensors.h"
+#include "runtime/io/safetensors_index.h"
 #include "runtime/train/parallel_training.h"
 #include "runtime/train/trainer.h"
 #include "tensor/philox.h"
@@ -226,6 +228,60 @@ TEST(ShardedLoad, TensorParallelRanksReadOnlyTheirSlices) {
     const int64_t want = rank < 2 ? V / 2 * C + P * C + block : block + 2 * C + V / 2 * C;
     EXPECT_EQ(got[static_cast<size_t>(rank)], 4u * static_cast<uint64_t>(want)) << "rank " << rank;
   }
+}
+
+// ZeRO-3 at dp 4 reads only its pieces (runtime/parallel/zero3.h, "Start"): of each unit — wte
+// (tied: a unit of its own), wpe, each block, ln_f, flattened and padded to a multiple of 4 — a
+// rank reads elements [r·S, (r+1)·S) below the unit's size, from --init-from (the HF fixture) and,
+// resuming its own checkpoint of step 3, those of the weights and of AdamW's two moments (+ the
+// optimizer's step scalar). Every rank's bytes equal that closed form exactly; all four together
+// read the fixture once. Steps 1-3 and the resumed 4-5 follow transformers' curve (1e-5).
+TEST(ShardedLoad, ZeroThreeRanksReadOnlyTheirPieces) {
+  if (world_size() != 4) GTEST_SKIP() << "dp 4 needs 4 ranks";
+  const std::vector<int64_t> units{V * C, P * C, kBlock, kBlock, 2 * C};
+  auto pieces = [&](int r) {  // this rank's elements of every unit, padding excluded
+    int64_t n = 0;
+    for (int64_t u : units) {
+      const int64_t s = (u + 3) / 4;
+      n += std::clamp<int64_t>(u - r * s, 0, s);
+    }
+    return n;
+  };
+  auto ref = nlohmann::json::parse(std::ifstream(kFixture + "/reference.json"));
+  auto expect_steps = [&](const Outcome& got, size_t from, const std::string& what) {
+    for (size_t i = 0; i < got.loss.size(); ++i) {
+      const double l = ref["steps"][i + from]["loss"].get<double>(), g = ref["steps"][i + from]["grad_norm"].get<double>();
+      EXPECT_NEAR(got.loss[i], l, 1e-5 * l) << what << " loss, step " << i + from + 1;
+      EXPECT_NEAR(got.grad_norm[i], g, 1e-5 * g) << what << " grad norm, step " << i + from + 1;
+    }
+  };
+  TrainConfig c = fixture_config(kFixture);
+  c.dp = 4;
+  c.grad_accum = 1;
+  c.zero = 3;
+  c.steps = 3;
+  c.checkpoint_dir = work_dir() + "/zero3_ckpt";
+  if (world_rank() == 0) fs::remove_all(c.checkpoint_dir);
+  barrier();
+  const Outcome a = run_layout(c, "zero3_load");
+  ASSERT_EQ(a.loss.size(), 3u);
+  expect_steps(a, 0, "zero 3 from the fixture");
+  c.steps = 5;
+  c.resume = true;
+  const Outcome b = run_layout(c, "zero3_resume");
+  ASSERT_EQ(b.loss.size(), 2u);
+  expect_steps(b, 3, "zero 3 resumed");
+  const SafetensorsStore opt(c.checkpoint_dir + "/step_00000003", "optimizer");
+  const uint64_t step_bytes = static_cast<uint64_t>(shape_numel(opt.entry("step").shape)) * dtype_size(opt.entry("step").dtype);
+  const std::vector<uint64_t> from_fixture = all_bytes(a.bytes_read), resumed = all_bytes(b.bytes_read);
+  uint64_t all = 0;
+  for (int r = 0; r < 4; ++r) {
+    const uint64_t mine = 4u * static_cast<uint64_t>(pieces(r));
+    EXPECT_EQ(from_fixture[static_cast<size_t>(r)], mine) << "rank " << r << ", --init-from";
+    EXPECT_EQ(resumed[static_cast<size_t>(r)], 3 * mine + step_bytes) << "rank " << r << ", --resume";
+    all += from_fixture[static_cast<size_t>(r)];
+  }
+  EXPECT_EQ(all, 4u * static_cast<uint64_t>(kFile));
 }
 
 TEST(ShardedSave, PipelineTimesTensorParallelCheckpointResumesAsDataParallelAndOneProcess) {

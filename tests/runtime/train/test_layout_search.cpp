@@ -1,8 +1,9 @@
 // The layout search of `shardtrain plan --gpu-memory` (runtime/train/layout_search.h): its cost
 // model against the closed form written out here for one layout (a GPT of 4 blocks, C = 64,
-// T = 32), and the search's contract: only layouts whose every rank fits are listed, best
-// first, and a device smaller than every layout's need lists none. The memory numbers
-// themselves are held to the allocator by test_memory_plan.
+// T = 32) and for the data-parallel term of each ZeRO stage, and the search's contract: only
+// layouts whose every rank fits are listed, best first, ZeRO 0-3 searched (a device that only
+// ZeRO-3 fits lists ZeRO-3), and a device smaller than every layout's need lists none. The memory
+// numbers themselves are held to the allocator by test_memory_plan.
 #include <gtest/gtest.h>
 
 #include "runtime/train/layout_search.h"
@@ -54,7 +55,62 @@ TEST(LayoutSearch, ListsOnlyWhatFitsBestFirst) {
     EXPECT_LE(fit[i].peak, device);
     EXPECT_EQ(fit[i].layout.world(), 4);
     EXPECT_EQ(fit[i].layout.micro_batch * fit[i].layout.grad_accum * fit[i].layout.dp, 32);  // the global batch kept
-    if (i > 0) EXPECT_LE(fit[i - 1].cost.total(), fit[i].cost.total());
+    if (i > 0) {
+      EXPECT_LE(fit[i - 1].cost.total(), fit[i].cost.total());
+    }
   }
   EXPECT_TRUE(fitting_layouts(entry, 32, asked, 4, 1024, CostModel{}).empty());
+}
+
+// The dp term per ZeRO stage at dp 4 (one node: --intra-gbs), fp32 (e = e_c = 4), m = 4 micro-batches.
+// P = 4 blocks · (12C² + 13C) + wte V·C + wpe 32·C + ln_f 2C (wte once); U the largest layer, the
+// embedding (wte + wpe). This model's gradients fit one bucket, so ZeRO 0-2 expose all of theirs.
+TEST(LayoutSearch, DataParallelTermOfEachZeroStage) {
+  const TrainConfig c = gpt();
+  const auto entry = model_entry(c);
+  const double C = 64, V = 256, P = 4 * (12 * C * C + 13 * C) + V * C + 32 * C + 2 * C, U = V * C + 32 * C;
+  const double link = CostModel{}.intra_gbs * 1e9, share = 3.0 / 4, m = 4;
+  PlanLayout l = plan_layout(c, 4);
+  double want[4] = {2 * share * P * 4 / link,                               // all-reduce
+                    share * P * 4 / link + share * P * 4 / link,             // reduce to the owners + broadcast
+                    share * P * 4 / link + share * P * 4 / link, 0};          // ZeRO-2 moves the same
+  for (int zero = 0; zero <= 3; ++zero) {
+    l.zero = zero;
+    const StepCost s = step_cost(entry, 32, l, CostModel{});
+    // ZeRO-3: two all-gathers and a reduce-scatter of every parameter per micro-batch, hidden
+    // behind the compute but for the first gather of each pass
+    if (zero == 3) want[3] = std::max(2 * m * share * U * 4 / link, m * share * P * 12 / link - s.compute_s);
+    EXPECT_NEAR(s.dp_s, want[zero], 1e-9 * want[zero]) << "zero " << zero;
+  }
+  EXPECT_GT(want[3], want[1]);  // the extra gathers cost
+}
+
+// A model that only sharding its weights makes fit: the MLP of one hidden layer (no tensor-parallel
+// form, too few layers for a pipeline: at world 4, dp 4 only), V 8192 × C 256 embedding and head
+// (the planner counts its weights, gradients and optimizer state). ZeRO-3 holds 1/4 of each
+// layer plus the two it gathers (24.6 MiB), ZeRO-2 every weight (28.5): on a device between them
+// only ZeRO-3 layouts are listed — and some are.
+TEST(LayoutSearch, ADeviceOnlyZeroThreeFitsListsZeroThree) {
+  TrainConfig c;
+  c.model = "mlp";
+  c.layers = 1, c.d_model = 256, c.vocab = 8192, c.seq_len = 16, c.micro_batch = 1, c.grad_accum = 4;
+  const auto entry = model_entry(c);
+  const PlanLayout asked = plan_layout(c, 1);
+  const auto all = fitting_layouts(entry, 16, asked, 4, 1e18, CostModel{});
+  double best_other = 1e18, best_zero3 = 1e18;
+  bool zero2 = false;
+  for (const RankedLayout& r : all) {
+    EXPECT_EQ(r.layout.dp, 4);
+    (r.layout.zero == 3 ? best_zero3 : best_other) = std::min(r.layout.zero == 3 ? best_zero3 : best_other, r.peak);
+    zero2 = zero2 || r.layout.zero == 2;
+  }
+  EXPECT_TRUE(zero2) << "ZeRO-2 not searched";
+  ASSERT_LT(best_zero3, best_other) << "this model does not make the case";
+  const double device = (best_zero3 + best_other) / 2;
+  const auto fit = fitting_layouts(entry, 16, asked, 4, device, CostModel{});
+  ASSERT_FALSE(fit.empty()) << "nothing listed for " << device << " bytes: ZeRO-3 not searched";
+  for (const RankedLayout& r : fit) {
+    EXPECT_EQ(r.layout.zero, 3);
+    EXPECT_LE(r.peak, device);
+  }
 }

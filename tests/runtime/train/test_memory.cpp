@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
 #include "runtime/data/token_data.h"
+#include "runtime/io/safetensors_index.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/parallel/zero1.h"
 #include "runtime/train/model_registry.h"
@@ -299,6 +301,90 @@ TEST(Memory, ZeroThreeShardsTheParameters) {
                     static_cast<long long>(b.params), static_cast<long long>(b.grads), static_cast<long long>(b.optim),
                     static_cast<long long>(4 * shards), static_cast<long long>(4 * whole));
     }
+  }
+}
+
+// ZeRO-3's start (runtime/parallel/zero3.h, "Start"): no rank ever holds a parameter whole. The
+// model is built without bytes and each rank draws (or reads) only its pieces. Measured on every
+// rank over a run of 0 steps (the trainer built: model, shards, optimizer; nothing gathered yet),
+// the allocator's peaks above what was in use before:
+//   params = 4 · S exactly           S = Σ_u ⌈n_u/dp⌉ (the f32 shards; no unit is gathered at the
+//                                    start, so "its share plus the gathered units" is its share)
+//   total  ≤ 4 · S + 8 · mine + 4 KiB (AdamW's two moments of this rank's pieces; 4 KiB: the run's
+//                                    scalars: the parameter count's all-reduce, the memory table)
+// Building the whole model first and sharding it after (the old start) peaks at 4 · Σ_u n_u bytes
+// of parameters, 2× (dp 2) and 4× (dp 4) the first line, so the test fails on it. And the weights
+// a ZeRO-3 run starts from are the one-process init bit for bit: one step at lr 0 (AdamW leaves
+// every weight as it is: p · (1 − 0) − 0) checkpoints them, each tensor assembled from the
+// pieces; at dp n, and at np 4 dp 2 × tp 2 with a vocabulary tp pads (65 → 66: windows of tp
+// shards, whose padding rows no one draws).
+TEST(Memory, ZeroThreeStartsFromItsShardOnly) {
+  const int64_t n = world_size(), blocks = 12;
+  TrainConfig c = base();
+  c.layers = blocks;
+  c.dp = n;
+  c.zero = 3;
+  c.steps = 0;
+  auto pad = [&](int64_t x) { return (x + n - 1) / n * n; };
+  std::vector<int64_t> units{kWte, kWpe};
+  for (int64_t b = 0; b < blocks; ++b) units.push_back(kBlock);
+  units.push_back(kLnF);
+  int64_t shards = 0, whole = 0;
+  for (int64_t u : units) shards += pad(u) / n, whole += u;
+  c.metrics = work_dir() + "/zero3_start.jsonl";
+  barrier();
+  const MemoryUsage before = memory_usage(Device::cpu);
+  reset_memory_peaks(Device::cpu);
+  ASSERT_EQ(run_parallel_training(c), 0);
+  const MemoryUsage u = memory_usage(Device::cpu);
+  const std::vector<int64_t> mine{
+      static_cast<int64_t>(u.peak_of(MemoryCategory::params) - before.in_use_of(MemoryCategory::params)),
+      static_cast<int64_t>(u.total_peak - before.total_in_use)};
+  std::vector<int64_t> all(2 * static_cast<size_t>(n));
+  MPI_Allgather(mine.data(), 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, MPI_COMM_WORLD);
+  for (int64_t r = 0; r < n; ++r) {
+    int64_t held = 0;  // this rank's elements of the units, padding excluded
+    for (int64_t un : units) held += std::clamp<int64_t>(un - r * (pad(un) / n), 0, pad(un) / n);
+    const std::string w = "zero 3 start, dp " + std::to_string(n) + ", rank " + std::to_string(r);
+    EXPECT_EQ(all[2 * r], 4 * shards) << w << ": parameter bytes at the start (the whole model: " << 4 * whole << ")";
+    EXPECT_LE(all[2 * r + 1], 4 * shards + 8 * held + 4096) << w << ": all bytes at the start";
+    if (world_rank() == 0)
+      std::printf("%s: params peak %lld, total peak %lld bytes (shards %lld + moments %lld; whole model %lld)\n",
+                  w.c_str(), static_cast<long long>(all[2 * r]), static_cast<long long>(all[2 * r + 1]),
+                  static_cast<long long>(4 * shards), static_cast<long long>(8 * held), static_cast<long long>(4 * whole));
+  }
+
+  std::vector<std::pair<std::string, TrainConfig>> layouts{{"dp" + std::to_string(n), c}};
+  if (n == 4) {
+    TrainConfig t = c;
+    t.dp = 2;
+    t.tp = 2;
+    t.vocab = V + 1;  // 65: padded to 66 over tp 2
+    layouts.emplace_back("dp2tp2", t);
+  }
+  for (auto [tag, l] : layouts) {
+    l.steps = 1;
+    l.lr = 0;
+    l.checkpoint_dir = work_dir() + "/zero3_start_" + tag;
+    if (world_rank() == 0) fs::remove_all(l.checkpoint_dir);
+    barrier();
+    ASSERT_EQ(run_parallel_training(l), 0) << tag;
+    if (world_rank() == 0) {
+      TrainConfig one = l;
+      one.dp = one.tp = 1;
+      const auto model = build_model(one);  // the one-process init
+      const SafetensorsStore store(l.checkpoint_dir + "/step_00000001", "model");
+      int64_t compared = 0;
+      for (const auto& [name, p] : model->named_parameters()) {
+        const Tensor got = store.read(name), want = p.detach().contiguous();
+        ASSERT_EQ(got.shape(), want.shape()) << tag << " " << name;
+        EXPECT_EQ(std::memcmp(got.data_ptr(), want.data_ptr(), want.nbytes()), 0)
+            << tag << ": " << name << " differs from the one-process init";
+        compared += want.numel();
+      }
+      EXPECT_EQ(compared, (tag == "dp2tp2" ? kModel + C : kModel) + (blocks - L) * kBlock) << tag;
+    }
+    barrier();
   }
 }
 

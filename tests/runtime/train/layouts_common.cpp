@@ -1,0 +1,184 @@
+// The layout tests' shared helpers and main (layouts_common.h says what they are and why the
+// tolerance is what it is).
+#include "tests/runtime/train/layouts_common.h"
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "comm/mpi_env.h"
+#include "ops/cpu/sgemm.h"
+#include "runtime/data/token_data.h"
+#include "runtime/train/parallel_training.h"
+#include "runtime/train/trainer.h"
+#include "tensor/philox.h"
+
+namespace st::layouts {
+
+using namespace st::runtime;
+namespace fs = std::filesystem;
+
+int world_rank() {
+  int r;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int n;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+void barrier() { MPI_Barrier(MPI_COMM_WORLD); }
+
+std::string work_dir() {
+  static std::string dir = [] {
+    // one folder per ctest (the strict-p2p twin of a rank count may run beside it under ctest -j)
+    const char* p2p = std::getenv("SHARDTRAIN_P2P");
+    std::string d = std::string(ST_TEST_BINARY_DIR) + "/layouts_np" + std::to_string(world_size()) +
+                    (p2p && *p2p ? std::string("_") + p2p : std::string());
+    if (world_rank() == 0) {
+      fs::remove_all(d);
+      fs::create_directories(d);
+      std::vector<uint16_t> tokens(20000);
+      for (size_t i = 0; i < tokens.size(); ++i)  // a learnable stream: mostly i mod 37, some noise
+        tokens[i] = static_cast<uint16_t>(philox_uniform(3, i) < 0.8f ? i % 37 : (philox4x32_10(4, i).x[0] % 62));
+      write_token_file(d + "/tokens.bin", tokens);
+    }
+    barrier();
+    return d;
+  }();
+  return dir;
+}
+
+TrainConfig base_config() {
+  TrainConfig c;
+  c.model = "gpt";
+  c.layers = 4;
+  c.d_model = 32;
+  c.heads = 4;
+  c.vocab = 64;
+  c.seq_len = 16;
+  c.micro_batch = 2;
+  c.grad_accum = 2;
+  c.steps = 5;
+  c.lr = 3e-3;
+  c.weight_decay = 0.1;
+  c.clip = 1.0;
+  c.data = work_dir() + "/tokens.bin";
+  c.progress = false;
+  c.log_every = 1000;
+  c.timeout_s = 120;
+  return c;
+}
+
+Curve one_process(TrainConfig c) {
+  c.dp = 1;
+  c.tp = c.pp = 1;
+  c.schedule = Schedule::one_f_one_b;
+  c.virtual_stages = 1;
+  c.zero = false;
+  c.metrics.clear();
+  c.checkpoint_dir.clear();
+  c.resume = false;
+  Trainer t(c);
+  Curve r;
+  for (int64_t s = 0; s < c.steps; ++s) {
+    StepMetrics m = t.train_step();
+    r.loss.push_back(m.loss);
+    r.grad_norm.push_back(m.grad_norm);
+    r.loss_scale.push_back(m.loss_scale);
+    r.skipped.push_back(m.skipped);
+  }
+  return r;
+}
+
+double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
+
+// The reference and its noise envelope (layouts_common.h, "The noise of a run").
+Curve reference(TrainConfig c, int64_t dp) {
+  c.grad_accum *= dp;
+  Curve r = one_process(c);
+  TrainConfig re = c;
+  if (c.grad_accum > 1) {
+    re.micro_batch = c.micro_batch * c.grad_accum;
+    re.grad_accum = 1;
+  } else {
+    re.micro_batch = 1;
+    re.grad_accum = c.micro_batch;
+  }
+  const Curve resplit = one_process(re);
+  const int64_t kc = ops::cpu::sgemm_set_depth_block(8);
+  const Curve blocked = one_process(c);
+  ops::cpu::sgemm_set_depth_block(kc);
+  double ln = 0, nn = 0;
+  for (size_t i = 0; i < r.loss.size(); ++i) {
+    for (const Curve* o : {&resplit, &blocked}) {
+      ln = std::max(ln, rel(o->loss[i], r.loss[i]));
+      nn = std::max(nn, rel(o->grad_norm[i], r.grad_norm[i]));
+    }
+    r.loss_noise.push_back(ln);
+    r.norm_noise.push_back(nn);
+  }
+  return r;
+}
+
+Curve run_layout(TrainConfig c, const std::string& name) {
+  c.metrics = work_dir() + "/" + name + ".jsonl";
+  if (world_rank() == 0) fs::remove(c.metrics);
+  barrier();
+  EXPECT_EQ(run_parallel_training(c), 0);
+  barrier();
+  Curve r;
+  std::ifstream in(c.metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    r.loss.push_back(j["loss"].get<double>());
+    r.grad_norm.push_back(j["grad_norm"].is_number() ? j["grad_norm"].get<double>() : NAN);
+    r.loss_scale.push_back(j["loss_scale"].get<double>());
+    r.skipped.push_back(j["skipped"].get<bool>());
+  }
+  barrier();  // every rank has read the file before rank 0 may remove it for the next run
+  return r;
+}
+
+void expect_same(const Curve& got, const Curve& want, const std::string& what, size_t from, const Curve* extra) {
+  ASSERT_EQ(got.loss.size(), want.loss.size() - from) << what << ": number of steps";
+  ASSERT_EQ(want.loss_noise.size(), want.loss.size()) << what << ": the reference has no noise measured";
+  double worst = 0, widest = 0;
+  for (size_t i = 0; i < got.loss.size(); ++i) {
+    const size_t k = i + from;
+    const double tl = kNoiseMultiple * std::max(want.loss_noise[k], kNoiseFloor) + (extra ? extra->loss[k] : 0.0);
+    const double tn = kNoiseMultiple * std::max(want.norm_noise[k], kNoiseFloor) + (extra ? extra->grad_norm[k] : 0.0);
+    const double dl = rel(got.loss[i], want.loss[k]), dn = rel(got.grad_norm[i], want.grad_norm[k]);
+    EXPECT_LE(dl, tl) << what << " loss, step " << k + 1 << ": " << got.loss[i] << " vs " << want.loss[k]
+                      << " (noise " << want.loss_noise[k] << ")";
+    EXPECT_LE(dn, tn) << what << " grad norm, step " << k + 1 << ": " << got.grad_norm[i] << " vs " << want.grad_norm[k]
+                      << " (noise " << want.norm_noise[k] << ")";
+    worst = std::max({worst, dl / std::max(want.loss_noise[k], kNoiseFloor), dn / std::max(want.norm_noise[k], kNoiseFloor)});
+    widest = std::max({widest, tl, tn});
+  }
+  if (world_rank() == 0 && std::getenv("ST_LAYOUT_NOISE_LOG"))  // to re-derive kNoiseMultiple
+    std::printf("noise ratio %-60s %.3g (widest tolerance %.2g)\n", what.c_str(), worst, widest);
+}
+
+}  // namespace st::layouts
+
+int main(int argc, char** argv) {
+  int provided;
+  st::comm::apply_mpi_defaults();
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (st::layouts::world_rank() != 0) ::testing::GTEST_FLAG(brief) = true;
+  int rc = RUN_ALL_TESTS();
+  int any = 0;
+  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return any;
+}
