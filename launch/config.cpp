@@ -110,8 +110,9 @@ OptionTable train_options(TrainConfig& c) {
     "step runs eagerly, with a note on CUDA (dp/tp/pp, SGD); 0: always eager");
   B("chunked-head", "numerics", c.chunked_head,
     "gpt: the LM head fused with the cross-entropy in chunks of rows, so no (B*T, vocab) logits or their "
-    "gradient exist in training (ops/lm_head_loss.h); the tensor-parallel head (tp > 1) and ZeRO-3 keep the "
-    "unfused one. 0: the unfused head everywhere");
+    "gradient exist in training (ops/lm_head_loss.h): less memory (GPT-2 124M bf16 B64 on an H200: 22.9 "
+    "instead of 34.5 GiB), about 4 % slower there; the tensor-parallel head (tp > 1) and ZeRO-3 keep the "
+    "unfused one. Default 0: the unfused head, the faster");
   B("tf32", "numerics", c.tf32,
     "f32 matrix products on TF32 tensor cores (inputs rounded to a 10-bit mantissa, f32 accumulation), like "
     "PyTorch's set_float32_matmul_precision('high'); 0: exact f32. CUDA only: no effect on the CPU or on "

@@ -110,9 +110,17 @@ ResidualMask mask_of(const ResidualDropout& d) {
           d.p < 1.f ? 1.f / (1.f - d.p) : 0.f};
 }
 
+// A 16-byte aligned copy of t when it is not (bits unchanged). The fused kernels take layernorm's
+// vectorised row kernels only when every tensor they touch is aligned, while the unfused layernorm
+// sees x + a (a fresh, aligned tensor) and dy alone: x, a (forward) and dr (backward) made aligned
+// keep the fused op on the kernel the unfused layernorm takes, so its reductions are the same.
+// (The H200 run of 94a899e: a misaligned x and a, bit-identical otherwise, differed by an ulp.)
+Tensor aligned(const Tensor& t) { return !t.defined() || st::cuda::aligned16(t.data_ptr()) ? t : t.clone(); }
+
 template <class T, class Mask>
-void fwd(const Tensor& x, const Tensor& a, const Mask& mask, const Tensor& w, const Tensor& b, float eps, Tensor& r,
-         Tensor& y, Tensor& mean, Tensor& rstd, int64_t N, int64_t C) {
+void fwd(const Tensor& x_in, const Tensor& a_in, const Mask& mask, const Tensor& w, const Tensor& b, float eps,
+         Tensor& r, Tensor& y, Tensor& mean, Tensor& rstd, int64_t N, int64_t C) {
+  const Tensor x = aligned(x_in), a = aligned(a_in);
   RowsOfResidual<T, Mask> src{static_cast<const T*>(x.data_ptr()), static_cast<const T*>(a.data_ptr()),
                               static_cast<T*>(r.data_ptr()), mask};
   ln_rows::layernorm_fwd_rows<T>(src, static_cast<const T*>(w.data_ptr()), static_cast<const T*>(b.data_ptr()), eps,
@@ -121,8 +129,9 @@ void fwd(const Tensor& x, const Tensor& a, const Mask& mask, const Tensor& w, co
 }
 
 template <class T, class Mask>
-void bwd(const Tensor& r, const Tensor& w, const Tensor& mean, const Tensor& rstd, const Tensor& dy, const Tensor& dr,
-         const Mask& mask, Tensor& dx, Tensor& da, Tensor& dw, Tensor& db, int64_t N, int64_t C) {
+void bwd(const Tensor& r, const Tensor& w, const Tensor& mean, const Tensor& rstd, const Tensor& dy,
+         const Tensor& dr_in, const Mask& mask, Tensor& dx, Tensor& da, Tensor& dw, Tensor& db, int64_t N, int64_t C) {
+  const Tensor dr = aligned(dr_in);
   ResidualGrad<T, Mask> sink{dr.defined() ? static_cast<const T*>(dr.data_ptr()) : nullptr,
                              static_cast<T*>(dx.data_ptr()), da.defined() ? static_cast<T*>(da.data_ptr()) : nullptr,
                              mask};

@@ -1,6 +1,9 @@
 // CUDA-core causal attention on strided operands (see the header).
 #include "ops/cuda/attention_cores.h"
 
+#include <map>
+#include <mutex>
+
 #include "ops/cuda/common.cuh"
 
 namespace st::ops::cuda {
@@ -251,13 +254,20 @@ void visit_width(int D, Fn&& fn) {
 }
 
 // dynamic shared memory above 48 KiB needs the kernel's opt-in, asked once per kernel (at the
-// first call: never inside a CUDA graph capture, whose warm-up step runs first)
+// first call: never inside a CUDA graph capture, whose warm-up step runs first). Keyed by the
+// kernel's address: the instantiations of one template share a function type, so a static per
+// type would let the second one launch without its opt-in ("invalid argument", seen on the H200
+// at 94a899e for D = 128 in f16 after f32).
 template <class K>
 void allow_smem(K kernel, size_t bytes) {
-  static size_t allowed = 0;
-  if (bytes <= allowed || bytes <= 48 * 1024) return;
+  static std::mutex mu;
+  static std::map<const void*, size_t> allowed;
+  if (bytes <= 48 * 1024) return;
+  std::lock_guard<std::mutex> lock(mu);
+  size_t& a = allowed[reinterpret_cast<const void*>(kernel)];
+  if (bytes <= a) return;
   CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  allowed = bytes;
+  a = bytes;
 }
 
 template <int MD>

@@ -99,7 +99,7 @@ struct PlanLayout {
   PartitionKind partition = PartitionKind::params;
   double bucket_mb = 25.0;
   Device device = Device::cpu;  // the activation term's ops (the CUDA paths fuse and keep less)
-  bool chunked_head = true;  // --chunked-head (GPT; in effect only where head_is_chunked says so)
+  bool chunked_head = false;  // --chunked-head (GPT; in effect only where head_is_chunked says so)
   int64_t world() const { return dp * tp * pp; }
 };
 // The layout a train config asks for (its ZeRO stage: cfg.zero as an integer).

@@ -44,7 +44,7 @@ struct TrainConfig {
   bool cuda_graph = true;  // the step as one CUDA graph where it applies (runtime/train/cuda_graph_step.h)
   // GPT's LM head fused with the cross-entropy in row chunks (ops/lm_head_loss.h): no (B·T, V)
   // logits in training. Not under tp > 1 or ZeRO-3 (those keep the unfused head: Trainer::init).
-  bool chunked_head = true;
+  bool chunked_head = false;
   bool tf32 = false;  // CUDA f32 GEMMs on TF32 tensor cores (ops/matmul.h set_gemm_allow_tf32); false: exact
   int64_t zero = 0;  // ZeRO stage: 0 off, 1 optimizer state sharded, 2 also the gradients, 3 also the parameters (runtime/parallel/zero3.h)
   Precision grad_comm_dtype = Precision::fp32;  // dtype of the DP / ZeRO gradient all-reduce

@@ -74,24 +74,34 @@ TEST(GpuLmHead, EqualsTheCpuOpInEveryDtype) {
 }
 
 // Against the unfused CUDA ops. f32 (cuBLAS exact f32, not TF32): the sums over chunks regrouped,
-// 1e-5 relative. f16 / bf16: the unfused path rounds dlogits·k and its products' outputs in the
-// low-precision dtype, this one dlogits·σ and keeps the products in f32, rounding once after ×k;
-// so an element may differ by one rounding of its dtype (2⁻¹¹ / 2⁻⁸ relative): 1e-2 on norms,
-// the loss (summed in double from f32 row losses in both) to 1e-3 (the logits it is computed
-// from are the same GEMM's bits only when cuBLAS picks the same kernel for both row counts).
+// 1e-5 relative. f16 / bf16 are held to the f32 result instead of to each other: the unfused CUDA
+// path writes dlogits = (softmax − onehot)/N in the low-precision dtype, ~1/(V·N) = 4e-8 here, below
+// f16's smallest normal (6e-5) and near its smallest subnormal (6e-8), so its f16 gradient is
+// mostly rounding (the H200 run of 94a899e: 1.4e-2 from the fused one, which scales dlogits by
+// σ = 2¹⁵ and keeps its products in f32). The fused path must be within 1e-2 of f32 (one rounding
+// of bf16, 2⁻⁸, on norms, with margin) and no worse than the unfused one (+1e-3); the loss (summed
+// in double from f32 row losses in both) to 1e-3.
 TEST(GpuLmHead, EqualsTheUnfusedOpsToRoundoff) {
   const int64_t N = 3000, C = 128, V = 8000;  // by default one chunk (8192 rows in bf16): force several
   const int64_t prev = ops::set_lm_head_chunk_bytes(int64_t{4} << 20);  // 4 MiB: 256 rows in bf16, 12 chunks
   Tensor h = drawn({N, C}, 1, -1.f, 1.f), w = drawn({V, C}, 2, -0.5f, 0.5f);
   Tensor t = targets_for(N, V, 11, DType::i64);
+  const Result ref = run(h, w, t, DType::f32, false);  // the unfused f32 ops
   for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
     const Result a = run(h, w, t, dt, true), b = run(h, w, t, dt, false);
-    const double tol = dt == DType::f32 ? 1e-5 : 1e-2;
     EXPECT_NEAR(a.loss, b.loss, (dt == DType::f32 ? 1e-6 : 1e-3) * std::fabs(b.loss)) << dtype_name(dt);
-    EXPECT_LT(rel_err(a.dh, b.dh), tol) << dtype_name(dt);
-    EXPECT_LT(rel_err(a.dw, b.dw), tol) << dtype_name(dt);
-    std::printf("%s: loss %.7f vs %.7f, |dh − unfused| %.2e, |dw − unfused| %.2e (relative norms)\n", dtype_name(dt),
-                a.loss, b.loss, rel_err(a.dh, b.dh), rel_err(a.dw, b.dw));
+    if (dt == DType::f32) {
+      EXPECT_LT(rel_err(a.dh, b.dh), 1e-5);
+      EXPECT_LT(rel_err(a.dw, b.dw), 1e-5);
+    } else {
+      EXPECT_LT(rel_err(a.dh, ref.dh), 1e-2) << dtype_name(dt);
+      EXPECT_LT(rel_err(a.dw, ref.dw), 1e-2) << dtype_name(dt);
+      EXPECT_LE(rel_err(a.dh, ref.dh), rel_err(b.dh, ref.dh) + 1e-3) << dtype_name(dt);
+      EXPECT_LE(rel_err(a.dw, ref.dw), rel_err(b.dw, ref.dw) + 1e-3) << dtype_name(dt);
+    }
+    std::printf("%s: loss %.7f vs %.7f; |dh − f32| fused %.2e unfused %.2e, |dw − f32| fused %.2e unfused %.2e\n",
+                dtype_name(dt), a.loss, b.loss, rel_err(a.dh, ref.dh), rel_err(b.dh, ref.dh), rel_err(a.dw, ref.dw),
+                rel_err(b.dw, ref.dw));
   }
   ops::set_lm_head_chunk_bytes(prev);
 }
