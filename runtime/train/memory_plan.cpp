@@ -44,9 +44,10 @@ BlockActivations gpt_block_activations(int64_t d_model, int64_t heads, int64_t t
   // the fused CUDA paths exist for f16/bf16 only (ops/matmul.cpp, ops/mlp.cpp, ops/attention.cpp)
   const bool fused = device == Device::cuda && dt != DType::f32;
   BlockActivations b;
-  // ops::causal_attention_qkv's packed kernels: head size 64 (ops/cuda/flash_attention.cu); the
+  // ops::causal_attention_qkv on CUDA reads q, k, v in place for every dtype and head size up to
+  // 128 (cuDNN, the flash kernels or the CUDA-core ones: ops/cuda/attention.cu); the
   // tensor-parallel block composes its attention from ops::causal_attention (tp_layers.cpp)
-  b.packed_attention = fused && D == 64 && tp == 1;
+  b.packed_attention = device == Device::cuda && D <= 128 && tp == 1;
   // replicated (B, T, C) tensors: ln_1's and ln_2's outputs, the residual h, the block's output,
   // and each output projection: c_proj's GEMM and its bias add (tp > 1: the GEMM, its all-reduce,
   // the bias add, in attention and in the MLP); a fused tp-1 projection is one tensor
@@ -78,8 +79,12 @@ HeadLossBytes gpt_head_loss_bytes(double C, double V, const PlanLayout& l, doubl
     HeadLossBytes h;
     // dh and dw in f32, ln_f's saved input and statistics, its output (held by the loss's node)
     h.saved = C * 4 + V * C * 4 / tokens + (C * e + 2 * 4) + C * e;
-    // one chunk of f32 logits, the token batch; fp16/bf16: wte and the chunk of h widened
-    h.transient = rows * V * 4 / tokens + 4 * 4 + (e == 4 ? 0 : (V + rows) * C * 4 / tokens);
+    // one chunk of logits and the token batch: on CUDA the chunk is in e and the GEMMs read e
+    // (ops/cuda/lm_head_loss.cu); the CPU's chunk is f32, and under fp16/bf16 it widens wte and the
+    // chunk of h (the H200 at 94a899e: GPT-2 small bf16, 8 × 1024 tokens, measured 4 590 MiB
+    // against 4 863 planned with the CPU's terms: 273 MiB, these two)
+    h.transient = l.device == Device::cuda ? rows * V * e / tokens + 4 * 4
+                                           : rows * V * 4 / tokens + 4 * 4 + (e == 4 ? 0 : (V + rows) * C * 4 / tokens);
     // the token batch; fp16/bf16: dh, dw cast to e in place of their f32 buffers
     h.backward = 4 * 4 - (4 - e) * (C + V * C / tokens);
     h.grad = V * C * e;

@@ -139,7 +139,9 @@ TEST(ChunkedHead, TrainsLikeTheUnfusedHead) {
 
 TEST(ChunkedHead, OnlyWhereTheLayoutAllowsIt) {
   PlanLayout l;
-  EXPECT_TRUE(head_is_chunked(l));  // the default, as --chunked-head's
+  EXPECT_FALSE(head_is_chunked(l));  // the default, as --chunked-head's (0: the faster on the GPU)
+  l.chunked_head = true;
+  EXPECT_TRUE(head_is_chunked(l));
   l.tp = 2;
   EXPECT_FALSE(head_is_chunked(l));  // the vocabulary-parallel loss keeps the unfused head
   l.tp = 1;
@@ -147,8 +149,6 @@ TEST(ChunkedHead, OnlyWhereTheLayoutAllowsIt) {
   EXPECT_FALSE(head_is_chunked(l));  // ZeRO-3 releases wte after the head's forward
   l.zero = 2;
   EXPECT_TRUE(head_is_chunked(l));
-  l.chunked_head = false;
-  EXPECT_FALSE(head_is_chunked(l));
   // a model built outside the trainer (generation, evaluation of logits) returns logits
   auto model = build_model(gpt(1, 16, 2, 64, 8, 1));
   EXPECT_FALSE(model->chunked_head());
