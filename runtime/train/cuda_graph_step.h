@@ -27,7 +27,9 @@
 // Where it does not apply the trainer runs eagerly and says so in one line at start
 // (refusal()): not --device cuda (an error: the CPU has no graphs), more than one process (dp,
 // tp, pp; NCCL and the MPI staging path alike), a gradient source other than the local one, SGD,
-// the overflow test hook. With `capture` false (the SHARDTRAIN_TEST_GRAPH_STEP_EAGER hook) every
+// the overflow test hook; and a model whose step reads a device value back on the host (the
+// warm-up, run under the host-read guard, throws CaptureError naming the read: the trainer then
+// runs that step and the rest eagerly, with the same note). With `capture` false (the SHARDTRAIN_TEST_GRAPH_STEP_EAGER hook) every
 // step runs this code eagerly, on the CPU too: CI holds that path to the eager trainer's bits.
 #pragma once
 #include <array>

@@ -340,7 +340,25 @@ Trainer::GraphPending Trainer::launch_graph_step() {
   }
   const bool replay = graph_->captured();
   if (!replay) reset_memory_peaks(device);
-  graph_->launch(step_, m.lr);
+  try {
+    graph_->launch(step_, m.lr);
+  } catch (const CaptureError& e) {
+    // The warm-up (nothing captured or pending yet) read a device value back: this model's step
+    // cannot be a graph. It runs eagerly from here on, this step included: the failed warm-up
+    // changed nothing the eager step reads (its gradients are cleared first, the read came
+    // before the optimizer; the step's code reads nothing after it).
+    if (replay || graph_->captured() || graph_->pending() > 0) throw;
+    if (rank() == 0) std::cout << "cuda graph: off (" << e.what() << "); the step runs eagerly" << std::endl;
+    graph_.reset();
+    use_graph_ = false;
+    m.loss_scale = scaler_.scale();
+    eager_step(m);
+    ++step_;
+    record_memory(m, device);
+    p.m = finish_metrics(m, p.t0, device);
+    p.eager = true;
+    return p;
+  }
   if (!replay) {  // warm-up or capture: allocations happened now; replays allocate nothing
     record_memory(graph_memory_, device);
     graph_memory_.mem_bytes = static_cast<int64_t>(device == Device::cuda ? cuda::device_bytes_peak() : cpu_bytes_peak());
@@ -356,6 +374,7 @@ Trainer::GraphPending Trainer::launch_graph_step() {
 }
 
 StepMetrics Trainer::complete_graph_step(const GraphPending& p) {
+  if (p.eager) return p.m;  // the warm-up's fallback ran it eagerly
   StepMetrics m = p.m;
   const GraphStepReport r = graph_->wait(m.step - 1);
   const auto done = Clock::now();
@@ -562,7 +581,7 @@ void Trainer::run() {
     // unless something after it needs the device's state of that step: a checkpoint, validation,
     // the end of the run
     std::optional<GraphPending> previous;
-    while (step_ < cfg_.steps) {
+    while (use_graph_ && step_ < cfg_.steps) {  // (a warm-up that cannot be captured turns it off)
       GraphPending p;
       {
         trace::Scope ts("step " + std::to_string(step_ + 1), "pipeline");
@@ -570,11 +589,12 @@ void Trainer::run() {
       }
       if (previous) emit(complete_graph_step(*previous), metrics, bar);
       previous.reset();
-      if (sync_due(p.m.step))
+      if (p.eager || sync_due(p.m.step))
         emit(complete_graph_step(p), metrics, bar);
       else
         previous = p;
     }
+    if (previous) emit(complete_graph_step(*previous), metrics, bar);
   }
   while (step_ < cfg_.steps) {
     StepMetrics m;

@@ -139,6 +139,7 @@ class Trainer {
   struct GraphPending {
     StepMetrics m;
     Clock::time_point t0;  // when it was launched
+    bool eager = false;    // run eagerly instead (the warm-up could not be captured): m is complete
   };
   GraphPending launch_graph_step();                           // advances step()
   StepMetrics complete_graph_step(const GraphPending& p);     // waits for its report

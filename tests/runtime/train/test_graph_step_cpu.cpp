@@ -17,7 +17,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "ops/embedding.h"
 #include "runtime/data/token_data.h"
+#include "runtime/train/gradient_source.h"
 #include "runtime/train/trainer.h"
 #include "tensor/graph.h"
 #include "tensor/philox.h"
@@ -234,4 +236,78 @@ TEST(GraphStepCpu, HostReadsInsideTheGuardAreRefused) {
     EXPECT_EQ(t.item(), 3.0);
   }
   EXPECT_EQ(t.item(), 3.0);
+}
+
+// A model whose forward reads a device value back (here: its token ids, on the host) cannot be a
+// graph: the warm-up, under the host-read guard, stops at the read, and the trainer runs that step
+// and every later one eagerly — the same numbers as a run that never tried (the failed warm-up
+// changed nothing the eager step reads).
+namespace {
+struct ReadingLayer : Layer {
+  explicit ReadingLayer(int64_t V) {
+    w = register_parameter("w", Tensor::from_vector(std::vector<double>(V * V, 0.01), {V, V}));
+  }
+  Tensor forward(const Tensor& ids) override {
+    (void)ids.to_double();  // the host read a graph cannot hold
+    return ops::embedding(w, ids);  // (B, T) → (B, T, V): the logits
+  }
+  LayerCost cost(int64_t) const override { return {}; }
+  Tensor w;
+};
+struct ReadingModel : LanguageModel {
+  explicit ReadingModel(int64_t V) : V_(V) { add_layer("reader", std::make_shared<ReadingLayer>(V)); }
+  std::string family() const override { return "reading"; }
+  int64_t vocab_size() const override { return V_; }
+  int64_t context_length() const override { return 16; }
+  nlohmann::json config_json() const override { return nlohmann::json::object(); }
+  void init_weights(uint64_t) override {}
+  int64_t V_;
+};
+struct ReadingRun {
+  std::vector<double> loss;
+  NamedTensors masters;
+  bool graph_after = true;
+  std::string out;
+};
+ReadingRun train_reading_model(bool graph, bool use_run) {
+  TrainConfig c = config(Precision::fp32, 1, 0.0);
+  c.steps = 3;
+  c.cuda_graph = graph;
+  std::unique_ptr<GraphHook> hook = graph ? std::make_unique<GraphHook>() : nullptr;
+  auto model = std::make_shared<ReadingModel>(64);
+  TrainerWiring w;
+  BatchLayout layout;
+  layout.micro_batch = 2, layout.seq_len = 16;
+  w.source = std::make_unique<LocalGradientSource>(model, std::make_shared<TokenData>(c.data), layout, Device::cpu);
+  w.layout = layout;
+  Trainer t(c, model, std::move(w));
+  EXPECT_EQ(t.cuda_graph(), graph);
+  ReadingRun r;
+  testing::internal::CaptureStdout();
+  if (use_run)
+    t.run();
+  else
+    for (int64_t s = 0; s < c.steps; ++s) r.loss.push_back(t.train_step().loss);
+  r.out = testing::internal::GetCapturedStdout();
+  r.graph_after = t.cuda_graph();
+  r.masters = t.optimizer().master_weights();
+  return r;
+}
+}  // namespace
+
+TEST(GraphStepCpu, AWarmUpThatReadsBackFallsBackToEager) {
+  const ReadingRun eager = train_reading_model(false, false), graph = train_reading_model(true, false),
+                   via_run = train_reading_model(true, true);
+  for (const ReadingRun* g : {&graph, &via_run}) {
+    EXPECT_FALSE(g->graph_after) << "the warm-up's host read did not turn the graph off";
+    EXPECT_NE(g->out.find("cuda graph: off (reading tensor values on the host"), std::string::npos) << g->out;
+    ASSERT_EQ(g->masters.size(), eager.masters.size());
+    for (size_t i = 0; i < eager.masters.size(); ++i)
+      EXPECT_EQ(std::memcmp(g->masters[i].second.data_ptr(), eager.masters[i].second.data_ptr(),
+                            eager.masters[i].second.nbytes()),
+                0)
+          << eager.masters[i].first;
+  }
+  ASSERT_EQ(graph.loss.size(), eager.loss.size());
+  for (size_t s = 0; s < eager.loss.size(); ++s) EXPECT_TRUE(same_bits(graph.loss[s], eager.loss[s])) << "step " << s + 1;
 }
