@@ -9,12 +9,12 @@ import collections, csv, os, re, sys
 
 FAMILIES = [  # first match wins; kernel names as ncu prints them (templates included)
     ("gemm", r"gemm|Gemm|GEMM|cutlass|xmma|nvjet|cublas|sm90_|sm80_|ampere|hopper"),
-    ("attention", r"attention|flash|fmha|sdpa|cudnn|Attention|attn"),
+    ("attention", r"attention|flash|fmha|sdpa|cudnn|Attention|attn|core_(fwd|dq|dkdv)_kernel"),
     ("layernorm", r"layernorm"),
     ("cross-entropy", r"cross_entropy"),
     ("softmax", r"softmax"),
     ("embedding", r"embedding|RadixSort|Radix|cub::"),
-    ("dropout", r"Dropout"),
+    ("dropout", r"Dropout|dropout_kernel"),
     ("activation", r"Gelu|gelu|Relu|relu"),
     ("optimizer", r"adamw|grad_stats|sgd|step_state|begin_kernel|decide_kernel|add_loss_kernel"),
     ("bias / column sums", r"sum_cols|colsum|bias"),
