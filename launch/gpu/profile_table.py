@@ -9,7 +9,7 @@ import collections, csv, os, re, sys
 
 FAMILIES = [  # first match wins; kernel names as ncu prints them (templates included)
     ("gemm", r"gemm|Gemm|GEMM|cutlass|xmma|nvjet|cublas|sm90_|sm80_|ampere|hopper"),
-    ("attention", r"attention|flash|fmha|sdpa|cudnn|Attention|attn|core_(fwd|dq|dkdv)_kernel"),
+    ("attention", r"attention|flash|fmha|sdpa|cudnn|Attention|attn|core_(fwd|dq|dkdv|delta)_kernel"),
     ("layernorm", r"layernorm"),
     ("cross-entropy", r"cross_entropy"),
     ("softmax", r"softmax"),
