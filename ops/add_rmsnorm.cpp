@@ -48,22 +48,23 @@ ResidualNorm add_rmsnorm(const Tensor& x_in, const Tensor& a_in, const Tensor& w
   const Shape shape = x_in.shape();
   ResidualNorm out{r.view(shape).detach(), y.view(shape).detach()};  // tensors of their own, even when r is x
   // backward: dr, dy (..., C), either undefined → dx = da (..., C), dw (C); fresh tensors (=)
-  attach_grad_fn({&out.r, &out.y}, name, {x_in, a_in, w_in}, [r, w, rstd, has_a, shape, cuda](const std::vector<Tensor>& g) {
-    const Shape rows = r.shape();
-    Tensor dr = g[0].defined() ? contiguous_as(g[0], r.dtype()).view(rows) : Tensor();  // (N, C)
-    Tensor dy = g[1].defined() ? contiguous_as(g[1], r.dtype()).view(rows) : Tensor();  // (N, C)
-    if (!dy.defined()) {  // r only fed the residual: its gradient passes through
-      Tensor dx = dr.view(shape);
-      return std::vector<Tensor>{dx, has_a ? dx : Tensor(), Tensor()};
-    }
-    Tensor dx = r.empty_like(), dw = w.empty_like();
-    if (cuda)
-      cuda::add_rmsnorm_bwd(r, w, rstd, dy, dr, dx, dw);
-    else
-      cpu::add_rmsnorm_bwd(r, w, rstd, dy, dr, dx, dw);
-    Tensor dxs = dx.view(shape);
-    return std::vector<Tensor>{dxs, has_a ? dxs : Tensor(), dw};
-  });
+  attach_grad_fn({&out.r, &out.y}, name, {x_in, a_in, w_in},
+                 [r, w, rstd, has_a, shape, cuda](const std::vector<Tensor>& g) {
+                   const Shape rows = r.shape();
+                   Tensor dr = g[0].defined() ? contiguous_as(g[0], r.dtype()).view(rows) : Tensor();  // (N, C)
+                   Tensor dy = g[1].defined() ? contiguous_as(g[1], r.dtype()).view(rows) : Tensor();  // (N, C)
+                   if (!dy.defined()) {  // r only fed the residual: its gradient passes through
+                     Tensor dx = dr.view(shape);
+                     return std::vector<Tensor>{dx, has_a ? dx : Tensor(), Tensor()};
+                   }
+                   Tensor dx = r.empty_like(), dw = w.empty_like();
+                   if (cuda)
+                     cuda::add_rmsnorm_bwd(r, w, rstd, dy, dr, dx, dw);
+                   else
+                     cpu::add_rmsnorm_bwd(r, w, rstd, dy, dr, dx, dw);
+                   Tensor dxs = dx.view(shape);
+                   return std::vector<Tensor>{dxs, has_a ? dxs : Tensor(), dw};
+                 });
   return out;
 }
 

@@ -20,14 +20,16 @@ using namespace st::test;
 // CUDA op rounds silu and the product (dy·u and the gradients) where the reference is the f32 op,
 // ≤ 2⁻¹⁰ / 2⁻⁷ per element.
 TEST(GpuSwiglu, MatchesTheCpuOp) {
-  check_gpu({.name = "silu", .shapes = {{1000, 257}}, .op = [](auto& x) { return ops::silu(x[0]); }, .lo = -6, .hi = 6});
+  check_gpu({.name = "silu", .shapes = {{1000, 257}}, .op = [](auto& x) { return ops::silu(x[0]); },
+             .lo = -6, .hi = 6});
   for (int64_t F : {64, 257, 11008}) {
     const int64_t M = F == 11008 ? 32 : 1000;
     check_gpu({.name = "swiglu (" + std::to_string(M) + ", 2·" + std::to_string(F) + ")", .shapes = {{M, 2 * F}},
                .op = [](auto& x) { return ops::swiglu(x[0]); }, .lo = -6, .hi = 6});
   }
   check_gpu({.name = "swiglu of a shifted gu (1000, 2·64)", .shapes = {{1000 * 128 + 1}},
-             .op = [](auto& x) { return ops::swiglu(x[0].narrow(0, 1, 1000 * 128).view({1000, 128})); }, .lo = -6, .hi = 6});
+             .op = [](auto& x) { return ops::swiglu(x[0].narrow(0, 1, 1000 * 128).view({1000, 128})); },
+             .lo = -6, .hi = 6});
 }
 
 namespace {

@@ -8,7 +8,7 @@
 //   - add_rmsnorm bit-identical to ops::add + ops::rmsnorm (f32, bf16, f16; forward and every
 //     gradient; gradients on r and y, on y only, on r only; without a);
 //   - typed errors.
-// Cost: ~0.1 s for the file (rows of ≤ 257, finite differences on ≤ 600 inputs).
+// Cost: 0.05 s for the file on the 2-core dev VM (rows of ≤ 257, differences on ≤ 600 inputs).
 #include <gtest/gtest.h>
 
 #include <cmath>
