@@ -115,7 +115,7 @@ int cmd_plan(const std::vector<std::string>& args) {
   if (p.gpu_memory.empty()) {
     if (dp * cfg.tp * cfg.pp != world)
       throw UsageError("--world " + std::to_string(world) + " is not dp x tp x pp = " + std::to_string(dp * cfg.tp * cfg.pp));
-    std::cout << "model " << cfg.model << ", seq-len " << seq_len << ", " << runtime::to_string(cfg.precision)
+    std::cout << "model " << runtime::model_family(cfg) << ", seq-len " << seq_len << ", " << runtime::to_string(cfg.precision)
               << ", micro-batch " << cfg.micro_batch << ", grad-accum " << cfg.grad_accum << ", on "
               << runtime::to_string(cfg.device) << "\n"
               << runtime::memory_plan_table(runtime::plan_memory(entry, seq_len, asked), asked);

@@ -8,6 +8,7 @@
 
 #include "runtime/io/safetensors_index.h"
 #include "runtime/common/json_io.h"
+#include "runtime/setup/model_registry.h"
 
 namespace st::launch {
 namespace fs = std::filesystem;
@@ -48,14 +49,26 @@ OptionTable train_options(TrainConfig& c) {
     t.add({name, group, "0|1", help, true, OptionTable::bind(f), [&f] { return std::string(f ? "1" : "0"); }});
   };
   // model
-  t.add({"model", "model", "gpt|simple-transformer|mlp", "model family", false,
-         OptionTable::bind_choice(c.model, {"gpt", "simple-transformer", "mlp"}), [&c] { return c.model; }});
+  // the families the registry holds (models/register.cpp): "" picks its default
+  std::string families;
+  for (const std::string& f : runtime::registered_models()) families += (families.empty() ? "" : "|") + f;
+  t.add({"model", "model", families, "model family (default: " + runtime::model_family(c) + ")", false,
+         OptionTable::bind_choice(c.model, runtime::registered_models()), [&c] { return runtime::model_family(c); }});
   I("layers", "model", c.layers, "N", "transformer blocks (MLP: hidden layers)");
   I("d-model", "model", c.d_model, "N", "model width C");
   I("heads", "model", c.heads, "N", "attention heads (d-model must be divisible by it)");
+  I("kv-heads", "model", c.kv_heads, "N",
+    "llama: key/value heads (grouped-query attention; heads must be a multiple); 0: as many as the heads");
+  I("ffn", "model", c.ffn, "N", "llama: the MLP's width; 0: 2/3 x 4 x d-model rounded up to a multiple of 256");
+  F("rope-theta", "model", c.rope_theta, "llama: the rotary positions' base");
+  I("tie-embeddings", "model", c.tie_embeddings, "0|1",
+    "llama: the head shares the token embedding (1) or has its own (0); -1: the family's default (gpt: tied, "
+    "llama: untied)");
   I("vocab", "model", c.vocab, "N", "vocabulary size (256 for the byte tokenizer)");
   I("seq-len", "model", c.seq_len, "N", "sequence length T; 0: the model's context length");
-  S("init-from", "model", c.init_from, "DIR", "HF GPT-2 dir (config.json + model.safetensors or its sharded index); sizes come from it");
+  S("init-from", "model", c.init_from, "DIR",
+    "a Hugging Face save_pretrained dir (config.json + model.safetensors or its sharded index) of GPT-2 (model_type "
+    "gpt2) or Llama (llama); the family and sizes come from it");
   F("dropout", "model", c.dropout,
     "p of every dropout layer (GPT: embedding, residual); -1: the model's own (GPT 0 or config.json's, "
     "simple-transformer 0.1). Masks follow the global sequence index: the same in every layout");
@@ -174,30 +187,43 @@ void resolve_init_from(TrainConfig& c, const OptionTable& t) {
   if (!runtime::SafetensorsStore::exists(dir.string(), "model"))
     ST_THROW(UsageError, where << ": " << c.init_from << " holds neither model.safetensors nor model.safetensors.index.json");
   const std::string cfg_path = (dir / "config.json").string();
-  nlohmann::json j = runtime::read_json_file(cfg_path);
-  if (j.value("model_type", std::string()) != "gpt2")
-    ST_THROW(UsageError, where << ": " << cfg_path << ": model_type is not \"gpt2\" (only GPT-2 checkpoints are supported)");
-  if (t.was_set("model") && c.model != "gpt")
-    ST_THROW(UsageError, "--model" << t.origin_of("model") << ": " << c.model << " conflicts with the GPT-2 checkpoint in " << c.init_from);
-  c.model = "gpt";
-  auto take = [&](const char* key, const char* flag, int64_t& field) {
-    if (!j.contains(key) || !j[key].is_number_integer())
-      ST_THROW(UsageError, where << ": " << cfg_path << ": missing integer \"" << key << "\"");
-    int64_t v = j[key].get<int64_t>();
-    if (t.was_set(flag) && field != v)
-      ST_THROW(UsageError, "--" << flag << t.origin_of(flag) << ": " << field << " conflicts with " << key << " = " << v
-                                << " in " << cfg_path);
-    field = v;
+  const nlohmann::json j = runtime::read_json_file(cfg_path);
+  std::string family;
+  try {
+    family = runtime::family_of_hf_config(j, cfg_path);  // the registry's family of its model_type
+  } catch (const ValueError& e) {
+    ST_THROW(UsageError, where << ": " << e.what());
+  }
+  if (t.was_set("model") && c.model != family)
+    ST_THROW(UsageError, "--model" << t.origin_of("model") << ": " << c.model << " conflicts with the " << family
+                                   << " checkpoint in " << c.init_from);
+  c.model = family;
+  runtime::ModelOptions from;
+  try {
+    from = runtime::model_factory(family).options_of_hf(j);
+  } catch (const ValueError& e) {
+    ST_THROW(UsageError, where << ": " << e.what());
+  }
+  // a size given as a flag must be the file's; the others are taken from it
+  auto take = [&](const char* flag, auto& field, auto value) {
+    if (t.was_set(flag) && field != value)
+      ST_THROW(UsageError, "--" << flag << t.origin_of(flag) << ": " << field << " conflicts with " << value << " in "
+                                << cfg_path);
+    field = value;
   };
-  take("n_layer", "layers", c.layers);
-  take("n_embd", "d-model", c.d_model);
-  take("n_head", "heads", c.heads);
-  take("vocab_size", "vocab", c.vocab);
-  int64_t n_pos = 0;
-  take("n_positions", "", n_pos);
+  take("layers", c.layers, from.layers);
+  take("d-model", c.d_model, from.d_model);
+  take("heads", c.heads, from.heads);
+  take("vocab", c.vocab, from.vocab);
+  take("kv-heads", c.kv_heads, from.kv_heads);
+  take("ffn", c.ffn, from.ffn);
+  take("rope-theta", c.rope_theta, from.rope_theta);
+  take("tie-embeddings", c.tie_embeddings, from.tie_embeddings);
+  const int64_t n_pos = from.seq_len;
   if (c.seq_len == 0) c.seq_len = n_pos;
   if (c.seq_len > n_pos)
-    ST_THROW(UsageError, "--seq-len" << t.origin_of("seq-len") << ": " << c.seq_len << " exceeds n_positions = " << n_pos << " in " << cfg_path);
+    ST_THROW(UsageError, "--seq-len" << t.origin_of("seq-len") << ": " << c.seq_len << " exceeds the context length "
+                                     << n_pos << " in " << cfg_path);
 }
 
 TrainConfig parse_train_args(const std::vector<std::string>& args) {

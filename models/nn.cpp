@@ -8,6 +8,7 @@
 #include "ops/embedding.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
+#include "ops/rmsnorm.h"
 #include "runtime/nn/dropout_context.h"
 
 namespace st::models {
@@ -31,6 +32,16 @@ Tensor LayerNorm::forward(const Tensor& x) const { return ops::layernorm(x, weig
 // x, a (..., C) → {x + a, ln(x + a)} (..., C) each; without a {x, ln(x)}
 ops::ResidualNorm LayerNorm::forward_residual(const Tensor& x, const Tensor& a) const {
   return ops::add_layernorm(x, a, weight, bias, static_cast<float>(eps));
+}
+
+RmsNorm::RmsNorm(int64_t c, double e) : eps(e) { weight = register_parameter("weight", Tensor::ones({c})); }
+
+// x (..., C) → (..., C)
+Tensor RmsNorm::forward(const Tensor& x) const { return ops::rmsnorm(x, weight, static_cast<float>(eps)); }
+
+// x, a (..., C) → {x + a, rmsnorm(x + a)} (..., C) each; without a {x, rmsnorm(x)}
+ops::ResidualNorm RmsNorm::forward_residual(const Tensor& x, const Tensor& a) const {
+  return ops::add_rmsnorm(x, a, weight, static_cast<float>(eps));
 }
 
 Embedding::Embedding(int64_t num, int64_t dim) { weight = register_parameter("weight", Tensor::zeros({num, dim})); }

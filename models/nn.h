@@ -2,6 +2,7 @@
 // Each is a Module whose parameters carry PyTorch/HF local names ("weight", "bias").
 //   Linear     x (..., in) · weight (in, out) + bias (out) → (..., out)   [GPT-2 Conv1D layout]
 //   LayerNorm  x (..., C), weight (C), bias (C) → (..., C)
+//   RmsNorm    x (..., C), weight (C) → (..., C)
 //   Embedding  weight (V, C), ids (...) i64 → (..., C)
 //   LayerNorm::forward_residual(x[, a])  {r = x + a (x itself without a), ln(r)} as one op whose
 //              backward takes both outputs' gradients (ops/add_layernorm.h)
@@ -23,6 +24,7 @@
 #include <string>
 
 #include "ops/add_layernorm.h"
+#include "ops/add_rmsnorm.h"
 #include "runtime/nn/module.h"
 #include "tensor/rng.h"
 
@@ -43,6 +45,16 @@ class LayerNorm : public Module {
   Tensor forward(const Tensor& x) const;
   ops::ResidualNorm forward_residual(const Tensor& x, const Tensor& a = Tensor()) const;
   Tensor weight, bias;  // (C), (C)
+  double eps;
+};
+
+// RMSNorm (Llama): x (..., C), weight (C) → (..., C) (ops/rmsnorm.h); forward_residual as LayerNorm's.
+class RmsNorm : public Module {
+ public:
+  explicit RmsNorm(int64_t c, double eps = 1e-6);
+  Tensor forward(const Tensor& x) const;
+  ops::ResidualNorm forward_residual(const Tensor& x, const Tensor& a = Tensor()) const;
+  Tensor weight;  // (C)
   double eps;
 };
 

@@ -1,11 +1,13 @@
-// Registers the model families with runtime/setup/model_registry.h. st_models is an OBJECT library,
-// so this file's static registrar is part of every program that links st_models.
+// Registers the model families with runtime/setup/model_registry.h — the one place that names
+// them. st_models is an OBJECT library, so this file's static registrar is part of every program
+// that links st_models. The decoder families (GPT-2, Llama) are descriptions of one model
+// (models/decoder/); the seed's encoder Transformer and the MLP are models of their own.
 #include <memory>
 
+#include "models/decoder/decoder_tp_plan.h"
 #include "models/gpt.h"
-#include "models/gpt_shard_rule.h"
-#include "models/gpt_tp.h"
 #include "models/hf_gpt2.h"
+#include "models/llama.h"
 #include "models/mlp_lm.h"
 #include "models/simple_transformer.h"
 #include "runtime/common/json_io.h"
@@ -14,21 +16,43 @@
 namespace st::models {
 namespace {
 
-int64_t seq_or(const runtime::TrainConfig& cfg, int64_t dflt) { return cfg.seq_len > 0 ? cfg.seq_len : dflt; }
+using runtime::ModelBuild;
+using runtime::ModelFactory;
+using runtime::OptionFail;
+using runtime::TrainConfig;
 
-std::shared_ptr<Generator> dropout_generator(const runtime::ModelBuild& b) {
+int64_t seq_or(const TrainConfig& cfg, int64_t dflt) { return cfg.seq_len > 0 ? cfg.seq_len : dflt; }
+
+std::shared_ptr<Generator> dropout_generator(const ModelBuild& b) {
   return std::make_shared<Generator>(b.dropout_seed, 0);
 }
 
-bool split(const runtime::ModelBuild& b) { return b.tp && b.tp->size() > 1; }
+runtime::TpGroup split_group(const ModelBuild& b) { return b.tp && b.tp->size() > 1 ? b.tp : nullptr; }
 
-// ---- gpt --------------------------------------------------------------------------------------
+nlohmann::json read_hf_config(const TrainConfig& cfg) {
+  return runtime::read_json_file(cfg.init_from + "/config.json");
+}
 
-nlohmann::json gpt_options(const runtime::TrainConfig& cfg) {
+// The decoder families' checks of the options a run gives (the sizes come from them without
+// --init-from): the heads divide the width and, under tp, split over the ranks.
+void check_heads(const TrainConfig& c, const OptionFail& fail, int64_t kv_heads) {
+  if (c.d_model % c.heads != 0)
+    fail("heads", "d-model " + std::to_string(c.d_model) + " is not divisible by heads " + std::to_string(c.heads));
+  if (c.tp > 1 && c.heads % c.tp != 0)
+    fail("tp", "heads " + std::to_string(c.heads) + " is not divisible by tp " + std::to_string(c.tp));
+  if (c.tp > 1 && kv_heads % c.tp != 0)
+    fail("tp", "key/value heads " + std::to_string(kv_heads) + " are not divisible by tp " + std::to_string(c.tp) +
+                   " (each rank holds whole key/value heads)");
+}
+
+// ---- gpt (Hugging Face GPT-2) -----------------------------------------------------------------
+
+GptConfig gpt_config(const nlohmann::json& j) { return gpt_config_from_hf(j, "model config"); }
+
+nlohmann::json gpt_options(const TrainConfig& cfg) {
   GptConfig c;
   if (!cfg.init_from.empty()) {
-    const std::string path = cfg.init_from + "/config.json";
-    c = gpt_config_from_hf(runtime::read_json_file(path), path);
+    c = gpt_config_from_hf(read_hf_config(cfg), cfg.init_from + "/config.json");
   } else {
     c.n_layer = cfg.layers;
     c.n_embd = cfg.d_model;
@@ -40,15 +64,42 @@ nlohmann::json gpt_options(const runtime::TrainConfig& cfg) {
   return gpt_hf_config_json(c);
 }
 
-std::shared_ptr<runtime::LanguageModel> gpt_build(const nlohmann::json& j, const runtime::ModelBuild& b) {
-  const GptConfig c = gpt_config_from_hf(j, "model config");
-  if (split(b)) return std::make_shared<TpGpt>(c, b.tp, dropout_generator(b), b.layers);
-  return std::make_shared<Gpt>(c, dropout_generator(b), b.layers);
+runtime::ModelOptions gpt_sizes(const nlohmann::json& j) {
+  const GptConfig c = gpt_config(j);
+  runtime::ModelOptions m;
+  m.layers = c.n_layer, m.d_model = c.n_embd, m.heads = c.n_head, m.vocab = c.vocab_size, m.seq_len = c.n_positions;
+  m.kv_heads = c.n_head, m.ffn = 4 * c.n_embd, m.tie_embeddings = 1;  // GPT-2: multi-head, 4C, tied
+  return m;
+}
+
+// ---- llama (Hugging Face LlamaForCausalLM) ----------------------------------------------------
+
+nlohmann::json llama_options(const TrainConfig& cfg) {
+  if (!cfg.init_from.empty()) return read_hf_config(cfg);
+  LlamaSizes s;
+  s.layers = cfg.layers;
+  s.d_model = cfg.d_model;
+  s.heads = cfg.heads;
+  s.kv_heads = cfg.kv_heads;
+  s.ffn = cfg.ffn;
+  s.vocab = cfg.vocab;
+  s.context = seq_or(cfg, 64);
+  s.rope_theta = cfg.rope_theta;
+  s.tied = cfg.tie_embeddings == 1;
+  return llama_hf_config(s);
+}
+
+runtime::ModelOptions llama_sizes(const nlohmann::json& j) {
+  const DecoderSpec s = llama_spec(j, "model config");
+  runtime::ModelOptions m;
+  m.layers = s.layers, m.d_model = s.d_model, m.heads = s.heads, m.vocab = s.vocab, m.seq_len = s.context;
+  m.kv_heads = s.kv_heads, m.ffn = s.ffn, m.rope_theta = s.rope.theta, m.tie_embeddings = s.tied_head ? 1 : 0;
+  return m;
 }
 
 // ---- simple-transformer, mlp ------------------------------------------------------------------
 
-nlohmann::json st_options(const runtime::TrainConfig& cfg) {
+nlohmann::json st_options(const TrainConfig& cfg) {
   SimpleTransformerConfig c;
   c.layers = cfg.layers;
   c.d_model = cfg.d_model;
@@ -59,7 +110,7 @@ nlohmann::json st_options(const runtime::TrainConfig& cfg) {
   return SimpleTransformer::config_to_json(c);
 }
 
-nlohmann::json mlp_options(const runtime::TrainConfig& cfg) {
+nlohmann::json mlp_options(const TrainConfig& cfg) {
   MlpConfig c;
   c.layers = cfg.layers;
   c.d_model = cfg.d_model;
@@ -68,16 +119,9 @@ nlohmann::json mlp_options(const runtime::TrainConfig& cfg) {
   return MlpLm::config_to_json(c);
 }
 
-// Closed forms of each family's parameter count, for the memory check before a byte is allocated
-// (runtime/plan/memory_check.h; tests/runtime/plan/test_memory_check.cpp checks them against the
-// built models). GPT: per block 12·C² + 13·C (attention 4·C² + 4·C, MLP 8·C² + 5·C, two LayerNorms 4·C); embeddings
-// C·(V + T); the final LayerNorm 2·C; the head is tied.
-double gpt_param_count(const nlohmann::json& j) {
-  const GptConfig c = gpt_config_from_hf(j, "model config");
-  const double L = static_cast<double>(c.n_layer), C = static_cast<double>(c.n_embd);
-  const double V = static_cast<double>(c.vocab_size), T = static_cast<double>(c.n_positions);
-  return 12 * L * C * C + 13 * L * C + C * (V + T) + 2 * C;
-}
+// Closed forms of the two own families' parameter counts, for the memory check before a byte is
+// allocated (runtime/plan/memory_check.h; tests/runtime/plan/test_memory_check.cpp checks them
+// against the built models). The decoders count from their description (decoder_param_count).
 // Embedding V·C; per layer attention 4·C² + 4·C, feed-forward 2·C·F + F + C, two LayerNorms 4·C;
 // head C·V + V.
 double st_param_count(const nlohmann::json& j) {
@@ -97,28 +141,77 @@ double mlp_param_count(const nlohmann::json& j) {
 struct Registrar {
   Registrar() {
     runtime::register_model(
-        "gpt", {gpt_options,
-                [](const nlohmann::json& j, int64_t T) { return describe_gpt(gpt_config_from_hf(j, "model config"), T); },
-                gpt_build, load_hf_gpt2_weights, /*tensor_parallel=*/true, gpt_param_count,
-                [](const nlohmann::json& j) { return gpt_tp_shard_rule(gpt_config_from_hf(j, "model config").vocab_size); },
-                open_hf_gpt2_weights});
+        "gpt",
+        {.config_from_options = gpt_options,
+         .describe = [](const nlohmann::json& j, int64_t T) { return describe_decoder(gpt_spec(gpt_config(j)), T); },
+         .build = [](const nlohmann::json& j, const ModelBuild& b) -> std::shared_ptr<runtime::LanguageModel> {
+           return std::make_shared<Gpt>(gpt_config(j), dropout_generator(b), b.layers, split_group(b));
+         },
+         .load_pretrained = load_hf_gpt2_weights,
+         .tensor_parallel = true,
+         .param_count = [](const nlohmann::json& j) { return decoder_param_count(gpt_spec(gpt_config(j))); },
+         .shard_rule = [](const nlohmann::json& j) { return decoder_tp_rule(gpt_spec(gpt_config(j))); },
+         .open_pretrained = open_hf_gpt2_weights,
+         .hf_model_type = "gpt2",
+         .is_default = true,
+         .check_options = [](const TrainConfig& c, const OptionFail& fail) { check_heads(c, fail, c.heads); },
+         .options_of_hf = gpt_sizes});
+    runtime::register_model(
+        "llama",
+        {.config_from_options = llama_options,
+         .describe = [](const nlohmann::json& j, int64_t T) { return describe_decoder(llama_spec(j, "model config"), T); },
+         .build = [](const nlohmann::json& j, const ModelBuild& b) -> std::shared_ptr<runtime::LanguageModel> {
+           return std::make_shared<DecoderModel>(llama_spec(j, "model config"), split_group(b), dropout_generator(b),
+                                                 b.layers);
+         },
+         .load_pretrained = load_hf_llama_weights,
+         .tensor_parallel = true,
+         .param_count = [](const nlohmann::json& j) { return decoder_param_count(llama_spec(j, "model config")); },
+         .shard_rule = [](const nlohmann::json& j) { return decoder_tp_rule(llama_spec(j, "model config")); },
+         .open_pretrained = open_hf_llama_weights,
+         .hf_model_type = "llama",
+         .check_options =
+             [](const TrainConfig& c, const OptionFail& fail) {
+               check_heads(c, fail, c.kv_heads > 0 ? c.kv_heads : c.heads);
+               if (c.kv_heads > 0 && c.heads % c.kv_heads != 0)
+                 fail("kv-heads", std::to_string(c.heads) + " heads do not group evenly over " +
+                                      std::to_string(c.kv_heads) + " key/value heads");
+               if ((c.d_model / c.heads) % 2 != 0)
+                 fail("heads", "rotary positions need an even head dim, d-model / heads = " +
+                                   std::to_string(c.d_model / c.heads));
+               if (c.dropout > 0) fail("dropout", "the llama model has no dropout layers");
+             },
+         .options_of_hf = llama_sizes});
     runtime::register_model(
         "simple-transformer",
-        {st_options,
-         [](const nlohmann::json& j, int64_t T) {
-           return SimpleTransformer::describe(SimpleTransformer::config_from_json(j), T);
-         },
-         [](const nlohmann::json& j, const runtime::ModelBuild& b) -> std::shared_ptr<runtime::LanguageModel> {
+        {.config_from_options = st_options,
+         .describe =
+             [](const nlohmann::json& j, int64_t T) {
+               return SimpleTransformer::describe(SimpleTransformer::config_from_json(j), T);
+             },
+         .build = [](const nlohmann::json& j, const ModelBuild& b) -> std::shared_ptr<runtime::LanguageModel> {
            return std::make_shared<SimpleTransformer>(SimpleTransformer::config_from_json(j), dropout_generator(b),
                                                       b.layers);
          },
-         {}, false, st_param_count});
+         .param_count = st_param_count,
+         .check_options =
+             [](const TrainConfig& c, const OptionFail& fail) {
+               if (c.d_model % c.heads != 0)
+                 fail("heads", "d-model " + std::to_string(c.d_model) + " is not divisible by heads " +
+                                   std::to_string(c.heads));
+             }});
     runtime::register_model(
-        "mlp", {mlp_options, [](const nlohmann::json& j, int64_t) { return MlpLm::describe(MlpLm::config_from_json(j)); },
-                [](const nlohmann::json& j, const runtime::ModelBuild& b) -> std::shared_ptr<runtime::LanguageModel> {
-                  return std::make_shared<MlpLm>(MlpLm::config_from_json(j), b.layers);
-                },
-                {}, false, mlp_param_count});
+        "mlp",
+        {.config_from_options = mlp_options,
+         .describe = [](const nlohmann::json& j, int64_t) { return MlpLm::describe(MlpLm::config_from_json(j)); },
+         .build = [](const nlohmann::json& j, const ModelBuild& b) -> std::shared_ptr<runtime::LanguageModel> {
+           return std::make_shared<MlpLm>(MlpLm::config_from_json(j), b.layers);
+         },
+         .param_count = mlp_param_count,
+         .check_options =
+             [](const TrainConfig& c, const OptionFail& fail) {
+               if (c.dropout > 0) fail("dropout", "the mlp model has no dropout layers");
+             }});
   }
 };
 const Registrar registrar;

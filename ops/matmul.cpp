@@ -124,4 +124,22 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   return y;
 }
 
+Tensor linear_nt(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  check_defined("linear_nt", {x, w});
+  if (w.dim() != 2 || x.size(-1) != w.size(1))
+    ST_THROW(ShapeError, "linear_nt: input " << shape_str(x.shape()) << " and weight " << shape_str(w.shape())
+                                             << " (expected (C_out, C_in))");
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != w.size(0)))
+    ST_THROW(ShapeError, "linear_nt: bias " << shape_str(bias.shape()) << " for weight " << shape_str(w.shape()));
+  Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // (M, C_in)
+  Tensor y = matmul(x2, w, false, true);                       // (M, C_out)
+  if (bias.defined()) y = add(y, bias);
+  if (x.dim() != 2) {
+    Shape s = x.shape();
+    s.back() = w.size(0);
+    y = y.reshape(s);
+  }
+  return y;
+}
+
 }  // namespace st::ops

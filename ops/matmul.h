@@ -4,6 +4,8 @@
 //     (then a must not be transposed: the batch folds into M).
 //   linear(x, w, bias): x (..., C_in) · w (C_in, C_out) + bias (C_out) → (..., C_out).
 //     w is stored (in, out) like GPT-2's Conv1D, so HF weights load without transposes.
+//   linear_nt(x, w, bias): x (..., C_in) · wᵀ + bias → (..., C_out), w (C_out, C_in) stored as
+//     torch.nn.Linear stores it (Llama's checkpoints); the bias added after the product.
 // CPU: ops/cpu/sgemm (Eigen's GEBP kernel, fixed blocking) in f32 (f16/bf16 widened, rounded
 // on store). CUDA: cuBLAS with f32 accumulation (f32 inputs exact unless TF32 is switched on:
 // set_gemm_allow_tf32); for f16/bf16 with a bias, linear adds the bias in the GEMM's epilogue and its
@@ -17,6 +19,7 @@ namespace st::ops {
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
+Tensor linear_nt(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
 
 namespace cpu {
 // c (batch, M, N) = op(a) · op(b); a, b contiguous with `batch` leading matrices (b_batch 1 = shared).

@@ -40,8 +40,10 @@ std::shared_ptr<LanguageModel> load_model_for_sampling(const std::string& dir_in
   } else {
     std::string cfg = (fs::path(dir) / "config.json").string();
     ST_CHECK(fs::exists(cfg), IOError, "checkpoint " << dir << " has model weights but neither state.json nor config.json");
-    model = build_model_from_json({{"family", "gpt"}, {"config", read_json_file(cfg)}}, build);  // a Hugging Face GPT-2 directory
-    model_factory("gpt").load_pretrained(*model, dir);
+    const nlohmann::json config = read_json_file(cfg);
+    const std::string family = family_of_hf_config(config, cfg);  // a Hugging Face directory: its model_type's family
+    model = build_model_from_json({{"family", family}, {"config", config}}, build);
+    model_factory(family).load_pretrained(*model, dir);
   }
   model->eval();
   if (resolved) *resolved = dir;

@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,9 +54,21 @@ struct LayerInfo {
   double flops_per_token = 0;                          // forward, at the sequence length asked
   double param_bytes() const;                          // f32 bytes of params
 };
+// The shape facts of a decoder's blocks that memory and speed depend on beyond the parameters
+// (what the planner's activation terms read: runtime/plan/memory_plan.h). Set by the decoder
+// families (models/decoder/decoder.h); absent for models whose activations are not modelled.
+struct DecoderShape {
+  int64_t d_model = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
+  bool swiglu = false;            // gate and up (2F wide) instead of one F-wide up projection, GELU otherwise
+  bool rmsnorm = false;           // RMSNorm (weight only) instead of LayerNorm (weight and bias)
+  bool rotary = false;            // rotary positions (no position embedding)
+  bool tied_head = true;          // the head's weight is the token embedding's
+  double embd_pdrop = 0, resid_pdrop = 0;
+};
 struct ModelDescription {
   std::vector<LayerInfo> layers;  // every layer of the full model, in order
   int64_t vocab_size = 0, context_length = 0;
+  std::optional<DecoderShape> decoder;  // the decoder families' block shape (see above)
 };
 
 // What runs each layer's forward on the model's behalf when set (LanguageModel::set_layer_hook):

@@ -8,8 +8,6 @@
 #include <vector>
 
 #include "ops/cpu/elementary.h"  // exp/log with the same bits on every CPU (docs/testing.md)
-#include "ops/activation.h"
-#include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/matmul.h"
@@ -67,73 +65,47 @@ int64_t pad_vocab(int64_t vocab, int tp) {
 
 // ---- linears ----------------------------------------------------------------------------------
 
-ColumnParallelLinear::ColumnParallelLinear(int64_t in_, int64_t out_full_, TpGroup tp, bool has_bias, bool gather)
-    : in(in_), out_full(out_full_), gather_output(gather), tp_(std::move(tp)) {
+ColumnParallelLinear::ColumnParallelLinear(int64_t in_, int64_t out_full_, TpGroup tp, bool has_bias, bool gather,
+                                           bool weight_out_in)
+    : in(in_), out_full(out_full_), gather_output(gather), out_in(weight_out_in), tp_(std::move(tp)) {
   const int p = tp_size(tp_);
   ST_CHECK(out_full % p == 0, ValueError,
            "ColumnParallelLinear: output width " << out_full << " does not divide by tp " << p);
   out_local = out_full / p;
-  weight = register_parameter("weight", Tensor::zeros({in, out_local}));        // (in, out/tp)
-  if (has_bias) bias = register_parameter("bias", Tensor::zeros({out_local}));  // (out/tp)
+  weight = register_parameter("weight", out_in ? Tensor::zeros({out_local, in})    // (out/tp, in)
+                                               : Tensor::zeros({in, out_local}));  // (in, out/tp)
+  if (has_bias) bias = register_parameter("bias", Tensor::zeros({out_local}));     // (out/tp)
 }
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) const {
   ST_CHECK(x.dim() >= 1 && x.size(-1) == in, ShapeError,
            "ColumnParallelLinear: input must be (..., " << in << "), got " << shape_str(x.shape()));
-  Tensor y = ops::linear(copy_to_tp(x, tp_), weight, bias);  // (..., out/tp)
-  return gather_output ? gather_from_tp(y, tp_) : y;         // (..., out) in shard order
+  const Tensor xr = copy_to_tp(x, tp_);
+  Tensor y = out_in ? ops::linear_nt(xr, weight, bias) : ops::linear(xr, weight, bias);  // (..., out/tp)
+  return gather_output ? gather_from_tp(y, tp_) : y;  // (..., out) in shard order
 }
 
-RowParallelLinear::RowParallelLinear(int64_t in_full_, int64_t out_, TpGroup tp, bool has_bias, bool parallel_in)
-    : in_full(in_full_), out(out_), input_is_parallel(parallel_in), tp_(std::move(tp)) {
+RowParallelLinear::RowParallelLinear(int64_t in_full_, int64_t out_, TpGroup tp, bool has_bias, bool parallel_in,
+                                     bool weight_out_in)
+    : in_full(in_full_), out(out_), input_is_parallel(parallel_in), out_in(weight_out_in), tp_(std::move(tp)) {
   const int p = tp_size(tp_);
   ST_CHECK(in_full % p == 0, ValueError,
            "RowParallelLinear: input width " << in_full << " does not divide by tp " << p);
   in_local = in_full / p;
-  weight = register_parameter("weight", Tensor::zeros({in_local, out}));  // (in/tp, out)
-  if (has_bias) bias = register_parameter("bias", Tensor::zeros({out}));  // (out) replicated
+  weight = register_parameter("weight", out_in ? Tensor::zeros({out, in_local})    // (out, in/tp)
+                                               : Tensor::zeros({in_local, out}));  // (in/tp, out)
+  if (has_bias) bias = register_parameter("bias", Tensor::zeros({out}));           // (out) replicated
 }
 
 Tensor RowParallelLinear::forward(const Tensor& x) const {
   Tensor xin = input_is_parallel ? x : scatter_to_tp(x, tp_);  // (..., in/tp)
   ST_CHECK(xin.dim() >= 1 && xin.size(-1) == in_local, ShapeError,
            "RowParallelLinear: local input must be (..., " << in_local << "), got " << shape_str(xin.shape()));
-  Tensor y = reduce_from_tp(ops::linear(xin, weight), tp_);  // (..., out) Σ over ranks
-  return bias.defined() ? ops::add(y, bias) : y;             // bias once, after the sum
+  auto product = [&](const Tensor& b) { return out_in ? ops::linear_nt(xin, weight, b) : ops::linear(xin, weight, b); };
+  if (tp_size(tp_) == 1) return product(bias);     // one rank: the bias in the product, as a plain linear
+  Tensor y = reduce_from_tp(product(Tensor()), tp_);  // (..., out) Σ over ranks
+  return bias.defined() ? ops::add(y, bias) : y;      // bias once, after the sum
 }
-
-// ---- attention and MLP ------------------------------------------------------------------------
-
-TpSelfAttention::TpSelfAttention(int64_t c, int64_t h, TpGroup tp) : n_embd(c), n_head(h) {
-  const int p = tp_size(tp);
-  ST_CHECK(h >= 1 && c % h == 0, ValueError, "TpSelfAttention: d_model " << c << " does not divide by heads " << h);
-  ST_CHECK(h % p == 0, ValueError, "TpSelfAttention: heads " << h << " do not divide by tp " << p);
-  local_heads = h / p;
-  head_dim = c / h;
-  c_attn = register_module("c_attn", std::make_shared<ColumnParallelLinear>(c, 3 * c, tp));
-  c_proj = register_module("c_proj", std::make_shared<RowParallelLinear>(c, c, tp));
-}
-
-Tensor TpSelfAttention::forward(const Tensor& h) const {
-  ST_CHECK(h.dim() == 3 && h.size(2) == n_embd, ShapeError,
-           "TpSelfAttention: input must be (B, T, " << n_embd << "), got " << shape_str(h.shape()));
-  const int64_t B = h.size(0), T = h.size(1), A = local_heads * head_dim;
-  Tensor qkv = c_attn->forward(h);  // (B, T, 3A) packed [q_r | k_r | v_r]
-  auto heads = [&](int64_t i) {     // (B, T, A) piece → (B, Hl, T, D)
-    return qkv.narrow(2, i * A, A).reshape({B, T, local_heads, head_dim}).transpose(1, 2).contiguous();
-  };
-  Tensor y = ops::causal_attention(heads(0), heads(1), heads(2));  // (B, Hl, T, D)
-  y = y.transpose(1, 2).contiguous().reshape({B, T, A});           // (B, T, A) this rank's heads
-  return c_proj->forward(y);                                       // (B, T, C)
-}
-
-TpMlp::TpMlp(int64_t c, int64_t f, TpGroup tp) {
-  c_fc = register_module("c_fc", std::make_shared<ColumnParallelLinear>(c, f, tp));
-  c_proj = register_module("c_proj", std::make_shared<RowParallelLinear>(f, c, tp));
-}
-
-// h (B, T, C) → (B, T, F/tp) → GELU → (B, T, C)
-Tensor TpMlp::forward(const Tensor& h) const { return c_proj->forward(ops::gelu(c_fc->forward(h))); }
 
 // ---- vocab-parallel embedding -----------------------------------------------------------------
 

@@ -7,11 +7,10 @@
 //                         w (in, out/tp), b (out/tp); gather_output: all-gather to (..., out)
 //                         (columns in shard order: rank 0's, then rank 1's, ...)
 //   RowParallelLinear     x (..., in/tp) split → x·w → reduce_from_tp → + b → (..., out)
-//                         w (in/tp, out), b (out) replicated, added once after the sum
-//   TpSelfAttention       c_attn column-parallel (C, 3C/tp): this rank's q, k, v columns of heads
-//                         [r·H/tp, (r+1)·H/tp), packed [q_r | k_r | v_r]; causal attention over
-//                         those heads; c_proj row-parallel (C/tp, C)
-//   TpMlp                 c_fc column-parallel (C, F/tp), GELU, c_proj row-parallel (F/tp, C)
+//                         w (in/tp, out), b (out) replicated, added once after the sum (one rank:
+//                         in the product's epilogue, as ops::linear)
+//   Either linear may store its weight (out, in) instead (nn.Linear's layout, y = x·wᵀ: Llama's
+//   checkpoints): column (out/tp, in), row (out, in/tp).
 //   VocabParallelEmbedding weight rows [r·Vp/tp, (r+1)·Vp/tp) of the vocabulary padded to Vp, a
 //                         multiple of tp; ids of other ranks are looked up as row 0, zeroed, and
 //                         the partial embeddings summed by reduce_from_tp
@@ -35,11 +34,12 @@ int64_t pad_vocab(int64_t vocab, int tp);
 class ColumnParallelLinear : public Module {
  public:
   // Throws ValueError unless out_full divides by the group size.
-  ColumnParallelLinear(int64_t in, int64_t out_full, TpGroup tp, bool bias = true, bool gather_output = false);
+  ColumnParallelLinear(int64_t in, int64_t out_full, TpGroup tp, bool bias = true, bool gather_output = false,
+                       bool weight_out_in = false);
   Tensor forward(const Tensor& x) const;  // x (..., in) → (..., out/tp), or (..., out) gathered
-  Tensor weight, bias;                    // (in, out/tp), (out/tp) or undefined
+  Tensor weight, bias;                    // (in, out/tp) or (out/tp, in); (out/tp) or undefined
   int64_t in, out_full, out_local;
-  bool gather_output;
+  bool gather_output, out_in;
 
  private:
   TpGroup tp_;
@@ -48,32 +48,15 @@ class ColumnParallelLinear : public Module {
 class RowParallelLinear : public Module {
  public:
   // input_is_parallel = false: x arrives full (..., in) and is split by scatter_to_tp first.
-  RowParallelLinear(int64_t in_full, int64_t out, TpGroup tp, bool bias = true, bool input_is_parallel = true);
+  RowParallelLinear(int64_t in_full, int64_t out, TpGroup tp, bool bias = true, bool input_is_parallel = true,
+                    bool weight_out_in = false);
   Tensor forward(const Tensor& x) const;  // x (..., in/tp) → (..., out)
-  Tensor weight, bias;                    // (in/tp, out), (out) replicated or undefined
+  Tensor weight, bias;                    // (in/tp, out) or (out, in/tp); (out) replicated or undefined
   int64_t in_full, in_local, out;
-  bool input_is_parallel;
+  bool input_is_parallel, out_in;
 
  private:
   TpGroup tp_;
-};
-
-class TpSelfAttention : public Module {
- public:
-  // Throws ValueError unless n_head divides by tp and n_embd by n_head.
-  TpSelfAttention(int64_t n_embd, int64_t n_head, TpGroup tp);
-  Tensor forward(const Tensor& h) const;         // h (B, T, C) → (B, T, C), c_proj applied (bias included)
-  std::shared_ptr<ColumnParallelLinear> c_attn;  // (C, 3C/tp) [q_r | k_r | v_r]
-  std::shared_ptr<RowParallelLinear> c_proj;     // (C/tp, C)
-  int64_t n_embd, n_head, local_heads, head_dim;
-};
-
-class TpMlp : public Module {
- public:
-  TpMlp(int64_t n_embd, int64_t ffn, TpGroup tp);
-  Tensor forward(const Tensor& h) const;       // h (B, T, C) → (B, T, C)
-  std::shared_ptr<ColumnParallelLinear> c_fc;  // (C, F/tp)
-  std::shared_ptr<RowParallelLinear> c_proj;   // (F/tp, C)
 };
 
 class VocabParallelEmbedding : public Module {

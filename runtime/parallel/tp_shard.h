@@ -2,7 +2,7 @@
 // keep full tensors by name (HF layout), so a run saved under one tp resumes under another: load
 // = shard_state_dict of the full tensors, save = gather_state_dict of the local shards.
 // What a ShardSpec means: runtime/common/shard_spec.h; a model family supplies its rule (the
-// GPT-2 one: models/gpt_shard_rule.h). Shards are fresh contiguous tensors on the full tensor's device, in its dtype; the round trip
+// decoder's plan: models/decoder/decoder_tp_plan.h). Shards are fresh contiguous tensors on the full tensor's device, in its dtype; the round trip
 // shard → unshard is exact (copies only).
 #pragma once
 #include <functional>

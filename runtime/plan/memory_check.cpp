@@ -38,7 +38,7 @@ ParamBytes param_bytes(Precision precision, OptimizerKind optimizer) {
 
 MemoryEstimate estimate_training_memory(const TrainConfig& cfg, const nlohmann::json& entry, int64_t tp, int64_t dp) {
   MemoryEstimate e;
-  const ModelFactory& f = model_factory(entry.value("family", cfg.model));
+  const ModelFactory& f = model_factory(entry.value("family", model_family(cfg)));
   if (!f.param_count) {
     e.params = -1;
     return e;
@@ -95,7 +95,7 @@ void check_fits_in_memory(const TrainConfig& cfg, const nlohmann::json& entry, i
   if (a.source.empty() || e.rank_bytes <= a.bytes) return;  // nothing known to compare with, or it fits
   char params[32];
   std::snprintf(params, sizeof params, "%.4g", e.params);
-  ST_THROW(OutOfMemoryError, "the model does not fit: " << params << " parameters (" << cfg.model << ", layers "
+  ST_THROW(OutOfMemoryError, "the model does not fit: " << params << " parameters (" << model_family(cfg) << ", layers "
                                                         << cfg.layers << ", d-model " << cfg.d_model << ") need at least "
                                                         << human_bytes(e.rank_bytes) << " on this rank ("
                                                         << e.bytes_per_param << " bytes per parameter: " << e.formula

@@ -21,6 +21,12 @@ std::string family_of(const nlohmann::json& entry) {
   return entry.at("family").get<std::string>();
 }
 
+std::string default_family() {
+  for (auto& [n, f] : registry())
+    if (f.is_default) return n;
+  return "";
+}
+
 }  // namespace
 
 void register_model(const std::string& family, ModelFactory factory) { registry()[family] = std::move(factory); }
@@ -31,7 +37,23 @@ std::vector<std::string> registered_models() {
   return out;
 }
 
-const ModelFactory& model_factory(const std::string& family) {
+std::string model_family(const ModelOptions& m) { return m.model.empty() ? default_family() : m.model; }
+
+std::string family_of_hf_config(const nlohmann::json& config, const std::string& where) {
+  const std::string type = config.is_object() && config.contains("model_type") && config.at("model_type").is_string()
+                               ? config.at("model_type").get<std::string>()
+                               : std::string();
+  std::string known;
+  for (auto& [n, f] : registry()) {
+    if (f.hf_model_type.empty()) continue;
+    if (f.hf_model_type == type) return n;
+    known += (known.empty() ? "" : ", ") + ("\"" + f.hf_model_type + "\"");
+  }
+  ST_THROW(ValueError, where << ": model_type \"" << type << "\" is not supported (supported: " << known << ")");
+}
+
+const ModelFactory& model_factory(const std::string& name) {
+  const std::string family = name.empty() ? default_family() : name;
   auto it = registry().find(family);
   if (it == registry().end()) {
     std::ostringstream known;
@@ -44,10 +66,11 @@ const ModelFactory& model_factory(const std::string& family) {
 }
 
 nlohmann::json model_entry(const TrainConfig& cfg) {
-  if (!cfg.init_from.empty() && cfg.model != "gpt")
-    ST_THROW(ValueError, "--init-from loads a GPT-2 (Hugging Face) directory; --model " << cfg.model
-                                                                                       << " cannot be initialised from it");
-  return {{"family", cfg.model}, {"config", model_factory(cfg.model).config_from_options(cfg)}};
+  const std::string family = model_family(cfg);
+  const ModelFactory& f = model_factory(family);
+  ST_CHECK(cfg.init_from.empty() || !f.hf_model_type.empty(), ValueError,
+           "--init-from loads a Hugging Face directory; the " << family << " model cannot be initialised from one");
+  return {{"family", family}, {"config", f.config_from_options(cfg)}};
 }
 
 ModelDescription describe_model(const nlohmann::json& entry, int64_t seq_len) {
@@ -58,7 +81,7 @@ std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& entry
   const std::string family = family_of(entry);
   const ModelFactory& f = model_factory(family);
   ST_CHECK(!build.tp || build.tp->size() == 1 || f.tensor_parallel, ValueError,
-           "--tp > 1: the " << family << " model has no tensor-parallel variant (the gpt has)");
+           "--tp > 1: the " << family << " model has no tensor-parallel form");
   MemoryCategoryScope mem(MemoryCategory::params);
   return f.build(entry.at("config"), build);
 }
@@ -76,8 +99,8 @@ std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, std::vector<L
   if (cfg.init_from.empty()) {
     model->init_weights(cfg.seed);
   } else {
-    const ModelFactory& f = model_factory(cfg.model);
-    ST_CHECK(f.load_pretrained != nullptr, ValueError, "--init-from: the " << cfg.model << " model cannot load one");
+    const ModelFactory& f = model_factory(model_family(cfg));
+    ST_CHECK(f.load_pretrained != nullptr, ValueError, "--init-from: the " << model_family(cfg) << " model cannot load one");
     f.load_pretrained(*model, cfg.init_from);
   }
   return model;

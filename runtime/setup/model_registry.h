@@ -30,9 +30,11 @@ struct ModelBuild {
   uint64_t dropout_seed = 0;                    // seed of the model's dropout generator
 };
 
+// A family's factory, filled by name (designated initializers: models/register.cpp); a member left
+// empty means the family does not offer it.
 struct ModelFactory {
   // The family's config_json() for these train options: sizes from the flags (and --dropout);
-  // for the GPT with cfg.init_from, that directory's config.json.
+  // with cfg.init_from, that directory's config.json.
   std::function<nlohmann::json(const TrainConfig& cfg)> config_from_options;
   // The full model's layers from a config, at sequence length seq_len; builds nothing.
   std::function<ModelDescription(const nlohmann::json& config, int64_t seq_len)> describe;
@@ -53,13 +55,32 @@ struct ModelFactory {
   // nothing read (what a ZeRO-3 rank draws its pieces from: runtime/parallel/zero3.h); null: the
   // family cannot (ZeRO-3 with --init-from is then refused).
   std::function<PretrainedSource(const LanguageModel& model, const std::string& dir)> open_pretrained = {};
+  // The Hugging Face model_type of the config.json this family reads (--init-from, generate on a
+  // save_pretrained directory): "gpt2", "llama"; "": none.
+  std::string hf_model_type = {};
+  // The family a run gets when --model is not given (exactly one family says so).
+  bool is_default = false;
+  // The family's own checks of the options (heads dividing the width, no dropout where it has
+  // none, ...): fail(flag, why) for the first bad one. Null: none.
+  std::function<void(const TrainConfig& cfg, const OptionFail& fail)> check_options = {};
+  // The sizes a Hugging Face config.json of this family gives (layers, d_model, heads, vocab,
+  // seq_len = its context, and the family's own: kv_heads, ffn, ...), for the CLI to check flags
+  // against --init-from's. Null: the family has none.
+  std::function<ModelOptions(const nlohmann::json& config)> options_of_hf = {};
 };
 
-// Registers `family` ("gpt", ...); registering a name twice replaces the factory.
+// Registers `family`; registering a name twice replaces the factory. models/ registers every
+// family: runtime/ names none.
 void register_model(const std::string& family, ModelFactory factory);
 std::vector<std::string> registered_models();
-// Looks `family` up; throws ValueError naming the registered families when it is unknown.
+// Looks `family` up ("" is the default family); throws ValueError naming the registered families
+// when it is unknown.
 const ModelFactory& model_factory(const std::string& family);
+// The family of the options: --model, or the default family when it is empty.
+std::string model_family(const ModelOptions& m);
+// The family whose hf_model_type is a config.json's model_type; ValueError naming `where`, the
+// type and the supported ones otherwise.
+std::string family_of_hf_config(const nlohmann::json& config, const std::string& where);
 
 // {"family", "config"} of the model the train options ask for (cfg.model; the GPT of
 // cfg.init_from when set, ValueError for another --model).

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "runtime/setup/model_registry.h"
+
 namespace st::runtime {
 namespace {
 
@@ -56,7 +58,7 @@ std::string rank_list(const std::vector<int>& ranks) {
 Fingerprint run_fingerprint(const TrainConfig& c) {
   return {
       // model
-      {"model", c.model},
+      {"model", model_family(c)},
       {"layers", num(c.layers)},
       {"d-model", num(c.d_model)},
       {"heads", num(c.heads)},

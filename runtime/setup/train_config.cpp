@@ -9,16 +9,15 @@ void TrainConfig::validate(const OptionFail& fail) const {
   ModelOptions::validate(fail);
   ParallelOptions::validate(fail);
   const std::vector<std::string> known = registered_models();
-  if (std::find(known.begin(), known.end(), model) == known.end()) {
+  const std::string family = model_family(*this);
+  if (std::find(known.begin(), known.end(), family) == known.end()) {
     std::string list;
     for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
-    fail("model", "unknown family " + model + " (registered: " + list + ")");
+    fail("model", "unknown family " + family + " (registered: " + list + ")");
   }
-  if (tp > 1) {
-    if (!model_factory(model).tensor_parallel) fail("tp", "the " + model + " model has no tensor-parallel form; use --tp 1");
-    if (model != "mlp" && heads % tp != 0)
-      fail("tp", "heads " + std::to_string(heads) + " is not divisible by tp " + std::to_string(tp));
-  }
+  const ModelFactory& f = model_factory(family);
+  if (tp > 1 && !f.tensor_parallel) fail("tp", "the " + family + " model has no tensor-parallel form; use --tp 1");
+  if (f.check_options) f.check_options(*this, fail);
   require_positive(fail, "pp", static_cast<double>(pp));
   if (pp > layers) fail("pp", std::to_string(pp) + " stages for " + std::to_string(layers) + " layers");
   DataOptions::validate(fail);

@@ -20,7 +20,7 @@ ModelPlan plan_model(const TrainConfig& cfg, int64_t tp, int64_t dp) {
   if (!plan.resume_path.empty()) {
     TrainState st = TrainState::from_json(read_state(plan.resume_path), plan.resume_path + "/state.json");
     plan.entry = st.model;
-    ST_CHECK(plan.entry.value("family", "") == cfg.model, ValueError,
+    ST_CHECK(cfg.model.empty() || plan.entry.value("family", "") == cfg.model, ValueError,
              "--resume: the checkpoint " << plan.resume_path << " holds a " << plan.entry.value("family", "?")
                                          << " model, --model is " << cfg.model);
   } else {

@@ -31,6 +31,16 @@ using namespace st::test;
 
 namespace {
 
+// A GPT-2 block of width C, H heads, MLP 4C and residual dropout p (models/gpt.h's description).
+models::DecoderSpec gpt_block(int64_t C, int64_t H, double p) {
+  models::GptConfig c;
+  c.n_embd = C;
+  c.n_head = H;
+  c.resid_pdrop = p;
+  return models::gpt_spec(c);
+}
+
+
 constexpr float kP = 0.1f;
 constexpr uint64_t kSeed = 4242, kOffset = 1000;
 
@@ -222,13 +232,13 @@ TEST(GpuAddLayernorm, FewerLaunchesPerBlock) {
   const DType dt = DType::bf16;
   for (double p : {0.0, 0.1}) {
     auto gen = std::make_shared<Generator>(1);
-    models::GptBlock blk(768, 12, 64, 3072, 1e-5, p, gen, 1);
+    models::DecoderBlock blk(gpt_block(768, 12, p), nullptr, gen, 1);
     init_on_cuda(blk, dt);
     models::Dropout drop(p, gen, 1);
     const Launches fused = fwd_bwd_launches(dt, 2, 128, 768, [&](const Tensor& x) { return blk.forward(x); });
     const Launches unfused = fwd_bwd_launches(dt, 2, 128, 768, [&](const Tensor& x) {
-      Tensor h = ops::add(x, drop.forward(blk.attention(blk.ln_1->forward(x)), true));
-      return ops::add(h, drop.forward(blk.mlp(blk.ln_2->forward(h)), true));
+      Tensor h = ops::add(x, drop.forward(blk.attention(blk.norm1().forward(x)), true));
+      return ops::add(h, drop.forward(blk.mlp(blk.norm2().forward(h)), true));
     });
     print(p > 0 ? "GPT block (C 768, dropout 0.1)" : "GPT block (C 768)", unfused, fused);
     EXPECT_EQ(unfused.kernels - fused.kernels, p > 0 ? 5u : 3u);

@@ -1,5 +1,5 @@
 // The blocks that run their layernorms fused with the residual stream (ops/add_layernorm.h) give
-// the bits of the unfused ops they replaced: GptBlock (pre-LN: ln_1 with the residual's gradient,
+// the bits of the unfused ops they replaced: the GPT-2 decoder block (pre-LN: ln_1 with the residual's gradient,
 // x + drop(attn) → ln_2) and StEncoderLayer (post-LN: norm(x + drop(…)) twice) against the same
 // modules run through ops::add, Dropout::forward and LayerNorm::forward, in f32 and bf16, without
 // and with dropout, inside a training step's DropoutScope and outside one (generator draws):
@@ -19,6 +19,16 @@
 
 namespace st {
 namespace {
+
+// A GPT-2 block of width C, H heads, MLP 4C and residual dropout p (models/gpt.h's description).
+models::DecoderSpec gpt_block(int64_t C, int64_t H, double p) {
+  models::GptConfig c;
+  c.n_embd = C;
+  c.n_head = H;
+  c.resid_pdrop = p;
+  return models::gpt_spec(c);
+}
+
 
 using models::Dropout;
 
@@ -81,18 +91,18 @@ TEST(FusedBlocks, GptBlockKeepsTheUnfusedBits) {
     for (double p : {0.0, 0.1})
       for (bool scoped : {false, true}) {
         auto gen = std::make_shared<Generator>(kSeed);
-        models::GptBlock blk(C, 4, 8, 4 * C, 1e-5, p, gen, kSite);
+        models::DecoderBlock blk(gpt_block(C, 4, p), nullptr, gen, kSite);
         init(blk, dt);
         Bits fused = run(blk, dt, C, scoped, *gen, [&](const Tensor& x) { return blk.forward(x); });
         Dropout drop(p, gen, kSite);  // the block's site: the same counters
         Bits unfused = run(blk, dt, C, scoped, *gen, [&](const Tensor& x) {
-          Tensor h = ops::add(x, drop.forward(blk.attention(blk.ln_1->forward(x)), true));
-          return ops::add(h, drop.forward(blk.mlp(blk.ln_2->forward(h)), true));
+          Tensor h = ops::add(x, drop.forward(blk.attention(blk.norm1().forward(x)), true));
+          return ops::add(h, drop.forward(blk.mlp(blk.norm2().forward(h)), true));
         });
         expect_same(fused, unfused, "GPT block " + label(dt, p, scoped));
         if (p > 0) {  // the masks are real: without dropout the output differs
           auto gen0 = std::make_shared<Generator>(kSeed);
-          models::GptBlock blk0(C, 4, 8, 4 * C, 1e-5, 0.0, gen0, kSite);
+          models::DecoderBlock blk0(gpt_block(C, 4, 0.0), nullptr, gen0, kSite);
           init(blk0, dt);
           EXPECT_NE(run(blk0, dt, C, scoped, *gen0, [&](const Tensor& x) { return blk0.forward(x); }).out, fused.out);
         }

@@ -8,9 +8,9 @@
 
 #include "comm/process_grid.h"
 #include "models/gpt.h"
-#include "models/gpt_tp.h"
 #include "ops/cross_entropy.h"
 #include "runtime/optim/grad_clip.h"
+#include "runtime/parallel/tp_shard.h"
 #include "tests/support/tp_test_util.h"
 
 using namespace st;
@@ -56,7 +56,7 @@ void compare_with_single_process(double pdrop) {
   const models::GptConfig c = config(pdrop);
   auto gen_full = std::make_shared<Generator>(99), gen_tp = std::make_shared<Generator>(99);
   models::Gpt full(c, gen_full);
-  models::TpGpt tpm(c, tp_group(), gen_tp);
+  models::Gpt tpm(c, gen_tp, {}, tp_group());
   {
     full.init_weights(123);
     tpm.init_weights(123);
@@ -120,7 +120,7 @@ TEST(TpGpt, ALayerRangeHoldsItsShardsOfTheWholeModel) {
   const ShardRule rule = models::gpt_tp_shard_rule(c.vocab_size);
   const int p = tp_size(tp_group()), r = tp_rank(tp_group());
   for (auto [b, e] : std::vector<std::pair<int, int>>{{3, 4}, {1, 3}, {0, 1}}) {
-    models::TpGpt part(c, tp_group(), gen, {{b, e}});
+    models::Gpt part(c, gen, {{b, e}}, tp_group());
     part.init_weights(21);
     ASSERT_EQ(static_cast<int>(part.layers().size()), e - b);
     size_t n = 0;
@@ -140,7 +140,7 @@ TEST(TpGpt, LoadFullStateDictShardsAndFullStateDictGathers) {
   auto gen = std::make_shared<Generator>(5);
   models::Gpt full(c, gen);
   full.init_weights(31);
-  models::TpGpt a(c, tp_group(), gen);
+  models::Gpt a(c, gen, {}, tp_group());
   a.load_full_state_dict(as_map(full.state_dict()));
   NamedTensors back = a.full_state_dict(), ref = full.state_dict();
   ASSERT_EQ(back.size(), ref.size());
@@ -168,7 +168,7 @@ TEST(TpGpt, Bf16ParametersRunAndStayCloseToOneProcessBf16) {
   auto gen = std::make_shared<Generator>(9);
   models::Gpt full(c, gen);
   full.init_weights(31);
-  models::TpGpt tpm(c, tp_group(), gen);
+  models::Gpt tpm(c, gen, {}, tp_group());
   tpm.load_full_state_dict(as_map(full.state_dict()));
   full.cast_parameters(DType::bf16);
   tpm.cast_parameters(DType::bf16);
@@ -191,7 +191,7 @@ TEST(TpGpt, HeadsMustDivideByTp) {
   c.n_embd = 20;
   auto gen = std::make_shared<Generator>(1);
   if (tp_size(tp_group()) == 1)
-    EXPECT_NO_THROW(models::TpGpt(c, tp_group(), gen));
+    EXPECT_NO_THROW(models::Gpt(c, gen, {}, tp_group()));
   else
-    EXPECT_THROW(models::TpGpt(c, tp_group(), gen), ValueError);
+    EXPECT_THROW(models::Gpt(c, gen, {}, tp_group()), ValueError);
 }

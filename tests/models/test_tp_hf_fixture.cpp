@@ -8,7 +8,8 @@
 
 #include <cmath>
 
-#include "models/gpt_tp.h"
+#include "models/gpt.h"
+#include "runtime/parallel/tp_shard.h"
 #include "models/hf_gpt2.h"
 #include "runtime/optim/grad_clip.h"
 #include "runtime/common/json_io.h"
@@ -26,9 +27,9 @@ namespace {
 
 const std::string kDir = ST_FIXTURE_DIR;
 
-std::shared_ptr<models::TpGpt> load_tp_model() {
+std::shared_ptr<models::Gpt> load_tp_model() {
   auto full = models::load_hf_gpt2(kDir, std::make_shared<Generator>(0));
-  auto tpm = std::make_shared<models::TpGpt>(full->config(), tptest::world(), std::make_shared<Generator>(0));
+  auto tpm = std::make_shared<models::Gpt>(full->config(), std::make_shared<Generator>(0), std::vector<runtime::LayerRange>{}, tptest::world());
   const NamedTensors sd = full->state_dict();
   tpm->load_full_state_dict({sd.begin(), sd.end()});
   return tpm;

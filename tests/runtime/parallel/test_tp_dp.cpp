@@ -7,7 +7,7 @@
 
 #include "comm/process_grid.h"
 #include "models/gpt.h"
-#include "models/gpt_tp.h"
+#include "runtime/parallel/tp_shard.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "runtime/parallel/grad_reducer.h"
@@ -48,7 +48,7 @@ TEST(TpDp, GridGradientsEqualOneProcessOnTheGlobalBatch) {
   Tensor loss_r = ops::cross_entropy(full.forward(ids), tgt);
   loss_r.backward();
 
-  models::TpGpt tpm(c, grid.tp_group(), gen);
+  models::Gpt tpm(c, gen, {}, grid.tp_group());
   tpm.init_weights(17);
   GradReducer reducer(tpm.named_parameters(), grid.dp_group());
   reducer.zero_grad();

@@ -13,7 +13,8 @@
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "runtime/parallel/tp_layers.h"
-#include "models/gpt_shard_rule.h"
+#include "models/decoder/decoder_layers.h"
+#include "models/gpt.h"
 #include "runtime/parallel/tp_shard.h"
 #include "tensor/autograd.h"
 #include "tests/support/tp_test_util.h"
@@ -44,6 +45,16 @@ Tensor shard(const Tensor& full, const ShardSpec& s) { return shard_tensor(full,
 Tensor dot(const Tensor& y, const Tensor& g) { return ops::sum(ops::mul(y, g)); }
 
 // The GPT's attention on full tensors: h (B, T, C) → (B, T, C).
+// A GPT-2 block's description of width C and H heads (MLP 4C).
+models::DecoderSpec gpt_block_spec(int64_t C, int64_t H) {
+  models::GptConfig c;
+  c.n_layer = 2;
+  c.n_embd = C;
+  c.n_head = H;
+  c.vocab_size = 10;
+  return models::gpt_spec(c);
+}
+
 Tensor ref_attention(const Tensor& h, const Tensor& wa, const Tensor& ba, const Tensor& wp, const Tensor& bp,
                      int64_t H) {
   const int64_t B = h.size(0), T = h.size(1), C = h.size(2), D = C / H;
@@ -110,14 +121,17 @@ TEST(TpLayers, AttentionSplitByHeads) {
   Tensor yr = ref_attention(h_r, wa_r, ba_r, wp_r, bp_r, H);
   dot(yr, G).backward();
 
-  TpSelfAttention attn(C, H, tp());
-  EXPECT_EQ(attn.local_heads, H / P());
-  const NamedTensors params = attn.named_parameters("transformer.h.0.attn");
+  // the GPT-2 decoder block's attention (models/decoder/decoder_layers.h), its plan's split
+  models::DecoderBlock blk(gpt_block_spec(C, H), tp(), std::make_shared<Generator>(0), 1);
+  EXPECT_EQ(blk.local_heads(), H / P());
+  NamedTensors params;
+  for (auto& [n, t] : blk.named_parameters("transformer.h.0"))
+    if (n.find(".attn.") != std::string::npos) params.emplace_back(n, t);
   ASSERT_EQ(params.size(), 4u);
   const std::vector<Tensor> full{Wa, ba, Wp, bp}, full_grad{wa_r.grad(), ba_r.grad(), wp_r.grad(), bp_r.grad()};
   for (size_t i = 0; i < 4; ++i) set_param(params[i].second, shard(full[i], rule(params[i].first)));
   Tensor h = leaf(Hin);
-  Tensor y = attn.forward(h);
+  Tensor y = blk.attention(h);
   EXPECT_TRUE(close_rel(y, yr, kRtol));
   dot(y, G).backward();
   EXPECT_TRUE(close_rel(h.grad(), h_r.grad(), kRtol));
@@ -135,13 +149,15 @@ TEST(TpLayers, MlpSplitByTheHiddenDim) {
   Tensor yr = ops::linear(ops::gelu(ops::linear(h_r, wf_r, bf_r)), wp_r, bp_r);
   dot(yr, G).backward();
 
-  TpMlp mlp(C, F, tp());
-  const NamedTensors params = mlp.named_parameters("transformer.h.1.mlp");
+  models::DecoderBlock blk(gpt_block_spec(C, 12), tp(), std::make_shared<Generator>(0), 2);  // 12 heads: any tp 1…4
+  NamedTensors params;
+  for (auto& [n, t] : blk.named_parameters("transformer.h.1"))
+    if (n.find(".mlp.") != std::string::npos) params.emplace_back(n, t);
   ASSERT_EQ(params.size(), 4u);
   const std::vector<Tensor> full{Wf, bf, Wp, bp}, full_grad{wf_r.grad(), bf_r.grad(), wp_r.grad(), bp_r.grad()};
   for (size_t i = 0; i < 4; ++i) set_param(params[i].second, shard(full[i], rule(params[i].first)));
   Tensor h = leaf(Hin);
-  Tensor y = mlp.forward(h);
+  Tensor y = blk.mlp(h);
   EXPECT_TRUE(close_rel(y, yr, kRtol));
   dot(y, G).backward();
   EXPECT_TRUE(close_rel(h.grad(), h_r.grad(), kRtol));

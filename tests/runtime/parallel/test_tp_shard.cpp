@@ -1,6 +1,6 @@
 // Sharding by name without ranks: the c_attn q/k/v layout and a row split in closed form, vocab
 // padding, exact shard → unshard round trips of every GPT parameter and optimizer state for tp
-// 1…4, the TP share of Σ g², named errors, a TpGpt without a group equal to the Gpt, and a window
+// 1…4, the TP share of Σ g², named errors, and a window
 // of a rank's part read alone from a file.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,11 +8,9 @@
 #include <filesystem>
 
 #include "models/gpt.h"
-#include "models/gpt_tp.h"
 #include "ops/cross_entropy.h"
 #include "ops/optim.h"
 #include "runtime/optim/optimizer.h"
-#include "models/gpt_shard_rule.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/parallel/state_io.h"
 #include "runtime/parallel/tp_shard.h"
@@ -172,34 +170,6 @@ TEST(TpShard, OptimizerStateShardsLikeItsParameters) {
       EXPECT_TRUE(exactly_equal(unshard_tensor(shards, rule(sd[i].first)), sd[i].second)) << sd[i].first;
     }
   }
-}
-
-TEST(TpShard, TpGptWithoutAGroupIsTheGpt) {
-  // No communicator at all (tp 1): every TP mapping is the identity, and the model, its init and
-  // its loss are the single-process GPT's.
-  models::GptConfig c;
-  c.n_layer = 2;
-  c.n_embd = 12;
-  c.n_head = 3;
-  c.vocab_size = 11;
-  c.n_positions = 8;
-  auto gen = std::make_shared<Generator>(2);
-  models::Gpt full(c, gen);
-  models::TpGpt tpm(c, nullptr, gen);
-  full.init_weights(8);
-  tpm.init_weights(8);
-  NamedTensors a = full.state_dict(), b = tpm.full_state_dict();
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    EXPECT_TRUE(exactly_equal(a[i].second, b[i].second)) << a[i].first;
-  }
-  Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 5, 10, 0, 3, 3, 7, 2}, {2, 4});
-  Tensor targets = Tensor::from_vector(std::vector<int64_t>{5, 10, 0, 3, 3, 7, 2, 9}, {2, 4});
-  Tensor logits_r = full.forward(ids), logits = tpm.forward(ids);
-  EXPECT_TRUE(tptest::close_rel(logits, logits_r, 1e-6));
-  EXPECT_TRUE(tptest::close_rel(tpm.gather_logits(logits), logits_r, 1e-6));
-  EXPECT_TRUE(tptest::close_rel(tpm.loss(logits, targets), ops::cross_entropy(logits_r, targets), 1e-6));
 }
 
 TEST(TpShard, NamedErrors) {

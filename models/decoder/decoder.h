@@ -1,0 +1,77 @@
+// DecoderModel: a decoder-only language model built from its description (decoder_spec.h) —
+// [DecoderEmbedding, DecoderBlock × L, DecoderHead] (decoder_layers.h) under the family's
+// checkpoint names — for one process or a tensor-parallel group (the same class: the plan in
+// decoder_tp_plan.h says what each rank holds), whole or a range of its layers (a pipeline stage).
+// Layer indices: 0 the embedding, 1 … L the blocks, L + 1 the head. A tied head holds the
+// embedding's tensor (registered under its name); a range with the head but not the embedding
+// holds its own copy (the same name and initial values: the stage copy of the tied weight, whose
+// gradient the pipeline sums with the first stage's).
+//
+// Under tp the model's forward returns THIS RANK'S VOCABULARY SHARD of the logits (B, T, Vp/tp):
+// loss() is the vocabulary-parallel cross-entropy (equal to the cross-entropy of the full
+// logits; collective), gather_logits() the full logits. Every rank of the tp group runs the same
+// calls in the same order; dropout masks are the same on every tp rank.
+//
+// Initialisation is by name: each parameter drawn from the stream keyed by (seed, its full name),
+// element j of the FULL tensor taking counter j (tensor/rng.h), by the family's rule
+// (DecoderSpec::init_std, scaled_residual_init); a tp shard or a ZeRO-3 piece draws only its
+// elements, so every layout starts from the one-process weights.
+#pragma once
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "models/decoder/decoder_layers.h"
+#include "models/decoder/decoder_spec.h"
+#include "runtime/nn/language_model.h"
+
+namespace st::models {
+
+class DecoderModel : public runtime::LanguageModel {
+ public:
+  // Parameters start as zeros (norm weights one): call init_weights() or load a state dict.
+  // `tp`: null or one rank for one process. ValueError when the spec is invalid or the plan cannot
+  // split it over tp (DecoderSpec::check_tp says which tp would work).
+  DecoderModel(DecoderSpec spec, runtime::TpGroup tp, std::shared_ptr<Generator> gen,
+               std::vector<runtime::LayerRange> layers = {});
+  const DecoderSpec& spec() const { return spec_; }
+
+  void init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t first) const override;
+  std::string family() const override { return spec_.family; }
+  int64_t vocab_size() const override { return spec_.vocab; }
+  int64_t context_length() const override { return spec_.context; }
+  nlohmann::json config_json() const override { return spec_.hf_config; }  // the family's Hugging Face config.json
+
+  // Chunked head (one rank): forward returns the final norm's output (B, T, C) and loss() is
+  // ops::lm_head_cross_entropy of it against the head's weight (no (B·T, V) logits). A range
+  // without the head keeps the flag for loss(), which it never runs. Under tp the flag is ignored
+  // (the vocabulary-parallel loss needs every rank's logits).
+  void set_chunked_head(bool on) override;
+  bool chunked_head() const override { return chunked_; }
+  // logits (B, T, V or Vp/tp) — or with the chunked head hidden (B, T, C) — against targets
+  // (B, T) → () f32, the mean over counted targets (-100 ignored); collective under tp.
+  Tensor loss(const Tensor& out, const Tensor& targets) const override;
+
+  // Full tensors by name → this rank's shards (checked before anything is written; strict:
+  // unexpected keys throw). No communication.
+  void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict = true) override;
+  // Collective over the tp group: the full tensors by name (the one-process names, order, shapes).
+  runtime::NamedTensors full_state_dict() const;
+  Shape full_shape(const std::string& name) const;
+  // logits (B, T, Vp/tp) → (B, T, V) on every rank (collective; differentiable); one rank: as is.
+  Tensor gather_logits(const Tensor& local_logits) const;
+  runtime::ShardRule shard_rule() const override;  // null without a tp group
+  std::shared_ptr<comm::Communicator> tensor_parallel_group() const override { return tp_; }
+  int tp_size() const { return runtime::tp_size(tp_); }
+
+ private:
+  DecoderSpec spec_;
+  runtime::TpGroup tp_;
+  std::shared_ptr<DecoderHead> head_;  // null when this range does not hold the head
+  bool chunked_ = false;
+};
+
+// Every layer's names, full shapes and forward FLOPs at sequence length T, from the spec alone.
+runtime::ModelDescription describe_decoder(const DecoderSpec& s, int64_t seq_len);
+
+}  // namespace st::models

@@ -1,0 +1,204 @@
+// The decoder's layers (see the header).
+#include "models/decoder/decoder_layers.h"
+
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "ops/mlp.h"
+#include "ops/swiglu.h"
+#include "tensor/autograd.h"
+
+namespace st::models {
+namespace {
+
+std::string join(const std::string& scope, const std::string& name) {
+  return scope.empty() ? name : scope + "." + name;
+}
+
+// The local name of a parameter of scope `full`'s layer, relative to that layer's scope.
+std::string relative(const std::string& full, const std::string& scope) {
+  if (scope.empty()) return full;
+  ST_CHECK(full.compare(0, scope.size() + 1, scope + ".") == 0, ValueError,
+           "decoder: '" << full << "' is not under the layer scope '" << scope << "'");
+  return full.substr(scope.size() + 1);
+}
+
+// cat([a, b, ...]) of projection weights (or biases) along their output dim: one GEMM for several
+// projections of the same input (autograd splits the gradient back)
+Tensor cat_out(const std::vector<Tensor>& parts, const DecoderSpec& s, bool bias) {
+  const int64_t dim = bias || s.layout == WeightLayout::out_in ? 0 : 1;
+  return Tensor::cat(parts, dim);
+}
+
+}  // namespace
+
+// ---- norm -------------------------------------------------------------------------------------
+
+DecoderNorm::DecoderNorm(const DecoderSpec& s, int64_t c) {
+  if (s.norm == NormKind::layernorm)
+    ln_ = register_module("", std::make_shared<LayerNorm>(c, s.norm_eps));
+  else
+    rms_ = register_module("", std::make_shared<RmsNorm>(c, s.norm_eps));
+}
+
+Tensor DecoderNorm::forward(const Tensor& x) const { return ln_ ? ln_->forward(x) : rms_->forward(x); }
+
+ops::ResidualNorm DecoderNorm::forward_residual(const Tensor& x, const Tensor& a) const {
+  return ln_ ? ln_->forward_residual(x, a) : rms_->forward_residual(x, a);
+}
+
+ops::ResidualNorm DecoderNorm::dropout_residual(const Tensor& x, const Tensor& a, const Dropout& drop,
+                                                bool training) const {
+  if (ln_) return drop.add_layernorm(x, a, *ln_, training);
+  return rms_->forward_residual(x, drop.forward(a, training));
+}
+
+// ---- embedding --------------------------------------------------------------------------------
+
+DecoderEmbedding::DecoderEmbedding(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen)
+    : s_(s), drop_(s.embd_pdrop, std::move(gen), /*site=*/0) {
+  if (runtime::tp_size(tp) > 1) {
+    tok_tp_ = register_module(s.names.tok_embed, std::make_shared<runtime::VocabParallelEmbedding>(s.vocab, s.d_model, tp));
+    tok_w_ = tok_tp_->weight;
+  } else {
+    tok_ = register_module(s.names.tok_embed, std::make_shared<Embedding>(s.vocab, s.d_model));
+    tok_w_ = tok_->weight;
+  }
+  if (s.position == PositionKind::learned)
+    pos_ = register_module(s.names.pos_embed, std::make_shared<Embedding>(s.context, s.d_model));
+}
+
+Tensor DecoderEmbedding::tokens(const Tensor& ids) const { return tok_ ? tok_->forward(ids) : tok_tp_->forward(ids); }
+
+Tensor DecoderEmbedding::forward(const Tensor& ids) {
+  ST_CHECK(ids.dim() == 2, ShapeError, s_.family << ": token ids must be (B, T), got " << shape_str(ids.shape()));
+  const int64_t T = ids.size(1);
+  ST_CHECK(T <= s_.context, ShapeError,
+           s_.family << ": sequence length " << T << " exceeds the context length " << s_.context);
+  Tensor x = tokens(ids);                                                   // (B, T, C)
+  if (pos_) x = ops::add(x, pos_->weight.narrow(0, 0, T));                  // (T, C), broadcast over B
+  return drop_.forward(x, is_training());
+}
+
+Tensor DecoderEmbedding::forward_cached(const Tensor& ids, runtime::KvSlot&, const runtime::CacheStep& step) {
+  ST_CHECK(ids.dim() == 2 && ids.size(1) == step.new_tokens, ShapeError,
+           s_.family << ": cached token ids must be (B, " << step.new_tokens << "), got " << shape_str(ids.shape()));
+  Tensor x = tokens(ids);  // (B, T, C)
+  return pos_ ? ops::add(x, pos_->forward(step.positions)) : x;
+}
+
+runtime::LayerCost DecoderEmbedding::cost(int64_t) const {
+  return {static_cast<double>(param_bytes()), static_cast<double>(s_.d_model)};  // one add per channel
+}
+
+// ---- block ------------------------------------------------------------------------------------
+
+DecoderBlock::DecoderBlock(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen, int index)
+    : s_(s), tp_(std::move(tp)), drop_(s.resid_pdrop, std::move(gen), static_cast<uint64_t>(index)) {
+  const int p = runtime::tp_size(tp_);
+  s.check_tp(p);
+  heads_ = s.heads / p;
+  kv_heads_ = s.kv_heads / p;
+  const int64_t C = s.d_model, F = s.ffn;
+  const bool out_in = s.layout == WeightLayout::out_in;
+  const DecoderNames& n = s.names;
+  auto column = [&](const std::string& name, int64_t out, bool bias) {
+    return register_module(name, std::make_shared<runtime::ColumnParallelLinear>(C, out, tp_, bias, false, out_in));
+  };
+  auto row = [&](const std::string& name, int64_t in, bool bias) {
+    return register_module(name, std::make_shared<runtime::RowParallelLinear>(in, C, tp_, bias, true, out_in));
+  };
+  norm1_ = register_module(n.norm1, std::make_shared<DecoderNorm>(s, C));
+  if (!n.qkv.empty()) {
+    qkv_ = column(n.qkv, s.qkv_width(), s.qkv_bias);  // this rank's [q_r | k_r | v_r] (the plan's 3 chunks)
+  } else {
+    q_ = column(n.q, s.q_width(), s.qkv_bias);
+    k_ = column(n.k, s.kv_width(), s.qkv_bias);
+    v_ = column(n.v, s.kv_width(), s.qkv_bias);
+  }
+  o_ = row(n.o, s.q_width(), s.o_bias);
+  norm2_ = register_module(n.norm2, std::make_shared<DecoderNorm>(s, C));
+  if (s.mlp == MlpKind::swiglu) gate_ = column(n.gate, F, s.mlp_bias);
+  up_ = column(n.up, F, s.mlp_bias);
+  down_ = row(n.down, F, s.mlp_bias);
+}
+
+Tensor DecoderBlock::qkv(const Tensor& h) const {
+  if (qkv_) return qkv_->forward(h);  // (B, T, 3A/tp)
+  // q, k, v as one GEMM of their concatenated weights: (B, T, (Hl + 2·Hkv_l)·D)
+  Tensor w = cat_out({q_->weight, k_->weight, v_->weight}, s_, false);
+  Tensor b = s_.qkv_bias ? cat_out({q_->bias, k_->bias, v_->bias}, s_, true) : Tensor();
+  const Tensor x = runtime::copy_to_tp(h, tp_);
+  return s_.layout == WeightLayout::out_in ? ops::linear_nt(x, w, b) : ops::linear(x, w, b);
+}
+
+Tensor DecoderBlock::attention(const Tensor& h) const {
+  // h (B, T, C) → qkv (B, T, (Hl + 2·Hkv_l)·D) → this rank's heads (B, T, Hl·D) → o → (B, T, C)
+  Tensor packed = qkv(h);
+  ST_CHECK(s_.kv_heads == s_.heads && s_.position == PositionKind::learned, ValueError,
+           s_.family << ": grouped-query or rotary attention needs ops::causal_attention_qkv's rope / kv-heads form");
+  return o_->forward(ops::causal_attention_qkv(packed, heads_));
+}
+
+Tensor DecoderBlock::mlp(const Tensor& h) const {
+  if (s_.mlp == MlpKind::gelu) {
+    // one rank: gelu_tanh(h·W_up + b_up)·W_down + b_down as one op, so CUDA fuses bias and GELU
+    // into the GEMMs; several: column-parallel up, GELU, row-parallel down
+    if (runtime::tp_size(tp_) == 1 && s_.layout == WeightLayout::in_out && s_.mlp_bias)
+      return ops::mlp_gelu(h, up_->weight, up_->bias, down_->weight, down_->bias);
+    return down_->forward(ops::gelu(up_->forward(h)));
+  }
+  // SwiGLU: gate and up as one GEMM of their concatenated weights → [gate | up] (B, T, 2F/tp)
+  Tensor w = cat_out({gate_->weight, up_->weight}, s_, false);
+  Tensor b = s_.mlp_bias ? cat_out({gate_->bias, up_->bias}, s_, true) : Tensor();
+  const Tensor x = runtime::copy_to_tp(h, tp_);
+  Tensor gu = s_.layout == WeightLayout::out_in ? ops::linear_nt(x, w, b) : ops::linear(x, w, b);
+  return down_->forward(ops::swiglu(gu));  // silu(gate)·up (B, T, F/tp) → (B, T, C)
+}
+
+Tensor DecoderBlock::forward(const Tensor& x) {
+  ST_CHECK(x.dim() == 3 && x.size(2) == s_.d_model, ShapeError,
+           s_.family << " block: input must be (B, T, " << s_.d_model << "), got " << shape_str(x.shape()));
+  // norm1 and norm2 each as one op with the residual stream they read: x's two gradients (the
+  // residual's, norm1's) meet in norm1's backward, h = x + drop(attn) is formed in norm2's
+  // forward; the block's last add stays (the final norm / the next block's norm1 is another layer)
+  ops::ResidualNorm s1 = norm1_->forward_residual(x);                                          // {x, norm1(x)}
+  ops::ResidualNorm s2 = norm2_->dropout_residual(s1.r, attention(s1.y), drop_, is_training());  // {h, norm2(h)}
+  return ops::add(s2.r, drop_.forward(mlp(s2.y), is_training()));
+}
+
+runtime::LayerCost DecoderBlock::cost(int64_t seq_len) const {
+  return {static_cast<double>(param_bytes()),
+          block_flops(s_, static_cast<double>(seq_len), runtime::tp_size(tp_))};
+}
+
+// ---- head -------------------------------------------------------------------------------------
+
+DecoderHead::DecoderHead(const DecoderSpec& s, runtime::TpGroup tp, Tensor tied) : tp_(std::move(tp)) {
+  const int p = runtime::tp_size(tp_);
+  const int64_t rows = p > 1 ? runtime::pad_vocab(s.vocab, p) / p : s.vocab;
+  const std::string& scope = s.names.head_scope;
+  // the weight first (registration order: the checkpoints' and the optimizer's order), then the norm
+  if (s.tied_head) {
+    weight = tied.defined() ? tied : Tensor::zeros({rows, s.d_model});  // a stage's own copy of the tied weight
+    register_parameter(relative(join(join(s.names.embed_scope, s.names.tok_embed), "weight"), scope), weight);
+  } else {
+    weight = register_parameter(s.names.lm_head + ".weight", Tensor::zeros({rows, s.d_model}));
+  }
+  norm_ = register_module(s.names.final_norm, std::make_shared<DecoderNorm>(s, s.d_model));
+}
+
+// h (B, T, C) → norm → (copy_to_tp) → · Wᵀ (C, V or Vp/tp) → (B, T, V or Vp/tp)
+Tensor DecoderHead::logits(const Tensor& h) const {
+  return ops::matmul(runtime::copy_to_tp(norm_->forward(h), tp_), weight, false, true);
+}
+
+// chunked: h (B, T, C) → norm → (B, T, C), the projection left to DecoderModel::loss
+Tensor DecoderHead::forward(const Tensor& h) { return chunked ? norm_->forward(h) : logits(h); }
+
+runtime::LayerCost DecoderHead::cost(int64_t) const {
+  return {static_cast<double>(param_bytes()), 2.0 * static_cast<double>(weight.size(0) * weight.size(1))};
+}
+
+}  // namespace st::models

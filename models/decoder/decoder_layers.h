@@ -1,0 +1,105 @@
+// The decoder's three layers, built from its description (decoder_spec.h) and a tensor-parallel
+// group (null or of one rank: one process). What splits over tp is decided by the plan
+// (decoder_tp_plan.h: the q, k, v / qkv, gate and up projections column-parallel, o and down
+// row-parallel, the token embedding and an untied head vocabulary-parallel, the rest whole); the
+// layers build each projection as its plan says, so one class serves every tp size:
+//   DecoderEmbedding  ids (B, T) i64 → tokens (+ learned positions) → dropout → (B, T, C)
+//   DecoderBlock      x (B, T, C) → x + drop(o(attn(norm1(x)))) = h → h + drop(mlp(norm2(h)))
+//                     norm1 and norm2 each one op with the residual stream they read
+//                     (ops/add_layernorm.h, ops/add_rmsnorm.h); attention on the packed
+//                     [q | k | v] of this rank's heads (ops::causal_attention_qkv)
+//   DecoderHead       h (B, T, C) → final norm → · Wᵀ (W the tied embedding or its own, (V, C);
+//                     under tp this rank's vocabulary rows) → logits (B, T, V or Vp/tp); chunked
+//                     (DecoderModel::set_chunked_head): the final norm only, the projection fused
+//                     with the loss
+// With one rank every projection is a plain product (the bias in its epilogue) and the GELU MLP
+// one op (ops::mlp_gelu), so a one-process model computes what GPT-2's own layers did.
+// Backward: the ops' (=); parameters accumulate (+=) through autograd.
+#pragma once
+#include <memory>
+
+#include "models/decoder/decoder_spec.h"
+#include "models/nn.h"
+#include "runtime/nn/kv_cache.h"
+#include "runtime/nn/language_model.h"
+#include "runtime/parallel/tp_layers.h"
+
+namespace st::models {
+
+// A norm of either kind, with its fused residual forms.
+class DecoderNorm : public Module {
+ public:
+  DecoderNorm(const DecoderSpec& s, int64_t c);
+  Tensor forward(const Tensor& x) const;                                       // (..., C) → (..., C)
+  ops::ResidualNorm forward_residual(const Tensor& x, const Tensor& a = Tensor()) const;  // {x + a, norm(x + a)}
+  // {x + drop(a), norm(x + drop(a))}, the mask forward(a) would draw (LayerNorm: one op)
+  ops::ResidualNorm dropout_residual(const Tensor& x, const Tensor& a, const Dropout& drop, bool training) const;
+
+ private:
+  std::shared_ptr<LayerNorm> ln_;
+  std::shared_ptr<RmsNorm> rms_;
+};
+
+class DecoderEmbedding : public runtime::Layer, public runtime::CachedLayer {
+ public:
+  DecoderEmbedding(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen);  // dropout site 0
+  Tensor forward(const Tensor& ids) override;  // ids (B, T) i64 → (B, T, C), replicated over tp
+  // ids (B, T) → tokens (+ the positions step.positions) (B, T, C); no dropout (eval)
+  Tensor forward_cached(const Tensor& ids, runtime::KvSlot& slot, const runtime::CacheStep& step) override;
+  runtime::LayerCost cost(int64_t seq_len) const override;
+  Tensor token_weight() const { return tok_w_; }  // (V, C), or this rank's (Vp/tp, C)
+
+ private:
+  Tensor tokens(const Tensor& ids) const;  // (..., C)
+  DecoderSpec s_;
+  std::shared_ptr<Embedding> tok_;                           // one rank
+  std::shared_ptr<runtime::VocabParallelEmbedding> tok_tp_;  // several
+  std::shared_ptr<Embedding> pos_;                           // learned positions, or null
+  Tensor tok_w_;
+  Dropout drop_;
+};
+
+class DecoderBlock : public runtime::Layer, public runtime::CachedLayer {
+ public:
+  // `index`: the block's layer index in the model (1 + its number), its dropout site.
+  DecoderBlock(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen, int index);
+  Tensor forward(const Tensor& x) override;  // x (B, T, C) → (B, T, C)
+  // x (B, T, C) of the step's new positions → (B, T, C), attention over the cached ones (this
+  // rank's key/value heads only)
+  Tensor forward_cached(const Tensor& x, runtime::KvSlot& slot, const runtime::CacheStep& step) override;
+  runtime::LayerCost cost(int64_t seq_len) const override;  // this rank's share
+  Tensor qkv(const Tensor& h) const;        // h (B, T, C) → (B, T, (Hl + 2·Hkv_l)·D) packed, this rank's heads
+  Tensor attention(const Tensor& h) const;  // h (B, T, C) → (B, T, C), o applied (and summed over tp)
+  Tensor mlp(const Tensor& h) const;        // h (B, T, C) → (B, T, C) (summed over tp)
+  int64_t local_heads() const { return heads_; }
+  int64_t local_kv_heads() const { return kv_heads_; }
+  const DecoderNorm& norm1() const { return *norm1_; }
+  const DecoderNorm& norm2() const { return *norm2_; }
+
+ private:
+  DecoderSpec s_;
+  runtime::TpGroup tp_;
+  int64_t heads_, kv_heads_;  // this rank's
+  std::shared_ptr<DecoderNorm> norm1_, norm2_;
+  std::shared_ptr<runtime::ColumnParallelLinear> qkv_, q_, k_, v_, gate_, up_;
+  std::shared_ptr<runtime::RowParallelLinear> o_, down_;
+  Dropout drop_;
+};
+
+class DecoderHead : public runtime::Layer, public runtime::CachedLayer {
+ public:
+  // `weight`: the tied embedding's tensor (V or Vp/tp, C); undefined: the head's own (untied).
+  DecoderHead(const DecoderSpec& s, runtime::TpGroup tp, Tensor tied);
+  Tensor forward(const Tensor& h) override;  // h (B, T, C) → logits (B, T, V or Vp/tp); chunked: norm(h) (B, T, C)
+  Tensor logits(const Tensor& h) const;      // h (B, T, C) → logits, whatever `chunked`
+  Tensor forward_cached(const Tensor& h, runtime::KvSlot&, const runtime::CacheStep&) override { return logits(h); }
+  runtime::LayerCost cost(int64_t seq_len) const override;
+  Tensor weight;  // (V, C), or this rank's rows (Vp/tp, C)
+  bool chunked = false;
+
+ private:
+  std::shared_ptr<DecoderNorm> norm_;
+  runtime::TpGroup tp_;
+};
+
+}  // namespace st::models
