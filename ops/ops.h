@@ -11,4 +11,5 @@
 #include "ops/mlp.h"
 #include "ops/optim.h"
 #include "ops/reduce.h"
+#include "ops/rope.h"
 #include "ops/softmax.h"
