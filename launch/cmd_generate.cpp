@@ -1,5 +1,5 @@
 // `shardtrain generate` (alias `sample`): options, the model (each rank loads only its pipeline
-// stage and tp shard), the tokenizer, the generation loop (runtime/train/generation.h), the text
+// stage and tp shard), the tokenizer, the generation loop (runtime/generate/generation.h), the text
 // on stdout (world rank 0) and the numbers on stderr. MPI as in `train`: without mpirun a world
 // of one; world = tp × pp ranks.
 #include <mpi.h>
@@ -18,8 +18,8 @@
 #include "launch/options.h"
 #include "launch/text_codec.h"
 #include "runtime/common/partition.h"
-#include "runtime/train/generation.h"
-#include "runtime/train/sampler.h"
+#include "runtime/generate/generation.h"
+#include "runtime/generate/sampler.h"
 
 namespace st::launch {
 namespace {

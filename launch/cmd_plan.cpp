@@ -1,16 +1,16 @@
-// `shardtrain plan`: the memory planner (runtime/train/memory_plan.h) from the command line. With
+// `shardtrain plan`: the memory planner (runtime/plan/memory_plan.h) from the command line. With
 // the train flags (or --config) it prints what each rank of that layout will hold at its peak;
 // with --gpu-memory it lists the layouts of --world ranks that fit, best first by the cost model
-// of runtime/train/layout_search.h. Nothing is built or allocated; no MPI.
+// of runtime/plan/layout_search.h. Nothing is built or allocated; no MPI.
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 
 #include "launch/commands.h"
 #include "launch/config.h"
-#include "runtime/train/layout_search.h"
-#include "runtime/train/memory_check.h"
-#include "runtime/train/model_registry.h"
+#include "runtime/plan/layout_search.h"
+#include "runtime/plan/memory_check.h"
+#include "runtime/setup/model_registry.h"
 
 namespace st::launch {
 namespace {
@@ -65,7 +65,7 @@ const char* kEpilog =
     "for the layout of the flags, on --device (default cpu: the activations the CPU ops keep; cuda:\n"
     "the CUDA paths', whose fused bias/GELU epilogues and, in f16/bf16 at tp 1 with head size 64,\n"
     "packed attention keep fewer tensors). The closed forms are in docs/memory.md; on the CPU they agree\n"
-    "with the allocator's measured peaks within 5 % (tests/runtime/train/test_memory_plan.cpp).\n"
+    "with the allocator's measured peaks within 5 % (tests/runtime/plan/test_memory_plan.cpp).\n"
     "\n"
     "With --gpu-memory SIZE: the layouts of --world ranks (dp x tp x pp, ZeRO 0-3 when dp > 1,\n"
     "recompute 0/1, 1F1B; the global batch micro-batch x grad-accum x dp of the flags kept) whose\n"

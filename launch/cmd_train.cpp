@@ -12,6 +12,7 @@
 #include "launch/config.h"
 #include "launch/corpus.h"
 #include "launch/error_report.h"
+#include "launch/test_seams.h"
 #include "runtime/train/parallel_training.h"
 
 namespace st::launch {
@@ -31,7 +32,7 @@ int cmd_train(const std::vector<std::string>& args) {
   prepare_error_agreement();
   runtime::TrainConfig cfg = parse_train_args(args);
   if (cfg.data.empty()) cfg.data = builtin_corpus_path();
-  const int rc = runtime::run_parallel_training(cfg);
+  const int rc = runtime::run_parallel_training(cfg, train_seams_from_environment());
   release_error_agreement();
   MPI_Finalize();
   return rc;

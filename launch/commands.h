@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/train/generate_config.h"
-#include "runtime/train/train_config.h"
+#include "runtime/generate/generate_config.h"
+#include "runtime/setup/train_config.h"
 
 namespace st::launch {
 

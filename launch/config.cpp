@@ -1,7 +1,8 @@
 // The train option table, its validation and --init-from resolution. Field names are those of
-// runtime/train/train_config.h; flag names are docs/design.md's (kebab-case).
+// runtime/setup/train_config.h; flag names are docs/design.md's (kebab-case).
 #include "launch/config.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -18,32 +19,6 @@ std::string fmt(double v) {
   o << v;
   return o.str();
 }
-// The schedule's options: interleaved needs v >= 2 chunks per stage, m a multiple of pp and
-// pp · v chunks of layers; the other schedules one chunk. A pipeline's micro-batches must keep
-// their tags in the tag space MPI guarantees (runtime/pipeline/pipeline_schedule.h).
-template <class Fail>
-void validate_pipeline(const TrainConfig& c, Fail&& fail) {
-  const std::string v = std::to_string(c.virtual_stages), pp = std::to_string(c.pp), k = std::to_string(c.grad_accum);
-  if (c.schedule == runtime::Schedule::interleaved) {
-    if (c.virtual_stages < 2) fail("virtual-stages", "--schedule interleaved needs 2 or more, got " + v);
-    if (c.pp * c.virtual_stages > c.layers)
-      fail("virtual-stages", v + " chunks per stage x pp " + pp + " = " + std::to_string(c.pp * c.virtual_stages) +
-                                 " chunks for " + std::to_string(c.layers) + " layers");
-    if (c.grad_accum % c.pp != 0)
-      fail("grad-accum", "--schedule interleaved needs a multiple of --pp " + pp + ", got " + k);
-  } else if (c.virtual_stages != 1) {
-    fail("virtual-stages", "only --schedule interleaved holds several chunks per stage; --schedule " +
-                               runtime::to_string(c.schedule) + " needs 1, got " + v);
-  }
-  if (c.pp > 1) {
-    const int limit = runtime::max_pipeline_micro_batches(static_cast<int>(c.virtual_stages));
-    if (c.grad_accum > limit)
-      fail("grad-accum", "at most " + std::to_string(limit) + " micro-batches per step in a pipeline" +
-                             (c.virtual_stages > 1 ? " of " + v + " chunks per stage" : std::string()) +
-                             " (its message tags must stay below 32767), got " + k);
-  }
-}
-
 // Whether `p` is a regular file (want_dir: a directory); never throws: `why` gets the system's
 // reason when there is one (" (File name too long)"), so a bad path is a UsageError like any other.
 bool exists_as(const fs::path& p, bool want_dir, std::string& why) {
@@ -175,62 +150,14 @@ OptionTable train_options(TrainConfig& c) {
 }
 
 void validate(const TrainConfig& c, const OptionTable& t) {
+  // each subsystem's options where they are defined, then the rules between them
+  // (runtime/setup/train_config.h); here only what names where a value came from and the files
+  c.validate([&](const std::string& name, const std::string& msg) {
+    ST_THROW(UsageError, "--" << name << t.origin_of(name) << ": " << msg);
+  });
   auto fail = [&](const std::string& name, const std::string& msg) {
     ST_THROW(UsageError, "--" << name << t.origin_of(name) << ": " << msg);
   };
-  auto positive = [&](const std::string& name, int64_t v) {
-    if (v <= 0) fail(name, "must be positive, got " + std::to_string(v));
-  };
-  auto non_negative = [&](const std::string& name, double v) {
-    if (v < 0) fail(name, "must be >= 0, got " + fmt(v));
-  };
-  positive("layers", c.layers);
-  positive("d-model", c.d_model);
-  positive("heads", c.heads);
-  positive("vocab", c.vocab);
-  if (c.vocab > 65536) fail("vocab", "token files hold uint16 ids, so at most 65536, got " + std::to_string(c.vocab));
-  if (c.model != "mlp" && c.d_model % c.heads != 0)
-    fail("heads", "d-model " + std::to_string(c.d_model) + " is not divisible by heads " + std::to_string(c.heads));
-  non_negative("seq-len", static_cast<double>(c.seq_len));
-  non_negative("dp", static_cast<double>(c.dp));
-  positive("tp", c.tp);
-  positive("pp", c.pp);
-  if (c.tp > 1 && c.model != "gpt")
-    fail("tp", "the " + c.model + " model has no tensor-parallel form (only gpt has); use --tp 1");
-  if (c.model != "mlp" && c.tp > 1 && c.heads % c.tp != 0)
-    fail("tp", "heads " + std::to_string(c.heads) + " is not divisible by tp " + std::to_string(c.tp));
-  if (c.pp > c.layers) fail("pp", std::to_string(c.pp) + " stages for " + std::to_string(c.layers) + " layers");
-  if (c.dropout != -1 && !(c.dropout >= 0 && c.dropout < 1)) fail("dropout", "must be in [0, 1) or -1, got " + fmt(c.dropout));
-  if (c.model == "mlp" && c.dropout > 0) fail("dropout", "the mlp model has no dropout layers");
-  positive("micro-batch", c.micro_batch);
-  positive("grad-accum", c.grad_accum);
-  validate_pipeline(c, fail);
-  if (c.bucket_mb <= 0) fail("bucket-mb", "must be positive, got " + fmt(c.bucket_mb));
-  non_negative("max-memory", c.max_memory_gib);
-  non_negative("max-nonfinite-steps", static_cast<double>(c.max_nonfinite_steps));
-  non_negative("lr", c.lr);
-  non_negative("weight-decay", c.weight_decay);
-  if (c.beta1 < 0 || c.beta1 >= 1) fail("beta1", "must be in [0, 1), got " + fmt(c.beta1));
-  if (c.beta2 < 0 || c.beta2 >= 1) fail("beta2", "must be in [0, 1), got " + fmt(c.beta2));
-  if (c.eps <= 0) fail("eps", "must be positive, got " + fmt(c.eps));
-  if (c.momentum < 0 || c.momentum >= 1) fail("momentum", "must be in [0, 1), got " + fmt(c.momentum));
-  non_negative("clip", c.clip);
-  non_negative("warmup", static_cast<double>(c.warmup));
-  if (c.min_lr_ratio < 0 || c.min_lr_ratio > 1) fail("min-lr-ratio", "must be in [0, 1], got " + fmt(c.min_lr_ratio));
-  positive("steps", c.steps);
-  non_negative("eval-every", static_cast<double>(c.eval_every));
-  non_negative("checkpoint-every", static_cast<double>(c.checkpoint_every));
-  non_negative("keep-checkpoints", static_cast<double>(c.keep_checkpoints));
-  if (c.timeout_s <= 0) fail("timeout-s", "must be positive, got " + fmt(c.timeout_s));
-  positive("log-every", c.log_every);
-  if (c.resume && c.checkpoint_dir.empty()) fail("resume", "needs --checkpoint-dir");
-  if (c.resume && c.overwrite_checkpoints)
-    fail("overwrite-checkpoints", "a resumed run continues its checkpoints; drop one of --resume and --overwrite-checkpoints");
-  if (c.checkpoint_every > 0 && c.checkpoint_dir.empty()) fail("checkpoint-every", "needs --checkpoint-dir");
-  if (c.eval_every > 0 && c.val_data.empty()) fail("eval-every", "needs --val-data");
-  if (c.zero < 0 || c.zero > 3) fail("zero", "must be 0, 1, 2 or 3 (the ZeRO stage), got " + std::to_string(c.zero));
-  if (c.zero > 0 && c.optimizer != runtime::OptimizerKind::adamw)
-    fail("zero", "ZeRO shards AdamW state; --optimizer is " + runtime::to_string(c.optimizer));
   std::string why;
   if (!c.data.empty() && !exists_as(c.data, false, why)) fail("data", "no such file: " + c.data + why);
   if (!c.val_data.empty() && !exists_as(c.val_data, false, why)) fail("val-data", "no such file: " + c.val_data + why);
@@ -281,6 +208,8 @@ TrainConfig parse_train_args(const std::vector<std::string>& args) {
   t.parse_flags(args);
   resolve_init_from(cfg, t);  // first: the sizes then come from config.json
   validate(cfg, t);
+  // SHARDTRAIN_PROGRESS=0 (docs/testing.md): no bar whatever the flags say
+  if (const char* v = std::getenv("SHARDTRAIN_PROGRESS"); v && std::string(v) == "0") cfg.progress = false;
   return cfg;
 }
 

@@ -1,12 +1,12 @@
 // `shardtrain train` options: the TrainConfig option table (docs/design.md's CLI contract plus the
 // runtime's extras), loading (YAML file, then flags), validation and --init-from resolution.
-// Order: defaults (runtime/train/train_config.h) < --config FILE.yaml < command-line flags.
+// Order: defaults (runtime/setup/train_config.h) < --config FILE.yaml < command-line flags.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "launch/options.h"
-#include "runtime/train/train_config.h"
+#include "runtime/setup/train_config.h"
 
 namespace st::launch {
 

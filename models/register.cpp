@@ -1,4 +1,4 @@
-// Registers the model families with runtime/train/model_registry.h. st_models is an OBJECT library,
+// Registers the model families with runtime/setup/model_registry.h. st_models is an OBJECT library,
 // so this file's static registrar is part of every program that links st_models.
 #include <memory>
 
@@ -9,7 +9,7 @@
 #include "models/mlp_lm.h"
 #include "models/simple_transformer.h"
 #include "runtime/common/json_io.h"
-#include "runtime/train/model_registry.h"
+#include "runtime/setup/model_registry.h"
 
 namespace st::models {
 namespace {
@@ -69,7 +69,7 @@ nlohmann::json mlp_options(const runtime::TrainConfig& cfg) {
 }
 
 // Closed forms of each family's parameter count, for the memory check before a byte is allocated
-// (runtime/train/memory_check.h; tests/runtime/train/test_memory_check.cpp checks them against the
+// (runtime/plan/memory_check.h; tests/runtime/plan/test_memory_check.cpp checks them against the
 // built models). GPT: per block 12·C² + 13·C (attention 4·C² + 4·C, MLP 8·C² + 5·C, two LayerNorms 4·C); embeddings
 // C·(V + T); the final LayerNorm 2·C; the head is tied.
 double gpt_param_count(const nlohmann::json& j) {

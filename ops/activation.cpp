@@ -9,7 +9,7 @@ namespace {
 using Fwd = void (*)(const Tensor&, Tensor&);
 using Bwd = void (*)(const Tensor&, const Tensor&, Tensor&);
 
-// One entry for both activations: check, run the backend forward, attach the backward.
+// One entry for every activation: check, run the backend forward, attach the backward.
 Tensor activation(const char* name, const Tensor& x_in, Fwd cpu_fwd, Fwd cuda_fwd, Bwd cpu_bwd, Bwd cuda_bwd) {
   check_defined(name, {x_in});
   check_floating(name, x_in);
@@ -37,6 +37,10 @@ Tensor gelu(const Tensor& x) {
 
 Tensor relu(const Tensor& x) {
   return activation("relu", x, cpu::relu_fwd, cuda::relu_fwd, cpu::relu_bwd, cuda::relu_bwd);
+}
+
+Tensor silu(const Tensor& x) {
+  return activation("silu", x, cpu::silu_fwd, cuda::silu_fwd, cpu::silu_bwd, cuda::silu_bwd);
 }
 
 }  // namespace st::ops

@@ -17,13 +17,10 @@
 #pragma once
 #include <cstdint>
 
+#include "ops/residual_norm.h"
 #include "tensor/tensor.h"
 
 namespace st::ops {
-
-struct ResidualNorm {
-  Tensor r, y;  // (..., C) each
-};
 
 ResidualNorm add_layernorm(const Tensor& x, const Tensor& a, const Tensor& w, const Tensor& b, float eps = 1e-5f);
 // With dropout on a; !training or p == 0 is add_layernorm. Draws nothing (explicit counters).

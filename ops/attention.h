@@ -19,7 +19,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v);
 // On CUDA (any float dtype, D ≤ 128) every backend reads q, k, v in place and the backward writes
 // dqkv (B, T, 3·H·D) as one tensor, so no head transposes are made; on the CPU it is the
 // composition split heads → causal_attention → join heads (the GPT's path: its activation bytes
-// are what runtime/train/memory_plan.cpp counts).
+// are what runtime/plan/memory_plan.cpp counts).
 Tensor causal_attention_qkv(const Tensor& qkv, int64_t heads);
 
 // Grouped-query attention on the packed projection, with rotary position embedding (Llama):

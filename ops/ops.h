@@ -1,6 +1,7 @@
 // Umbrella header: every op entry point of shardtrain (one concept per header, see each).
 #pragma once
 #include "ops/activation.h"
+#include "ops/add_rmsnorm.h"
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
 #include "ops/dropout.h"
@@ -11,5 +12,7 @@
 #include "ops/mlp.h"
 #include "ops/optim.h"
 #include "ops/reduce.h"
+#include "ops/rmsnorm.h"
 #include "ops/rope.h"
 #include "ops/softmax.h"
+#include "ops/swiglu.h"

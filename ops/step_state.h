@@ -1,14 +1,16 @@
-// The scalars of one training step kept in device memory, for a step captured once as a CUDA
-// graph and replayed (runtime/train/cuda_graph_step.h): no value the host computes per step may
-// be baked into the graph, and the host may not wait for one inside the step. The state is one
-// DeviceStepState in a device buffer (state_tensor()), written by the host only between
-// replays (lr, decay) and by the step's own kernels otherwise; the host reads it a step late.
+// The scalars of one training step kept in device memory (runtime/train/train_step.h: every
+// step of every layout runs on them), so that a step can be captured once as a CUDA graph and
+// replayed: no value the host computes per step may be baked into the graph, and the host may not
+// wait for one inside the step. The state is one DeviceStepState in a device buffer
+// (state_tensor()), written by the host only between steps (lr, decay; with several ranks the
+// reduced loss, Σg² and flag between grad_stats_to_state and step_state_decide) and by the step's
+// own kernels otherwise; the host reads the report after the step (a graph: a step late).
 //
 // Every value is computed by the same IEEE operations, in the same order and precision, as the
-// eager step computes it on the host (runtime/train/trainer.cpp, runtime/optim/*, ops/optim.h
-// adamw_scalars): the double divisions, square root and products below are correctly rounded on
-// the device as on the host, the powers β^t come from tables the host filled with std::pow, so a
-// graph run and an eager run give the same bits.
+// host's own arithmetic (runtime/optim/*, ops/optim.h adamw_scalars): the double divisions,
+// square root and products below are correctly rounded on the device as on the host, the powers
+// β^t come from tables the host filled with std::pow, so a graph run and an eager run give the
+// same bits.
 //
 // A step in kernels, in order:
 //   step_state_begin      loss_factor ← float(scale / divisor), inv_scale ← float(1 / scale)
@@ -21,8 +23,8 @@
 //                         of √sumsq, opt_step + 1 and this step's AdamW scalars; the report
 //   adamw_step_multi_state  adamw_step_multi with those scalars, nothing when skip
 // The state lives on the model's device: CUDA (what a graph needs) or the CPU, where the same
-// functions run as plain host code — there the graph step's logic (device scalars, the late
-// report) is tested against the eager step in CI (tests/runtime/train/test_graph_step_cpu.cpp).
+// functions run as plain host code (tests/runtime/train/test_step_golden.cpp holds them to the
+// bits the host-scalar trainer gave; test_graph_step_cpu.cpp the graph mode to the eager one).
 #pragma once
 #include <cstdint>
 #include <vector>

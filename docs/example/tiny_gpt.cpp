@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "ops/cross_entropy.h"
-#include "runtime/train/model_registry.h"
+#include "runtime/setup/model_registry.h"
 #include "runtime/optim/optimizer.h"
-#include "runtime/train/train_config.h"
+#include "runtime/setup/train_config.h"
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
 

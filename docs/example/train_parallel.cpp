@@ -14,7 +14,7 @@
 #include "runtime/data/token_data.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/train/parallel_training.h"
-#include "runtime/train/train_config.h"
+#include "runtime/setup/train_config.h"
 
 int main(int argc, char** argv) {
   using namespace st;

@@ -1,11 +1,12 @@
-// CPU GELU (tanh form) and ReLU: plain loops over contiguous f32, same formulas as PyTorch's
-// CPU kernels (GeluKernel: inner = β(x + κx³), β = √2·(2/√π)·½).
+// CPU GELU (tanh form), ReLU and SiLU: plain loops over contiguous f32, same formulas as PyTorch's
+// CPU kernels (GeluKernel: inner = β(x + κx³), β = √2·(2/√π)·½; SiLU: ops/cpu/silu.h).
 #include <cmath>
 
 #include "ops/activation.h"
 #include "ops/cpu/common.h"
 #include "ops/cpu/elementary.h"
 #include "ops/cpu/f32_out.h"
+#include "ops/cpu/silu.h"
 
 namespace st::ops::cpu {
 namespace {
@@ -62,6 +63,27 @@ void relu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) {
   float* pd = out.data();
   const int64_t n = x.numel();
   for (int64_t i = 0; i < n; ++i) pd[i] = px[i] > 0.f ? pg[i] : 0.f;
+  out.store();
+}
+
+void silu_fwd(const Tensor& x, Tensor& y) {
+  Tensor x32 = as_f32(x);
+  F32Out out(y);
+  const float* px = x32.data<float>();
+  float* py = out.data();
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) py[i] = silu_f32(px[i]);
+  out.store();
+}
+
+void silu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) {
+  Tensor x32 = as_f32(x), g32 = as_f32(dy);
+  F32Out out(dx);
+  const float* px = x32.data<float>();
+  const float* pg = g32.data<float>();
+  float* pd = out.data();
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) pd[i] = silu_grad_f32(px[i], pg[i]);
   out.store();
 }
 

@@ -13,15 +13,6 @@
 namespace st::ops::cpu {
 namespace {
 
-// v as a tensor of dtype dt holds it: rounded to nearest even, widened back
-float round_to(DType dt, float v) {
-  switch (dt) {
-    case DType::f16: return f16_bits_to_f32(f32_to_f16_bits(v));
-    case DType::bf16: return bf16_bits_to_f32(f32_to_bf16_bits(v));
-    default: return v;
-  }
-}
-
 uint64_t seed_of(const ResidualDropout& d) {
   return d.seed_at.defined() ? static_cast<uint64_t>(*d.seed_at.data<int64_t>()) : d.seed;
 }

@@ -11,6 +11,9 @@ namespace st::ops::cpu {
 // A contiguous f32 tensor holding x's values (x itself when it already is one).
 Tensor as_f32(const Tensor& x);
 
+// v as a tensor of dtype dt holds it: rounded to nearest even, widened back (v itself for f32).
+float round_to(DType dt, float v);
+
 // Runs `fn(out32)` on an f32 buffer shaped like `shape` and returns it as `dtype` (rounded once).
 template <class Fn>
 Tensor compute_f32(const Shape& shape, DType dtype, Fn&& fn) {

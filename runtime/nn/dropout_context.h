@@ -10,7 +10,7 @@
 // (recompute re-opens the scope it captured: a fresh scope id, so the sites count calls from 0).
 // Outside a scope (direct op use, tests) dropout advances the generator as before.
 //
-// A step captured as a CUDA graph (runtime/train/cuda_graph_step.h) cannot take seed' as a kernel
+// A step captured as a CUDA graph (runtime/train/train_step.h) cannot take seed' as a kernel
 // argument (it changes with the step): its scope carries a DropoutSeedTable, and each call reads
 // its seed' from the table's slot for (generator seed, site, call), which the host rewrites with
 // the next step's values before every replay. Same seeds, same masks, bit for bit.

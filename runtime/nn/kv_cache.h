@@ -17,7 +17,7 @@
 // model's tensors are (CPU or CUDA) without a kernel of its own.
 //
 // CachedLayer is what a model's layer implements to run on a cache (models/gpt.h does, for the
-// GPT and its tensor-parallel form); the generation loop (runtime/train/generation.h) calls it.
+// GPT and its tensor-parallel form); the generation loop (runtime/generate/generation.h) calls it.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -20,7 +20,7 @@
 // (the GPT's wte with both the embedding and the head held) is one tensor there, as in the whole
 // model. What a family's layers are (full names, full shapes, costs) is known from its config
 // without building anything (ModelDescription, from the registry:
-// runtime/train/model_registry.h), which is what the stage partition is cut from.
+// runtime/setup/model_registry.h), which is what the stage partition is cut from.
 //
 // Initialisation is by name: init_weights(seed) fills every parameter from the random stream
 // keyed by (seed, its full name), element j of the full tensor taking counter j (tensor/rng.h),

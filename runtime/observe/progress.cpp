@@ -19,11 +19,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-bool env_allows() {
-  const char* v = std::getenv("SHARDTRAIN_PROGRESS");
-  return !(v && std::string(v) == "0");
-}
-
 // Open MPI gives every rank a pseudo-terminal of its own, whatever mpirun's stdout is; so under
 // it (OMPI_COMM_WORLD_RANK set) stdout counts as a terminal when mpirun's does: the rank's
 // parent (mpirun on its node) has a /dev/pts/N or /dev/tty* as its fd 1.
@@ -80,7 +75,7 @@ Progress::Progress(int64_t first, int64_t total, bool draw)
     : Progress(first, total, draw && stdout_is_terminal(), std::cout) {}
 
 Progress::Progress(int64_t first, int64_t total, bool draw, std::ostream& out)
-    : out_(out), first_(first), total_(total), done_(first), draw_(draw && env_allows()), t0_(now_s()) {}
+    : out_(out), first_(first), total_(total), done_(first), draw_(draw), t0_(now_s()) {}
 
 Progress::~Progress() { finish(); }
 

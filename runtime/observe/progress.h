@@ -6,7 +6,7 @@
 // The bar is redrawn in place with '\r' and erased ("\r\033[K") before each step line, so step
 // lines scroll above it. It goes to the same stream as the step lines (stdout) so mpirun, which
 // forwards each rank's streams separately, cannot interleave them. Disabled (draw = false: rank
-// != 0, --progress 0, SHARDTRAIN_PROGRESS=0 in the environment, or — for the stdout constructor —
+// != 0, --progress 0 (the CLI's SHARDTRAIN_PROGRESS=0 sets it), or — for the stdout constructor —
 // stdout not a terminal (isatty; under Open MPI, which gives each rank a pseudo-terminal, mpirun's
 // stdout), so a redirected run or a SLURM .out file holds plain step lines), update() draws nothing and line() just prints the line. format_bar() is the pure part
 // (tested).

@@ -53,8 +53,11 @@ void Optimizer::step_on_device(const std::vector<Tensor>& grads, const Tensor& s
   update_on_device(grads, state);
 }
 
-void Optimizer::update_on_device(const std::vector<Tensor>&, const Tensor&) {
-  ST_THROW(ValueError, "optimizer: only AdamW has a graph-captured (device-scalar) update");
+void Optimizer::update_on_device(const std::vector<Tensor>& grads, const Tensor& state) {
+  const ops::DeviceStepState s = ops::step_state_download(state);  // waits for the step's kernels
+  if (s.skip) return;
+  step_ = s.opt_step;  // t of this update (the state counted it)
+  update(grads, s.lr, ops::GradScale{s.gs.unscale, s.gs.clip});
 }
 
 NamedTensors Optimizer::master_weights() const {

@@ -50,10 +50,13 @@ class Optimizer {
 
   // One update at learning rate `lr`; grads[i] (shaped like params()[i]) times `gs` is final.
   void step(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs = {});
-  // The update of a graph-captured step (runtime/train/cuda_graph_step.h): the scalars, the
-  // GradScale and the skip decision come from the device step state (ops/step_state.h), so the
-  // host's count does not advance (set_steps_taken from the state read back). AdamW only.
+  // The update of a training step (runtime/train/train_step.h): the skip decision, lr, the
+  // GradScale and t come from the step state (ops/step_state.h). An optimizer with
+  // device_scalars() reads them on the device (nothing waits: the step can be a CUDA graph; the
+  // host's count then follows the state through set_steps_taken); the others read the state back
+  // on the host first and run update() with its values (the same bits: lr is float(lr) either way).
   void step_on_device(const std::vector<Tensor>& grads, const Tensor& state);
+  virtual bool device_scalars() const { return false; }
   void set_steps_taken(int64_t t) { step_ = t; }
 
   const NamedTensors& params() const { return params_; }
@@ -77,7 +80,7 @@ class Optimizer {
  protected:
   // All parameters at once; grads checked (one per parameter, shaped like it), step_ advanced.
   virtual void update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) = 0;
-  virtual void update_on_device(const std::vector<Tensor>& grads, const Tensor& state);  // default: ValueError
+  virtual void update_on_device(const std::vector<Tensor>& grads, const Tensor& state);  // default: host read, update()
   // Per-parameter state tensors of this optimizer: (key prefix, tensors aligned with params).
   virtual std::vector<std::pair<std::string, std::vector<Tensor>*>> state_slots() = 0;
   Tensor lp_target(size_t i) const;  // the model tensor to receive the rounded update, or undefined
@@ -94,6 +97,7 @@ struct AdamWOptions {
 class AdamW : public Optimizer {
  public:
   AdamW(NamedTensors params, const AdamWOptions& opt, DType compute_dtype = DType::f32);
+  bool device_scalars() const override { return true; }
   const AdamWOptions& options() const { return opt_; }
 
  protected:

@@ -11,11 +11,6 @@
 
 namespace st::runtime {
 
-bool skip_grad_comm_env() {
-  const char* v = std::getenv("SHARDTRAIN_TEST_SKIP_GRAD_COMM");
-  return v && *v && std::string_view(v) != "0";
-}
-
 GradReducer::GradReducer(std::vector<std::pair<std::string, Tensor>> params, std::shared_ptr<comm::Communicator> group,
                          ReducerOptions options)
     : params_(std::move(params)), group_(std::move(group)), options_(std::move(options)),
@@ -34,7 +29,7 @@ GradReducer::GradReducer(std::vector<std::pair<std::string, Tensor>> params, std
   ST_CHECK(!options_.shard_gradients || options_.reduce_to_segment, ValueError,
            "GradReducer: shard_gradients needs reduce_to_segment (an owner per bucket)");
   poll_progress_ = !group_->progresses_on_its_own();
-  skip_comm_ = skip_grad_comm_env();
+  skip_comm_ = options_.skip_collectives;
   ready_.assign(n, false);
   held_.assign(n, false);
   for (auto& [name, p] : params_) shapes_.push_back(p.shape());

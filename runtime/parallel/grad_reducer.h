@@ -92,6 +92,9 @@ struct ReducerOptions {
   // ZeRO-2 (needs reduce_to_segment): buckets of other segments hold memory only from their
   // launch until their reduce completes (see the top note).
   bool shard_gradients = false;
+  // Test seam (TrainSeams::skip_grad_comm): the collectives are skipped, everything else runs (the
+  // peer of tests/bench/bench_dp_overlap: exposed communication = step time with − without them).
+  bool skip_collectives = false;
 };
 
 // ZeRO-2: buckets of other owners in flight at once (their buffers exist only then).
@@ -199,14 +202,11 @@ class GradReducer {
   ReducerOptions options_;
   bool sync_ = false;
   bool poll_progress_ = false;     // the backend progresses only inside its calls (MPI)
-  bool skip_comm_ = false;         // SHARDTRAIN_TEST_SKIP_GRAD_COMM
+  bool skip_comm_ = false;         // ReducerOptions::skip_collectives
   int64_t hooks_seen_ = 0;
   std::vector<BucketLaunch> launches_;
   ReducerStats stats_;
   std::shared_ptr<bool> alive_;  // hooks outlive nothing: they check this flag
 };
-
-// True when SHARDTRAIN_TEST_SKIP_GRAD_COMM is set to a non-empty value other than "0".
-bool skip_grad_comm_env();
 
 }  // namespace st::runtime

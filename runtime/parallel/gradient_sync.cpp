@@ -33,8 +33,8 @@ void SyncChain::last_backward() {
 void SyncChain::finish() {
   for (auto& p : parts_) p->finish();
 }
-void SyncChain::end_step(bool stepped) {
-  for (auto& p : parts_) p->end_step(stepped);
+void SyncChain::end_step(const StepOutcome& o) {
+  for (auto& p : parts_) p->end_step(o);
 }
 
 }  // namespace st::runtime

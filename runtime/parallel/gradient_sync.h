@@ -6,7 +6,10 @@
 //                      so communication can start from the grad-ready hooks during it
 //   finish()           after the last backward: every gradient this rank's optimizer reads is
 //                      complete (waits for the communication still in flight)
-//   end_step(stepped)  after the optimizer ran (stepped) or the step was skipped (fp16 overflow)
+//   end_step(outcome)  after the optimizer ran or the step was skipped (inf/NaN); outcome.stepped()
+//                      says which (reading it waits for the device: only layouts that need it ask)
+// capturable() is true for a sync that issues no collective and reads nothing back, so the step
+// that calls it can be captured as a CUDA graph (runtime/train/train_step.h): one process only.
 // Implementations: ClearGrads (one process), DataParallelSync (GradReducer), ZeroSync (Zero1),
 // Zero3Sync (Zero3),
 // TiedGradSync (a weight held by two pipeline stages); SyncChain runs several in order.
@@ -23,13 +26,21 @@
 
 namespace st::runtime {
 
+// Whether the step's optimizer ran: known on the device, read on the host only when asked.
+class StepOutcome {
+ public:
+  virtual ~StepOutcome() = default;
+  virtual bool stepped() const = 0;
+};
+
 class GradientSync {
  public:
   virtual ~GradientSync() = default;
   virtual void begin_step() = 0;
   virtual void last_backward() {}
   virtual void finish() {}
-  virtual void end_step(bool stepped) {}
+  virtual void end_step(const StepOutcome&) {}
+  virtual bool capturable() const { return false; }
 };
 
 // One process: gradients are dropped before and after each step (nothing holds them between
@@ -38,7 +49,8 @@ class ClearGrads : public GradientSync {
  public:
   explicit ClearGrads(std::shared_ptr<Module> model) : model_(std::move(model)) {}
   void begin_step() override { model_->zero_grad(/*set_to_none=*/true); }
-  void end_step(bool) override { model_->zero_grad(/*set_to_none=*/true); }
+  void end_step(const StepOutcome&) override { model_->zero_grad(/*set_to_none=*/true); }
+  bool capturable() const override { return true; }
 
  private:
   std::shared_ptr<Module> model_;
@@ -66,8 +78,8 @@ class ZeroSync : public GradientSync {
   void begin_step() override { zero_->zero_grad(); }
   void last_backward() override { zero_->set_sync(true); }
   void finish() override { zero_->reduce_gradients(); }
-  void end_step(bool stepped) override {
-    if (stepped) zero_->broadcast_updates();
+  void end_step(const StepOutcome& o) override {
+    if (o.stepped()) zero_->broadcast_updates();
   }
   const Zero1& zero() const { return *zero_; }
 
@@ -120,7 +132,7 @@ class SyncChain : public GradientSync {
   void begin_step() override;
   void last_backward() override;
   void finish() override;
-  void end_step(bool stepped) override;
+  void end_step(const StepOutcome& o) override;
 
  private:
   std::vector<std::shared_ptr<GradientSync>> parts_;

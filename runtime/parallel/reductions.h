@@ -21,12 +21,16 @@ class Reductions {
   virtual ~Reductions() = default;
   virtual double allreduce_sum(double x) = 0;
   virtual double allreduce_max(double x) = 0;
+  // True when every value comes back unchanged (one process): the step then needs no host round
+  // trip between its statistics and its decision, and can be captured (runtime/train/train_step.h).
+  virtual bool identity() const { return false; }
 };
 
 class LocalReductions : public Reductions {
  public:
   double allreduce_sum(double x) override { return x; }
   double allreduce_max(double x) override { return x; }
+  bool identity() const override { return true; }
 };
 
 // Over a communicator, f32 on the wire: the values are a handful of per-rank shares, so the f32

@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "ops/optim.h"
+
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -138,6 +140,14 @@ Tensor read_pretrained_window(const PretrainedSource& src, const std::string& na
     check_same(src, name, other, got, read_part_window(alias, name, local, first, count));
   }
   return got;
+}
+
+void check_finite(const NamedTensors& tensors, const std::string& where) {
+  for (const auto& [name, t] : tensors) {
+    if (!t.defined() || !(t.dtype() == DType::f32 || t.dtype() == DType::f16 || t.dtype() == DType::bf16)) continue;
+    ST_CHECK(!ops::has_inf_nan(t), ValueError,
+             where << ": tensor '" << name << "' holds inf or NaN");
+  }
 }
 
 }  // namespace st::runtime

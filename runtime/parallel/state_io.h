@@ -50,7 +50,7 @@ Tensor read_part_window(const PartSource& src, const std::string& name, const Sh
                         int64_t count);
 
 // Pretrained weights opened for reading in parts (--init-from; a family's ModelFactory opens its
-// directory so: runtime/train/model_registry.h). `same_as`: (parameter name, store name) pairs
+// directory so: runtime/setup/model_registry.h). `same_as`: (parameter name, store name) pairs
 // whose parts must be equal (GPT-2's lm_head.weight and transformer.wte.weight: heads tied).
 struct PretrainedSource {
   std::shared_ptr<const SafetensorsStore> store;
@@ -63,5 +63,9 @@ void load_pretrained_parts(const PretrainedSource& src, const NamedTensors& targ
 // The window of read_part_window, and each `same_as` pair checked on that window.
 Tensor read_pretrained_window(const PretrainedSource& src, const std::string& name, const Shape& local, int64_t first,
                               int64_t count);
+
+// Throws ValueError naming `where` and the first tensor (in order) holding inf/NaN; one pass,
+// float tensors only (on any device): loaded weights and optimizer state are checked so.
+void check_finite(const NamedTensors& tensors, const std::string& where);
 
 }  // namespace st::runtime

@@ -2,7 +2,7 @@
 // optimizer and checkpoints treat it like a whole model). A stage holds one contiguous range of
 // the model's layers (GPipe, 1F1B) or v ranges, its chunks (interleaved 1F1B: the model cut into
 // p·v chunks, stage s holding chunks s, s + p, …, s + (v−1)·p, Megatron's layout — stage_chunks).
-// It wraps a model built with only those ranges (runtime/train/model_registry.h): no stage holds
+// It wraps a model built with only those ranges (runtime/setup/model_registry.h): no stage holds
 // another stage's layers.
 //
 // Parameters keep their full names. A parameter used by layers on two stages (the GPT's wte, in

@@ -2,11 +2,16 @@
 #include "runtime/train/gradient_source.h"
 
 #include "ops/elementwise.h"
+#include "ops/step_state.h"
 #include "runtime/nn/dropout_context.h"
 #include "runtime/observe/trace.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
+
+TokenBatch GradientSource::micro_batch_host(int64_t, int64_t) const {
+  ST_THROW(ValueError, "this gradient source reads its own micro-batches (" << capture_refusal() << ")");
+}
 
 LocalGradientSource::LocalGradientSource(std::shared_ptr<LanguageModel> model, std::shared_ptr<const TokenData> data,
                                          BatchLayout layout, Device device)
@@ -33,29 +38,26 @@ TokenBatch LocalGradientSource::micro_batch(int64_t step, int64_t k) const {
   return b;
 }
 
-double LocalGradientSource::compute_gradients(int64_t step, double loss_scale, GradientSync& sync) {
-  const double factor = loss_scale / static_cast<double>(layout_.grad_accum * layout_.dp);
-  std::vector<Tensor> losses;  // () f32 each; read once at the end (one host sync per step)
-  for (int64_t k = 0; k < layout_.grad_accum; ++k) {
+void LocalGradientSource::compute_gradients(const StepContext& ctx, GradientSync& sync) {
+  const int64_t K = layout_.grad_accum;
+  for (int64_t k = 0; k < K; ++k) {
     // dropout masks by global sequence index: the same in every layout (runtime/nn/dropout_context.h)
-    DropoutScope dropout_scope(step, (layout_.replica * layout_.grad_accum + k) * layout_.micro_batch);
-    TokenBatch b = micro_batch(step, k);
+    DropoutScope dropout_scope(ctx.step, (layout_.replica * K + k) * layout_.micro_batch, ctx.seeds);
+    const TokenBatch b = ctx.staged ? (*ctx.staged)[static_cast<size_t>(k)] : micro_batch(ctx.step, k);
     Tensor loss, scaled;
     {
       trace::Scope ts("forward", "compute", k);  // the slices the DP all-reduces overlap in a trace
       loss = model_->loss(model_->forward(b.inputs), b.targets);  // () f32, micro-batch mean
-      scaled = factor == 1.0 ? loss : ops::scale(loss, factor);
+      scaled = ops::mul(loss, ctx.loss_factor);  // loss · float(scale / (K·dp))
     }
-    if (k == layout_.grad_accum - 1) sync.last_backward();
+    if (k == K - 1) sync.last_backward();
     {
       trace::Scope ts("backward", "compute", k);
       scaled.backward();
     }
-    losses.push_back(loss.detach());
+    Tensor state = ctx.state;  // a handle of the step's state buffer
+    ops::step_state_add_loss(state, loss.detach());
   }
-  double sum = 0;
-  for (auto& l : losses) sum += l.item();
-  return sum / static_cast<double>(layout_.grad_accum * layout_.dp);
 }
 
 double LocalGradientSource::evaluate(const TokenData& val, int64_t batches) {

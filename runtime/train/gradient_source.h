@@ -1,16 +1,21 @@
 // GradientSource: "compute this step's gradients" — the part of a step that pipelines replace.
 // After compute_gradients() returns, every parameter's .grad() holds loss_scale × ∂(global mean
 // loss)/∂θ for this rank's micro-batches (+= over micro-batches); the source calls
-// sync.last_backward() just before the step's final backward, and the trainer's
+// sync.last_backward() just before the step's final backward, and the step's
 // GradientSync::finish() completes the sum over the replicas (runtime/parallel/gradient_sync.h).
+// The step (runtime/train/train_step.h) hands the source a StepContext: the loss factor
+// loss_scale / (K · dp) as a () f32 tensor on the model's device, and the step state
+// (ops/step_state.h) to which the source adds each of its micro-batches' mean losses
+// (ops::step_state_add_loss, unscaled, in micro-batch order) — no host value changes per step, so
+// the same code runs eagerly and inside a captured CUDA graph.
 //
 // LocalGradientSource (one process, or one DP replica without a pipeline): for k = 0 … K−1
 // (K = grad_accum) it reads micro-batch k of this replica — global sequences (r·K + k)·B …
-// +B−1 of the step (runtime/data/token_data.h) — runs the model, takes the mean cross-entropy of
-// the micro-batch (f32), multiplies it by loss_scale / (K · dp) and backpropagates. So the
-// accumulated gradient is that of the mean over the GLOBAL batch of B·K·dp sequences whatever
-// the split, and the returned loss (Σ_k mean_k / (K·dp), unscaled) summed over the DP replicas
-// is the global mean loss.
+// +B−1 of the step (runtime/data/token_data.h), or the device buffers a graph step staged them
+// into — runs the model, takes the mean cross-entropy of the micro-batch (f32), multiplies it by
+// the loss factor and backpropagates. So the accumulated gradient is that of the mean over the
+// GLOBAL batch of B·K·dp sequences whatever the split, and the losses it adds (Σ_k mean_k) over
+// the DP replicas, divided by K·dp, are the global mean loss.
 //
 // evaluate() is the forward-only pass of validation: batch i of B sequences is val sequences
 // i·B … i·B + B − 1 (the file's order), batches are split over the replicas (i ≡ r mod dp), and the
@@ -19,18 +24,37 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "runtime/data/token_data.h"
+#include "runtime/nn/dropout_context.h"
 #include "runtime/nn/language_model.h"
 #include "runtime/parallel/gradient_sync.h"
 
 namespace st::runtime {
 
+// What one step hands its gradient source (runtime/train/train_step.h).
+struct StepContext {
+  int64_t step = 0;   // from 0
+  Tensor loss_factor;  // () f32 on the model's device: loss_scale / (K · dp)
+  Tensor state;        // the step state (ops/step_state.h) the micro-batches' losses are added to
+  DropoutSeedTable* seeds = nullptr;                // a graph step's seed table, else null (seeds as arguments)
+  const std::vector<TokenBatch>* staged = nullptr;  // a graph step's K micro-batches on the device, else null
+};
+
 class GradientSource {
  public:
   virtual ~GradientSource() = default;
-  // Step `step` counts from 0. Returns this rank's share of the global mean loss (see above).
-  virtual double compute_gradients(int64_t step, double loss_scale, GradientSync& sync) = 0;
+  // The step's forward and backward passes over this rank's micro-batches (see above).
+  virtual void compute_gradients(const StepContext& ctx, GradientSync& sync) = 0;
+  // "" when a captured step can run this source: it reads its micro-batches from ctx.staged (filled
+  // from micro_batch_host) and waits for nothing on the host; else why not, for the run's note.
+  virtual std::string capture_refusal() const { return "a gradient source that exchanges activations"; }
+  // Micro-batch k of step `step` of this rank, on the host (what a graph step stages); only
+  // sources whose capture_refusal() is "" have one.
+  virtual TokenBatch micro_batch_host(int64_t step, int64_t k) const;
+  virtual int64_t micro_batches() const = 0;  // K: per step, this rank
   // No gradients, eval mode (no dropout): this rank's share of the mean loss over `batches`
   // validation batches (see above). Every rank of the job calls it at the same point.
   virtual double evaluate(const TokenData& val, int64_t batches) = 0;
@@ -52,14 +76,16 @@ class LocalGradientSource : public GradientSource {
  public:
   LocalGradientSource(std::shared_ptr<LanguageModel> model, std::shared_ptr<const TokenData> data, BatchLayout layout,
                       Device device = Device::cpu);
-  double compute_gradients(int64_t step, double loss_scale, GradientSync& sync) override;
+  void compute_gradients(const StepContext& ctx, GradientSync& sync) override;
   double evaluate(const TokenData& val, int64_t batches) override;
   int64_t global_batch() const override { return layout_.global_batch(); }
   int64_t seq_len() const override { return layout_.seq_len; }
+  std::string capture_refusal() const override { return ""; }
+  int64_t micro_batches() const override { return layout_.grad_accum; }
   // Micro-batch k of step `step` for this replica (inputs, targets on the device).
   TokenBatch micro_batch(int64_t step, int64_t k) const;
   // The same on the host (a graph step stages it through pinned memory itself).
-  TokenBatch micro_batch_host(int64_t step, int64_t k) const;
+  TokenBatch micro_batch_host(int64_t step, int64_t k) const override;
   const BatchLayout& layout() const { return layout_; }
 
  private:

@@ -42,12 +42,4 @@ void NonFiniteGuard::nonfinite(int64_t step, double loss, bool grads_nonfinite, 
   throw ValueError(o.str());
 }
 
-void check_finite(const NamedTensors& tensors, const std::string& where) {
-  for (const auto& [name, t] : tensors) {
-    if (!t.defined() || !(t.dtype() == DType::f32 || t.dtype() == DType::f16 || t.dtype() == DType::bf16)) continue;
-    ST_CHECK(!ops::has_inf_nan(t), ValueError,
-             where << ": tensor '" << name << "' holds inf or NaN");
-  }
-}
-
 }  // namespace st::runtime

@@ -1,5 +1,5 @@
 // Non-finite numbers in a run: the rule that stops a run that has gone inf/NaN instead of
-// training on to exit 0, and the check that loaded weights and optimizer state are finite.
+// training on to exit 0 (the check that loaded state is finite: runtime/parallel/state_io.h).
 //
 // A step is non-finite when any rank's gradients hold inf/NaN (the flag is agreed by every rank)
 // or the global loss is inf/NaN. Such a step never reaches the optimizer: fp16's loss scaler
@@ -36,9 +36,5 @@ class NonFiniteGuard {
   int64_t in_a_row_ = 0;
   int64_t first_ = 0;  // the first step of the current run of non-finite steps
 };
-
-// Throws ValueError naming `where` and the first tensor (in order) holding inf/NaN; one pass,
-// float tensors only (on any device).
-void check_finite(const NamedTensors& tensors, const std::string& where);
 
 }  // namespace st::runtime

@@ -7,15 +7,16 @@
 
 #include "comm/make_communicator.h"
 #include "comm/process_grid.h"
-#include "runtime/train/memory_plan.h"
+#include "runtime/plan/memory_plan.h"
 #include "runtime/parallel/grad_reducer.h"
+#include "runtime/parallel/parameter_sharding.h"
 #include "runtime/parallel/gradient_sync.h"
 #include "runtime/parallel/zero1.h"
 #include "runtime/pipeline/layer_profile.h"
-#include "runtime/train/checkpoint_guard.h"
-#include "runtime/train/model_registry.h"
+#include "runtime/setup/checkpoint_guard.h"
+#include "runtime/setup/model_registry.h"
 #include "runtime/train/pipeline_source.h"
-#include "runtime/train/run_fingerprint.h"
+#include "runtime/setup/run_fingerprint.h"
 #include "runtime/train/trainer.h"
 
 namespace st::runtime {
@@ -27,8 +28,9 @@ struct Job {
   std::shared_ptr<comm::Communicator> world;
   comm::ProcessGrid& grid;
   comm::GridCoord me;
+  const TrainSeams& seams;
   bool lead() const { return world->rank() == 0; }
-  bool zero() const { return cfg.zero && grid.layout().dp > 1; }
+  int zero_stage() const { return zero_stage_in_effect(cfg.zero, grid.layout().dp); }
 };
 
 // Pipeline (pp > 1): the split of the model's layers into pp · v pieces (v the virtual stages of
@@ -94,8 +96,9 @@ void wire_tensor_parallel(const Job& job, const ShardRule& rule, const LanguageM
 
 // The gradient buckets of DP and ZeRO alike: --bucket-mb (the first bucket at most 1 MiB, so
 // communication starts early) and --grad-comm-dtype.
-ReducerOptions reducer_options(const TrainConfig& cfg) {
+ReducerOptions reducer_options(const TrainConfig& cfg, const TrainSeams& seams) {
   ReducerOptions ro;
+  ro.skip_collectives = seams.skip_grad_comm;
   ro.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * (1 << 20));
   ro.first_bucket_bytes = std::min<size_t>(ro.bucket_bytes, 1u << 20);
   ro.comm_dtype = compute_dtype(cfg.grad_comm_dtype);
@@ -112,7 +115,7 @@ ReducerOptions reducer_options(const TrainConfig& cfg) {
 // finish(), which runs after the tied sum's (zero1.h).
 std::shared_ptr<ZeroSync> wire_zero(const Job& job, const LanguageModel& model, const std::vector<TiedWeight>& tied,
                                     TrainerWiring& w) {
-  ReducerOptions ro = reducer_options(job.cfg);
+  ReducerOptions ro = reducer_options(job.cfg, job.seams);
   ro.shard_gradients = job.cfg.zero >= 2;  // ZeRO-2: other owners' buckets freed once reduced
   for (const TiedWeight& t : tied) ro.launch_in_finalize.insert(t.name);
   auto zero1 = std::make_shared<Zero1>(model.named_parameters(), job.grid.dp_group(), ro);
@@ -136,14 +139,14 @@ std::shared_ptr<Zero3Sync> wire_zero3(const Job& job, LanguageModel& model, cons
   }
   auto zero3 = std::make_shared<Zero3>(model, job.grid.dp_group(), own, compute_dtype(job.cfg.grad_comm_dtype));
   model.set_layer_hook(zero3);
-  w.zero3 = zero3;
+  w.params = std::make_shared<Zero3Parameters>(zero3);
   return std::make_shared<Zero3Sync>(zero3, tied_names, tied_group);
 }
 
 // Data parallel (dp > 1, no ZeRO): bucketed all-reduce over the DP group during the last
 // micro-batch's backward.
 std::shared_ptr<DataParallelSync> wire_data_parallel(const Job& job, const LanguageModel& model) {
-  auto reducer = std::make_shared<GradReducer>(model.named_parameters(), job.grid.dp_group(), reducer_options(job.cfg));
+  auto reducer = std::make_shared<GradReducer>(model.named_parameters(), job.grid.dp_group(), reducer_options(job.cfg, job.seams));
   return std::make_shared<DataParallelSync>(reducer);
 }
 
@@ -173,7 +176,7 @@ StepReductions wire_reductions(const Job& job) {
   r.loss = std::make_shared<CommReductions>(job.world, pipeline || job.me.tp == 0 ? 1.0 : 0.0);
   r.flag = r.loss;
   std::shared_ptr<comm::Communicator> replica = job.world->split(job.me.dp, job.world->rank(), "replica");
-  r.grad = std::make_shared<CommReductions>(job.zero() ? job.world : replica);
+  r.grad = std::make_shared<CommReductions>(job.zero_stage() > 0 ? job.world : replica);
   return r;
 }
 
@@ -186,7 +189,7 @@ void print_summary(const Job& job, const GradReducer* reducer, const Zero1* zero
   if (reducer && reducer->stats().steps > 0) {
     const ReducerStats& s = reducer->stats();
     const double steps = static_cast<double>(s.steps);
-    std::cout << (zero ? "zero " + std::to_string(job.cfg.zero) : std::string("data parallel")) << ": " << s.buckets_launched / s.steps << " buckets per step ("
+    std::cout << (zero ? "zero " + std::to_string(job.zero_stage()) : std::string("data parallel")) << ": " << s.buckets_launched / s.steps << " buckets per step ("
               << s.launched_early << " of " << s.buckets_launched << " launched before backward ended), "
               << static_cast<double>(s.bytes) / steps / (1 << 20) << " MiB per step; finish() waited "
               << s.wait_ms / steps << " ms per step";
@@ -208,7 +211,7 @@ void print_summary(const Job& job, const GradReducer* reducer, const Zero1* zero
 
 }  // namespace
 
-int run_parallel_training(const TrainConfig& cfg) {
+int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000));
   comm::CommSetup setup = comm::make_communicator(cfg.comm, timeout);
   auto world = setup.world;
@@ -216,13 +219,13 @@ int run_parallel_training(const TrainConfig& cfg) {
   if (world->size() > 1) check_ranks_agree(run_fingerprint(cfg), *world);
   comm::GridLayout layout = comm::GridLayout::make(world->size(), static_cast<int>(cfg.dp), static_cast<int>(cfg.tp),
                                                    static_cast<int>(cfg.pp));
-  if (world->size() == 1) return run_training(cfg);
+  if (world->size() == 1) return run_training(cfg, seams);
   if (world->rank() == 0) std::cout << "layout: " << layout.str() << " | comm " << setup.reason << std::endl;
   // rank 0 looks at --checkpoint-dir; every rank refuses (or goes on) alike
   if (const std::string note = check_checkpoint_dir(cfg, world.get()); !note.empty() && world->rank() == 0)
     std::cout << note << std::endl;
   comm::ProcessGrid grid(world, layout.dp, layout.tp, layout.pp);
-  const Job job{cfg, world, grid, grid.coord()};
+  const Job job{cfg, world, grid, grid.coord(), seams};
 
   const ModelPlan plan = plan_model(cfg, layout.tp, layout.dp);
   register_memory_cap(cfg, plan.entry, plan.seq_len, layout.dp, world->rank());  // --max-memory
@@ -234,11 +237,12 @@ int run_parallel_training(const TrainConfig& cfg) {
   }
   // ZeRO-3 builds no parameter's bytes: each rank fills only its pieces (Trainer, Zero3::shard)
   TrainInputs in = prepare_training(cfg, plan, stage_layers, layout.dp, job.me.dp, grid.tp_group(),
-                                    /*sharded_start=*/job.zero() && cfg.zero == 3);
+                                    /*sharded_start=*/job.zero_stage() == 3);
   const ShardRule rule = in.model->shard_rule();  // null unless tp > 1
   std::shared_ptr<LanguageModel> model = in.model;
   TrainerWiring w;
   w.world = world;
+  w.seams = seams;
   w.layout = in.layout;
 
   PipelineGradientSource* pipe = nullptr;
@@ -259,10 +263,10 @@ int run_parallel_training(const TrainConfig& cfg) {
   // order of finish(): the DP all-reduce, then the tied sum; under ZeRO the tied sum, then the
   // reduce to the owners (zero1.h says why); under ZeRO-3 the reduce-scatters, then the tied sum
   // of the shards (Zero3Sync)
-  if (job.zero() && cfg.zero == 3) {
+  if (job.zero_stage() == 3) {
     auto* tg = dynamic_cast<TiedGradSync*>(tied_sync.get());
     syncs.push_back(zero3_sync = wire_zero3(job, *model, tied, tg ? tg->group() : nullptr, w));
-  } else if (job.zero()) {
+  } else if (job.zero_stage() > 0) {
     if (tied_sync) syncs.push_back(tied_sync);
     syncs.push_back(zero_sync = wire_zero(job, *model, tied, w));
   } else {
@@ -276,7 +280,7 @@ int run_parallel_training(const TrainConfig& cfg) {
 
   // checkpoints: every rank writes its share; a DP replica's copy only DP rank 0 (ZeRO: every
   // DP rank its shard), tp-split tensors assembled in the tp group
-  w.state = std::make_shared<StateSharding>(StateSharding{world, grid.tp_group(), job.zero() || job.me.dp == 0});
+  w.state = std::make_shared<StateSharding>(StateSharding{world, grid.tp_group(), job.zero_stage() > 0 || job.me.dp == 0});
 
   Trainer trainer(cfg, model, std::move(w), in.resume_path);
   trainer.run();

@@ -20,11 +20,13 @@
 // counted once). Checkpoints hold full tensors by name, each written once by a rank that holds
 // it (runtime/parallel/state_sharding.h), so a run resumes under any layout.
 #pragma once
-#include "runtime/train/train_config.h"
+#include "runtime/setup/train_config.h"
+#include "runtime/train/train_step.h"
 
 namespace st::runtime {
 
-// Collective over MPI_COMM_WORLD (MPI already initialised). One rank: the plain Trainer.
-int run_parallel_training(const TrainConfig& cfg);
+// Collective over MPI_COMM_WORLD (MPI already initialised). One rank: the plain Trainer. `seams`:
+// the step's test seams (tests, and launch/'s documented test variables).
+int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams = {});
 
 }  // namespace st::runtime

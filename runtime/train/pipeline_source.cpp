@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ops/elementwise.h"
+#include "ops/step_state.h"
 #include "runtime/common/timing.h"
 #include "runtime/nn/dropout_context.h"
 #include "runtime/observe/trace.h"
@@ -151,7 +152,7 @@ void PipelineGradientSource::forward(StepState& st, const PipeAction& a) {
   x = stage_->forward_chunk(x, a.chunk);
   if (last) {
     Tensor loss = stage_->loss(x, s.batch.targets);  // () f32, the micro-batch mean
-    s.output = st.factor == 1.0 ? loss : ops::scale(loss, st.factor);
+    s.output = ops::mul(loss, st.factor);
     st.losses.narrow(0, a.micro, 1).copy_(loss.detach().reshape({1}));
   } else {
     s.output = x;
@@ -172,14 +173,15 @@ void PipelineGradientSource::backward(StepState& st, const PipeAction& a) {
   update_held(st, s);
 }
 
-double PipelineGradientSource::compute_gradients(int64_t step, double loss_scale, GradientSync& sync) {
+void PipelineGradientSource::compute_gradients(const StepContext& ctx, GradientSync& sync) {
+  const int64_t step = ctx.step;
   // Agreed at the first step, once the optimizer has cast the parameters to the compute dtype.
   if (in_shape_.empty()) agree_shapes();
   const int64_t K = layout_.grad_accum, B = layout_.micro_batch;
   const bool has_loss = last_chunk(chunks_ - 1);
   StepState st;
   st.step = step;
-  st.factor = loss_scale / static_cast<double>(K * layout_.dp);
+  st.factor = ctx.loss_factor;
   st.slots.resize(static_cast<size_t>(K * chunks_));
   if (has_loss) st.losses = Tensor::zeros({K}, DType::f32, device_);
   st.mem0 = cpu_bytes_in_use();
@@ -191,7 +193,7 @@ double PipelineGradientSource::compute_gradients(int64_t step, double loss_scale
     const PipeAction& a = *s.compute;
     const auto t0 = Clock::now();
     {
-      DropoutScope dropout_scope(step, (layout_.replica * K + a.micro) * B);  // layout-free masks
+      DropoutScope dropout_scope(step, (layout_.replica * K + a.micro) * B, ctx.seeds);  // layout-free masks
       if (a.op == PipeOp::Forward) {
         forward(st, a);
       } else {
@@ -202,10 +204,10 @@ double PipelineGradientSource::compute_gradients(int64_t step, double loss_scale
     stats_.compute_ms += ms_since(t0);
     check_bound(st, {a});
   }
-  if (!has_loss || !count_loss_) return 0.0;
-  double sum = 0;
-  for (double l : st.losses.to_double()) sum += l;  // in micro-batch order, as LocalGradientSource
-  return sum / static_cast<double>(K * layout_.dp);
+  if (!has_loss || !count_loss_) return;
+  Tensor state = ctx.state;
+  for (int64_t k = 0; k < K; ++k)  // in micro-batch order, as LocalGradientSource
+    ops::step_state_add_loss(state, st.losses.narrow(0, k, 1).contiguous());
 }
 
 double PipelineGradientSource::evaluate(const TokenData& val, int64_t batches) {

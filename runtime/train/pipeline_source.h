@@ -14,9 +14,9 @@
 // than the plan's in-flight bound. Tags: pipe_tag (chunks distinguished); one shape handshake per
 // chunk at the first step, on kPipeShapeTag.
 //
-// The model's last chunk scales each micro-batch's mean loss by loss_scale/(K·dp) as
-// LocalGradientSource does, so the gradients are those of the global-batch mean whatever the
-// layout. The gradient sync's last_backward() runs just before the step's final backward action
+// The model's last chunk multiplies each micro-batch's mean loss by the step's loss factor
+// (loss_scale/(K·dp)) as LocalGradientSource does, so the gradients are those of the global-batch
+// mean whatever the layout, and adds the unscaled means to the step state in micro-batch order. The gradient sync's last_backward() runs just before the step's final backward action
 // (with several chunks a bucket whose gradients were final earlier goes out in finish()).
 //
 // evaluate() is forward only: each validation batch of the replica (GradientSource) passes
@@ -52,7 +52,9 @@ class PipelineGradientSource : public GradientSource {
   PipelineGradientSource(std::shared_ptr<StageModel> stage, std::shared_ptr<const TokenData> data, BatchLayout layout,
                          Device device, std::shared_ptr<comm::Communicator> pp_group, PipelinePlan plan,
                          bool count_loss);
-  double compute_gradients(int64_t step, double loss_scale, GradientSync& sync) override;
+  void compute_gradients(const StepContext& ctx, GradientSync& sync) override;
+  std::string capture_refusal() const override { return "a pipeline's gradient source"; }
+  int64_t micro_batches() const override { return layout_.grad_accum; }
   double evaluate(const TokenData& val, int64_t batches) override;
   int64_t global_batch() const override { return layout_.global_batch(); }
   int64_t seq_len() const override { return layout_.seq_len; }
@@ -70,7 +72,7 @@ class PipelineGradientSource : public GradientSource {
   // The step being run: what the actions read and write.
   struct StepState {
     int64_t step = 0;
-    double factor = 1.0;  // loss_scale / (K · dp)
+    Tensor factor;        // () f32: loss_scale / (K · dp)
     std::vector<Slot> slots;  // (micro-batch mb, chunk c) at mb · v + c
     Tensor losses;            // (K,) f32 unscaled micro-batch means (the model's last chunk)
     size_t mem0 = 0;          // CPU bytes in use when the step began

@@ -68,7 +68,7 @@ void index_if_sharded(const std::string& dir, const std::string& base, const std
 std::string save_train_checkpoint(const std::string& root, const TrainState& state, const nlohmann::json& model_config,
                                   const NamedTensors& weights, const NamedTensors& optimizer_state,
                                   const ShardRule& rule, const WrittenElsewhere& elsewhere,
-                                  const StateSharding& sharding, int64_t keep) {
+                                  const StateSharding& sharding, int64_t keep, bool crash_before_commit) {
   CheckpointDir dir(root);
   const bool lead = sharding.rank() == 0;
   if (lead) {
@@ -96,8 +96,8 @@ std::string save_train_checkpoint(const std::string& root, const TrainState& sta
     write_json_file(tmp + "/config.json", model_config);
     write_state(tmp, state.to_json());
   }
-  if (const char* crash = std::getenv("SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT"); crash && std::string(crash) == "1")
-    ST_THROW(Error, "test hook SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT: stopping before the rename of " << tmp);
+  if (crash_before_commit)
+    ST_THROW(Error, "test seam crash_before_commit (SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT): stopping before the rename of " << tmp);
   if (lead) {
     final_path = dir.commit(state.step);
     dir.keep_last(keep);

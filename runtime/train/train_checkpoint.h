@@ -50,12 +50,12 @@ struct TrainState {
 // names the parameters another rank writes); a barrier (the communicator's deadline); rank 0
 // writes the indexes, config.json and state.json and commits with the one rename, then keeps
 // the newest `keep` (≤ 0: all). A crash before the rename leaves the previous checkpoint the
-// newest. Test hook (docs/testing.md): SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT=1 makes every rank
-// throw right before the rename. Returns the final directory on rank 0, "" elsewhere.
+// newest. `crash_before_commit` (a test seam, TrainSeams) makes every rank throw right before the
+// rename. Returns the final directory on rank 0, "" elsewhere.
 std::string save_train_checkpoint(const std::string& root, const TrainState& state, const nlohmann::json& model_config,
                                   const NamedTensors& weights, const NamedTensors& optimizer_state,
                                   const ShardRule& rule, const WrittenElsewhere& elsewhere,
-                                  const StateSharding& sharding, int64_t keep);
+                                  const StateSharding& sharding, int64_t keep, bool crash_before_commit = false);
 
 // A checkpoint opened for reading: its state, and its weights and optimizer state as stores
 // (headers read; tensors read on request, each rank its part: runtime/parallel/state_io.h).

@@ -21,42 +21,36 @@
 #include "runtime/observe/device_capacity.h"
 #include "runtime/observe/progress.h"
 #include "runtime/observe/trace.h"
-#include "runtime/train/checkpoint_guard.h"
-#include "runtime/train/memory_check.h"
-#include "runtime/train/memory_plan.h"
-#include "runtime/train/model_registry.h"
+#include "runtime/setup/checkpoint_guard.h"
+#include "runtime/plan/memory_check.h"
+#include "runtime/plan/memory_plan.h"
+#include "runtime/setup/model_registry.h"
 #include "runtime/train/nonfinite.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
 namespace {
 
-std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& cfg, NamedTensors params, DType compute) {
-  switch (cfg.optimizer) {
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedTensors params, DType compute) {
+  switch (o.optimizer) {
     case OptimizerKind::adamw:
-      return std::make_unique<AdamW>(std::move(params),
-                                     AdamWOptions{cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay}, compute);
+      return std::make_unique<AdamW>(std::move(params), AdamWOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay},
+                                     compute);
     case OptimizerKind::sgd:
-      return std::make_unique<Sgd>(std::move(params), SgdOptions{cfg.lr, cfg.momentum, cfg.weight_decay}, compute);
+      return std::make_unique<Sgd>(std::move(params), SgdOptions{o.lr, o.momentum, o.weight_decay}, compute);
   }
-  ST_THROW(ValueError, "optimizer " << static_cast<int>(cfg.optimizer) << " is not known");
+  ST_THROW(ValueError, "optimizer " << static_cast<int>(o.optimizer) << " is not known");
 }
 
-// Test hook (documented in docs/testing.md): SHARDTRAIN_TEST_INF_STEP=s (from 1; "s+": every step
-// from s on) and SHARDTRAIN_TEST_INF_RANK=r make rank r's first gradient infinite at step s, to
-// check that every rank skips the step together, the loss scale halves, and a run that stays
-// non-finite stops.
-void maybe_inject_overflow(std::vector<Tensor>& grads, int64_t step, int rank) {
-  const char* at_step = std::getenv("SHARDTRAIN_TEST_INF_STEP");
-  const char* at_rank = std::getenv("SHARDTRAIN_TEST_INF_RANK");
-  if (!at_step || grads.empty()) return;
-  const std::string s = at_step;
-  const bool onward = !s.empty() && s.back() == '+';
-  const int64_t from = std::atoll(s.c_str());
-  if (onward ? step < from : step != from) return;
-  if (at_rank && std::atoi(at_rank) != rank) return;
-  NoGradGuard ng;
-  grads[0].flatten().narrow(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
+// The step state's constants (runtime/train/train_step.h): AdamW's hyper-parameters as the state
+// takes them (f32), the clip, and K · dp.
+StepConstants step_constants(const OptimizerOptions& o, const BatchLayout& layout) {
+  StepConstants c;
+  c.adam = {static_cast<float>(o.lr), static_cast<float>(o.beta1), static_cast<float>(o.beta2),
+            static_cast<float>(o.eps), static_cast<float>(o.weight_decay)};
+  c.clip = o.clip;
+  c.divisor = static_cast<double>(layout.grad_accum * layout.dp);
+  return c;
 }
 
 // Elements of the whole model, each parameter once: this rank's parameters but those another
@@ -92,61 +86,7 @@ int64_t whole_model_parameters(const LanguageModel& model, const ParameterRoles&
 
 }  // namespace
 
-ModelPlan plan_model(const TrainConfig& cfg, int64_t tp, int64_t dp) {
-  ModelPlan plan;
-  if (cfg.resume) {
-    ST_CHECK(!cfg.checkpoint_dir.empty(), ValueError, "--resume needs --checkpoint-dir");
-    plan.resume_path = CheckpointDir(cfg.checkpoint_dir).latest();
-  }
-  if (!plan.resume_path.empty()) {
-    TrainState st = TrainState::from_json(read_state(plan.resume_path), plan.resume_path + "/state.json");
-    plan.entry = st.model;
-    ST_CHECK(plan.entry.value("family", "") == cfg.model, ValueError,
-             "--resume: the checkpoint " << plan.resume_path << " holds a " << plan.entry.value("family", "?")
-                                         << " model, --model is " << cfg.model);
-  } else {
-    plan.entry = model_entry(cfg);
-    check_fits_in_memory(cfg, plan.entry, tp, dp);  // before the model is described or a parameter allocated
-  }
-  const ModelDescription at_context = describe_model(plan.entry, 1);
-  plan.seq_len = cfg.seq_len > 0 ? cfg.seq_len : at_context.context_length;
-  ST_CHECK(plan.seq_len <= at_context.context_length, ValueError,
-           "--seq-len " << plan.seq_len << " exceeds the model's context length " << at_context.context_length);
-  plan.description = describe_model(plan.entry, plan.seq_len);
-  return plan;
-}
-
-TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std::vector<LayerRange> layers, int64_t dp,
-                             int64_t replica, std::shared_ptr<comm::Communicator> tp, bool sharded_start) {
-  ST_CHECK(!cfg.data.empty(), ValueError, "train: no token file (--data)");
-  TrainInputs in;
-  in.resume_path = plan.resume_path;
-  in.device = cfg.device;
-  in.data = std::make_shared<TokenData>(cfg.data, SequenceOrder{cfg.shuffle, cfg.seed});
-  const int64_t max_tok = in.data->max_token();
-  ST_CHECK(max_tok < plan.description.vocab_size, ValueError,
-           cfg.data << " holds token id " << max_tok << ", outside the model's vocabulary of "
-                    << plan.description.vocab_size);
-  if (sharded_start) {  // ZeRO-3: no parameter's bytes; the Trainer fills this rank's pieces (Zero3::shard)
-    Storage::DeferAllocation defer;
-    in.model = build_model_from_json(plan.entry, ModelBuild{layers, tp, dropout_seed(cfg.seed)});
-  } else if (!in.resume_path.empty()) {  // the Trainer fills it from the checkpoint
-    in.model = build_model_from_json(plan.entry, ModelBuild{layers, tp, dropout_seed(cfg.seed)});
-    MemoryCategoryScope mem(MemoryCategory::params);
-    in.model->move_parameters(in.device);
-  } else {
-    in.model = build_model(cfg, layers, tp, in.device);
-    if (!cfg.init_from.empty()) check_finite(in.model->named_parameters(), "--init-from " + cfg.init_from);
-  }
-  in.layout.micro_batch = cfg.micro_batch;
-  in.layout.grad_accum = cfg.grad_accum;
-  in.layout.dp = dp;
-  in.layout.replica = replica;
-  in.layout.seq_len = plan.seq_len;
-  return in;
-}
-
-Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
+Trainer::Trainer(const TrainConfig& cfg, const TrainSeams& seams) : cfg_(cfg) {
   ST_CHECK(cfg.tp == 1 && cfg.pp == 1 && (cfg.dp == 0 || cfg.dp == 1), ValueError,
            "the single-process trainer runs dp = tp = pp = 1 (got dp " << cfg.dp << ", tp " << cfg.tp << ", pp "
                                                                        << cfg.pp << ")");
@@ -156,6 +96,7 @@ Trainer::Trainer(const TrainConfig& cfg) : cfg_(cfg) {
   model_ = in.model;
   w_.source = std::make_unique<LocalGradientSource>(model_, in.data, in.layout, in.device);
   w_.layout = in.layout;
+  w_.seams = seams;
   init(in.resume_path);
 }
 
@@ -174,28 +115,51 @@ void Trainer::init(const std::string& resume_path) {
   if (!r.flag) r.flag = r.grad;
   if (!w_.sync) w_.sync = std::make_shared<ClearGrads>(model_);
   if (!w_.state) w_.state = std::make_shared<StateSharding>();
+  if (!w_.params) w_.params = std::make_shared<WholeParameters>();
   scaler_ = LossScaler(cfg_.precision == Precision::fp16);
   nonfinite_ = NonFiniteGuard(cfg_.precision, cfg_.max_nonfinite_steps);
   schedule_ = LrSchedule{cfg_.lr_schedule, cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
   ST_CHECK(cfg_.steps >= 0 && cfg_.clip >= 0, ValueError, "--steps and --clip must be ≥ 0");
+  // Where this rank's weights come from: the checkpoint (its part of each weight, read in place,
+  // or a window of it), --init-from (the model was built from it; a ZeRO-3 rank reads its windows)
+  // or the seed (built so; a ZeRO-3 rank draws its windows of the keyed init).
   OpenedCheckpoint ckpt;
-  if (!resume_path.empty()) {  // this rank's part of each weight, read in place
+  ParameterSource src;
+  PartSource ckpt_parts;
+  PretrainedSource pretrained;
+  if (!resume_path.empty()) {
     ckpt = open_train_checkpoint(resume_path);
-    if (!w_.zero3) {  // (ZeRO-3 reads its pieces only, below)
-      load_parts(model_part_source(*model_, *ckpt.model), model_->named_parameters(),
-                 /*strict=*/model_->holds_all());
-      check_finite(model_->named_parameters(), "--resume: " + resume_path + " (model weights)");
-    }
+    ckpt_parts = model_part_source(*model_, *ckpt.model);
+    src.where = "--resume: " + resume_path + " (model weights)";
+    src.whole = [&](LanguageModel& m) { load_parts(ckpt_parts, m.named_parameters(), /*strict=*/m.holds_all()); };
+    src.window = [&](const std::string& name, const Shape& local, Tensor& piece, int64_t first) {
+      piece.copy_(read_part_window(ckpt_parts, name, local, first, piece.numel()));
+    };
+    if (!w_.params->parameters_resident())  // headers of every weight checked before any piece is read
+      check_parts(ckpt_parts, model_->named_parameters(), /*strict=*/model_->holds_all());
+  } else if (!cfg_.init_from.empty() && !w_.params->parameters_resident()) {
+    const ModelFactory& f = model_factory(model_->family());
+    ST_CHECK(f.open_pretrained != nullptr, ValueError,
+             "--init-from under --zero 3: the " << model_->family() << " model cannot be read in pieces");
+    pretrained = f.open_pretrained(*model_, cfg_.init_from);
+    src.where = "--init-from " + cfg_.init_from;
+    src.window = [&](const std::string& name, const Shape& local, Tensor& piece, int64_t first) {
+      piece.copy_(read_pretrained_window(pretrained, name, local, first, piece.numel()));
+    };
+  } else {
+    src.window = [&](const std::string& name, const Shape&, Tensor& piece, int64_t first) {
+      model_->init_parameter(name, piece, cfg_.seed, first);
+    };
   }
   const DType compute = compute_dtype(cfg_.precision);
   NamedTensors opt_params = model_->named_parameters();
   std::erase_if(opt_params, [&](const auto& np) { return w_.roles.updated_elsewhere.count(np.first) > 0; });
-  if (w_.zero3) opt_params = shard_zero3(resume_path, ckpt);  // this rank's pieces, nothing else
+  opt_params = w_.params->start(*model_, std::move(opt_params), src, cfg_.device);  // whole, or this rank's pieces
   {
     MemoryCategoryScope mem(MemoryCategory::optim);
     opt_ = make_optimizer(cfg_, opt_params, compute);
   }
-  if (w_.zero3) w_.zero3->adopt(compute);  // shards and gather buffers in the compute dtype
+  w_.params->adopt(compute);  // ZeRO-3: shards and gather buffers in the compute dtype
   {
     MemoryCategoryScope mem(MemoryCategory::params);
     // parameters outside the optimizer's shard take the compute dtype too (no master for them)
@@ -222,17 +186,7 @@ void Trainer::init(const std::string& resume_path) {
     if (st.schedule_steps > 0) schedule_.total_steps = st.schedule_steps;
     PartSource state = model_part_source(*model_, *ckpt.optimizer);
     if (state.rule) state.rule = optimizer_state_shard_rule(state.rule);
-    if (w_.zero3) {  // of each key only this rank's piece is read
-      opt_->load_state([&](const std::string& key, const Tensor& dst) {
-        if (key == "step") return void(Tensor(dst).copy_(read_part(state, key, dst.shape())));
-        const std::string name = key.substr(key.find('.') + 1);
-        const Zero3::PieceRange r = w_.zero3->piece_range(name);
-        Tensor(dst).copy_(read_part_window(state, key, w_.zero3->local_shape(name), r.first, r.len).view(dst.shape()));
-      });
-    } else {
-      check_parts(state, opt_->state_dict(), /*strict=*/false);  // this rank's keys (its stage, shards, ZeRO run)
-      opt_->load_state([&](const std::string& key, const Tensor& dst) { Tensor(dst).copy_(read_part(state, key, dst.shape())); });
-    }
+    w_.params->load_optimizer_state(*opt_, state);
     check_finite(opt_->state_dict(), "--resume: " + resume_path + " (optimizer state)");
     step_ = st.step;
     if (model_->generator()) model_->generator()->set_state(st.rng_seed, st.rng_offset);
@@ -242,64 +196,25 @@ void Trainer::init(const std::string& resume_path) {
   model_->train(true);
   model_->set_recompute(cfg_.recompute);
   // the chunked head's loss reads wte outside the head's forward, where ZeRO-3 has released it
-  model_->set_chunked_head(cfg_.chunked_head && !w_.zero3);
+  model_->set_chunked_head(cfg_.chunked_head && w_.params->parameters_resident());
   if (eval_interval(cfg_) > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
-  // --cuda-graph 1 (the default) where it applies: CUDA, one process, AdamW (a note says why not);
-  // the CPU has no graphs and runs eagerly without a note, unless the test hook runs the graph
-  // step's code eagerly there (runtime/train/cuda_graph_step.h)
-  if (cfg_.cuda_graph &&
-      (model_->parameters().front().device() == Device::cuda || std::getenv("SHARDTRAIN_TEST_GRAPH_STEP_EAGER"))) {
-    const bool one_process = (!w_.world || w_.world->size() == 1) && w_.roles.counted_elsewhere.empty() &&
-                             w_.roles.updated_elsewhere.empty() && dynamic_cast<ClearGrads*>(w_.sync.get());
-    const std::string why = CudaGraphStep::refusal(cfg_, one_process, w_.source.get());
-    use_graph_ = why.empty();  // built at the first step, from the scaler and optimizer as they are then
-    if (!use_graph_ && rank() == 0) std::cout << "cuda graph: off (" << why << "); the step runs eagerly" << std::endl;
+  // --cuda-graph 1 (the default) where it applies: decided once, from the config and what the
+  // wiring supports (TrainStep::capture_refusal; on CUDA a note says why not). The CPU has no
+  // graphs; the rehearsal seam runs the graph mode's code there without the capture.
+  const bool on_cuda = model_->parameters().front().device() == Device::cuda;
+  if (cfg_.cuda_graph && (on_cuda || w_.seams.rehearse_graph)) {
+    StepParts parts;
+    parts.source = w_.source.get();
+    parts.sync = w_.sync.get();
+    parts.opt = opt_.get();
+    parts.reductions = w_.reductions;
+    parts.seams = w_.seams;
+    const std::string why = TrainStep::capture_refusal(parts);
+    if (why.empty())
+      mode_ = on_cuda && !w_.seams.rehearse_graph ? StepMode::graph : StepMode::rehearsal;
+    else if (rank() == 0)
+      std::cout << "cuda graph: off (" << why << "); the step runs eagerly" << std::endl;
   }
-}
-
-NamedTensors Trainer::shard_zero3(const std::string& resume_path, const OpenedCheckpoint& ckpt) {
-  // each piece from the checkpoint, the pretrained directory or the keyed init: only its elements
-  // are read or drawn (runtime/parallel/zero3.h, "Start")
-  Zero3::PieceFill fill;
-  PartSource src;
-  PretrainedSource pretrained;
-  std::string where;
-  if (!resume_path.empty()) {
-    src = model_part_source(*model_, *ckpt.model);
-    check_parts(src, model_->named_parameters(), /*strict=*/model_->holds_all());  // headers, before any read
-    fill = [&](const std::string& name, Tensor& piece, int64_t first) {
-      piece.copy_(read_part_window(src, name, w_.zero3->local_shape(name), first, piece.numel()));
-    };
-    where = "--resume: " + resume_path + " (model weights)";
-  } else if (!cfg_.init_from.empty()) {
-    const ModelFactory& f = model_factory(model_->family());
-    ST_CHECK(f.open_pretrained != nullptr, ValueError,
-             "--init-from under --zero 3: the " << model_->family() << " model cannot be read in pieces");
-    pretrained = f.open_pretrained(*model_, cfg_.init_from);
-    fill = [&](const std::string& name, Tensor& piece, int64_t first) {
-      piece.copy_(read_pretrained_window(pretrained, name, w_.zero3->local_shape(name), first, piece.numel()));
-    };
-    where = "--init-from " + cfg_.init_from;
-  } else {
-    fill = [&](const std::string& name, Tensor& piece, int64_t first) {
-      model_->init_parameter(name, piece, cfg_.seed, first);
-    };
-  }
-  NamedTensors pieces = w_.zero3->shard(fill, cfg_.device);
-  if (!where.empty()) check_finite(pieces, where);
-  return pieces;
-}
-
-std::vector<Tensor> Trainer::collect_grads() {
-  NoGradGuard ng;
-  std::vector<Tensor> grads;
-  grads.reserve(opt_->size());
-  for (auto& [name, p] : opt_->params()) {
-    Tensor g = p.grad();  // as accumulated (f16/bf16 under mixed precision), still loss-scaled
-    if (!g.defined()) g = Tensor::zeros(p.shape(), DType::f32, p.device());  // unused parameter: zero gradient
-    grads.push_back(g);
-  }
-  return grads;
 }
 
 std::vector<double> Trainer::norm_weights() const {
@@ -311,64 +226,68 @@ std::vector<double> Trainer::norm_weights() const {
   return w;
 }
 
-StepMetrics Trainer::train_step() {
-  if (use_graph_) return complete_graph_step(launch_graph_step());
-  const auto t0 = Clock::now();
-  StepMetrics m;
+StepMetrics Trainer::train_step() { return complete_step(launch_step()); }
+
+Trainer::Pending Trainer::launch_step() {
+  Pending p;
+  p.t0 = Clock::now();
+  StepMetrics& m = p.m;
   m.step = step_ + 1;
-  m.loss_scale = scaler_.scale();
   m.lr = schedule_.at(step_);
   const Device device = model_->parameters().front().device();
-  reset_memory_peaks(device);
-  eager_step(m);
+  if (!runner_) {
+    StepParts parts;
+    parts.model = model_;
+    parts.source = w_.source.get();
+    parts.sync = w_.sync.get();
+    parts.opt = opt_.get();
+    parts.reductions = w_.reductions;
+    parts.norm_weights = norm_weights();
+    parts.seams = w_.seams;
+    parts.rank = rank();
+    runner_ = std::make_unique<TrainStep>(std::move(parts), step_constants(cfg_, w_.layout), scaler_,
+                                          std::max(cfg_.steps, step_ + 1), mode_);
+  }
+  const bool replay = runner_->captured();
+  if (!replay) reset_memory_peaks(device);
+  const StepMode before = runner_->mode();
+  runner_->launch(step_, m.lr);
+  if (runner_->mode() != before && rank() == 0)
+    std::cout << "cuda graph: off (" << runner_->fallback() << "); the step runs eagerly" << std::endl;
+  if (!replay) record_memory(step_memory_, device);  // the step allocated now (a replay allocates nothing)
+  m.mem_params = step_memory_.mem_params;
+  m.mem_grads = step_memory_.mem_grads;
+  m.mem_optim = step_memory_.mem_optim;
+  m.mem_act_peak = step_memory_.mem_act_peak;
+  m.mem_peak = step_memory_.mem_peak;
+  m.mem_bytes = step_memory_.mem_bytes;
   ++step_;
-  record_memory(m, device);
-  return finish_metrics(m, t0, device);
+  return p;
 }
 
-void Trainer::eager_step(StepMetrics& m) {
-  double local_loss = 0;
-  {
-    MemoryCategoryScope mem(MemoryCategory::grads);
-    w_.sync->begin_step();
-  }
-  {
-    MemoryCategoryScope mem(MemoryCategory::activations);  // parameters' .grad() are counted as grads (autograd)
-    local_loss = w_.source->compute_gradients(step_, scaler_.scale(), *w_.sync);
-  }
-  {
-    MemoryCategoryScope mem(MemoryCategory::grads);
-    w_.sync->finish();
-  }
-  std::vector<Tensor> grads = collect_grads();
-  maybe_inject_overflow(grads, step_ + 1, rank());
-  // One pass over every gradient in its own dtype and one host read: this rank's unscaled
-  // weighted Σg² and inf/NaN flag. Unscaling and clipping happen inside the optimizer kernels.
-  const double inv_scale = scaler_.enabled() ? 1.0 / scaler_.scale() : 1.0;
-  const ops::GradStats stats = ops::grad_stats(grads, norm_weights(), inv_scale);
-  // the inf/NaN verdict agreed by every rank (a rank's own gradients may be the only bad ones)
-  const bool found_inf = w_.reductions.flag->allreduce_max(stats.found_inf ? 1.0 : 0.0) > 0.0;
-  m.loss = w_.reductions.loss->allreduce_sum(local_loss);
-  const bool nonfinite = found_inf || !std::isfinite(m.loss);
-  if (nonfinite) {  // skipped (fp16: the scale halves); nonfinite_ stops a run that stays so
-    const bool at_floor = scaler_.at_floor();
-    scaler_.update(true);
-    m.skipped = true;
-    m.grad_norm = std::numeric_limits<double>::quiet_NaN();
-    nonfinite_.nonfinite(m.step, m.loss, found_inf, at_floor);
-  } else {
-    m.grad_norm = std::sqrt(w_.reductions.grad->allreduce_sum(stats.sumsq));
-    const ops::GradScale gs{inv_scale, clip_coefficient(m.grad_norm, cfg_.clip)};
-    {
-      trace::Scope ts("optimizer step", "optimizer");
-      MemoryCategoryScope mem(MemoryCategory::optim);
-      opt_->step(grads, m.lr, gs);
-    }
-    scaler_.update(false);
+StepMetrics Trainer::complete_step(const Pending& p) {
+  StepMetrics m = p.m;
+  const StepReport r = runner_->wait(m.step - 1);
+  const auto done = Clock::now();
+  runner_->write_back(scaler_, *opt_);
+  m.loss = r.loss;
+  m.loss_scale = r.loss_scale;
+  m.skipped = r.skipped;
+  m.grad_norm = r.skipped ? std::numeric_limits<double>::quiet_NaN() : r.grad_norm;
+  if (r.skipped)  // skipped (fp16: the scale halved); a run that stays so stops here
+    nonfinite_.nonfinite(m.step, m.loss, r.found_inf, r.at_floor);
+  else
     nonfinite_.finite();
-  }
-  grads.clear();
-  w_.sync->end_step(/*stepped=*/!nonfinite);
+  // with the next step launched before this one was waited for, the time since the previous
+  // completion is the step's share of the device's time; else since its own launch
+  const auto from = last_done_ > p.t0 ? last_done_ : p.t0;
+  last_done_ = done;
+  return finish_metrics(m, from, model_->parameters().front().device(), done);
+}
+
+bool Trainer::sync_due(int64_t step) const {
+  return step == cfg_.steps || (val_data_ && step % eval_interval(cfg_) == 0) ||
+         (!cfg_.checkpoint_dir.empty() && cfg_.checkpoint_every > 0 && step % cfg_.checkpoint_every == 0);
 }
 
 void Trainer::record_memory(StepMetrics& m, Device device) const {
@@ -431,26 +350,13 @@ std::string Trainer::save_checkpoint() {
   // every rank writes its share (a collective for sharded layouts); a copy another rank also
   // holds (a tied weight's later stage, a tp-replicated tensor on tp rank > 0) is written there
   const std::set<std::string>& elsewhere = w_.roles.counted_elsewhere;
-  NamedTensors weights = opt_->master_weights(), opt_state = opt_->state_dict();
-  if (w_.zero3) {  // ZeRO-3: every tensor assembled from its pieces, kept by the rank holding its start
-    weights = w_.zero3->gather_full(weights);
-    NamedTensors full{opt_state.front()};  // "step"
-    std::vector<std::string> slots;        // "exp_avg", "exp_avg_sq", "master": the same on every rank
-    for (const auto& [key, t] : opt_state)
-      if (key != "step" && std::find(slots.begin(), slots.end(), key.substr(0, key.find('.'))) == slots.end())
-        slots.push_back(key.substr(0, key.find('.')));
-    for (const std::string& slot : slots) {
-      NamedTensors pieces;
-      for (const auto& [key, t] : opt_state)
-        if (key.compare(0, slot.size() + 1, slot + ".") == 0) pieces.emplace_back(key.substr(slot.size() + 1), t);
-      for (auto& [name, t] : w_.zero3->gather_full(pieces)) full.emplace_back(slot + "." + name, t);
-    }
-    opt_state = std::move(full);
-  }
+  // as whole as this rank writes them (ZeRO-3: assembled from the pieces, runtime/parallel/parameter_sharding.h)
+  const NamedTensors weights = w_.params->full_weights(opt_->master_weights());
+  const NamedTensors opt_state = w_.params->full_optimizer_state(opt_->state_dict());
   return save_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), weights,
                                opt_state, model_->shard_rule(),
                                [&](const std::string& name) { return elsewhere.count(name) > 0; }, *w_.state,
-                               cfg_.keep_checkpoints);
+                               cfg_.keep_checkpoints, w_.seams.crash_before_commit);
 }
 
 void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Progress& bar) {
@@ -503,34 +409,24 @@ void Trainer::run() {
     std::cout.flush();
   }
   Progress bar(step_, cfg_.steps, lead && cfg_.progress);
-  if (use_graph_) {
-    // a graph step's line is read after the next step is launched (runtime/train/cuda_graph_step.h),
-    // unless something after it needs the device's state of that step: a checkpoint, validation,
-    // the end of the run
-    std::optional<GraphPending> previous;
-    while (use_graph_ && step_ < cfg_.steps) {  // (a warm-up that cannot be captured turns it off)
-      GraphPending p;
-      {
-        trace::Scope ts("step " + std::to_string(step_ + 1), "pipeline");
-        p = launch_graph_step();
-      }
-      if (previous) emit(complete_graph_step(*previous), metrics, bar);
-      previous.reset();
-      if (p.eager || sync_due(p.m.step))
-        emit(complete_graph_step(p), metrics, bar);
-      else
-        previous = p;
-    }
-    if (previous) emit(complete_graph_step(*previous), metrics, bar);
-  }
+  // In the graph mode a step's line is read after the next step is launched
+  // (runtime/train/train_step.h), unless something after it needs the device's state of that step:
+  // a checkpoint, validation, the end of the run. Eagerly each step is read at once.
+  std::optional<Pending> previous;
   while (step_ < cfg_.steps) {
-    StepMetrics m;
+    Pending p;
     {
       trace::Scope ts("step " + std::to_string(step_ + 1), "pipeline");
-      m = train_step();
+      p = launch_step();
     }
-    emit(m, metrics, bar);
+    if (previous) emit(complete_step(*previous), metrics, bar);
+    previous.reset();
+    if (!runner_->defers_reports() || sync_due(p.m.step))
+      emit(complete_step(p), metrics, bar);
+    else
+      previous = p;
   }
+  if (previous) emit(complete_step(*previous), metrics, bar);
   bar.finish();
   memory_.rss_peak = process_peak_rss();
   const std::vector<RankMemory> ranks = gather_rank_memory(memory_, w_.world.get());  // collective
@@ -544,10 +440,10 @@ void Trainer::run() {
   }
 }
 
-int run_training(const TrainConfig& cfg) {
+int run_training(const TrainConfig& cfg, const TrainSeams& seams) {
   const std::string note = check_checkpoint_dir(cfg, nullptr);  // a fresh run leaves other runs' checkpoints alone
   if (!note.empty()) std::cout << note << std::endl;
-  Trainer trainer(cfg);
+  Trainer trainer(cfg, seams);
   trainer.run();
   return 0;
 }

@@ -1,6 +1,6 @@
 // Data-parallel overlap benchmark (a program, not a test): how much gradient communication a
 // step exposes. For each --bucket-mb it builds the same GPT twice through the real Trainer — one
-// with the gradient collectives, one with SHARDTRAIN_TEST_SKIP_GRAD_COMM=1 (the reducer does
+// with the gradient collectives, one with the reducer's skip_collectives seam (the reducer does
 // everything but the collectives: the same per-rank work) — and steps them in pairs, one step of
 // each, the order alternating from pair to pair, so that load on the machine hits both alike.
 // It prints
@@ -52,10 +52,9 @@ struct Variant {
 };
 
 Variant make_variant(const TrainConfig& cfg, const std::shared_ptr<comm::Communicator>& world, bool skip) {
-  if (skip)
-    setenv("SHARDTRAIN_TEST_SKIP_GRAD_COMM", "1", 1);  // read by the reducer's constructor
   TrainInputs in = prepare_training(cfg, plan_model(cfg), {}, world->size(), world->rank());
   ReducerOptions ro;
+  ro.skip_collectives = skip;
   ro.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * (1 << 20));
   ro.first_bucket_bytes = std::min<size_t>(ro.bucket_bytes, 1u << 20);
   ro.comm_dtype = compute_dtype(cfg.grad_comm_dtype);
@@ -78,7 +77,6 @@ Variant make_variant(const TrainConfig& cfg, const std::shared_ptr<comm::Communi
     v.reducer = r.get();
     w.sync = std::make_shared<DataParallelSync>(r);
   }
-  unsetenv("SHARDTRAIN_TEST_SKIP_GRAD_COMM");
   v.trainer = std::make_unique<Trainer>(cfg, in.model, std::move(w));
   return v;
 }

@@ -1,7 +1,7 @@
 // Generation throughput against Hugging Face's generate (not a test; launch/gpu/bench_generate.sh
 // runs it after tests/bench/generate_hf.py wrote the weights, the prompts and HF's tokens and
 // timings). For each batch size of the reference: shardtrain with the KV cache and without
-// (runtime/train/generation.h), tokens/s = new tokens / wall seconds (prompt pass included, as
+// (runtime/generate/generation.h), tokens/s = new tokens / wall seconds (prompt pass included, as
 // HF's timing is; every token's logits come to the host, so the clock stops after the device), after
 // one warm-up run; then whether the greedy tokens equal HF's, row by row.
 //   bench_generate --model DIR --reference FILE.json [--device cpu|cuda] [--no-cache 0|1]
@@ -14,8 +14,8 @@
 #include <string>
 
 #include "runtime/common/json_io.h"
-#include "runtime/train/generation.h"
-#include "runtime/train/sampler.h"
+#include "runtime/generate/generation.h"
+#include "runtime/generate/sampler.h"
 
 using namespace st;
 using namespace st::runtime;

@@ -1,8 +1,8 @@
 // CUDA op benchmark (a program, not a test): ceilings first (device-to-device copy, an 8192³
 // cuBLAS bf16 product), then GEMM on GPT-2 124M shapes, the elementwise kernels of the step
 // (bias add, bias-gradient column sum, add, add_, fill_, transpose and cast copies), layernorm
-// (also fused with the residual add, against the unfused ops) /
-// cross-entropy / AdamW as GB/s against the copy (AdamW also over GPT-2's 148 tensors, per-tensor
+// (also fused with the residual add, against the unfused ops) / Llama's rmsnorm (the same) and
+// swiglu (against silu and mul) / cross-entropy / AdamW as GB/s against the copy (AdamW also over GPT-2's 148 tensors, per-tensor
 // launches against the multi-tensor op), and causal attention fwd+bwd time (compare with
 // tests/bench/bench_attention_torch.py, PyTorch SDPA on the same shapes).
 // Times are CUDA-event medians of 20 samples after 3 warm-ups, on random inputs (never zeros); a
@@ -10,7 +10,7 @@
 // Shapes are issue 3's: B·T = 16384 tokens, C = 768, V = 50304 (padded; 50257 shown too), and
 // attention B=16, 12 heads, T=1024, D=64 in f16 (bf16 and f32 too).
 // Usage: bench_ops_cuda [B=16] [T=1024] [sections=all]
-//   sections: a comma list of ceil, gemm, elem, layernorm, ce, adamw, attn (the copy ceiling
+//   sections: a comma list of ceil, gemm, elem, layernorm, llama, ce, adamw, attn (the copy ceiling
 //   always runs: the GB/s rows are shown against it)
 #include <algorithm>
 #include <cstdio>
@@ -21,6 +21,7 @@
 
 #include "ops/activation.h"
 #include "ops/add_layernorm.h"
+#include "ops/add_rmsnorm.h"
 #include "ops/attention.h"
 #include "ops/cuda/sdpa_cudnn.h"
 #include "ops/cross_entropy.h"
@@ -29,6 +30,9 @@
 #include "ops/layernorm.h"
 #include "ops/optim.h"
 #include "ops/reduce.h"
+#include "ops/rmsnorm.h"
+#include "ops/swiglu.h"
+#include "tensor/autograd.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/rng.h"
 
@@ -195,6 +199,48 @@ int main(int argc, char** argv) {
     bw_row(name, 4 * n * es, bw, copy_gbs);
     std::snprintf(name, sizeof name, "  the same unfused (layernorm bwd, copy, add_)");
     bw_row(name, 4 * n * es, ub, copy_gbs);
+  }
+
+  // ---- Llama's norm and gated activation at Llama 2 7B's widths: rmsnorm (BT, 4096), also with
+  // the residual add against the unfused ops; swiglu (BT, 2·11008) → (BT, 11008) against the
+  // unfused silu of the gate half and its product with the up half (as a model would call them)
+  for (DType dt : {DType::bf16, DType::f32}) {
+    if (!want("llama")) break;
+    const int64_t Cl = 4096, Fl = 11008;
+    Tensor x = rnd({BT, Cl}, dt), a = rnd({BT, Cl}, dt), w = rnd({Cl}, dt), y = x.empty_like(), r = x.empty_like();
+    Tensor rstd = Tensor::empty({BT}, DType::f32, Device::cuda);
+    Tensor dy = rnd({BT, Cl}, dt), dr = rnd({BT, Cl}, dt), dx = x.empty_like(), dw = w.empty_like();
+    const double es = static_cast<double>(dtype_size(dt)), n = static_cast<double>(BT * Cl);
+    char name[64];
+    std::snprintf(name, sizeof name, "rmsnorm fwd %s (x, y) C=4096", dtype_name(dt));
+    bw_row(name, 2 * n * es, time_ms([&] { ops::cuda::rmsnorm_fwd(x, w, 1e-6f, y, rstd); }), copy_gbs);
+    std::snprintf(name, sizeof name, "rmsnorm bwd %s (x, dy, dx)", dtype_name(dt));
+    bw_row(name, 3 * n * es, time_ms([&] { ops::cuda::rmsnorm_bwd(x, w, rstd, dy, dx, dw); }), copy_gbs);
+    std::snprintf(name, sizeof name, "add + rmsnorm fwd %s fused (x, a, r, y)", dtype_name(dt));
+    bw_row(name, 4 * n * es, time_ms([&] { ops::cuda::add_rmsnorm_fwd(x, a, w, 1e-6f, r, y, rstd); }), copy_gbs);
+    bw_row("  the same unfused (add, rmsnorm)", 4 * n * es, time_ms([&] {
+             ops::cuda::binary_fwd(ops::BinaryOp::add, x, a, r);
+             ops::cuda::rmsnorm_fwd(r, w, 1e-6f, y, rstd);
+           }), copy_gbs);
+    std::snprintf(name, sizeof name, "rmsnorm bwd + dr %s fused (r, dy, dr, dx)", dtype_name(dt));
+    bw_row(name, 4 * n * es, time_ms([&] { ops::cuda::add_rmsnorm_bwd(r, w, rstd, dy, dr, dx, dw); }), copy_gbs);
+    bw_row("  the same unfused (rmsnorm bwd, copy, add_)", 4 * n * es, time_ms([&] {
+             ops::cuda::rmsnorm_bwd(r, w, rstd, dy, dx, dw);
+             Tensor sum = dr.clone();  // autograd's sum of r's two gradients
+             sum.add_(dx);
+           }), copy_gbs);
+    x = a = y = r = dy = dr = dx = Tensor();
+    Tensor gu = rnd({BT, 2 * Fl}, dt, -4.f, 4.f), ys = Tensor::empty({BT, Fl}, dt, Device::cuda);
+    Tensor dys = rnd({BT, Fl}, dt), dgu = gu.empty_like();
+    const double nf = static_cast<double>(BT * Fl);
+    std::snprintf(name, sizeof name, "swiglu fwd %s (gu, y) F=11008", dtype_name(dt));
+    bw_row(name, 3 * nf * es, time_ms([&] { ops::cuda::swiglu_fwd(gu, ys); }), copy_gbs);
+    bw_row("  the same unfused (silu of the gate, mul)", 3 * nf * es, time_ms([&] {
+             NoGradGuard ng;
+             ops::mul(ops::silu(gu.narrow(1, 0, Fl)), gu.narrow(1, Fl, Fl));
+           }), copy_gbs);
+    std::snprintf(name, sizeof name, "swiglu bwd %s (gu, dy, dgu)", dtype_name(dt));
+    bw_row(name, 5 * nf * es, time_ms([&] { ops::cuda::swiglu_bwd(gu, dys, dgu); }), copy_gbs);
   }
 
   // ---- fused cross-entropy (BT, V)

@@ -21,7 +21,8 @@
 
 #include "comm/mpi_env.h"
 #include "comm/make_communicator.h"
-#include "runtime/train/model_registry.h"
+#include "runtime/setup/model_registry.h"
+#include "ops/step_state.h"
 #include "runtime/train/pipeline_source.h"
 #include "runtime/pipeline/stage_model.h"
 #include "runtime/data/token_data.h"
@@ -77,13 +78,17 @@ int main(int argc, char** argv) {
     stage->set_recompute(recompute);
     PipelineGradientSource src(stage, tokens, layout, Device::cpu, world, make_plan(sched, rank, p, m, chunks), true);
     ClearGrads no_sync(stage);
+    StepContext ctx;  // loss factor 1; the losses go to a state nobody reads
+    ctx.loss_factor = Tensor::from_vector(std::vector<double>{1.0}, {}, DType::f32);
+    ctx.state = ops::step_state_tensor(ops::DeviceStepState{}, Device::cpu);
     const int steps = 4;
     double step_ms = 0, wait = 0, compute = 0;
     int64_t peak = 0, in_flight = 0;
     for (int s = 0; s < steps + 1; ++s) {
       world->barrier()->wait();
       auto t0 = std::chrono::steady_clock::now();
-      src.compute_gradients(s, 1.0, no_sync);
+      ctx.step = s;
+      src.compute_gradients(ctx, no_sync);
       double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       stage->zero_grad(true);
       if (s == 0) continue;  // warm-up

@@ -11,7 +11,7 @@ D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 "$CMAKE" --install "$BUILD" --prefix "$D/prefix" >/dev/null
 for f in lib/cmake/shardtrain/shardtrainConfig.cmake lib/cmake/shardtrain/shardtrainConfigVersion.cmake \
-         lib/cmake/shardtrain/shardtrainTargets.cmake include/shardtrain/runtime/train/model_registry.h \
+         lib/cmake/shardtrain/shardtrainTargets.cmake include/shardtrain/runtime/setup/model_registry.h \
          include/shardtrain/tensor/tensor.h bin/shardtrain share/shardtrain/configs/demo.yaml; do
   [[ -e "$D/prefix/$f" ]] || { echo "install_test: $f was not installed"; exit 1; }
 done

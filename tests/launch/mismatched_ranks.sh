@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ranks started with different options stop at once (runtime/train/run_fingerprint.h): two ranks
+# Ranks started with different options stop at once (runtime/setup/run_fingerprint.h): two ranks
 # started as `mpirun -np 1 … --lr 0.001 : -np 1 … --lr 0.002` (then --d-model, --seed) end with a
 # non-zero exit within a few seconds and the line naming the key and both ranks' values. The
 # same options on both sides train to exit 0 (the fingerprint sees no false difference).

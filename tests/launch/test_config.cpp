@@ -85,7 +85,7 @@ TEST(LaunchConfig, ShuffleOverwriteEvalIntervalAndTpFamilies) {
                      {"--overwrite-checkpoints", "a resumed run continues its checkpoints"});
   for (const char* family : {"simple-transformer", "mlp"})
     expect_usage_error({"--model", family, "--tp", "2", "--heads", "2"},
-                       {"--tp", "the " + std::string(family) + " model has no tensor-parallel form (only gpt has)"});
+                       {"--tp", "the " + std::string(family) + " model has no tensor-parallel form"});
   EXPECT_EQ(parse_train_args({"--tp", "2"}).tp, 2);  // gpt
   TrainConfig v;
   v.steps = 200;

@@ -1,4 +1,4 @@
-// The run fingerprint (runtime/train/run_fingerprint.h) covers every train option but the few
+// The run fingerprint (runtime/setup/run_fingerprint.h) covers every train option but the few
 // only rank 0 reads or that may differ harmlessly: each option of the CLI's table, set to
 // another value, changes the fingerprint — so an option added to the table and forgotten in the
 // fingerprint fails here. Plus the disagreement line's wording and grouping.
@@ -7,7 +7,7 @@
 #include <set>
 
 #include "launch/config.h"
-#include "runtime/train/run_fingerprint.h"
+#include "runtime/setup/run_fingerprint.h"
 
 namespace st {
 namespace {

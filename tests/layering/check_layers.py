@@ -3,7 +3,7 @@
 its own folder or a lower one, and the file-level include graph has no cycle.
 
 Order (lower first): tensor < ops < comm < runtime/<wing> < models < launch, and inside runtime
-  common < {io, observe, data} < nn < optim < {parallel, pipeline} < train
+  common < {io, observe, data} < nn < optim < {parallel, pipeline} < setup < plan < {train, generate}
 Wings of the same rank do not include each other. Prints every violation; exit 1 if any.
 Usage: check_layers.py SOURCE_DIR"""
 import os
@@ -11,7 +11,8 @@ import re
 import sys
 
 TOP = {"tensor": 0, "ops": 1, "comm": 2, "runtime": 3, "models": 4, "launch": 5}
-WING = {"common": 0, "io": 1, "observe": 1, "data": 1, "nn": 2, "optim": 3, "parallel": 4, "pipeline": 4, "train": 5}
+WING = {"common": 0, "io": 1, "observe": 1, "data": 1, "nn": 2, "optim": 3, "parallel": 4, "pipeline": 4, "setup": 5, "plan": 6,
+        "train": 7, "generate": 7}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

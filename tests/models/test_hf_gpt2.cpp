@@ -10,7 +10,7 @@
 
 #include "models/hf_gpt2.h"
 #include "runtime/common/json_io.h"
-#include "runtime/train/model_registry.h"
+#include "runtime/setup/model_registry.h"
 #include "runtime/io/safetensors.h"
 #include "tests/support/sharded_fixture.h"
 #include "train_helpers.h"

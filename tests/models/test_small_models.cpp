@@ -13,7 +13,7 @@
 #include "models/mlp_lm.h"
 #include "models/simple_transformer.h"
 #include "runtime/common/json_io.h"
-#include "runtime/train/model_registry.h"
+#include "runtime/setup/model_registry.h"
 #include "runtime/data/token_data.h"
 #include "runtime/train/trainer.h"
 #include "tensor/autograd.h"

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "runtime/train/train_config.h"
+#include "runtime/setup/train_config.h"
 
 namespace st::testing {
 

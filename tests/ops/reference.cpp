@@ -118,6 +118,34 @@ Vec layernorm(const Vec& x, const Vec& w, const Vec& b, int64_t C, double eps) {
   return y;
 }
 
+Vec rmsnorm(const Vec& x, const Vec& w, int64_t C, double eps) {
+  Vec y(x.size());
+  for (size_t r = 0; r < x.size() / C; ++r) {
+    double ms = 0;
+    for (int64_t c = 0; c < C; ++c) ms += x[r * C + c] * x[r * C + c];
+    ms /= static_cast<double>(C);
+    for (int64_t c = 0; c < C; ++c) y[r * C + c] = w[c] * x[r * C + c] / std::sqrt(ms + eps);
+  }
+  return y;
+}
+
+Vec silu(const Vec& x) {
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] / (1.0 + std::exp(-x[i]));
+  return y;
+}
+
+Vec swiglu(const Vec& gu, int64_t F) {
+  const size_t rows = gu.size() / (2 * F);
+  Vec y(rows * F);
+  for (size_t r = 0; r < rows; ++r)
+    for (int64_t f = 0; f < F; ++f) {
+      const double g = gu[r * 2 * F + f], u = gu[r * 2 * F + F + f];
+      y[r * F + f] = g / (1.0 + std::exp(-g)) * u;
+    }
+  return y;
+}
+
 Vec embedding(const Vec& weight, int64_t C, const std::vector<int64_t>& idx) {
   Vec y;
   for (int64_t t : idx)

@@ -27,6 +27,11 @@ Vec softmax(const Vec& x, int64_t C, bool log);
 Vec cross_entropy(const Vec& logits, int64_t V, const std::vector<int64_t>& targets, int64_t ignore);
 // Layer norm over rows of length C: x (N, C), w (C), b (C).
 Vec layernorm(const Vec& x, const Vec& w, const Vec& b, int64_t C, double eps);
+// RMS norm over rows of length C: x (N, C), w (C) → w·x/√(mean(x²) + eps).
+Vec rmsnorm(const Vec& x, const Vec& w, int64_t C, double eps);
+// SiLU x·σ(x), elementwise; SwiGLU of rows [gate | up] of length 2F → silu(gate)·up (rows of F).
+Vec silu(const Vec& x);
+Vec swiglu(const Vec& gu, int64_t F);
 // Row lookup: weight (V, C), idx (N) → (N, C).
 Vec embedding(const Vec& weight, int64_t C, const std::vector<int64_t>& idx);
 // Causal attention on (B·H) slices of (T, D): softmax(q·kᵀ/√D, masked s ≤ t)·v.

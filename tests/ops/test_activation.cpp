@@ -1,4 +1,4 @@
-// Op cases: GELU (tanh form) and ReLU, including a non-tile length.
+// Op cases: GELU (tanh form), ReLU and SiLU, including a non-tile length.
 #include <gtest/gtest.h>
 
 #include "ops/activation.h"
@@ -22,6 +22,25 @@ TEST(OpsActivation, Relu) {
             .shapes = {{2, 3, 5}},
             .op = [](auto& x) { return ops::relu(x[0]); },
             .ref = [](auto& x) { return ref::relu(x[0]); }});
+}
+
+TEST(OpsActivation, Silu) {
+  check_op({.name = "silu (3,257)",
+            .shapes = {{3, 257}},
+            .op = [](auto& x) { return ops::silu(x[0]); },
+            .ref = [](auto& x) { return ref::silu(x[0]); },
+            .lo = -6.f,
+            .hi = 6.f});
+}
+
+TEST(OpsActivation, SiluKnownValues) {
+  // x/(1 + e⁻ˣ) at x = 1: 0.7310585786300049; silu(−x) = silu(x) − x; far below 0 it is −0
+  Tensor x = Tensor::from_vector(std::vector<float>{1.f, 0.f, -1.f, -200.f}, {4});
+  auto y = ops::silu(x).to_double();
+  EXPECT_NEAR(y[0], 0.7310585786300049, 1e-7);
+  EXPECT_EQ(y[1], 0.0);
+  EXPECT_NEAR(y[2], 0.7310585786300049 - 1.0, 1e-7);
+  EXPECT_EQ(y[3], 0.0);
 }
 
 TEST(OpsActivation, GeluKnownValues) {

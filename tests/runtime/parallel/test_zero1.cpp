@@ -17,7 +17,7 @@
 #include "ops/reduce.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/parallel/zero1.h"
-#include "runtime/train/model_registry.h"
+#include "runtime/setup/model_registry.h"
 #include "tensor/autograd.h"
 
 using namespace st;
@@ -168,8 +168,11 @@ void run_step(DType dt, size_t count, DType comm_dt, bool shard = false) {
   }
   // ZeRO-2: another owner's parameters hold no gradient, their buckets no buffer.
   if (shard) {
-    for (size_t i = 0; i < ps.size(); ++i)
-      if (!z.owns(ps[i].first)) EXPECT_FALSE(ps[i].second.grad().defined()) << ps[i].first << ": kept under ZeRO-2";
+    for (size_t i = 0; i < ps.size(); ++i) {
+      if (!z.owns(ps[i].first)) {
+        EXPECT_FALSE(ps[i].second.grad().defined()) << ps[i].first << ": kept under ZeRO-2";
+      }
+    }
     for (int64_t b = 0; b < red.num_buckets(); ++b)
       EXPECT_EQ(red.bucket_buffer(b).defined(), z.owns(ps[red.bucket_params(b).front()].first)) << "bucket " << b;
   }

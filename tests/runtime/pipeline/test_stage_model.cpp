@@ -9,7 +9,7 @@
 #include <set>
 
 #include "runtime/pipeline/stage_model.h"
-#include "runtime/train/model_registry.h"
+#include "runtime/setup/model_registry.h"
 #include "tensor/autograd.h"
 
 using namespace st;

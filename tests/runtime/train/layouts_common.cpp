@@ -77,7 +77,7 @@ TrainConfig base_config() {
   return c;
 }
 
-Curve one_process(TrainConfig c) {
+Curve one_process(TrainConfig c, const TrainSeams& seams) {
   c.dp = 1;
   c.tp = c.pp = 1;
   c.schedule = Schedule::one_f_one_b;
@@ -86,7 +86,7 @@ Curve one_process(TrainConfig c) {
   c.metrics.clear();
   c.checkpoint_dir.clear();
   c.resume = false;
-  Trainer t(c);
+  Trainer t(c, seams);
   Curve r;
   for (int64_t s = 0; s < c.steps; ++s) {
     StepMetrics m = t.train_step();
@@ -101,9 +101,9 @@ Curve one_process(TrainConfig c) {
 double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
 
 // The reference and its noise envelope (layouts_common.h, "The noise of a run").
-Curve reference(TrainConfig c, int64_t dp) {
+Curve reference(TrainConfig c, int64_t dp, const TrainSeams& seams) {
   c.grad_accum *= dp;
-  Curve r = one_process(c);
+  Curve r = one_process(c, seams);
   TrainConfig re = c;
   if (c.grad_accum > 1) {
     re.micro_batch = c.micro_batch * c.grad_accum;
@@ -112,9 +112,9 @@ Curve reference(TrainConfig c, int64_t dp) {
     re.micro_batch = 1;
     re.grad_accum = c.micro_batch;
   }
-  const Curve resplit = one_process(re);
+  const Curve resplit = one_process(re, seams);
   const int64_t kc = ops::cpu::sgemm_set_depth_block(8);
-  const Curve blocked = one_process(c);
+  const Curve blocked = one_process(c, seams);
   ops::cpu::sgemm_set_depth_block(kc);
   double ln = 0, nn = 0;
   for (size_t i = 0; i < r.loss.size(); ++i) {
@@ -128,11 +128,11 @@ Curve reference(TrainConfig c, int64_t dp) {
   return r;
 }
 
-Curve run_layout(TrainConfig c, const std::string& name) {
+Curve run_layout(TrainConfig c, const std::string& name, const TrainSeams& seams) {
   c.metrics = work_dir() + "/" + name + ".jsonl";
   if (world_rank() == 0) fs::remove(c.metrics);
   barrier();
-  EXPECT_EQ(run_parallel_training(c), 0);
+  EXPECT_EQ(run_parallel_training(c, seams), 0);
   barrier();
   Curve r;
   std::ifstream in(c.metrics);

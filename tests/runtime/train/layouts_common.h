@@ -48,7 +48,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/train/train_config.h"
+#include "runtime/setup/train_config.h"
+#include "runtime/train/train_step.h"
 
 namespace st::layouts {
 
@@ -76,12 +77,12 @@ constexpr double kNoiseFloor = 4.76837158203125e-7;
 double rel(double a, double b);
 
 // One process, global batch G = B·K·dp as K·dp micro-batches of B (the same sequences in order).
-Curve one_process(runtime::TrainConfig c);
+Curve one_process(runtime::TrainConfig c, const runtime::TrainSeams& seams = {});
 // The reference of a layout with dp replicas: one process on the same global batch, with its
 // noise envelope.
-Curve reference(runtime::TrainConfig c, int64_t dp);
+Curve reference(runtime::TrainConfig c, int64_t dp, const runtime::TrainSeams& seams = {});
 // The layout `c` under run_parallel_training on every rank; its metrics read back.
-Curve run_layout(runtime::TrainConfig c, const std::string& name);
+Curve run_layout(runtime::TrainConfig c, const std::string& name, const runtime::TrainSeams& seams = {});
 // got (steps from+1 …) against the reference `want` within its noise (see above). `extra`: an
 // absolute relative allowance added per step (the HF fixture: our own distance to transformers).
 void expect_same(const Curve& got, const Curve& want, const std::string& what, size_t from = 0,

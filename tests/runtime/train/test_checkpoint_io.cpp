@@ -359,9 +359,9 @@ TEST(ShardedSave, ACrashBeforeTheRenameLeavesThePreviousCheckpointAndItsLeftover
   b.steps = 4;
   b.resume = true;
   b.checkpoint_every = 1;
-  setenv("SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT", "1", 1);
-  EXPECT_THROW(run_parallel_training(b), Error);
-  unsetenv("SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT");
+  TrainSeams crash;
+  crash.crash_before_commit = true;
+  EXPECT_THROW(run_parallel_training(b, crash), Error);
   barrier();
   if (world_rank() == 0) {
     EXPECT_EQ(CheckpointDir(root).latest(), root + "/step_00000002");

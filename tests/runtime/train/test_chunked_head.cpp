@@ -18,8 +18,8 @@
 
 #include "ops/lm_head_loss.h"
 #include "runtime/data/token_data.h"
-#include "runtime/train/memory_plan.h"
-#include "runtime/train/model_registry.h"
+#include "runtime/plan/memory_plan.h"
+#include "runtime/setup/model_registry.h"
 #include "runtime/train/trainer.h"
 #include "tensor/philox.h"
 
@@ -95,7 +95,7 @@ TEST(ChunkedHead, ActivationPeakDropsByTheLogitsAndTheirGradient) {
               static_cast<long long>(held));
   EXPECT_GE(unfused - chunked, 2 * logits - held - (16 << 10));
   EXPECT_LT(held + (16 << 10), logits / 2);  // the bound's slack is far below one logits buffer
-  // the planner (runtime/train/memory_plan.h): activations and the total peak, both heads
+  // the planner (runtime/plan/memory_plan.h): activations and the total peak, both heads
   for (bool on : {false, true}) {
     TrainConfig kc = c;
     kc.chunked_head = on;

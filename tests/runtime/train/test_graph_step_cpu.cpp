@@ -1,10 +1,11 @@
-// The CUDA-graph step's code, run eagerly on the CPU (SHARDTRAIN_TEST_GRAPH_STEP_EAGER), against
-// the eager trainer: bit for bit. What a captured step does differently from the eager one is all
-// in this code — the loss factor, loss sum, gradient statistics, skip decision, loss-scale update,
-// clip coefficient and AdamW scalars kept in a state buffer and computed by the state's kernels
-// (ops/step_state.h), the dropout seeds read from a seed table, the staged inputs, the report read
-// a step late by run() — so a difference here is a bug the GPU would have too. What only the GPU
-// can check (the capture itself, replays) is tests/gpu/test_gpu_cuda_graph.cpp.
+// The graph mode of the training step without the capture (TrainSeams::rehearse_graph), on the CPU,
+// against the eager mode: bit for bit. Both run the one step body (runtime/train/train_step.h);
+// what the graph mode does differently is all exercised here — the micro-batches staged into
+// persistent device buffers, the dropout seeds read from a seed table instead of passed as
+// arguments, the warm-up under the host-read guard, the report read a step late by run() — so a
+// difference here is a bug the GPU would have too. What only the GPU can check (the capture
+// itself, replays) is tests/gpu/test_gpu_cuda_graph.cpp; that the body itself computes what the
+// trainer computed before it was written once is tests/runtime/train/test_step_golden.cpp.
 //
 // No tolerance: the same operations on the same values in the same order give the same bits;
 // the doubles of the step lines are compared with memcmp (a skipped step's NaN norm included).
@@ -66,11 +67,11 @@ TrainConfig config(Precision p, int64_t K, double dropout) {
   return c;
 }
 
-// the graph step's code path for one scope (the hook is read when the trainer builds its step)
-struct GraphHook {
-  GraphHook() { setenv("SHARDTRAIN_TEST_GRAPH_STEP_EAGER", "1", 1); }
-  ~GraphHook() { unsetenv("SHARDTRAIN_TEST_GRAPH_STEP_EAGER"); }
-};
+TrainSeams rehearse(bool graph) {
+  TrainSeams s;
+  s.rehearse_graph = graph;
+  return s;
+}
 
 struct TrainRun {
   std::vector<StepMetrics> steps;
@@ -92,8 +93,7 @@ TrainRun collect(Trainer& t, std::vector<StepMetrics> steps) {
 
 TrainRun train(TrainConfig c, bool graph, double initial_scale = 0) {
   c.cuda_graph = graph;
-  std::unique_ptr<GraphHook> hook = graph ? std::make_unique<GraphHook>() : nullptr;
-  Trainer t(c);
+  Trainer t(c, rehearse(graph));
   if (graph) {
     EXPECT_TRUE(t.cuda_graph()) << "the graph step was refused";
   }
@@ -175,8 +175,7 @@ TEST(GraphStepCpu, RunWithLateLinesCheckpointsAndResumeEqualEager) {
     c.metrics = work_dir() + "/" + name + "/metrics.jsonl";
     c.resume = resume;
     c.cuda_graph = graph;
-    std::unique_ptr<GraphHook> hook = graph ? std::make_unique<GraphHook>() : nullptr;
-    Trainer t(c);
+    Trainer t(c, rehearse(graph));
     t.run();
     return collect(t, {});
   };
@@ -273,9 +272,9 @@ ReadingRun train_reading_model(bool graph, bool use_run) {
   TrainConfig c = config(Precision::fp32, 1, 0.0);
   c.steps = 3;
   c.cuda_graph = graph;
-  std::unique_ptr<GraphHook> hook = graph ? std::make_unique<GraphHook>() : nullptr;
   auto model = std::make_shared<ReadingModel>(64);
   TrainerWiring w;
+  w.seams = rehearse(graph);
   BatchLayout layout;
   layout.micro_batch = 2, layout.seq_len = 16;
   w.source = std::make_unique<LocalGradientSource>(model, std::make_shared<TokenData>(c.data), layout, Device::cpu);

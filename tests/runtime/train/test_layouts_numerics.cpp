@@ -70,20 +70,18 @@ TEST(Layouts, Fp16OverflowSkippedByEveryRank) {
   const int n = world_size();
   TrainConfig c = base_config();
   c.precision = Precision::fp16;
-  setenv("SHARDTRAIN_TEST_INF_STEP", "2", 1);  // step 2 (from 1)
-  setenv("SHARDTRAIN_TEST_INF_RANK", "0", 1);  // the one-process reference's only rank
-  const Curve want = reference(c, n);
-  const Curve want_pp = reference(c, 1);
-  setenv("SHARDTRAIN_TEST_INF_RANK", std::to_string(n - 1).c_str(), 1);
+  TrainSeams ref_seam, last_seam;  // step 2 (from 1): the one-process reference's only rank, the layout's last
+  ref_seam.after_gradients = infinite_gradient(2, false, 0);
+  last_seam.after_gradients = infinite_gradient(2, false, n - 1);
+  const Curve want = reference(c, n, ref_seam);
+  const Curve want_pp = reference(c, 1, ref_seam);
   TrainConfig dp = c;
   dp.dp = n;
-  const Curve got = run_layout(dp, "fp16_overflow_dp");
+  const Curve got = run_layout(dp, "fp16_overflow_dp", last_seam);
   TrainConfig pp = c;
   pp.pp = n;
   pp.dp = 1;
-  const Curve got_pp = run_layout(pp, "fp16_overflow_pp");  // the last stage overflows
-  unsetenv("SHARDTRAIN_TEST_INF_STEP");
-  unsetenv("SHARDTRAIN_TEST_INF_RANK");
+  const Curve got_pp = run_layout(pp, "fp16_overflow_pp", last_seam);  // the last stage overflows
   for (const auto& [curve, ref, what] : {std::tuple{&got, &want, "dp"}, std::tuple{&got_pp, &want_pp, "pp"}}) {
     ASSERT_EQ(curve->loss.size(), 5u) << what;
     EXPECT_EQ(curve->skipped, (std::vector<bool>{false, true, false, false, false})) << what;

@@ -71,26 +71,24 @@ TEST(Layouts, Zero3Fp16SkipsAnOverflowOnEveryRank) {
   TrainConfig c = base_config();
   c.precision = Precision::fp16;
   c.zero = 3;
-  setenv("SHARDTRAIN_TEST_INF_STEP", "2", 1);  // step 2 (from 1)
-  setenv("SHARDTRAIN_TEST_INF_RANK", "0", 1);  // the one-process reference's only rank
-  const Curve want = reference(c, n);
+  TrainSeams ref_seam, last_seam;  // step 2 (from 1): the one-process reference's only rank, the layout's last
+  ref_seam.after_gradients = infinite_gradient(2, false, 0);
+  last_seam.after_gradients = infinite_gradient(2, false, n - 1);
+  const Curve want = reference(c, n, ref_seam);
   Curve want_pp;
-  if (n == 4) want_pp = reference(c, 2);
-  setenv("SHARDTRAIN_TEST_INF_RANK", std::to_string(n - 1).c_str(), 1);
+  if (n == 4) want_pp = reference(c, 2, ref_seam);
   std::vector<std::pair<std::string, Curve>> got;
   TrainConfig dp = c;
   dp.dp = n;
-  got.emplace_back("dp " + std::to_string(n), run_layout(dp, "zero3_fp16"));
+  got.emplace_back("dp " + std::to_string(n), run_layout(dp, "zero3_fp16", last_seam));
   if (n == 4) {
     TrainConfig pp = c;
     pp.dp = 2;
     pp.pp = 2;
     pp.schedule = Schedule::interleaved;
     pp.virtual_stages = 2;
-    got.emplace_back("dp 2 x pp 2 interleaved v 2", run_layout(pp, "zero3_fp16_interleaved"));
+    got.emplace_back("dp 2 x pp 2 interleaved v 2", run_layout(pp, "zero3_fp16_interleaved", last_seam));
   }
-  unsetenv("SHARDTRAIN_TEST_INF_STEP");
-  unsetenv("SHARDTRAIN_TEST_INF_RANK");
   for (size_t k = 0; k < got.size(); ++k) {
     const Curve& curve = got[k].second;
     const Curve& ref = k == 0 ? want : want_pp;

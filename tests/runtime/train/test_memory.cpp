@@ -27,7 +27,7 @@
 #include "runtime/io/safetensors_index.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/parallel/zero1.h"
-#include "runtime/train/model_registry.h"
+#include "runtime/setup/model_registry.h"
 #include "runtime/train/parallel_training.h"
 #include "runtime/train/train_checkpoint.h"
 #include "tensor/memory_category.h"

@@ -8,6 +8,8 @@
 
 #include <cmath>
 
+#include "ops/step_state.h"
+#include "runtime/parallel/state_io.h"
 #include "runtime/train/trainer.h"
 
 namespace st::runtime {
@@ -29,15 +31,20 @@ struct ToyModel : LanguageModel {
   std::shared_ptr<ToyLayer> layer;
 };
 
-// Step s (from 0) writes loss_scale × grads[s] (inf where bad[s]) and returns loss[s] (0.5 if unset).
+// Step s (from 0) writes loss_scale × grads[s] (inf where bad[s]) and adds loss[s] (0.5 if unset).
 struct ScriptedSource : GradientSource {
   explicit ScriptedSource(std::shared_ptr<ToyModel> m) : model(std::move(m)) {}
-  double compute_gradients(int64_t step, double loss_scale, GradientSync&) override {
+  void compute_gradients(const StepContext& ctx, GradientSync&) override {
+    const int64_t step = ctx.step;
+    const double loss_scale = ctx.loss_factor.item();  // scale / (K·dp), K = dp = 1 here
     const bool inf = bad.count(step + 1) > 0;
     auto& p = model->layer->w;
     p.set_grad(Tensor::from_vector(std::vector<double>{inf ? INFINITY : 0.1 * loss_scale, 0.0}, {2}, p.dtype()));
-    return nan_loss.count(step + 1) ? NAN : 0.5;
+    Tensor state = ctx.state;
+    const double loss = nan_loss.count(step + 1) ? NAN : 0.5;
+    ops::step_state_add_loss(state, Tensor::from_vector(std::vector<double>{loss}, {1}, DType::f32));
   }
+  int64_t micro_batches() const override { return 1; }
   double evaluate(const TokenData&, int64_t) override { return 0.5; }  // never called: no --val-data
   int64_t global_batch() const override { return 1; }
   int64_t seq_len() const override { return 1; }

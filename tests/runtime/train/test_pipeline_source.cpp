@@ -19,7 +19,8 @@
 #include "runtime/data/token_data.h"
 #include "runtime/parallel/gradient_sync.h"
 #include "runtime/pipeline/stage_model.h"
-#include "runtime/train/model_registry.h"
+#include "runtime/setup/model_registry.h"
+#include "ops/step_state.h"
 #include "runtime/train/pipeline_source.h"
 #include "tensor/philox.h"
 
@@ -90,9 +91,13 @@ StepRun run(Schedule kind, int m, int chunks, std::shared_ptr<comm::Communicator
   const int bound = plan.in_flight_bound;
   PipelineGradientSource src(stage, tokens(), layout, Device::cpu, comm, std::move(plan), true);
   ZeroGradsInPlace sync(stage);
+  StepContext ctx;  // loss factor 1, the losses added to a state nobody reads here
+  ctx.loss_factor = Tensor::from_vector(std::vector<double>{1.0}, {}, DType::f32);
+  ctx.state = ops::step_state_tensor(ops::DeviceStepState{}, Device::cpu);
   for (int step = 0; step < 2; ++step) {
     sync.begin_step();
-    src.compute_gradients(step, 1.0, sync);
+    ctx.step = step;
+    src.compute_gradients(ctx, sync);
   }
   return {src.stats(), bound};
 }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "ops/step_state.h"
 #include "runtime/train/trainer.h"
 
 namespace st::runtime {
@@ -34,16 +35,19 @@ struct ToyModel : LanguageModel {
 // Writes loss_scale × (the scripted gradient of the step) into each parameter, as backward would.
 struct ScriptedSource : GradientSource {
   explicit ScriptedSource(std::shared_ptr<ToyModel> m) : model(std::move(m)) {}
-  double compute_gradients(int64_t step, double loss_scale, GradientSync&) override {
+  void compute_gradients(const StepContext& ctx, GradientSync&) override {
     ++calls;
-    const auto& g = grads.at(static_cast<size_t>(step));
+    const double loss_scale = ctx.loss_factor.item();  // scale / (K·dp), K = dp = 1 here
+    const auto& g = grads.at(static_cast<size_t>(ctx.step));
     for (auto& [name, p] : model->named_parameters()) {
       std::vector<double> v = g.at(name);
       for (double& x : v) x *= loss_scale;
       p.set_grad(Tensor::from_vector(v, p.shape(), p.dtype()));
     }
-    return 0.5;
+    Tensor state = ctx.state;
+    ops::step_state_add_loss(state, Tensor::from_vector(std::vector<double>{0.5}, {1}, DType::f32));
   }
+  int64_t micro_batches() const override { return 1; }
   double evaluate(const TokenData&, int64_t) override { return 0.0; }
   int64_t global_batch() const override { return 1; }
   int64_t seq_len() const override { return 1; }

@@ -15,7 +15,7 @@
 #include "comm/mpi_env.h"
 #include "runtime/data/token_data.h"
 #include "runtime/parallel/zero1.h"
-#include "runtime/train/model_registry.h"
+#include "runtime/setup/model_registry.h"
 #include "runtime/train/parallel_training.h"
 #include "tensor/philox.h"
 #include "tensor/storage.h"

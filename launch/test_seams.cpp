@@ -1,0 +1,56 @@
+// The documented test variables → TrainSeams (see the header).
+#include "launch/test_seams.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "launch/options.h"
+
+namespace st::launch {
+namespace {
+
+const char* var(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+int64_t whole_number(const std::string& text, const char* name) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || v < 0)
+    throw UsageError(std::string(name) + "=" + text + ": expected a whole number ≥ 0 (docs/testing.md)");
+  return v;
+}
+
+bool flag(const char* name) {
+  const char* v = var(name);
+  if (!v) return false;
+  const std::string s = v;
+  if (s != "0" && s != "1") throw UsageError(std::string(name) + "=" + s + ": expected 1 or 0 (docs/testing.md)");
+  return s == "1";
+}
+
+}  // namespace
+
+runtime::TrainSeams train_seams_from_environment() {
+  runtime::TrainSeams seams;
+  if (const char* at = var("SHARDTRAIN_TEST_INF_STEP")) {
+    std::string s = at;
+    const bool onward = s.back() == '+';
+    if (onward) s.pop_back();
+    const int64_t from = whole_number(s, "SHARDTRAIN_TEST_INF_STEP");
+    const char* r = var("SHARDTRAIN_TEST_INF_RANK");
+    const int rank = r ? static_cast<int>(whole_number(r, "SHARDTRAIN_TEST_INF_RANK")) : -1;
+    seams.after_gradients = runtime::infinite_gradient(from, onward, rank);
+  }
+  seams.crash_before_commit = flag("SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT");
+  seams.skip_grad_comm = flag("SHARDTRAIN_TEST_SKIP_GRAD_COMM");
+  return seams;
+}
+
+}  // namespace st::launch

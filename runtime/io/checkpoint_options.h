@@ -1,0 +1,28 @@
+// CheckpointOptions: where a run's checkpoints go, how often, how many stay, and what a run does
+// with the ones it finds (resume, or write beside another run's only when told).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "runtime/common/option_check.h"
+
+namespace st::runtime {
+
+struct CheckpointOptions {
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;  // 0: only at the end when a dir is set
+  int64_t keep_checkpoints = 3;  // 0: all
+  bool resume = false;
+  bool overwrite_checkpoints = false;  // a fresh run may write into a dir holding checkpoints
+
+  void validate(const OptionFail& fail) const {
+    require_non_negative(fail, "checkpoint-every", static_cast<double>(checkpoint_every));
+    require_non_negative(fail, "keep-checkpoints", static_cast<double>(keep_checkpoints));
+    if (resume && checkpoint_dir.empty()) fail("resume", "needs --checkpoint-dir");
+    if (resume && overwrite_checkpoints)
+      fail("overwrite-checkpoints", "a resumed run continues its checkpoints; drop one of --resume and --overwrite-checkpoints");
+    if (checkpoint_every > 0 && checkpoint_dir.empty()) fail("checkpoint-every", "needs --checkpoint-dir");
+  }
+};
+
+}  // namespace st::runtime

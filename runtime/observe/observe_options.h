@@ -1,0 +1,19 @@
+// ObserveOptions: what a run shows — the metrics file, the trace, the step lines and the bar.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "runtime/common/option_check.h"
+
+namespace st::runtime {
+
+struct ObserveOptions {
+  std::string metrics;  // JSONL path (rank 0 writes)
+  std::string trace;    // Chrome trace JSON path
+  int64_t log_every = 1;
+  bool progress = true;  // progress bar when stdout is a terminal
+
+  void validate(const OptionFail& fail) const { require_positive(fail, "log-every", static_cast<double>(log_every)); }
+};
+
+}  // namespace st::runtime

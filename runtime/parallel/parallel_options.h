@@ -1,0 +1,29 @@
+// ParallelOptions: how the ranks split the model and the batch, but for the pipeline
+// (runtime/pipeline/pipeline_options.h): data-parallel replicas, tensor-parallel ranks, the ZeRO
+// stage and the gradient communication (the "layout" and ZeRO flags of --help).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "runtime/common/option_check.h"
+#include "runtime/optim/mixed_precision.h"
+
+namespace st::runtime {
+
+struct ParallelOptions {
+  int64_t dp = 0;  // 0: world / (tp · pp)
+  int64_t tp = 1;
+  std::string comm = "auto";  // auto | nccl | mpi
+  int64_t zero = 0;  // ZeRO stage: 0 off, 1 optimizer state sharded, 2 also the gradients, 3 also the parameters (runtime/parallel/zero3.h)
+  Precision grad_comm_dtype = Precision::fp32;  // dtype of the DP / ZeRO gradient all-reduce
+  double bucket_mb = 25.0;                      // DP / ZeRO bucket size
+
+  void validate(const OptionFail& fail) const {
+    require_non_negative(fail, "dp", static_cast<double>(dp));
+    require_positive(fail, "tp", static_cast<double>(tp));
+    if (bucket_mb <= 0) fail("bucket-mb", "must be positive, got " + option_str(bucket_mb));
+    if (zero < 0 || zero > 3) fail("zero", "must be 0, 1, 2 or 3 (the ZeRO stage), got " + std::to_string(zero));
+  }
+};
+
+}  // namespace st::runtime

@@ -1,0 +1,89 @@
+// Enumerating and ranking layouts (see the header for the cost model).
+#include "runtime/plan/layout_search.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "runtime/parallel/parameter_sharding.h"
+#include "runtime/setup/model_registry.h"
+
+namespace st::runtime {
+
+StepCost step_cost(const nlohmann::json& entry, int64_t seq_len, const PlanLayout& l, const CostModel& cm) {
+  const ModelDescription d = describe_model(entry, seq_len);
+  double flops_per_token = 0, params = 0, largest = 0;  // elements; a tied weight once in `params`
+  std::set<std::string> seen;
+  for (const LayerInfo& layer : d.layers) {
+    flops_per_token += layer.flops_per_token;
+    largest = std::max(largest, layer.param_bytes() / 4);
+    for (const auto& [name, shape] : layer.params)
+      if (seen.insert(name).second) params += static_cast<double>(shape_numel(shape));
+  }
+  const nlohmann::json& c = entry.at("config");
+  const double C = c.value("n_embd", c.value("d_model", 0.0));
+  const double blocks = static_cast<double>(d.layers.size()) - 2;
+  const double e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
+  const double e_c = static_cast<double>(dtype_size(compute_dtype(l.grad_comm_dtype)));
+  const double m = static_cast<double>(l.grad_accum), pp = static_cast<double>(l.pp), tp = static_cast<double>(l.tp);
+  const double dp = static_cast<double>(l.dp), world = static_cast<double>(l.world());
+  const double mb_tokens = static_cast<double>(l.micro_batch * seq_len);
+  const double tokens = mb_tokens * m * dp;
+  const double intra = cm.intra_gbs * 1e9, inter = cm.inter_gbs * 1e9;
+  const double across = l.world() > cm.gpus_per_node ? inter : intra;  // dp and pp groups span nodes
+  StepCost s;
+  s.compute_s = 3 * flops_per_token * tokens / (world * cm.flops) * (1 + (pp - 1) / m) * (l.recompute ? 4.0 / 3 : 1);
+  if (l.tp > 1) s.tp_s = blocks / pp * m * 4 * 2 * (tp - 1) / tp * mb_tokens * C * e / intra;
+  if (l.dp > 1) {
+    const double share = (dp - 1) / dp, stage = params / (tp * pp);  // a tp rank's elements of its stage
+    if (l.zero >= 3) {
+      const double bytes = m * share * stage * (2 * e + e_c), exposed = 2 * m * share * largest / tp * e;
+      s.dp_s = std::max(exposed / across, bytes / across - s.compute_s);
+    } else {
+      const double bytes = (l.zero >= 1 ? 1 : 2) * share * stage * e_c;  // ZeRO: a reduce to the owners
+      const double bucket = std::min(bytes, l.bucket_mb * 1024 * 1024);
+      s.dp_s = std::max(bucket / across, bytes / across - s.compute_s * 2 / 3);
+      if (l.zero >= 1) s.dp_s += share * stage * e / across;  // the updated values' broadcast
+    }
+  }
+  if (l.pp > 1) s.pp_s = (m + pp - 1) * 2 * mb_tokens * C * e / across;
+  return s;
+}
+
+std::vector<RankedLayout> fitting_layouts(const nlohmann::json& entry, int64_t seq_len, const PlanLayout& asked,
+                                          int64_t world, double device_bytes, const CostModel& cm) {
+  const nlohmann::json& c = entry.at("config");
+  const int64_t heads = c.value("n_head", c.value("heads", int64_t{1}));
+  const bool tp_ok = model_factory(entry.value("family", std::string())).tensor_parallel;
+  const int64_t blocks = static_cast<int64_t>(describe_model(entry, seq_len).layers.size()) - 2;
+  const int64_t global = asked.micro_batch * asked.grad_accum * asked.dp;
+  std::vector<RankedLayout> out;
+  for (int64_t tp = 1; tp <= world; ++tp) {
+    if (world % tp || heads % tp || tp > cm.gpus_per_node || (tp > 1 && !tp_ok)) continue;
+    for (int64_t pp = 1; pp <= world / tp; ++pp) {
+      if ((world / tp) % pp || pp > std::max<int64_t>(blocks, 1)) continue;
+      const int64_t dp = world / (tp * pp);
+      if (global % (asked.micro_batch * dp)) continue;
+      const int64_t m = global / (asked.micro_batch * dp);
+      if (pp > 1 && m > max_pipeline_micro_batches(1)) continue;
+      for (int zero = 0; zero <= zero_stage_in_effect(3, dp); ++zero)  // the stages that differ at this dp
+        for (int recompute = 0; recompute <= 1; ++recompute) {
+          PlanLayout l = asked;
+          l.dp = dp, l.tp = tp, l.pp = pp, l.zero = zero, l.recompute = recompute != 0;
+          l.grad_accum = global / (asked.micro_batch * dp);
+          l.schedule = Schedule::one_f_one_b;
+          l.virtual_stages = 1;
+          const MemoryPlan plan = plan_memory(entry, seq_len, l);
+          if (plan.max_peak() > device_bytes) continue;
+          out.push_back({l, plan.max_peak(), step_cost(entry, seq_len, l, cm)});
+        }
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const RankedLayout& a, const RankedLayout& b) {
+    if (a.cost.total() != b.cost.total()) return a.cost.total() < b.cost.total();
+    return a.peak < b.peak;
+  });
+  return out;
+}
+
+}  // namespace st::runtime

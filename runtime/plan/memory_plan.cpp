@@ -1,0 +1,373 @@
+// The memory planner's closed forms (see the header for every term and where it comes from).
+#include "runtime/plan/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "ops/lm_head_loss.h"
+#include "runtime/parallel/parameter_sharding.h"
+#include "runtime/parallel/tp_shard.h"
+#include "runtime/pipeline/stage_model.h"
+#include "runtime/plan/memory_check.h"
+#include "runtime/setup/model_registry.h"
+#include "tensor/memory_category.h"
+
+namespace st::runtime {
+namespace {
+
+double numel(const Shape& s) {
+  double n = 1;
+  for (int64_t d : s) n *= static_cast<double>(d);
+  return n;
+}
+
+// Elements of one layer a tp rank holds (its shards by the family's rule); a name already in
+// `seen` (a weight tied to a layer of the same stage) counts once.
+double layer_elements(const LayerInfo& layer, const ShardRule& rule, int64_t tp, std::set<std::string>& seen) {
+  double n = 0;
+  for (const auto& [name, shape] : layer.params)
+    if (seen.insert(name).second)
+      n += rule && tp > 1 ? numel(shard_shape(shape, rule(name), static_cast<int>(tp))) : numel(shape);
+  return n;
+}
+
+}  // namespace
+
+BlockActivations gpt_block_activations(int64_t d_model, int64_t heads, int64_t tp, Precision precision, Device device) {
+  const double C = static_cast<double>(d_model), t = static_cast<double>(tp);
+  const double A = C / t, F = 4 * C / t, H = static_cast<double>(heads) / t, D = C / static_cast<double>(heads);
+  const DType dt = compute_dtype(precision);
+  const double e = static_cast<double>(dtype_size(dt));
+  // the fused CUDA paths exist for f16/bf16 only (ops/matmul.cpp, ops/mlp.cpp, ops/attention.cpp)
+  const bool fused = device == Device::cuda && dt != DType::f32;
+  BlockActivations b;
+  // ops::causal_attention_qkv on CUDA reads q, k, v in place for every dtype and head size up to
+  // 128 (cuDNN, the flash kernels or the CUDA-core ones: ops/cuda/attention.cu); the
+  // tensor-parallel block composes its attention from ops::causal_attention (tp_layers.cpp)
+  b.packed_attention = device == Device::cuda && D <= 128 && tp == 1;
+  // replicated (B, T, C) tensors: ln_1's and ln_2's outputs, the residual h, the block's output,
+  // and each output projection: c_proj's GEMM and its bias add (tp > 1: the GEMM, its all-reduce,
+  // the bias add, in attention and in the MLP); a fused tp-1 projection is one tensor
+  b.replicated = tp > 1 ? 10 : fused ? 6 : 8;
+  // (B, T, A) tensors: c_attn's output (3A; unfused also its GEMM before the bias, 3A); the
+  // composed attention's reshape and head-major copies of q, k, v (6A), its output and the heads
+  // joined (2A); the packed kernels read q, k, v inside c_attn's output and keep one (B, T, A)
+  b.attention = (fused ? 3 : 6) + (b.packed_attention ? 1 : 8);
+  // (B, T, F) tensors: c_fc's output (unfused also its GEMM before the bias) and GELU's
+  b.mlp = fused ? 2 : 3;
+  b.bytes_per_token = (b.replicated * C + b.attention * A + b.mlp * F) * e + (4 + H) * 4;
+  return b;
+}
+
+namespace {
+
+// The last stage's loss per token of a micro-batch of `tokens`: saved until its backward, the
+// transient at the end of its forward (the header's "loss" and "chunked loss" terms) and, for the
+// chunked head, its backward's moment: what it holds beyond the saved bytes while wte's gradient
+// (`grad` bytes, when no gradient exists yet) is made from the one it hands out.
+struct HeadLossBytes {
+  double saved = 0, transient = 0, backward = 0, grad = 0;
+};
+HeadLossBytes gpt_head_loss_bytes(double C, double V, const PlanLayout& l, double tokens) {
+  const double e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
+  if (head_is_chunked(l)) {  // ops/lm_head_loss.h; its CPU chunk buffer is f32
+    const double rows =
+        std::min(tokens, static_cast<double>(ops::lm_head_chunk_rows(static_cast<int64_t>(V), compute_dtype(l.precision))));
+    HeadLossBytes h;
+    // dh and dw in f32, ln_f's saved input and statistics, its output (held by the loss's node)
+    h.saved = C * 4 + V * C * 4 / tokens + (C * e + 2 * 4) + C * e;
+    // one chunk of logits and the token batch: on CUDA the chunk is in e and the GEMMs read e
+    // (ops/cuda/lm_head_loss.cu); the CPU's chunk is f32, and under fp16/bf16 it widens wte and the
+    // chunk of h (the H200 at 94a899e: GPT-2 small bf16, 8 × 1024 tokens, measured 4 590 MiB
+    // against 4 863 planned with the CPU's terms: 273 MiB, these two)
+    h.transient = l.device == Device::cuda ? rows * V * e / tokens + 4 * 4
+                                           : rows * V * 4 / tokens + 4 * 4 + (e == 4 ? 0 : (V + rows) * C * 4 / tokens);
+    // the token batch; fp16/bf16: dh, dw cast to e in place of their f32 buffers
+    h.backward = 4 * 4 - (4 - e) * (C + V * C / tokens);
+    h.grad = V * C * e;
+    return h;
+  }
+  return {};  // the unfused head: gpt_activations' logits terms
+}
+
+// Per token of a micro-batch, in bytes: the GPT's saved tensors (header), or 0 for another family.
+struct ActivationCoefficients {
+  double block = 0, block_recompute = 0, replay = 0, embedding = 0, loss_saved = 0, loss_transient = 0;
+  double block_backward = 0;  // a block's backward beyond what it saved (its gradients' buffers)
+  double logits = 0;          // of loss_saved: the logits, gone once the loss's backward ran
+  double head_backward = 0;   // the head's backward: the logits' gradient and its input's (per token)
+  double head_weight_grad = 0;  // and, once, its weight's gradient (V/tp · C · e bytes)
+  double embedding_grad = 0;    // the embedding's gradient of the tied wte before it is added (bytes)
+  HeadLossBytes head;           // the chunked head's terms (zeros for the unfused head)
+};
+ActivationCoefficients gpt_activations(const nlohmann::json& config, const PlanLayout& l, double tokens) {
+  ActivationCoefficients a;
+  const double C = config.value("n_embd", 0.0), V = config.value("vocab_size", 0.0);
+  const double tp = static_cast<double>(l.tp), e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
+  a.block = gpt_block_activations(config.value("n_embd", int64_t{0}), config.value("n_head", int64_t{1}), l.tp,
+                                  l.precision, l.device)
+                .bytes_per_token;
+  a.block_recompute = C * e;
+  a.replay = a.block + 5 * C * 4;
+  // measured on the CPU: 12·C bytes in fp32; 52·C in fp16/bf16, where the CPU kernels stage
+  // operands in f32 (kept for CUDA: not measured there on a stage without the loss)
+  a.block_backward = (e == 4 ? 12 : 52) * C;
+  a.embedding = C * e;
+  // the logits (saved per micro-batch) and their gradient (once), each in e; on the CPU under
+  // fp16/bf16 plus an f32 copy of each (its cross-entropy kernels work in f32; the CUDA ones read
+  // and write e); ln_f's output and statistics saved, the loss's buffers
+  const double l_bytes = l.device == Device::cpu && e != 4 ? e + 4 : e;
+  a.embedding_grad = V / tp * C * l_bytes;  // the CPU stages it in f32 too under fp16/bf16
+  if (head_is_chunked(l)) {  // no logits: the chunked head's own terms (ops/lm_head_loss.h)
+    a.head = gpt_head_loss_bytes(C, V, l, tokens);
+    a.loss_saved = a.head.saved;
+    a.loss_transient = a.head.transient;
+    return a;
+  }
+  a.logits = V / tp * l_bytes;
+  a.loss_saved = a.logits + (C + 2) * 4;
+  a.loss_transient = a.logits + (C + 5) * 4 + (l.tp > 1 ? 2 * C * 4 : 0);
+  a.head_backward = V / tp * e + C * e;
+  a.head_weight_grad = V / tp * C * e;
+  return a;
+}
+
+// ZeRO-3's gathered parameters on stage s, in elements (runtime/parallel/zero3.h): a unit per
+// layer, a weight two of the stage's layers share a unit of its own, held gathered through the
+// backward between them; at most two consecutive layers' units at once (the running one and the
+// prefetched one), besides that tied weight.
+struct Zero3Gathers {
+  double gathered = 0, tied = 0, largest_unit = 0;
+};
+Zero3Gathers zero3_gathers(const ModelDescription& d, const Partition& part, int s, const PlanLayout& l,
+                           const ShardRule& rule) {
+  std::vector<std::map<std::string, double>> layers;  // name → elements (a tp rank's shard)
+  std::map<std::string, int> uses;
+  for (const LayerRange& r : stage_chunks(part, s, static_cast<int>(l.pp)))
+    for (int i = r.begin; i < r.end; ++i) {
+      std::map<std::string, double> m;
+      for (const auto& [name, shape] : d.layers[static_cast<size_t>(i)].params) {
+        m[name] = rule && l.tp > 1 ? numel(shard_shape(shape, rule(name), static_cast<int>(l.tp))) : numel(shape);
+        ++uses[name];
+      }
+      layers.push_back(std::move(m));
+    }
+  Zero3Gathers g;
+  std::map<std::string, double> tied;
+  for (const auto& m : layers)
+    for (const auto& [name, n] : m)
+      if (uses[name] > 1) tied[name] = n;
+  for (const auto& [name, n] : tied) g.tied += n, g.largest_unit = std::max(g.largest_unit, n);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    std::map<std::string, double> now = tied;
+    double own = 0;
+    for (const auto& [name, n] : layers[i]) now[name] = n, own += tied.count(name) ? 0 : n;
+    if (i + 1 < layers.size()) now.insert(layers[i + 1].begin(), layers[i + 1].end());
+    double sum = 0;
+    for (const auto& [name, n] : now) sum += n;
+    g.gathered = std::max(g.gathered, sum);
+    g.largest_unit = std::max(g.largest_unit, own);
+  }
+  return g;
+}
+
+}  // namespace
+
+PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp) {
+  PlanLayout l;
+  l.dp = dp;
+  l.tp = cfg.tp;
+  l.pp = cfg.pp;
+  l.zero = zero_stage_in_effect(cfg.zero, dp);
+  l.schedule = cfg.schedule;
+  l.virtual_stages = cfg.virtual_stages;
+  l.micro_batch = cfg.micro_batch;
+  l.grad_accum = cfg.grad_accum;
+  l.recompute = cfg.recompute;
+  l.precision = cfg.precision;
+  l.grad_comm_dtype = cfg.grad_comm_dtype;
+  l.optimizer = cfg.optimizer;
+  l.partition = cfg.partition == PartitionKind::profile ? PartitionKind::params : cfg.partition;
+  l.bucket_mb = cfg.bucket_mb;
+  l.device = cfg.device;
+  l.chunked_head = cfg.chunked_head;
+  return l;
+}
+
+bool head_is_chunked(const PlanLayout& l) { return l.chunked_head && l.tp == 1 && l.zero < 3; }
+
+double MemoryPlan::max_peak() const {
+  double p = 0;
+  for (const StageMemory& s : stages) p = std::max(p, s.peak);
+  return p;
+}
+
+MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanLayout& l) {
+  MemoryPlan plan;
+  const std::string family = entry.value("family", std::string());
+  const ModelFactory& f = model_factory(family);
+  const ModelDescription d = describe_model(entry, seq_len);
+  const ShardRule rule = f.shard_rule && l.tp > 1 ? f.shard_rule(entry.at("config")) : ShardRule();
+  const int pieces = static_cast<int>(l.pp * l.virtual_stages);
+  const Partition part = choose_partition(l.partition, d, pieces);
+  const bool gpt = family == "gpt";
+  if (!gpt) plan.notes = "activations are modelled for the gpt family only (0 here)";
+  const ActivationCoefficients a =
+      gpt ? gpt_activations(entry.at("config"), l, static_cast<double>(l.micro_batch * seq_len)) : ActivationCoefficients{};
+  const ParamBytes pb = param_bytes(l.precision, l.optimizer);  // the same per-parameter bytes as the memory check
+  const double e = pb.weight, master = pb.master, state = pb.state;
+  const double dp = static_cast<double>(l.dp), tokens = static_cast<double>(l.micro_batch * seq_len);
+  const double C = gpt ? entry.at("config").value("n_embd", 0.0) : 0.0;
+  const int last_layer = static_cast<int>(d.layers.size()) - 1;
+  for (int s = 0; s < l.pp; ++s) {
+    StageMemory m;
+    m.stage = s;
+    // per layer of the stage, in order: its elements and its saved bytes per token of one micro-batch
+    std::vector<double> elems, saved;
+    std::vector<bool> replayed;
+    bool holds_loss = false, holds_embedding = false;
+    std::set<std::string> seen;
+    for (const LayerRange& r : stage_chunks(part, s, static_cast<int>(l.pp)))
+      for (int i = r.begin; i < r.end; ++i) {
+        elems.push_back(layer_elements(d.layers[static_cast<size_t>(i)], rule, l.tp, seen));
+        const bool block = i != 0 && i != last_layer;
+        holds_loss = holds_loss || i == last_layer;
+        holds_embedding = holds_embedding || i == 0;
+        replayed.push_back(block && l.recompute);
+        saved.push_back(i == 0 ? (l.recompute ? 0 : a.embedding) : !block ? 0 : l.recompute ? a.block_recompute : a.block);
+      }
+    double elements = 0, saved_all = 0;
+    for (size_t i = 0; i < elems.size(); ++i) elements += elems[i], saved_all += saved[i];
+    const Zero3Gathers z3 = l.zero >= 3 ? zero3_gathers(d, part, s, l, rule) : Zero3Gathers{};
+    // a stage before the last keeps its output per micro-batch for the backward of what it sent;
+    // the last keeps the loss's saved tensors
+    saved_all += s + 1 < l.pp ? C * e : 0;
+    saved_all += holds_loss ? a.loss_saved : 0;
+    const double comm_e = static_cast<double>(dtype_size(compute_dtype(l.grad_comm_dtype)));
+    m.params = elements * e * (l.zero >= 3 ? 1 / dp : 1) + z3.gathered * e;
+    // ZeRO-3: the shards, and in backward the tied weight's full gradient, one unit's full
+    // gradient, its comm buffer and the received shard (cast to e when the comm dtype differs)
+    const double z3_backward =
+        l.zero >= 3 ? (z3.tied + z3.largest_unit) * e + z3.largest_unit * (1 + 1 / dp) * comm_e +
+                          (comm_e != e ? z3.largest_unit / dp * e : 0)
+                    : 0;
+    m.grads = elements * e * (l.zero >= 2 ? 1 / dp : 1) + z3_backward;
+    m.optim = elements * (master + state) * (l.zero >= 1 ? 1 / dp : 1);
+    m.in_flight = l.pp > 1 ? in_flight_bound(l.schedule, s, static_cast<int>(l.pp), static_cast<int>(l.grad_accum),
+                                             static_cast<int>(l.virtual_stages))
+                           : 1;
+    const double chunk_share = l.virtual_stages > 1 ? 1.0 / static_cast<double>(l.virtual_stages) : 1.0;
+    const double n = static_cast<double>(m.in_flight) * chunk_share;  // micro-batches' worth of this stage held
+    if (l.dp > 1 && l.zero < 3 && compute_dtype(l.grad_comm_dtype) != compute_dtype(l.precision)) {
+      // the reducer's cast buffers: min(2, buckets) of the largest bucket (the first is ≤ 1 MiB)
+      const double g = elements * e, bucket = l.bucket_mb * 1024 * 1024, first = std::min(bucket, 1024.0 * 1024);
+      const double buckets = g <= first ? 1 : 1 + std::ceil((g - first) / bucket);
+      const double largest_bucket = std::min(g, buckets > 1 ? std::max(first, bucket) : g);
+      m.comm_dp = std::min(2.0, buckets) * largest_bucket / e * comm_e;
+    }
+    if (l.pp > 1 && s + 1 < l.pp) m.comm_p2p = tokens * C * e;  // p2p: the gradient of its output, received
+    m.comm = m.comm_dp + m.comm_p2p;
+    const bool grads_early = l.dp > 1 || l.grad_accum > 1;  // buckets from the start, or an earlier micro-batch
+    const double fixed = m.params + m.optim + m.comm;
+    // the end of the forward (the loss and its gradient on the last stage), no gradient yet
+    m.activations = tokens * (n * saved_all + (holds_loss ? a.loss_transient : 0));
+    // the head's backward: the logits gone, their gradient, its input's and (once) the tied
+    // weight's gradient — the larger moment when C is large against the micro-batch's tokens
+    // (the unfused head; the chunked head's backward moment is below)
+    if (holds_loss && gpt && a.head.grad == 0)
+      m.activations = std::max(m.activations, tokens * (n * saved_all - a.logits + a.head_backward) + a.head_weight_grad);
+    // the backward of its last block, the loss's saved tensors of that micro-batch gone
+    const bool holds_block = std::find(saved.begin(), saved.end(), a.block) != saved.end();
+    if (holds_block && !l.recompute)
+      m.activations = std::max(m.activations, tokens * (n * saved_all - (holds_loss ? a.loss_saved : 0) + a.block_backward));
+    // (ZeRO-3's backward transient is not there at the end of the forward: the shards only)
+    m.peak = fixed + m.activations + (grads_early ? m.grads - z3_backward : 0);
+    // the chunked head's backward: wte's gradient made beside the one the loss hands out
+    if (holds_loss && a.head.grad > 0)
+      m.peak = std::max(m.peak, fixed + tokens * (n * saved_all + a.head.backward) +
+                                    (grads_early ? m.grads - z3_backward : a.head.grad));
+    // the end of the backward: every gradient made, and the embedding's gradient of the tied wte
+    // before it is added to the head's — the peak when the activations are small against the
+    // weights (few tokens per micro-batch); ZeRO-3's gradient term already holds wte's
+    if (gpt && holds_embedding && l.zero < 3) {
+      m.activations = std::max(m.activations, a.embedding_grad);  // made in the backward's scope
+      m.peak = std::max(m.peak, fixed + m.grads + a.embedding_grad);
+    }
+    // recompute: each block's replay in backward, its inputs up to it held, the gradients of the
+    // layers after it made
+    double inputs = 0, grads_after = 0;
+    for (size_t i = 0; i < elems.size(); ++i) grads_after += elems[i] * e;
+    for (size_t i = 0; i < elems.size(); ++i) {
+      grads_after -= elems[i] * e;
+      if (!replayed[i]) continue;
+      inputs += a.block_recompute;
+    }
+    for (size_t i = elems.size(); i-- > 0;) {  // backward order: the last layer first
+      if (replayed[i]) {
+        const double act = tokens * ((n - chunk_share) * saved_all + inputs + a.replay);
+        m.activations = std::max(m.activations, act);
+        m.peak = std::max(m.peak, fixed + act + (grads_early ? m.grads : grads_after));
+        inputs -= a.block_recompute;
+      }
+      grads_after += elems[i] * e;
+    }
+    plan.stages.push_back(m);
+  }
+  return plan;
+}
+
+void register_memory_cap(const TrainConfig& cfg, const nlohmann::json& entry, int64_t seq_len, int64_t dp, int rank) {
+  if (cfg.max_memory_gib <= 0) {
+    set_memory_cap(0, "");
+    return;
+  }
+  const PlanLayout l = plan_layout(cfg, dp);
+  set_memory_cap(static_cast<size_t>(cfg.max_memory_gib * 1024 * 1024 * 1024),
+                 memory_plan_line(plan_memory(entry, seq_len, l), l, rank));
+}
+
+int stage_of_rank(const PlanLayout& l, int rank) { return static_cast<int>(rank / (l.dp * l.tp)); }
+
+std::string memory_plan_table(const MemoryPlan& plan, const PlanLayout& l) {
+  auto mib = [](double b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", b / (1 << 20));
+    return std::string(buf);
+  };
+  std::ostringstream o;
+  char row[200];
+  const bool per_rank = l.world() <= 16;
+  std::snprintf(row, sizeof row, "%-7s %5s %9s %10s %10s %10s %10s %8s %10s\n", per_rank ? "rank" : "ranks", "stage",
+                "in-flight", "params", "grads", "optim", "act peak", "comm", "peak");
+  o << "planned memory per rank (MiB):\n" << row;
+  for (int r = 0; r < (per_rank ? l.world() : l.pp); ++r) {
+    const int s = per_rank ? stage_of_rank(l, r) : r;
+    const StageMemory& m = plan.stages[static_cast<size_t>(s)];
+    std::string who = std::to_string(r);
+    if (!per_rank) who = std::to_string(s * l.dp * l.tp) + "-" + std::to_string((s + 1) * l.dp * l.tp - 1);
+    std::snprintf(row, sizeof row, "%-7s %5d %9lld %10s %10s %10s %10s %8s %10s\n", who.c_str(), s,
+                  static_cast<long long>(m.in_flight), mib(m.params).c_str(), mib(m.grads).c_str(),
+                  mib(m.optim).c_str(), mib(m.activations).c_str(), mib(m.comm).c_str(), mib(m.peak).c_str());
+    o << row;
+  }
+  if (!plan.notes.empty()) o << "note: " << plan.notes << "\n";
+  return o.str();
+}
+
+std::string memory_plan_line(const MemoryPlan& plan, const PlanLayout& l, int rank) {
+  const StageMemory& m = plan.stages[static_cast<size_t>(stage_of_rank(l, rank))];
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "the plan for this layout (dp %lld tp %lld pp %lld zero %d): %.1f MiB at peak on this rank "
+                "(params %.1f, grads %.1f, optim %.1f, activations %.1f, comm %.1f MiB)",
+                static_cast<long long>(l.dp), static_cast<long long>(l.tp), static_cast<long long>(l.pp), l.zero,
+                m.peak / (1 << 20), m.params / (1 << 20), m.grads / (1 << 20), m.optim / (1 << 20),
+                m.activations / (1 << 20), m.comm / (1 << 20));
+  return buf;
+}
+
+}  // namespace st::runtime

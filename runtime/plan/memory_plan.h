@@ -1,0 +1,151 @@
+// The memory planner: what each rank of a layout will hold at its peak, in closed form from the
+// model's description (every layer's full shapes, runtime/setup/model_registry.h) and the layout
+// (dp, tp, pp, ZeRO stage, schedule, micro-batch, grad-accum, recompute, precision) — before
+// anything is built. `shardtrain plan` prints it, `--max-memory`'s error quotes it, and
+// tests/runtime/plan/test_memory_plan.cpp holds it to the allocator's measured peaks (within 5 %
+// for the layouts of its table; docs/memory.md has the table and where it is weaker).
+//
+// Per rank of pipeline stage s (every dp × tp rank of a stage holds the same, up to ZeRO's
+// split by whole tensors), with P_s its parameters (its layers' tensors, each its tp shard by the
+// family's shard rule), e the compute dtype's bytes (fp32 4, fp16/bf16 2):
+//   parameters   P_s · e
+//   gradients    P_s · e                              ZeRO-2/3: / dp
+//   optimizer    P_s · (master + state)               ZeRO-1/2/3: / dp
+//                  master 4 under fp16/bf16 (f32 copy), 0 under fp32; state AdamW 8, SGD 4
+//   ZeRO-3       parameters / dp too, plus the gathered units in e: the tied weight (a unit of
+//                its own, gathered from the head's backward to the embedding's) and the largest
+//                two consecutive layers (the running one and the prefetched one); gradients / dp
+//                plus the transient of a unit's reduce-scatter: the tied weight's and the largest
+//                unit's full gradients in e, its comm buffer and received shard in the comm dtype
+//                (runtime/parallel/zero3.h); no DP cast buffers
+//   activations  the schedule's in-flight micro-batches n_s (GPipe m, 1F1B min(m, pp − s),
+//                interleaved its bound; one process or no pipeline: 1) × the stage's saved bytes
+//                per micro-batch, plus the last stage's loss transient. Per token of a
+//                micro-batch (B·T tokens), from the tensors the GPT's ops keep for backward on the
+//                run's device (--device: every tensor an autograd node holds stays until its
+//                backward), in the sizes (A = C/tp, F = 4C/tp the attention and MLP widths a tp
+//                rank holds, H/tp its heads):
+//                  block       (r·C + a·A + f·F)·e + (4 + H/tp)·4  (gpt_block_activations below:
+//                              r, a, f count the (B, T, ·) tensors kept; the f32 part is the two
+//                              LayerNorms' statistics and the attention's log-sum-exp — no
+//                              attention path keeps a T×T tensor)
+//                              CPU, and CUDA in fp32:   r 8 (tp > 1: 10), a 14, f 3
+//                              CUDA in fp16/bf16:       r 6 (tp > 1: 10), a 4 at tp 1 with head
+//                              size 64 (packed flash / cuDNN attention), else 11, f 2 — the bias
+//                              and GELU epilogues fuse the GEMMs' outputs (ops/matmul.cpp, ops/mlp.cpp)
+//                              recompute: C·e (its input)
+//                  embedding   C·e
+//                  loss        saved per micro-batch: V/tp·l + (C + 2)·4 (the logits, ln_f's
+//                              output and statistics); once, at the end of the forward: V/tp·l
+//                              + (C + 5)·4, + 2·C·4 under tp (the logits' gradient, the loss's
+//                              buffers); l = e, on the CPU in fp16/bf16 e + 4 (its cross-entropy
+//                              works on an f32 copy)
+//                  the head's backward (the last stage's other moment): the logits gone, their
+//                              gradient and its input's, (V/tp + C)·e per token, and the tied
+//                              weight's gradient once, V/tp·C·e: the larger when C ≳ B·T
+//                  chunked loss (--chunked-head where head_is_chunked: ops/lm_head_loss.h) saved per
+//                              micro-batch: (C + 2)·4 + 2·C·e + V·C·4 / (B·T) (dh and dw in f32,
+//                              ln_f's saved input and statistics, its output held by the loss's
+//                              node); once, in the forward: rows·V·4 / (B·T) + 4·4, + in fp16/bf16
+//                              (V + rows)·C·4 / (B·T) (one chunk of f32 logits, the token batch,
+//                              the widened wte and chunk of h), rows = min(B·T,
+//                              ops::lm_head_chunk_rows(V, e)) — no term in V per token; its
+//                              backward (a peak of its own, below): the token batch, dh and dw
+//                              cast to e in place of their f32 buffers, and wte's gradient V·C·e
+//                  a stage before the last: its output, C·e per micro-batch (its backward)
+//                  block backward (peak of a stage whose loss is not the largest moment, e.g.
+//                              a first pipeline stage): 12·C bytes in fp32, 52·C in fp16/bf16
+//                              (measured on the CPU, whose kernels stage bf16 operands in f32;
+//                              the same on CUDA, not measured there)
+//                recompute: at each block's replay in backward, the inputs of the blocks up to
+//                it, the replayed block and its backward's transient (block + 5·C·4 per token)
+//   comm         DP/ZeRO gradient buckets are the gradients themselves (no copy); a
+//                --grad-comm-dtype other than the gradients' adds min(2, buckets) cast buffers
+//                of the largest bucket (the first bucket ≤ 1 MiB, the others --bucket-mb);
+//                a pipeline stage before the last adds its p2p buffer: the received gradient
+//                of its output, (B, T, C) in e (a stage's received input is its first block's
+//                saved input, counted there)
+//   peak         parameters + optimizer + activations + comm, plus the gradients when they exist
+//                during the forward (dp > 1: the buckets are allocated at the step's start;
+//                grad-accum > 1: from the first micro-batch's backward on); with recompute, the
+//                largest of that and each replay's moment (the gradients of the layers after it);
+//                with the chunked head, also its backward's moment on the last stage
+// The CPU coefficients are held to the allocator by tests/runtime/plan/test_memory_plan.cpp; the
+// CUDA ones are derived from the ops' code (tests/runtime/plan/test_memory_plan_device.cpp holds
+// the closed form) and checked on the GPU by launch/gpu/run_memory_gpu.sh. Other families get
+// parameters, gradients and optimizer only (activations 0, said in `notes`).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/nn/language_model.h"
+#include "runtime/setup/train_config.h"
+
+namespace st::runtime {
+
+struct PlanLayout {
+  int64_t dp = 1, tp = 1, pp = 1;
+  int zero = 0;  // ZeRO stage 0..3 (0: plain data parallel)
+  Schedule schedule = Schedule::one_f_one_b;
+  int64_t virtual_stages = 1;
+  int64_t micro_batch = 1, grad_accum = 1;
+  bool recompute = false;
+  Precision precision = Precision::fp32;
+  Precision grad_comm_dtype = Precision::fp32;
+  OptimizerKind optimizer = OptimizerKind::adamw;
+  PartitionKind partition = PartitionKind::params;
+  double bucket_mb = 25.0;
+  Device device = Device::cpu;  // the activation term's ops (the CUDA paths fuse and keep less)
+  bool chunked_head = false;  // --chunked-head (GPT; in effect only where head_is_chunked says so)
+  int64_t world() const { return dp * tp * pp; }
+};
+// The layout a train config asks for (its ZeRO stage: cfg.zero as an integer).
+PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp);
+// Whether the GPT's loss runs the chunked head in this layout: --chunked-head, no tensor
+// parallelism (the vocabulary-parallel loss keeps the unfused head) and no ZeRO-3 (Trainer::init).
+bool head_is_chunked(const PlanLayout& layout);
+
+// A GPT block's saved tensors per token on `device` (the header's block line): how many (B, T, C),
+// (B, T, A) and (B, T, F) tensors it keeps for backward, and their bytes with the f32 statistics.
+struct BlockActivations {
+  double replicated = 0, attention = 0, mlp = 0;  // counts of (B,T,C), (B,T,A), (B,T,F) tensors
+  bool packed_attention = false;                  // CUDA f16/bf16, head size 64, tp 1
+  double bytes_per_token = 0;
+};
+BlockActivations gpt_block_activations(int64_t d_model, int64_t heads, int64_t tp, Precision precision, Device device);
+
+// What one rank of stage `stage` holds, in bytes.
+struct StageMemory {
+  int stage = 0;
+  int64_t in_flight = 1;  // micro-batches whose activations it holds at once
+  double params = 0, grads = 0, optim = 0, activations = 0, comm = 0, peak = 0;
+  // comm's parts: the DP/ZeRO cast buffers (the allocator counts them as gradients) and the
+  // pipeline's p2p buffers (counted as activations: they live inside the step's forward/backward)
+  double comm_dp = 0, comm_p2p = 0;
+};
+
+struct MemoryPlan {
+  std::vector<StageMemory> stages;  // one per pipeline stage
+  double max_peak() const;
+  std::string notes;                // what the model does not cover, if anything
+};
+
+// `entry`: the model entry ({"family", "config"}) the run builds; seq_len the tokens per sequence.
+MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanLayout& layout);
+
+// With cfg.max_memory_gib > 0: sets the allocator's cap (tensor/memory_category.h) with this
+// rank's plan as the note its error carries; else clears it.
+void register_memory_cap(const TrainConfig& cfg, const nlohmann::json& entry, int64_t seq_len, int64_t dp, int rank);
+
+// The stage of world rank `rank` (rank = ((pp_idx · dp) + dp_idx) · tp + tp_idx).
+int stage_of_rank(const PlanLayout& layout, int rank);
+// "rank  stage  params  grads  optim  act  comm  peak" rows in MiB, one per rank (world ≤ 16)
+// or one per stage.
+std::string memory_plan_table(const MemoryPlan& plan, const PlanLayout& layout);
+// One line for --max-memory's error: "the plan for dp 1 tp 1 pp 1 zero 0: 45.2 MiB per rank at peak".
+std::string memory_plan_line(const MemoryPlan& plan, const PlanLayout& layout, int rank);
+
+}  // namespace st::runtime

@@ -1,0 +1,86 @@
+// Model registry: a function-local map (safe whatever the order of static initialisation).
+#include "runtime/setup/model_registry.h"
+
+#include <map>
+#include <sstream>
+
+#include "tensor/memory_category.h"
+
+
+namespace st::runtime {
+namespace {
+
+std::map<std::string, ModelFactory>& registry() {
+  static std::map<std::string, ModelFactory> r;
+  return r;
+}
+
+std::string family_of(const nlohmann::json& entry) {
+  ST_CHECK(entry.is_object() && entry.contains("family") && entry.contains("config") && entry.at("family").is_string(),
+           ValueError, "model entry needs \"family\" and \"config\", got " << entry.dump());
+  return entry.at("family").get<std::string>();
+}
+
+}  // namespace
+
+void register_model(const std::string& family, ModelFactory factory) { registry()[family] = std::move(factory); }
+
+std::vector<std::string> registered_models() {
+  std::vector<std::string> out;
+  for (auto& [n, f] : registry()) out.push_back(n);
+  return out;
+}
+
+const ModelFactory& model_factory(const std::string& family) {
+  auto it = registry().find(family);
+  if (it == registry().end()) {
+    std::ostringstream known;
+    for (auto& n : registered_models()) known << (known.tellp() ? ", " : "") << n;
+    ST_THROW(ValueError, "unknown model '" << family << "' (registered: "
+                                           << (known.str().empty() ? "none — models/ is not linked" : known.str())
+                                           << ")");
+  }
+  return it->second;
+}
+
+nlohmann::json model_entry(const TrainConfig& cfg) {
+  if (!cfg.init_from.empty() && cfg.model != "gpt")
+    ST_THROW(ValueError, "--init-from loads a GPT-2 (Hugging Face) directory; --model " << cfg.model
+                                                                                       << " cannot be initialised from it");
+  return {{"family", cfg.model}, {"config", model_factory(cfg.model).config_from_options(cfg)}};
+}
+
+ModelDescription describe_model(const nlohmann::json& entry, int64_t seq_len) {
+  return model_factory(family_of(entry)).describe(entry.at("config"), seq_len);
+}
+
+std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& entry, const ModelBuild& build) {
+  const std::string family = family_of(entry);
+  const ModelFactory& f = model_factory(family);
+  ST_CHECK(!build.tp || build.tp->size() == 1 || f.tensor_parallel, ValueError,
+           "--tp > 1: the " << family << " model has no tensor-parallel variant (the gpt has)");
+  MemoryCategoryScope mem(MemoryCategory::params);
+  return f.build(entry.at("config"), build);
+}
+
+uint64_t dropout_seed(uint64_t seed) { return seed ^ 0x9E3779B97F4A7C15ull; }
+
+std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, std::vector<LayerRange> layers,
+                                           std::shared_ptr<comm::Communicator> tp, Device device) {
+  const nlohmann::json entry = model_entry(cfg);
+  auto model = build_model_from_json(entry, ModelBuild{std::move(layers), tp, dropout_seed(cfg.seed)});
+  {
+    MemoryCategoryScope mem(MemoryCategory::params);
+    model->move_parameters(device);
+  }
+  if (cfg.init_from.empty()) {
+    model->init_weights(cfg.seed);
+  } else {
+    const ModelFactory& f = model_factory(cfg.model);
+    ST_CHECK(f.load_pretrained != nullptr, ValueError, "--init-from: the " << cfg.model << " model cannot load one");
+    f.load_pretrained(*model, cfg.init_from);
+  }
+  return model;
+}
+
+}  // namespace st::runtime

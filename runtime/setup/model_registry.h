@@ -1,0 +1,80 @@
+// Model registry: how runtime/ (the trainer, the sampler) builds a model without depending on
+// models/ (layers point down only). models/ registers one factory per family when it is linked
+// (st_models is an OBJECT library, so its registration object is always part of the program);
+// a program without models/ gets a clear error naming the registered families.
+//
+// A model is made in three steps that never need the whole model in memory: its config (the
+// family's config_json(): from the train options, an --init-from directory or a checkpoint),
+// its description (every layer's names, full shapes and costs, from the config alone — what a
+// pipeline partition is cut from), and the build of a range of its layers (one stage), whose
+// parameters are then filled by init_weights(seed) (keyed by name) or read from files.
+#pragma once
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "runtime/common/shard_spec.h"
+#include "runtime/nn/language_model.h"
+#include "runtime/parallel/state_io.h"
+#include "runtime/setup/train_config.h"
+
+namespace st::runtime {
+
+// What to build of a model.
+struct ModelBuild {
+  std::vector<LayerRange> layers;               // the ranges this rank holds (empty: all)
+  std::shared_ptr<comm::Communicator> tp;       // a group of > 1 ranks: the tensor-parallel variant
+  uint64_t dropout_seed = 0;                    // seed of the model's dropout generator
+};
+
+struct ModelFactory {
+  // The family's config_json() for these train options: sizes from the flags (and --dropout);
+  // for the GPT with cfg.init_from, that directory's config.json.
+  std::function<nlohmann::json(const TrainConfig& cfg)> config_from_options;
+  // The full model's layers from a config, at sequence length seq_len; builds nothing.
+  std::function<ModelDescription(const nlohmann::json& config, int64_t seq_len)> describe;
+  // The layers asked for, on the CPU, parameters zero (LayerNorm weights one): fill them with
+  // init_weights(seed) or a checkpoint.
+  std::function<std::shared_ptr<LanguageModel>(const nlohmann::json& config, const ModelBuild& build)> build;
+  // Reads this model's part of pretrained weights from a directory (--init-from); null: none.
+  std::function<void(LanguageModel& model, const std::string& dir)> load_pretrained = {};
+  bool tensor_parallel = false;  // build() accepts a tp group of > 1 ranks
+  // The number of parameters build() would make of the whole model, in closed form from the
+  // config, without building or describing it (for the memory check, runtime/plan/memory_check.h);
+  // a double, as absurd sizes overflow int64. Null: the family does not say.
+  std::function<double(const nlohmann::json& config)> param_count = {};
+  // The tensor-parallel split of each parameter (as the tp build makes it), for the memory
+  // planner (runtime/plan/memory_plan.h); null: every parameter whole on every rank.
+  std::function<ShardRule(const nlohmann::json& config)> shard_rule = {};
+  // The pretrained directory opened for reading this model's parts in pieces, headers checked and
+  // nothing read (what a ZeRO-3 rank draws its pieces from: runtime/parallel/zero3.h); null: the
+  // family cannot (ZeRO-3 with --init-from is then refused).
+  std::function<PretrainedSource(const LanguageModel& model, const std::string& dir)> open_pretrained = {};
+};
+
+// Registers `family` ("gpt", ...); registering a name twice replaces the factory.
+void register_model(const std::string& family, ModelFactory factory);
+std::vector<std::string> registered_models();
+// Looks `family` up; throws ValueError naming the registered families when it is unknown.
+const ModelFactory& model_factory(const std::string& family);
+
+// {"family", "config"} of the model the train options ask for (cfg.model; the GPT of
+// cfg.init_from when set, ValueError for another --model).
+nlohmann::json model_entry(const TrainConfig& cfg);
+// The description of a {"family", "config"} entry.
+ModelDescription describe_model(const nlohmann::json& entry, int64_t seq_len);
+// Builds `build.layers` of the model of `entry`, unfilled (see ModelFactory::build); ValueError
+// for a tp group of > 1 ranks when the family has no tensor-parallel variant.
+std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& entry, const ModelBuild& build = {});
+// Builds the model the options ask for and fills it: from cfg.init_from (load_pretrained), else
+// init_weights(cfg.seed). Its dropout seed derives from cfg.seed. On `device`.
+std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, std::vector<LayerRange> layers = {},
+                                           std::shared_ptr<comm::Communicator> tp = nullptr,
+                                           Device device = Device::cpu);
+// The dropout generator's seed of a run seeded `seed` (its own stream, not the weights').
+uint64_t dropout_seed(uint64_t seed);
+
+}  // namespace st::runtime

@@ -1,0 +1,68 @@
+// The model a run trains and one replica's inputs (see the header).
+#include "runtime/train/train_setup.h"
+
+#include "runtime/io/checkpoint_dir.h"
+#include "runtime/parallel/state_io.h"
+#include "runtime/plan/memory_check.h"
+#include "runtime/setup/model_registry.h"
+#include "runtime/train/train_checkpoint.h"
+#include "tensor/memory_category.h"
+#include "tensor/storage.h"
+
+namespace st::runtime {
+
+ModelPlan plan_model(const TrainConfig& cfg, int64_t tp, int64_t dp) {
+  ModelPlan plan;
+  if (cfg.resume) {
+    ST_CHECK(!cfg.checkpoint_dir.empty(), ValueError, "--resume needs --checkpoint-dir");
+    plan.resume_path = CheckpointDir(cfg.checkpoint_dir).latest();
+  }
+  if (!plan.resume_path.empty()) {
+    TrainState st = TrainState::from_json(read_state(plan.resume_path), plan.resume_path + "/state.json");
+    plan.entry = st.model;
+    ST_CHECK(plan.entry.value("family", "") == cfg.model, ValueError,
+             "--resume: the checkpoint " << plan.resume_path << " holds a " << plan.entry.value("family", "?")
+                                         << " model, --model is " << cfg.model);
+  } else {
+    plan.entry = model_entry(cfg);
+    check_fits_in_memory(cfg, plan.entry, tp, dp);  // before the model is described or a parameter allocated
+  }
+  const ModelDescription at_context = describe_model(plan.entry, 1);
+  plan.seq_len = cfg.seq_len > 0 ? cfg.seq_len : at_context.context_length;
+  ST_CHECK(plan.seq_len <= at_context.context_length, ValueError,
+           "--seq-len " << plan.seq_len << " exceeds the model's context length " << at_context.context_length);
+  plan.description = describe_model(plan.entry, plan.seq_len);
+  return plan;
+}
+
+TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std::vector<LayerRange> layers, int64_t dp,
+                             int64_t replica, std::shared_ptr<comm::Communicator> tp, bool sharded_start) {
+  ST_CHECK(!cfg.data.empty(), ValueError, "train: no token file (--data)");
+  TrainInputs in;
+  in.resume_path = plan.resume_path;
+  in.device = cfg.device;
+  in.data = std::make_shared<TokenData>(cfg.data, SequenceOrder{cfg.shuffle, cfg.seed});
+  const int64_t max_tok = in.data->max_token();
+  ST_CHECK(max_tok < plan.description.vocab_size, ValueError,
+           cfg.data << " holds token id " << max_tok << ", outside the model's vocabulary of "
+                    << plan.description.vocab_size);
+  if (sharded_start) {  // ZeRO-3: no parameter's bytes; the Trainer fills this rank's pieces (Zero3::shard)
+    Storage::DeferAllocation defer;
+    in.model = build_model_from_json(plan.entry, ModelBuild{layers, tp, dropout_seed(cfg.seed)});
+  } else if (!in.resume_path.empty()) {  // the Trainer fills it from the checkpoint
+    in.model = build_model_from_json(plan.entry, ModelBuild{layers, tp, dropout_seed(cfg.seed)});
+    MemoryCategoryScope mem(MemoryCategory::params);
+    in.model->move_parameters(in.device);
+  } else {
+    in.model = build_model(cfg, layers, tp, in.device);
+    if (!cfg.init_from.empty()) check_finite(in.model->named_parameters(), "--init-from " + cfg.init_from);
+  }
+  in.layout.micro_batch = cfg.micro_batch;
+  in.layout.grad_accum = cfg.grad_accum;
+  in.layout.dp = dp;
+  in.layout.replica = replica;
+  in.layout.seq_len = plan.seq_len;
+  return in;
+}
+
+}  // namespace st::runtime

@@ -1,0 +1,116 @@
+// The layout search of `shardtrain plan --gpu-memory` (runtime/plan/layout_search.h): its cost
+// model against the closed form written out here for one layout (a GPT of 4 blocks, C = 64,
+// T = 32) and for the data-parallel term of each ZeRO stage, and the search's contract: only
+// layouts whose every rank fits are listed, best first, ZeRO 0-3 searched (a device that only
+// ZeRO-3 fits lists ZeRO-3), and a device smaller than every layout's need lists none. The memory
+// numbers themselves are held to the allocator by test_memory_plan.
+#include <gtest/gtest.h>
+
+#include "runtime/plan/layout_search.h"
+#include "runtime/setup/model_registry.h"
+
+using namespace st;
+using namespace st::runtime;
+
+namespace {
+
+TrainConfig gpt() {
+  TrainConfig c;
+  c.layers = 4, c.d_model = 64, c.heads = 4, c.vocab = 256, c.seq_len = 32, c.micro_batch = 8, c.grad_accum = 4;
+  return c;
+}
+
+}  // namespace
+
+TEST(LayoutSearch, CostIsTheStatedClosedForm) {
+  const TrainConfig c = gpt();
+  const auto entry = model_entry(c);
+  PlanLayout l = plan_layout(c, 2);
+  l.tp = 2, l.pp = 2;  // world 8, one node
+  CostModel cm;
+  const StepCost s = step_cost(entry, 32, l, cm);
+  // forward FLOPs per token: 4 blocks of 2(3C² + C² + 4C² + 4C²) + 4TC, the head 2VC
+  const double C = 64, T = 32, V = 256;
+  const double F = 4 * (2 * 12 * C * C + 4 * T * C) + 2 * V * C;
+  const double tokens = 8 * 32 * 4 * 2;  // micro-batch · T · m · dp
+  EXPECT_NEAR(s.compute_s, 3 * F * tokens / (8 * cm.flops) * (1 + 1.0 / 4), 1e-3 * s.compute_s);
+  // tp: L/pp · m · 4 all-reduces · 2(tp−1)/tp · B·T·C·4 bytes over the node's links
+  EXPECT_NEAR(s.tp_s, 2.0 * 4 * 4 * 1.0 * 8 * 32 * 64 * 4 / (cm.intra_gbs * 1e9), 1e-9);
+  // pp: (m + pp − 1) · 2 · B·T·C·4 bytes
+  EXPECT_NEAR(s.pp_s, 5.0 * 2 * 8 * 32 * 64 * 4 / (cm.intra_gbs * 1e9), 1e-12);
+  l.recompute = true;
+  EXPECT_NEAR(step_cost(entry, 32, l, cm).compute_s, s.compute_s * 4 / 3, 1e-6 * s.compute_s);
+}
+
+TEST(LayoutSearch, ListsOnlyWhatFitsBestFirst) {
+  const TrainConfig c = gpt();
+  const auto entry = model_entry(c);
+  const PlanLayout asked = plan_layout(c, 1);
+  const double device = 8.0 * 1024 * 1024;  // 8 MiB: one process needs ~12.6 (test_memory_plan)
+  const auto all = fitting_layouts(entry, 32, asked, 4, 1e18, CostModel{});
+  const auto fit = fitting_layouts(entry, 32, asked, 4, device, CostModel{});
+  ASSERT_FALSE(fit.empty());
+  EXPECT_LT(fit.size(), all.size());  // the cap removes some
+  for (size_t i = 0; i < fit.size(); ++i) {
+    EXPECT_LE(fit[i].peak, device);
+    EXPECT_EQ(fit[i].layout.world(), 4);
+    EXPECT_EQ(fit[i].layout.micro_batch * fit[i].layout.grad_accum * fit[i].layout.dp, 32);  // the global batch kept
+    if (i > 0) {
+      EXPECT_LE(fit[i - 1].cost.total(), fit[i].cost.total());
+    }
+  }
+  EXPECT_TRUE(fitting_layouts(entry, 32, asked, 4, 1024, CostModel{}).empty());
+}
+
+// The dp term per ZeRO stage at dp 4 (one node: --intra-gbs), fp32 (e = e_c = 4), m = 4 micro-batches.
+// P = 4 blocks · (12C² + 13C) + wte V·C + wpe 32·C + ln_f 2C (wte once); U the largest layer, the
+// embedding (wte + wpe). This model's gradients fit one bucket, so ZeRO 0-2 expose all of theirs.
+TEST(LayoutSearch, DataParallelTermOfEachZeroStage) {
+  const TrainConfig c = gpt();
+  const auto entry = model_entry(c);
+  const double C = 64, V = 256, P = 4 * (12 * C * C + 13 * C) + V * C + 32 * C + 2 * C, U = V * C + 32 * C;
+  const double link = CostModel{}.intra_gbs * 1e9, share = 3.0 / 4, m = 4;
+  PlanLayout l = plan_layout(c, 4);
+  double want[4] = {2 * share * P * 4 / link,                               // all-reduce
+                    share * P * 4 / link + share * P * 4 / link,             // reduce to the owners + broadcast
+                    share * P * 4 / link + share * P * 4 / link, 0};          // ZeRO-2 moves the same
+  for (int zero = 0; zero <= 3; ++zero) {
+    l.zero = zero;
+    const StepCost s = step_cost(entry, 32, l, CostModel{});
+    // ZeRO-3: two all-gathers and a reduce-scatter of every parameter per micro-batch, hidden
+    // behind the compute but for the first gather of each pass
+    if (zero == 3) want[3] = std::max(2 * m * share * U * 4 / link, m * share * P * 12 / link - s.compute_s);
+    EXPECT_NEAR(s.dp_s, want[zero], 1e-9 * want[zero]) << "zero " << zero;
+  }
+  EXPECT_GT(want[3], want[1]);  // the extra gathers cost
+}
+
+// A model that only sharding its weights makes fit: the MLP of one hidden layer (no tensor-parallel
+// form, too few layers for a pipeline: at world 4, dp 4 only), V 8192 × C 256 embedding and head
+// (the planner counts its weights, gradients and optimizer state). ZeRO-3 holds 1/4 of each
+// layer plus the two it gathers (24.6 MiB), ZeRO-2 every weight (28.5): on a device between them
+// only ZeRO-3 layouts are listed — and some are.
+TEST(LayoutSearch, ADeviceOnlyZeroThreeFitsListsZeroThree) {
+  TrainConfig c;
+  c.model = "mlp";
+  c.layers = 1, c.d_model = 256, c.vocab = 8192, c.seq_len = 16, c.micro_batch = 1, c.grad_accum = 4;
+  const auto entry = model_entry(c);
+  const PlanLayout asked = plan_layout(c, 1);
+  const auto all = fitting_layouts(entry, 16, asked, 4, 1e18, CostModel{});
+  double best_other = 1e18, best_zero3 = 1e18;
+  bool zero2 = false;
+  for (const RankedLayout& r : all) {
+    EXPECT_EQ(r.layout.dp, 4);
+    (r.layout.zero == 3 ? best_zero3 : best_other) = std::min(r.layout.zero == 3 ? best_zero3 : best_other, r.peak);
+    zero2 = zero2 || r.layout.zero == 2;
+  }
+  EXPECT_TRUE(zero2) << "ZeRO-2 not searched";
+  ASSERT_LT(best_zero3, best_other) << "this model does not make the case";
+  const double device = (best_zero3 + best_other) / 2;
+  const auto fit = fitting_layouts(entry, 16, asked, 4, device, CostModel{});
+  ASSERT_FALSE(fit.empty()) << "nothing listed for " << device << " bytes: ZeRO-3 not searched";
+  for (const RankedLayout& r : fit) {
+    EXPECT_EQ(r.layout.zero, 3);
+    EXPECT_LE(r.peak, device);
+  }
+}
