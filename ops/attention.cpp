@@ -39,6 +39,63 @@ Tensor causal_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_
   return out;
 }
 
+namespace {
+
+// The packed op on `qkv` (B, T, (H + 2·Hkv)·D) through the backend kernels: the CUDA ones (any
+// backend reads q, k, v in place: ops/cuda/attention.cu) or the CPU grouped-query kernel.
+Tensor packed_attention(const char* name, const Tensor& qkv, int64_t heads, int64_t kv_heads, const RopeTable* rope,
+                        int64_t offset) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), A = heads * (qkv.size(2) / (heads + 2 * kv_heads));
+  Tensor x = qkv.contiguous().detach();                                // (B, T, W)
+  Tensor out = Tensor::empty({B, T, A}, x.dtype(), x.device());        // (B, T, H·D)
+  Tensor lse = Tensor::empty({B * heads, T}, DType::f32, x.device());  // (B·H, T)
+  {
+    NoGradGuard ng;
+    if (x.is_cuda())
+      cuda::attention_qkv_fwd(x, out, lse, heads, kv_heads, rope, offset);
+    else
+      cpu::attention_qkv_fwd(x, out, lse, heads, kv_heads, rope, offset);
+  }
+  // backward: dout (B, T, H·D) → dqkv (B, T, W), a fresh tensor
+  Tensor od = out.detach();
+  attach_grad_fn(out, name, {qkv}, [x, od, lse, heads, kv_heads, rope, offset](const Tensor& g) {
+    Tensor dout = contiguous_as(g, x.dtype());  // (B, T, H·D)
+    Tensor dqkv = x.empty_like();               // (B, T, W)
+    if (x.is_cuda())
+      cuda::attention_qkv_bwd(x, od, lse, dout, dqkv, heads, kv_heads, rope, offset);
+    else
+      cpu::attention_qkv_bwd(x, lse, dout, dqkv, heads, kv_heads, rope, offset);
+    return std::vector<Tensor>{dqkv};
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor causal_attention_qkv(const Tensor& qkv, int64_t heads, int64_t kv_heads, const RopeTable* rope,
+                            int64_t position_offset) {
+  const char* name = "causal_attention_qkv";
+  check_defined(name, {qkv});
+  check_floating(name, qkv);
+  const int64_t parts = heads + 2 * kv_heads;
+  if (heads < 1 || kv_heads < 1 || heads % kv_heads != 0 || qkv.dim() != 3 || qkv.size(2) == 0 ||
+      qkv.size(2) % parts != 0)
+    ST_THROW(ShapeError, name << ": qkv " << shape_str(qkv.shape()) << " with " << heads << " query and " << kv_heads
+                              << " key/value heads (expected (B, T, (heads + 2·kv_heads)·D), kv_heads dividing heads)");
+  const int64_t T = qkv.size(1), D = qkv.size(2) / parts;
+  if (rope) {
+    ST_CHECK(rope->head_dim() == D, ShapeError,
+             name << ": the rotary table is for head dim " << rope->head_dim() << ", the heads have " << D);
+    ST_CHECK(position_offset >= 0 && position_offset + T <= rope->positions(), ValueError,
+             name << ": positions [" << position_offset << ", " << position_offset + T << ") outside the rotary table's "
+                  << rope->positions());
+  }
+  if (qkv.is_cuda() && !cuda::attention_qkv_supported(qkv, heads, kv_heads))
+    ST_THROW(ShapeError, name << ": CUDA takes head dims up to 128 and B·heads ≤ 65535, got qkv "
+                              << shape_str(qkv.shape()) << " with " << heads << " heads of " << D);
+  return packed_attention(name, qkv, heads, kv_heads, rope, position_offset);
+}
+
 Tensor causal_attention_qkv(const Tensor& qkv, int64_t heads) {
   const char* name = "causal_attention_qkv";
   check_defined(name, {qkv});
@@ -46,25 +103,8 @@ Tensor causal_attention_qkv(const Tensor& qkv, int64_t heads) {
     ST_THROW(ShapeError, name << ": qkv " << shape_str(qkv.shape()) << " with " << heads
                               << " heads (expected (B, T, 3·heads·D))");
   const int64_t B = qkv.size(0), T = qkv.size(1), A = qkv.size(2) / 3, D = A / heads;
-  if (qkv.is_cuda()) {  // every CUDA backend reads q, k, v in place (ops/cuda/attention.cu)
-    Tensor x = qkv.contiguous().detach();                          // (B, T, 3A)
-    Tensor out = Tensor::empty({B, T, A}, x.dtype(), x.device());  // (B, T, A)
-    if (cuda::attention_qkv_supported(x, out, heads)) {
-      Tensor lse = Tensor::empty({B * heads, T}, DType::f32, x.device());  // (B·H, T)
-      {
-        NoGradGuard ng;
-        cuda::attention_qkv_fwd(x, out, lse, heads);
-      }
-      Tensor od = out.detach();
-      attach_grad_fn(out, name, {qkv}, [x, od, lse, heads](const Tensor& g) {
-        Tensor dout = contiguous_as(g, x.dtype());  // (B, T, A)
-        Tensor dqkv = x.empty_like();               // (B, T, 3A)
-        cuda::attention_qkv_bwd(x, od, lse, dout, dqkv, heads);
-        return std::vector<Tensor>{dqkv};
-      });
-      return out;
-    }
-  }
+  if (qkv.is_cuda() && cuda::attention_qkv_supported(qkv, heads, heads))
+    return packed_attention(name, qkv, heads, heads, nullptr, 0);
   auto split_heads = [&](int64_t i) {  // (B, T, A) slice → (B, H, T, D)
     return qkv.narrow(2, i * A, A).reshape({B, T, heads, D}).transpose(1, 2).contiguous();
   };

@@ -13,5 +13,6 @@
 #include "ops/optim.h"
 #include "ops/reduce.h"
 #include "ops/rmsnorm.h"
+#include "ops/rope.h"
 #include "ops/softmax.h"
 #include "ops/swiglu.h"

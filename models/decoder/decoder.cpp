@@ -18,13 +18,15 @@ DecoderModel::DecoderModel(DecoderSpec spec, runtime::TpGroup tp, std::shared_pt
   spec_.check_tp(runtime::tp_size(tp_));
   set_generator(gen);
   std::shared_ptr<DecoderEmbedding> emb;
+  // one set of rotary tables for the model's blocks
+  auto rope = spec_.position == PositionKind::rotary ? std::make_shared<RopeTables>(spec_) : nullptr;
   const int total = static_cast<int>(spec_.layers) + 2;
   for (int i : set_layer_ranges(std::move(ranges), total)) {
     if (i == 0) {
       emb = std::make_shared<DecoderEmbedding>(spec_, tp_, gen);
       add_layer(layer_scope(spec_, i), emb);
     } else if (i <= spec_.layers) {
-      add_layer(layer_scope(spec_, i), std::make_shared<DecoderBlock>(spec_, tp_, gen, i));
+      add_layer(layer_scope(spec_, i), std::make_shared<DecoderBlock>(spec_, tp_, gen, i, rope));
     } else {  // the head: the embedding's tensor when tied and held here, else its own (or the stage copy)
       head_ = std::make_shared<DecoderHead>(spec_, tp_, emb && spec_.tied_head ? emb->token_weight() : Tensor());
       add_layer(layer_scope(spec_, i), head_);

@@ -94,8 +94,10 @@ runtime::LayerCost DecoderEmbedding::cost(int64_t) const {
 
 // ---- block ------------------------------------------------------------------------------------
 
-DecoderBlock::DecoderBlock(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen, int index)
+DecoderBlock::DecoderBlock(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen, int index,
+                           std::shared_ptr<RopeTables> rope)
     : s_(s), tp_(std::move(tp)), drop_(s.resid_pdrop, std::move(gen), static_cast<uint64_t>(index)) {
+  if (s.position == PositionKind::rotary) rope_ = rope ? std::move(rope) : std::make_shared<RopeTables>(s);
   const int p = runtime::tp_size(tp_);
   s.check_tp(p);
   heads_ = s.heads / p;
@@ -134,11 +136,13 @@ Tensor DecoderBlock::qkv(const Tensor& h) const {
 }
 
 Tensor DecoderBlock::attention(const Tensor& h) const {
-  // h (B, T, C) → qkv (B, T, (Hl + 2·Hkv_l)·D) → this rank's heads (B, T, Hl·D) → o → (B, T, C)
+  // h (B, T, C) → qkv (B, T, (Hl + 2·Hkv_l)·D) → this rank's heads (B, T, Hl·D) → o → (B, T, C);
+  // multi-head without rope: the GPT's op (its bits and its memory plan), else grouped-query with
+  // q and k rotated as the kernels read them
   Tensor packed = qkv(h);
-  ST_CHECK(s_.kv_heads == s_.heads && s_.position == PositionKind::learned, ValueError,
-           s_.family << ": grouped-query or rotary attention needs ops::causal_attention_qkv's rope / kv-heads form");
-  return o_->forward(ops::causal_attention_qkv(packed, heads_));
+  if (!rope_ && kv_heads_ == heads_) return o_->forward(ops::causal_attention_qkv(packed, heads_));
+  const ops::RopeTable* table = rope_ ? rope_->covering(h.size(1)) : nullptr;
+  return o_->forward(ops::causal_attention_qkv(packed, heads_, kv_heads_, table));
 }
 
 Tensor DecoderBlock::mlp(const Tensor& h) const {

@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "models/decoder/decoder_spec.h"
+#include "models/decoder/rope_tables.h"
 #include "models/nn.h"
 #include "runtime/nn/kv_cache.h"
 #include "runtime/nn/language_model.h"
@@ -61,8 +62,10 @@ class DecoderEmbedding : public runtime::Layer, public runtime::CachedLayer {
 
 class DecoderBlock : public runtime::Layer, public runtime::CachedLayer {
  public:
-  // `index`: the block's layer index in the model (1 + its number), its dropout site.
-  DecoderBlock(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen, int index);
+  // `index`: the block's layer index in the model (1 + its number), its dropout site. `rope`: the
+  // model's rotary tables, shared by its blocks (null with rotary positions: the block's own).
+  DecoderBlock(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen, int index,
+               std::shared_ptr<RopeTables> rope = nullptr);
   Tensor forward(const Tensor& x) override;  // x (B, T, C) → (B, T, C)
   // x (B, T, C) of the step's new positions → (B, T, C), attention over the cached ones (this
   // rank's key/value heads only)
@@ -80,6 +83,7 @@ class DecoderBlock : public runtime::Layer, public runtime::CachedLayer {
   DecoderSpec s_;
   runtime::TpGroup tp_;
   int64_t heads_, kv_heads_;  // this rank's
+  std::shared_ptr<RopeTables> rope_;  // rotary positions only
   std::shared_ptr<DecoderNorm> norm1_, norm2_;
   std::shared_ptr<runtime::ColumnParallelLinear> qkv_, q_, k_, v_, gate_, up_;
   std::shared_ptr<runtime::RowParallelLinear> o_, down_;

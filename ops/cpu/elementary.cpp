@@ -5,7 +5,12 @@
 //   log: x = 2ᵉ·m with m in [√½, √2), ln m = 2·atanh(s), s = (m − 1)/(m + 1), |s| ≤ 0.1716, by the
 //        series in s² to s²¹ (remainder < 1e-18 relative), plus e·ln2 (split in two);
 //   tanh: 1 − 2/(e²ˣ + 1), or its Taylor series to x⁹ below 0.04 (where the subtraction would lose
-//        digits; remainder < 1e-16 relative).
+//        digits; remainder < 1e-16 relative);
+//   pow:  bˣ = exp(x·log b);
+//   sin/cos: x = k·π/2 + r with π/2 in four parts (P1…P3 of 28 significant bits, so k·Pi is exact
+//        for k < 2²⁴, and the double nearest the rest; together 142 bits of π/2), |r| ≤ π/4, sin r
+//        and cos r by their Taylor series to r¹⁷ / r¹⁸ (remainders < 1e-19), the quadrant from k
+//        mod 4. x − k·P1 is exact (Sterbenz), each later step rounds once near |r|.
 // Only +, −, ×, ÷ and exact conversions are used, with no fused multiply-add (the build pins the
 // ISA and -ffp-contract=off), so the bits are the same on every x86-64 CPU.
 #include "ops/cpu/elementary.h"
@@ -14,6 +19,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+
+#include "tensor/error.h"
 
 namespace st::ops::cpu {
 namespace {
@@ -57,7 +64,64 @@ double exp_core(double x) {
   return (kExp2Table[k & 31] * p) * pow2(k >> 5);  // k >> 5 = ⌊k/32⌋ (arithmetic shift, C++20)
 }
 
+// π/2 = kPio2_1 + kPio2_2 + kPio2_3 + kPio2_4 (+ 2e-43), from 200-digit decimal arithmetic
+constexpr double kPio2_1 = 0x1.921fb54000000p+0;
+constexpr double kPio2_2 = 0x1.10b4610000000p-30;
+constexpr double kPio2_3 = 0x1.a626330000000p-58;
+constexpr double kPio2_4 = 0x1.45c06e0e68948p-86;
+constexpr double kTwoOverPi = 0x1.45f306dc9c883p-1;
+
+// sin r, cos r for |r| ≤ π/4 (and a little beyond): Taylor series in z = r², Horner from the top
+double sin_core(double r) {
+  const double z = r * r;
+  double p = 1.0 / 355687428096000.0;  // 1/17!
+  p = -1.0 / 1307674368000.0 + z * p;  // −1/15!
+  p = 1.0 / 6227020800.0 + z * p;      // 1/13!
+  p = -1.0 / 39916800.0 + z * p;       // −1/11!
+  p = 1.0 / 362880.0 + z * p;          // 1/9!
+  p = -1.0 / 5040.0 + z * p;           // −1/7!
+  p = 1.0 / 120.0 + z * p;             // 1/5!
+  p = -1.0 / 6.0 + z * p;              // −1/3!
+  return r + (r * z) * p;
+}
+double cos_core(double r) {
+  const double z = r * r;
+  double p = -1.0 / 6402373705728000.0;  // −1/18!
+  p = 1.0 / 20922789888000.0 + z * p;    // 1/16!
+  p = -1.0 / 87178291200.0 + z * p;      // −1/14!
+  p = 1.0 / 479001600.0 + z * p;         // 1/12!
+  p = -1.0 / 3628800.0 + z * p;          // −1/10!
+  p = 1.0 / 40320.0 + z * p;             // 1/8!
+  p = -1.0 / 720.0 + z * p;              // −1/6!
+  p = 1.0 / 24.0 + z * p;                // 1/4!
+  p = -0.5 + z * p;                      // −1/2!
+  return 1.0 + z * p;
+}
+
 }  // namespace
+
+double exp_f64(double x) {
+  ST_CHECK(x >= -700.0 && x <= 700.0, ValueError, "exp_f64: argument " << x << " outside [-700, 700]");
+  return exp_core(x);
+}
+
+double pow_f64(double b, double x) {
+  ST_CHECK(b > 0, ValueError, "pow_f64: base " << b << " must be positive");
+  return exp_f64(x * log_f64(b));
+}
+
+void sincos_f64(double x, double& sin_x, double& cos_x) {
+  ST_CHECK(std::fabs(x) <= 0x1p24, ValueError, "sincos_f64: argument " << x << " outside [-2^24, 2^24]");
+  const double kd = (x * kTwoOverPi + kRound) - kRound;  // nearest integer to x / (π/2)
+  const double r = (((x - kd * kPio2_1) - kd * kPio2_2) - kd * kPio2_3) - kd * kPio2_4;
+  const double s = sin_core(r), c = cos_core(r);
+  switch (static_cast<int64_t>(kd) & 3) {  // two's complement: the quadrant also for k < 0
+    case 0: sin_x = s, cos_x = c; break;
+    case 1: sin_x = c, cos_x = -s; break;
+    case 2: sin_x = -s, cos_x = -c; break;
+    default: sin_x = -c, cos_x = s; break;
+  }
+}
 
 float exp_f32(float x) {
   if (x != x) return x + x;

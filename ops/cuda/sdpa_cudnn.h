@@ -1,9 +1,11 @@
 // Causal attention through cuDNN's fused scaled-dot-product-attention engines (ops/cudnn/sdpa.cpp;
 // ops/cudnn_stub when cuDNN is not built), and the choice between them and our own flash kernels.
 //
-// Operands are the same strided views the flash kernels take (flash_attention.h), so the GPT's
+// Operands are the same strided views the flash kernels take (attn_operand.h), so the GPT's
 // fused qkv tensor goes in without head transposes; lse is the same natural-log log-sum-exp of the
-// scaled scores, so a forward of one backend and a backward of the other agree.
+// scaled scores, so a forward of one backend and a backward of the other agree. Grouped-query
+// attention: k, v (and dk, dv) have Hkv heads, Hkv dividing H; cuDNN's graph reads key/value head
+// h / (H/Hkv) for query head h and sums dk, dv over a group's heads itself.
 //
 // Which backend runs (ST_ATTENTION, or set_attention_backend):
 //   deterministic  (default) cuDNN with its deterministic backward (dQ written once, the engine
@@ -16,6 +18,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <string>
 
 #include "ops/cuda/flash_attention.h"
@@ -26,14 +29,19 @@ enum class AttentionBackend { Deterministic, Fast, Cudnn, Flash };
 AttentionBackend attention_backend();  // set_attention_backend's value, else ST_ATTENTION, else Deterministic
 void set_attention_backend(AttentionBackend b);
 
-// f16/bf16 attention through cuDNN. Returns false (nothing launched) when cuDNN cannot take this
-// shape — not built, dtype, T not a multiple of 128 on cuDNN ≤ 9.15, no engine; the reason is
-// kept for cudnn_sdpa_status(). A plan is built once per shape and stream, then reused.
-bool cudnn_sdpa_fwd(DType dt, int64_t B, int64_t H, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
-                    AttnOperand v, AttnOperand out, float* lse, cudaStream_t stream);
-bool cudnn_sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
+// f16/bf16 attention through cuDNN: q, out, dout, dq (B, H, T, D), k, v, dk, dv (B, Hkv, T, D),
+// lse (B·H, T) f32. Returns false (nothing launched) when cuDNN cannot take this shape — not
+// built, dtype, T not a multiple of 128 on cuDNN ≤ 9.15, no engine; the reason is kept for
+// cudnn_sdpa_status(). A plan is built once per shape and stream, then reused. `before_run`, when
+// given, runs on the stream after the plan is known and before cuDNN reads its operands (the
+// rotated q, k copy is written there: nothing is written when cuDNN declines).
+bool cudnn_sdpa_fwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
+                    AttnOperand v, AttnOperand out, float* lse, cudaStream_t stream,
+                    const std::function<void()>& before_run = nullptr);
+bool cudnn_sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
                     AttnOperand v, AttnOperand out, AttnOperand dout, const float* lse, AttnOperand dq,
-                    AttnOperand dk, AttnOperand dv, bool deterministic, cudaStream_t stream);
+                    AttnOperand dk, AttnOperand dv, bool deterministic, cudaStream_t stream,
+                    const std::function<void()>& before_run = nullptr);
 
 // "cuDNN 9.14.0: forward engine 2, backward engine 2, deterministic backward not used", and why
 // cuDNN last declined a shape, if it did.

@@ -90,7 +90,9 @@ class Graph {
   // dimension whose index is produced.
   void pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t y, int64_t b = -1, int64_t t = -1,
                  cudnnDataType_t math = CUDNN_DATA_FLOAT, int64_t axis = -1);
-  void reduction(cudnnReduceTensorOp_t op, int64_t x, int64_t y);  // over the dims where y is 1
+  // over the dims where y is 1, and over groups of x's size where y's divides it (the heads of a
+  // grouped-query group: x (B, H, T, D) → y (B, Hkv, T, D))
+  void reduction(cudnnReduceTensorOp_t op, int64_t x, int64_t y);
   void matmul(int64_t a, int64_t b, int64_t c);                     // batched over dims 0, 1
   void reshape(int64_t x, int64_t y);
 

@@ -11,6 +11,10 @@
 //
 // Kᵀ and Vᵀ are the same strided memory as K and V with the last two strides swapped, so the
 // operands are the strided views the flash kernels take (q, k, v inside the fused (B, T, 3C) qkv).
+// Grouped-query attention (Hkv < H key/value heads), the graph cuDNN's frontend builds for it: K, V
+// are declared with Hkv heads and the products broadcast them over each group's query heads; the
+// backward's dK, dV go through (B, H, T, D) intermediates (virtual, in the io type) that a
+// reduction sums over each group into dk, dv (B, Hkv, T, D).
 // dq, dk, dv, out are written (=). One plan per (direction, dtype, shape, strides, stream), built
 // at first use; shapes cuDNN turns down are remembered too, so the fallback costs one lookup.
 #include <array>
@@ -40,11 +44,11 @@ enum : int64_t { kQ = 1, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kDelta, kDQAccu
 struct Key {
   int dir;  // 0 forward, 1 backward, 2 deterministic backward
   DType dt;
-  int64_t B, H, T, D;
+  int64_t B, H, Hkv, T, D;
   std::array<int64_t, 24> strides;  // sb, sh, st of up to 8 operands
   int device;
   cudaStream_t stream;
-  auto tie() const { return std::tie(dir, dt, B, H, T, D, strides, device, stream); }
+  auto tie() const { return std::tie(dir, dt, B, H, Hkv, T, D, strides, device, stream); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -91,16 +95,26 @@ void causal_mask(Graph& g, int64_t s, int64_t out, const Dims& sd) {
   g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s, out, g.scalar(-INFINITY), keep);
 }
 
-// q, k, v, out (B, H, T, D) strided; Stats (B, H, T, 1) f32
-std::shared_ptr<Plan> build_fwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H, int64_t T, int64_t D,
+// A product whose result is per query head (B, H, T, D) into `kv` (B, Hkv, T, D): straight there
+// when H = Hkv, else into a virtual full-head tensor that a reduction sums over each group.
+template <class Product>
+void into_kv_heads(Graph& g, cudnnDataType_t io, const Dims& qd, bool same_heads, Product product, int64_t kv) {
+  if (same_heads) return product(kv);
+  const int64_t full = g.virt(io, qd);
+  product(full);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, full, kv);
+}
+
+// q, out (B, H, T, D), k, v (B, Hkv, T, D) strided; Stats (B, H, T, 1) f32
+std::shared_ptr<Plan> build_fwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
                                 const AttnOperand& q, const AttnOperand& k, const AttnOperand& v,
                                 const AttnOperand& out) {
   const cudnnDataType_t io = io_type(dt), f32 = CUDNN_DATA_FLOAT;
   const Dims qd{B, H, T, D}, sd{B, H, T, T}, rd{B, H, T, 1};
   Graph g;
   g.tensor(kQ, io, qd, strides_of(q));
-  g.tensor(kK, io, {B, H, D, T}, transposed(k));
-  g.tensor(kV, io, qd, strides_of(v));
+  g.tensor(kK, io, {B, Hkv, D, T}, transposed(k));
+  g.tensor(kV, io, {B, Hkv, T, D}, strides_of(v));
   g.tensor(kO, io, qd, strides_of(out));
   g.tensor(kStats, f32, rd, packed_strides(rd));
   const int64_t s = g.virt(f32, sd), s1 = g.virt(f32, sd), s2 = g.virt(f32, sd);
@@ -121,13 +135,14 @@ std::shared_ptr<Plan> build_fwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H,
   return g.build(h);
 }
 
-// + dout, dq, dk, dv (B, H, T, D) strided; Δ (B, H, T, 1) and dQ accumulator (B, H, T, D) f32 scratch
-std::shared_ptr<Plan> build_bwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H, int64_t T, int64_t D,
+// + dout, dq (B, H, T, D), dk, dv (B, Hkv, T, D) strided; Δ (B, H, T, 1) and dQ accumulator
+// (B, H, T, D) f32 scratch
+std::shared_ptr<Plan> build_bwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
                                 const AttnOperand& q, const AttnOperand& k, const AttnOperand& v,
                                 const AttnOperand& out, const AttnOperand& dout, const AttnOperand& dq,
                                 const AttnOperand& dk, const AttnOperand& dv, bool deterministic) {
   const cudnnDataType_t io = io_type(dt), f32 = CUDNN_DATA_FLOAT;
-  const Dims qd{B, H, T, D}, sd{B, H, T, T}, rd{B, H, T, 1}, kd{B, H, D, T};
+  const Dims qd{B, H, T, D}, sd{B, H, T, T}, rd{B, H, T, 1}, kd{B, Hkv, D, T}, kvd{B, Hkv, T, D};
   const Dims sd_t{H * T * T, T * T, 1, T};  // (B, H, T, T) read transposed
   Graph g;
   g.tensor(kQ, io, qd, strides_of(q));
@@ -137,8 +152,8 @@ std::shared_ptr<Plan> build_bwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H,
   g.tensor(kDO, io, qd, strides_of(dout));
   g.tensor(kStats, f32, rd, packed_strides(rd));
   g.tensor(kDQ, io, qd, strides_of(dq));
-  g.tensor(kDK, io, qd, strides_of(dk));
-  g.tensor(kDV, io, qd, strides_of(dv));
+  g.tensor(kDK, io, kvd, strides_of(dk));
+  g.tensor(kDV, io, kvd, strides_of(dv));
   g.tensor(kDelta, f32, rd, packed_strides(rd));
   const int64_t scale = g.scalar(1.f / std::sqrt(static_cast<float>(D)));
   // Δ = rowsum(dO ∘ O)
@@ -155,7 +170,7 @@ std::shared_ptr<Plan> build_bwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H,
   const int64_t p = g.virt(f32, sd), pt = g.virt(io, sd, sd_t);
   g.pointwise(CUDNN_POINTWISE_EXP, s3, p);
   g.reshape(p, pt);
-  g.matmul(pt, kDO, kDV);
+  into_kv_heads(g, io, qd, H == Hkv, [&](int64_t dst) { g.matmul(pt, kDO, dst); }, kDV);
   // dS = P ∘ (dO·Vᵀ − Δ) · scale; dK = dSᵀ·Q
   const int64_t dp = g.virt(f32, sd), d1 = g.virt(f32, sd), d2 = g.virt(f32, sd), ds = g.virt(f32, sd);
   g.matmul(kDO, kV, dp);
@@ -164,9 +179,9 @@ std::shared_ptr<Plan> build_bwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H,
   g.pointwise(CUDNN_POINTWISE_MUL, d2, ds, scale);
   const int64_t dst = g.virt(io, sd, sd_t);
   g.reshape(ds, dst);
-  g.matmul(dst, kQ, kDK);
+  into_kv_heads(g, io, qd, H == Hkv, [&](int64_t d) { g.matmul(dst, kQ, d); }, kDK);
   // dQ = dS·K: written once (deterministic), or accumulated in f32, then cast
-  const int64_t kr = g.virt(f32, qd, strides_of(k));
+  const int64_t kr = g.virt(f32, kvd, strides_of(k));
   g.reshape(kK, kr);
   if (deterministic) {
     g.matmul(ds, kr, kDQ);
@@ -178,9 +193,9 @@ std::shared_ptr<Plan> build_bwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H,
   return g.build(h);
 }
 
-Key make_key(int dir, DType dt, int64_t B, int64_t H, int64_t T, int64_t D, std::initializer_list<AttnOperand> ops,
-             cudaStream_t stream) {
-  Key key{dir, dt, B, H, T, D, {}, st::cuda::current_device(), stream};
+Key make_key(int dir, DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
+             std::initializer_list<AttnOperand> ops, cudaStream_t stream) {
+  Key key{dir, dt, B, H, Hkv, T, D, {}, st::cuda::current_device(), stream};
   size_t i = 0;
   for (const AttnOperand& o : ops) {
     key.strides[i++] = o.sb;
@@ -218,36 +233,40 @@ std::shared_ptr<Plan> plan_for(const Key& key, Build build) {
 
 }  // namespace
 
-bool cudnn_sdpa_fwd(DType dt, int64_t B, int64_t H, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
-                    AttnOperand v, AttnOperand out, float* lse, cudaStream_t stream) {
+bool cudnn_sdpa_fwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
+                    AttnOperand v, AttnOperand out, float* lse, cudaStream_t stream,
+                    const std::function<void()>& before_run) {
   if (const std::string pre = precheck(dt, T, D, {q, k, v, out}); !pre.empty()) {
     refuse(0, pre);
     return false;
   }
-  const Key key = make_key(0, dt, B, H, T, D, {q, k, v, out}, stream);
+  const Key key = make_key(0, dt, B, H, Hkv, T, D, {q, k, v, out}, stream);
   cudnnHandle_t h = handle_for(stream);
-  auto plan = plan_for(key, [&] { return build_fwd(h, dt, B, H, T, D, q, k, v, out); });
+  auto plan = plan_for(key, [&] { return build_fwd(h, dt, B, H, Hkv, T, D, q, k, v, out); });
   if (!plan) return false;
+  if (before_run) before_run();
   Tensor ws = Tensor::empty({(plan->workspace_bytes() + 3) / 4 + 1}, DType::f32, Device::cuda);
   plan->execute(h, {kQ, kK, kV, kO, kStats}, {q.ptr, k.ptr, v.ptr, out.ptr, lse}, ws.data_ptr());
   ++g_calls;
   return true;
 }
 
-bool cudnn_sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
+bool cudnn_sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
                     AttnOperand v, AttnOperand out, AttnOperand dout, const float* lse, AttnOperand dq,
-                    AttnOperand dk, AttnOperand dv, bool deterministic, cudaStream_t stream) {
+                    AttnOperand dk, AttnOperand dv, bool deterministic, cudaStream_t stream,
+                    const std::function<void()>& before_run) {
   const int dir = deterministic ? 2 : 1;
   if (const std::string pre = precheck(dt, T, D, {q, k, v, out, dout, dq, dk, dv}); !pre.empty()) {
     refuse(dir, pre);
     return false;
   }
-  const Key key = make_key(dir, dt, B, H, T, D, {q, k, v, out, dout, dq, dk, dv}, stream);
+  const Key key = make_key(dir, dt, B, H, Hkv, T, D, {q, k, v, out, dout, dq, dk, dv}, stream);
   cudnnHandle_t h = handle_for(stream);
   auto plan = plan_for(key, [&] {
-    return build_bwd(h, dt, B, H, T, D, q, k, v, out, dout, dq, dk, dv, deterministic);
+    return build_bwd(h, dt, B, H, Hkv, T, D, q, k, v, out, dout, dq, dk, dv, deterministic);
   });
   if (!plan) return false;
+  if (before_run) before_run();
   // one scratch block: Δ (B·H·T) | dQ accumulator (B·H·T·D, not when deterministic) | the
   // engine's workspace, each starting on a 256-byte boundary
   auto up = [](int64_t n) { return (n + 63) / 64 * 64; };  // floats

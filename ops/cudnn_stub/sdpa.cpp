@@ -2,12 +2,13 @@
 #include "ops/cuda/sdpa_cudnn.h"
 
 namespace st::ops::cuda {
-bool cudnn_sdpa_fwd(DType, int64_t, int64_t, int64_t, int64_t, AttnOperand, AttnOperand, AttnOperand, AttnOperand,
-                    float*, cudaStream_t) {
+bool cudnn_sdpa_fwd(DType, int64_t, int64_t, int64_t, int64_t, int64_t, AttnOperand, AttnOperand, AttnOperand,
+                    AttnOperand, float*, cudaStream_t, const std::function<void()>&) {
   return false;
 }
-bool cudnn_sdpa_bwd(DType, int64_t, int64_t, int64_t, int64_t, AttnOperand, AttnOperand, AttnOperand, AttnOperand,
-                    AttnOperand, const float*, AttnOperand, AttnOperand, AttnOperand, bool, cudaStream_t) {
+bool cudnn_sdpa_bwd(DType, int64_t, int64_t, int64_t, int64_t, int64_t, AttnOperand, AttnOperand, AttnOperand,
+                    AttnOperand, AttnOperand, const float*, AttnOperand, AttnOperand, AttnOperand, bool, cudaStream_t,
+                    const std::function<void()>&) {
   return false;
 }
 std::string cudnn_sdpa_status() { return "cuDNN not built (attention uses the flash kernels)"; }

@@ -44,20 +44,23 @@ CacheStep make_cache_step(const std::vector<int64_t>& start, const std::vector<i
 }
 
 Tensor KvSlot::attend(const Tensor& q, const Tensor& k, const Tensor& v, const CacheStep& step) {
-  ST_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.shape() == q.shape(), ShapeError,
-           "kv cache: q, k, v must be one (B, H, T, D) shape, got " << shape_str(q.shape()));
-  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  ST_CHECK(q.dim() == 4 && k.dim() == 4 && v.shape() == k.shape() && k.size(0) == q.size(0) && k.size(2) == q.size(2) &&
+               k.size(3) == q.size(3) && k.size(1) >= 1 && q.size(1) % k.size(1) == 0,
+           ShapeError,
+           "kv cache: q must be (B, H, T, D) and k, v one (B, Hkv, T, D) shape with Hkv dividing H, got q "
+               << shape_str(q.shape()) << ", k " << shape_str(k.shape()) << ", v " << shape_str(v.shape()));
+  const int64_t B = q.size(0), H = q.size(1), Hkv = k.size(1), T = q.size(2), D = q.size(3);
   ST_CHECK(T == step.new_tokens && B == static_cast<int64_t>(step.start.size()), ShapeError,
            "kv cache: q " << shape_str(q.shape()) << " does not match the step's " << step.start.size() << " rows of "
                           << step.new_tokens << " tokens");
   ST_CHECK(step.span <= capacity_, ValueError,
            "kv cache: " << step.span << " positions exceed the cache's capacity of " << capacity_);
   if (!k_.defined()) {
-    k_ = Tensor::zeros({B, H, capacity_, D}, q.dtype(), q.device());
-    v_ = Tensor::zeros({B, H, capacity_, D}, q.dtype(), q.device());
+    k_ = Tensor::zeros({B, Hkv, capacity_, D}, k.dtype(), k.device());
+    v_ = Tensor::zeros({B, Hkv, capacity_, D}, k.dtype(), k.device());
   }
-  ST_CHECK(k_.size(0) == B && k_.size(1) == H && k_.size(3) == D, ShapeError,
-           "kv cache: slot holds " << shape_str(k_.shape()) << ", the step brings " << shape_str(q.shape()));
+  ST_CHECK(k_.size(0) == B && k_.size(1) == Hkv && k_.size(3) == D, ShapeError,
+           "kv cache: slot holds " << shape_str(k_.shape()) << ", the step brings " << shape_str(k.shape()));
   const bool same_start = std::all_of(step.start.begin(), step.start.end(), [&](int64_t s) { return s == step.start[0]; });
   if (same_start) {  // one copy for the whole batch
     k_.narrow(2, step.start[0], T).copy_(k);
@@ -68,13 +71,18 @@ Tensor KvSlot::attend(const Tensor& q, const Tensor& k, const Tensor& v, const C
       v_.narrow(0, b, 1).narrow(2, step.start[b], T).copy_(v.narrow(0, b, 1));
     }
   }
-  const int64_t S = step.span;
-  Tensor keys = S == capacity_ ? k_ : k_.narrow(2, 0, S).contiguous();  // (B, H, S, D)
-  Tensor vals = S == capacity_ ? v_ : v_.narrow(2, 0, S).contiguous();  // (B, H, S, D)
-  Tensor scores = ops::scale(ops::matmul(q, keys, false, true), 1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, S)
+  const int64_t S = step.span, rep = H / Hkv;
+  Tensor keys = S == capacity_ ? k_ : k_.narrow(2, 0, S).contiguous();  // (B, Hkv, S, D)
+  Tensor vals = S == capacity_ ? v_ : v_.narrow(2, 0, S).contiguous();  // (B, Hkv, S, D)
+  // a group's query heads are consecutive: q (B, H, T, D) = (B, Hkv, rep·T, D) row-major, so one
+  // batched product per key/value head serves all of them (rep = 1: the plain multi-head shapes)
+  Tensor qg = rep == 1 ? q : q.contiguous().reshape({B, Hkv, rep * T, D});
+  Tensor scores = ops::scale(ops::matmul(qg, keys, false, true), 1.0 / std::sqrt(static_cast<double>(D)));
+  if (rep > 1) scores = scores.reshape({B, H, T, S});  // (B, H, T, S)
   Tensor mask = step.mask.dtype() == scores.dtype() ? step.mask : step.mask.to(scores.dtype());
   Tensor p = ops::softmax(ops::add(scores, mask));  // (B, H, T, S), mask broadcast over H
-  return ops::matmul(p, vals);                      // (B, H, T, D)
+  if (rep == 1) return ops::matmul(p, vals);        // (B, H, T, D)
+  return ops::matmul(p.reshape({B, Hkv, rep * T, S}), vals).reshape({B, H, T, D});
 }
 
 int64_t KvSlot::bytes() const { return k_.defined() ? 2 * static_cast<int64_t>(k_.nbytes()) : 0; }

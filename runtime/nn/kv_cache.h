@@ -3,7 +3,10 @@
 // one position (its q against the cached K, V) instead of the whole context again.
 //
 // Layout (padded, right-aligned at 0): one slot per attention layer holds
-//   k, v (B, H, capacity, D), row b's position p at [b, :, p, :].
+//   k, v (B, Hkv, capacity, D), row b's position p at [b, :, p, :]
+// with Hkv the key/value heads (= the query heads H for multi-head attention, fewer for
+// grouped-query attention: query head h reads key/value head h / (H/Hkv)). A model with rotary
+// embedding caches its keys already rotated (runtime/nn/cached_attention.h).
 // Rows of a batch may hold different lengths (prompts of different lengths): a call adds T new
 // positions to every row, row b's at [start[b], start[b] + T); its queries see the keys at
 // positions ≤ their own (an additive mask of −inf elsewhere), so a row computes exactly what it
@@ -39,15 +42,17 @@ CacheStep make_cache_step(const std::vector<int64_t>& start, const std::vector<i
 // The keys and values of one attention layer.
 class KvSlot {
  public:
-  // q, k, v (B, H, T, D) of the step's new positions → out (B, H, T, D): writes k, v at each
-  // row's positions, then softmax(q · K[:S]ᵀ / √D + mask) · V[:S].
+  // q (B, H, T, D), k, v (B, Hkv, T, D) of the step's new positions, Hkv dividing H → out
+  // (B, H, T, D): writes k, v at each row's positions, then per query head h
+  // softmax(q_h · K_g[:S]ᵀ / √D + mask) · V_g[:S] with g = h / (H/Hkv). Hkv = H runs exactly the
+  // multi-head ops (the same products and softmax the GPT always ran).
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const CacheStep& step);
   int64_t bytes() const;
 
  private:
   friend class KvCache;
   int64_t capacity_ = 0;
-  Tensor k_, v_;  // (B, H, capacity, D), allocated on first use with q's dtype and device
+  Tensor k_, v_;  // (B, Hkv, capacity, D), allocated on first use with k's dtype and device
 };
 
 // The slots of one batch (or micro-batch), one per attention layer, keyed by the layer's index

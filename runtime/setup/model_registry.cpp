@@ -69,7 +69,7 @@ nlohmann::json model_entry(const TrainConfig& cfg) {
   const std::string family = model_family(cfg);
   const ModelFactory& f = model_factory(family);
   ST_CHECK(cfg.init_from.empty() || !f.hf_model_type.empty(), ValueError,
-           "--init-from loads a Hugging Face directory; the " << family << " model cannot be initialised from one");
+           "--init-from loads a Hugging Face directory; --model " << family << " cannot be initialised from one");
   return {{"family", family}, {"config", f.config_from_options(cfg)}};
 }
 

@@ -307,7 +307,8 @@ int main(int argc, char** argv) {
     bw_row(name, bytes, multi, copy_gbs);
   }
 
-  // ---- causal attention (B, H, T, D) and the GPT's packed (B, T, 3·H·D) form, each backend
+  // ---- causal attention (B, H, T, D), the GPT's packed (B, T, 3·H·D) form and the Llama form
+  // (packed, H/4 key/value heads, rotary embedding fused into the kernels' loads), each backend
   for (DType dt : {DType::f16, DType::bf16, DType::f32}) {
     if (!want("attn")) break;
     Tensor q = rnd({B, H, T, D}, dt), k = rnd({B, H, T, D}, dt), v = rnd({B, H, T, D}, dt), o = q.empty_like();
@@ -315,19 +316,30 @@ int main(int argc, char** argv) {
     Tensor dO = rnd({B, H, T, D}, dt), dq = q.empty_like(), dk = q.empty_like(), dv = q.empty_like();
     Tensor qkv = rnd({B, T, 3 * H * D}, dt), out = rnd({B, T, H * D}, dt), dout = rnd({B, T, H * D}, dt),
            dqkv = qkv.empty_like();
+    const int64_t Hkv = H / 4;
+    Tensor qkv_g = rnd({B, T, (H + 2 * Hkv) * D}, dt), dqkv_g = qkv_g.empty_like();
+    ops::RopeConfig rc;
+    rc.theta = 500000.0;
+    rc.head_dim = D;
+    rc.llama3 = true;
+    const ops::RopeTable rope(rc, T);
     const double flops_f = 2.0 * B * H * T * T * D;  // causal: half of 4·B·H·T²·D
     using ops::cuda::AttentionBackend;
     for (AttentionBackend backend : {AttentionBackend::Flash, AttentionBackend::Fast, AttentionBackend::Deterministic}) {
       if (dt == DType::f32 && backend != AttentionBackend::Flash) break;  // f32 has one path
       ops::cuda::set_attention_backend(backend);
-      for (bool packed : {false, true}) {
+      for (int form : {0, 1, 2}) {  // 4-d, packed, packed GQA + rope
+        const bool packed = form > 0;
         if (packed && dt == DType::f32) break;  // the packed launchers are the f16/bf16 kernels'
         auto fwd = [&] {
-          packed ? ops::cuda::attention_qkv_fwd(qkv, out, lse, H) : ops::cuda::attention_fwd(q, k, v, o, lse);
+          if (form == 0) ops::cuda::attention_fwd(q, k, v, o, lse);
+          if (form == 1) ops::cuda::attention_qkv_fwd(qkv, out, lse, H, H, nullptr, 0);
+          if (form == 2) ops::cuda::attention_qkv_fwd(qkv_g, out, lse, H, Hkv, &rope, 0);
         };
         auto bwd = [&] {
-          packed ? ops::cuda::attention_qkv_bwd(qkv, out, lse, dout, dqkv, H)
-                 : ops::cuda::attention_bwd(q, k, v, o, lse, dO, dq, dk, dv);
+          if (form == 0) ops::cuda::attention_bwd(q, k, v, o, lse, dO, dq, dk, dv);
+          if (form == 1) ops::cuda::attention_qkv_bwd(qkv, out, lse, dout, dqkv, H, H, nullptr, 0);
+          if (form == 2) ops::cuda::attention_qkv_bwd(qkv_g, out, lse, dout, dqkv_g, H, Hkv, &rope, 0);
         };
         const double f = time_ms(fwd, 10), bw = time_ms(bwd, 10);
         const int64_t calls = ops::cuda::cudnn_sdpa_calls();
@@ -339,9 +351,9 @@ int main(int argc, char** argv) {
                            : !cudnn                                     ? "(cuDNN declined) flash"
                            : backend == AttentionBackend::Deterministic ? "cuDNN-det"
                                                                         : "cuDNN";
-        std::printf("attn  causal %s %-10s %-6s B=%ld H=%ld T=%ld D=%ld  fwd %8.3f ms (%6.1f TFLOP/s)  bwd %8.3f ms "
+        std::printf("attn  causal %s %-10s %-8s B=%ld H=%ld T=%ld D=%ld  fwd %8.3f ms (%6.1f TFLOP/s)  bwd %8.3f ms "
                     "(%6.1f TFLOP/s)  fwd+bwd %8.3f ms\n",
-                    dtype_name(dt), name, packed ? "packed" : "4-d", (long)B, (long)H, (long)T, (long)D, f,
+                    dtype_name(dt), name, form == 0 ? "4-d" : form == 1 ? "packed" : "gqa+rope", (long)B, (long)H, (long)T, (long)D, f,
                     flops_f / f / 1e9, bw, 2.5 * flops_f / bw / 1e9, f + bw);
       }
     }

@@ -185,8 +185,8 @@ TEST(LaunchConfig, InitFromTakesSizesFromConfigJson) {
   EXPECT_EQ(c.vocab, 256);
   EXPECT_EQ(c.seq_len, 32);  // n_positions
   EXPECT_EQ(parse_train_args({"--init-from", dir, "--seq-len", "16"}).seq_len, 16);
-  expect_usage_error({"--init-from", dir, "--d-model", "128"}, {"--d-model", "conflicts with n_embd = 64", "config.json"});
-  expect_usage_error({"--init-from", dir, "--seq-len", "64"}, {"--seq-len", "exceeds n_positions = 32"});
+  expect_usage_error({"--init-from", dir, "--d-model", "128"}, {"--d-model", "128 conflicts with 64 in", "config.json"});
+  expect_usage_error({"--init-from", dir, "--seq-len", "64"}, {"--seq-len", "exceeds the context length 32"});
   expect_usage_error({"--init-from", dir, "--model", "mlp"}, {"--model", "conflicts"});
   expect_usage_error({"--init-from", "/nonexistent_hf"}, {"--init-from", "not a directory"});
 }

@@ -1,5 +1,5 @@
-// ops/cpu/elementary.h: exp_f32, tanh_f32 and log_f64 against long double (x87, 64-bit
-// significand) on a sample of every float bit pattern (every 4099th one, ~1 M values of all
+// ops/cpu/elementary.h: exp_f32, tanh_f32, log_f64, sincos_f64 and pow_f64 against long double
+// (x87, 64-bit significand) on a sample of every float bit pattern (every 4099th one, ~1 M values of all
 // magnitudes), their special values, and the bits they give on fixed inputs (recorded here:
 // they use no libm, so any x86-64 machine must reproduce them).
 #include <gtest/gtest.h>
@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "ops/cpu/elementary.h"
+#include "tensor/error.h"
 
 using namespace st::ops::cpu;
 
@@ -130,4 +132,58 @@ TEST(Elementary, RecordedBits) {
     h = fnv1a(h, &l, sizeof l);
   }
   EXPECT_EQ(h, 0x5957660d8359c66bULL) << std::hex << "got 0x" << h;
+}
+
+// sincos_f64 on the rotary angles (f32 values in [0, 2²⁴]: position · inverse frequency) against
+// x87 long double sinl/cosl (64-bit significand, glibc's own argument reduction): rounded to f32,
+// the nearest float but in rare near-ties (its absolute error ~1e-16 is 2⁻²⁹ of an f32 ulp at 1,
+// so a value 1 ulp off must sit within ~1e-9 ulp of a rounding boundary: none were seen). The
+// sample: every 257th float below 2²⁴ (~4 M values, the largest arguments included), and the
+// quadrant edges k·π/2 rounded to f32 (where the reduction cancels most).
+TEST(Elementary, SinCosWithinOneUlpAndNearestOfLongDouble) {
+  int64_t worst = 0, off = 0, n = 0;
+  double worst_abs = 0;
+  auto check = [&](float x) {
+    double s, c;
+    sincos_f64(x, s, c);
+    const long double ls = std::sin(static_cast<long double>(x)), lc = std::cos(static_cast<long double>(x));
+    worst_abs = std::max(worst_abs, static_cast<double>(std::max(std::fabs(ls - s), std::fabs(lc - c))));
+    for (auto [got, want] : {std::pair{static_cast<float>(s), static_cast<float>(ls)},
+                             std::pair{static_cast<float>(c), static_cast<float>(lc)}}) {
+      const int64_t u = ulps(got, want);
+      worst = std::max(worst, u);
+      off += u != 0;
+    }
+    ++n;
+  };
+  for (uint32_t b = 0; from_bits(b) <= 0x1p24f; b += 257) check(from_bits(b));
+  for (int64_t k = 1; k < 10000000; k += 977)  // k·π/2 < 2²⁴
+    check(static_cast<float>(k * 1.5707963267948966));
+  EXPECT_LE(worst, 1);
+  EXPECT_EQ(off, 0) << "of " << n << " arguments";
+  EXPECT_LT(worst_abs, 1e-15);
+  double s, c;
+  sincos_f64(0.0, s, c);
+  EXPECT_EQ(s, 0.0);
+  EXPECT_EQ(c, 1.0);
+  EXPECT_THROW(sincos_f64(0x1p25, s, c), st::ValueError);
+}
+
+// pow_f64 (the inverse frequencies θ^(2i/D), ops/rope.h) against powl for the bases and exponents
+// rotary tables use: relative error ≤ 1e-14 (elementary.h's bound for |x·ln b| ≤ 14), and the
+// same float after rounding to f32.
+TEST(Elementary, PowAgainstLongDouble) {
+  double worst = 0;
+  int64_t off = 0;
+  for (double b : {10000.0, 500000.0, 1000000.0, 2.0, 0.5})
+    for (int i = 0; i <= 256; ++i) {
+      const double e = static_cast<float>(i) / 256.f;
+      const long double want = std::pow(static_cast<long double>(b), static_cast<long double>(e));
+      const double got = pow_f64(b, e);
+      worst = std::max(worst, static_cast<double>(std::fabs((got - want) / want)));
+      off += static_cast<float>(got) != static_cast<float>(want);
+    }
+  EXPECT_LT(worst, 1e-14);
+  EXPECT_EQ(off, 0);
+  EXPECT_THROW(pow_f64(0.0, 1.0), st::ValueError);
 }
