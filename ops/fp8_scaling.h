@@ -79,7 +79,7 @@ float fp8_max(Fp8Format f);  // 448, 57344
 DType fp8_dtype(Fp8Format f);
 const char* fp8_format_name(Fp8Format f);  // "e4m3", "e5m2"
 
-// ---- the rule, shared by ops/cpu/fp8.cpp and ops/cuda/fp8_cast.cu (same operations, same bits) ----
+// ---- the rule, shared by ops/cpu/fp8_cast.cpp and ops/cuda/fp8_cast.cu (same operations, same bits) ----
 
 ST_HOST_DEVICE inline float fp8_bits_as_float(uint32_t u) {
 #if defined(__CUDA_ARCH__)

@@ -54,9 +54,11 @@ inline float bf16_bits_to_f32(uint16_t b) { return bits_f32(static_cast<uint32_t
 //   e5m2:            bias 15, 2 mantissa bits, IEEE-like (±inf = S.11111.00, NaN = S.11111.xx),
 //                    max 57344, smallest subnormal 2^-16
 // f32 → fp8 rounds to nearest even (subnormals included) and saturates: |x| > max, ±inf included,
-// gives ±max; NaN gives 0x7F (either sign) — what the GPU's cvt.rn.satfinite does (sm_89+;
-// cuda_fp8.hpp's host emulation agrees on every f32). fp8 → f32 is exact. f16 / bf16 convert
-// through f32 (exact), so they round once too.
+// gives ±max; NaN gives 0x7F (either sign). That is the "satfinite" cast of the GPU's
+// cvt.rn.satfinite (sm_89+): CUDA's own host emulation of it (cuda_fp8.hpp) gives the same byte
+// for every f32 (tests/tensor/test_fp8_cuda_emulation.cpp), the GPU is held to it by
+// tests/gpu/test_gpu_fp8.cpp. fp8 → f32 is exact. f16 / bf16 convert through f32 (exact), so
+// they round once too.
 struct Float8E4M3 {
   uint8_t bits = 0;
 };
