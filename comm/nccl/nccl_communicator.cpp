@@ -36,6 +36,8 @@ ncclDataType_t nccl_type(DType t) {
     case DType::bf16: return ncclBfloat16;
     case DType::i32: return ncclInt32;
     case DType::i64: return ncclInt64;
+    case DType::f8e4m3:
+    case DType::f8e5m2: break;  // fp8 tensors are not communicated (yet)
   }
   ST_THROW(DTypeError, "NCCL: unsupported dtype " << dtype_name(t));
 }

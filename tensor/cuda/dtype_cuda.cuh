@@ -1,10 +1,12 @@
 // Device-side element types: the CUDA storage type of each DType (f16 → __half, bf16 →
-// __nv_bfloat16), f32 loads/stores with round-to-nearest-even, a dtype visitor for launchers,
+// __nv_bfloat16, f8e4m3 / f8e5m2 → __nv_fp8_e4m3 / __nv_fp8_e5m2), f32 loads/stores with
+// round-to-nearest-even (fp8: saturating, as tensor/dtype.h), a dtype visitor for launchers,
 // 16-byte packs for vectorised loads, and the grid-size helper. Included by tensor/cuda and
 // ops/cuda only.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -17,6 +19,13 @@ namespace st::cuda {
 
 using half = __half;
 using bf16 = __nv_bfloat16;
+using fp8e4m3 = __nv_fp8_e4m3;
+using fp8e5m2 = __nv_fp8_e5m2;
+
+// 16- and 8-bit floats: stored narrow, converted through f32
+template <class T>
+inline constexpr bool is_narrow_float =
+    std::is_same_v<T, half> || std::is_same_v<T, bf16> || std::is_same_v<T, fp8e4m3> || std::is_same_v<T, fp8e5m2>;
 
 template <class T>
 __host__ __device__ inline float to_float(T v) {
@@ -25,7 +34,7 @@ __host__ __device__ inline float to_float(T v) {
   else if constexpr (std::is_same_v<T, bf16>)
     return __bfloat162float(v);
   else
-    return static_cast<float>(v);
+    return static_cast<float>(v);  // fp8: exact (its explicit operator float)
 }
 
 template <class T>
@@ -35,21 +44,21 @@ __host__ __device__ inline T from_float(float v) {
   else if constexpr (std::is_same_v<T, bf16>)
     return __float2bfloat16_rn(v);
   else
-    return static_cast<T>(v);
+    return T(v);  // fp8: round to nearest even, saturating (__NV_SATFINITE), as tensor/dtype.h
 }
 
 // Conversion between any two storage types, exact where the CPU path is exact (integers go
-// through double, 16-bit floats through f32 with one rounding).
+// through double, 16- and 8-bit floats through f32 with one rounding).
 template <class D, class S>
 __device__ inline D convert(S v) {
   if constexpr (std::is_same_v<D, S>) {
     return v;
-  } else if constexpr (std::is_same_v<D, half> || std::is_same_v<D, bf16>) {
+  } else if constexpr (is_narrow_float<D>) {
     if constexpr (std::is_integral_v<S>)
       return from_float<D>(static_cast<float>(static_cast<double>(v)));
     else
       return from_float<D>(to_float(v));
-  } else if constexpr (std::is_same_v<S, half> || std::is_same_v<S, bf16>) {
+  } else if constexpr (is_narrow_float<S>) {
     return static_cast<D>(to_float(v));
   } else {
     return static_cast<D>(v);
@@ -57,7 +66,7 @@ __device__ inline D convert(S v) {
 }
 
 template <class T>
-inline constexpr bool is_float_type = std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bf16>;
+inline constexpr bool is_float_type = std::is_same_v<T, float> || is_narrow_float<T>;
 
 // Calls fn(T{}) with the CUDA storage type of `t`.
 template <class Fn>
@@ -68,6 +77,8 @@ decltype(auto) visit_cuda_dtype(DType t, Fn&& fn) {
     case DType::bf16: return fn(bf16{});
     case DType::i32: return fn(int32_t{});
     case DType::i64: return fn(int64_t{});
+    case DType::f8e4m3: return fn(fp8e4m3{});
+    case DType::f8e5m2: return fn(fp8e5m2{});
   }
   return fn(float{});
 }

@@ -1,0 +1,75 @@
+// fp8_linear (ops/fp8_linear.h): three casts and three FP8 GEMMs around one autograd node.
+#include "ops/fp8_linear.h"
+
+#include "ops/check.h"
+#include "ops/elementwise.h"
+#include "ops/fp8_matmul.h"
+#include "ops/fp8_quantize.h"
+#include "ops/reduce.h"
+#include "tensor/autograd.h"
+
+namespace st::ops {
+
+Fp8LinearState fp8_linear_state(const Fp8LinearOptions& o, Device device) {
+  Fp8ScalingOptions s{Fp8Format::e4m3, o.mode, o.history, o.margin, o.pow2};
+  Fp8LinearState st;
+  st.x = fp8_scaling(s, device);
+  st.w = fp8_scaling(s, device);
+  s.format = o.grad_format;
+  st.grad = fp8_scaling(s, device);
+  return st;
+}
+
+void fp8_linear_update(Fp8LinearState& state) {
+  fp8_scaling_update(state.x);
+  fp8_scaling_update(state.w);
+  fp8_scaling_update(state.grad);
+}
+
+Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Fp8LinearState& state) {
+  const char* op = "fp8_linear";
+  check_defined(op, {x, w});
+  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(0))
+    ST_THROW(ShapeError, op << ": input " << shape_str(x.shape()) << " and weight " << shape_str(w.shape())
+                            << " (expected (C_in, C_out))");
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != w.size(1)))
+    ST_THROW(ShapeError, op << ": bias " << shape_str(bias.shape()) << " for weight " << shape_str(w.shape()));
+  ST_CHECK(state.x.options.format == Fp8Format::e4m3 && state.w.options.format == Fp8Format::e4m3, ValueError,
+           op << ": x and w are cast to e4m3 (the state's x / w scalings must be e4m3)");
+  check_same_device(op, {x, w, state.x.state, state.w.state, state.grad.state});
+  if (bias.defined()) check_same_device(op, {x, bias});
+  const int64_t K = w.size(0), N = w.size(1);
+  Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, K});  // (M, K)
+  const DType xdt = x.dtype(), wdt = w.dtype(), bdt = bias.defined() ? bias.dtype() : xdt;
+  const bool gx = x2.requires_grad(), gw = w.requires_grad(), gb = bias.defined() && bias.requires_grad();
+  Fp8Tensor qx, qw;
+  Tensor y;
+  {
+    NoGradGuard ng;
+    qx = fp8_quantize(x2, state.x, /*transpose=*/gw);  // x8 (M, K), x8ᵀ (K, M) for wgrad
+    qw = fp8_quantize(w, state.w, /*transpose=*/true);  // w8 (K, N) for dgrad, w8ᵀ (N, K)
+    y = fp8_matmul(qx.data, qx.scale_inv, qw.data_t, qw.scale_inv, xdt);  // (M, N)
+    if (bias.defined()) y = add(y, contiguous_as(bias, xdt));
+  }
+  Fp8Scaling gscaling = state.grad;  // shares the state buffer
+  attach_grad_fn(y, op, {x2, w, bias},
+                 [xt = qx.data_t, xsi = qx.scale_inv, w8 = qw.data, wsi = qw.scale_inv, gscaling, gx, gw, gb,
+                  xdt, wdt, bdt](const Tensor& g_in) mutable {
+                   NoGradGuard ng;
+                   Tensor g = g_in.contiguous();                             // (M, N)
+                   Fp8Tensor qg = fp8_quantize(g, gscaling, /*transpose=*/gw);  // g8 (M, N), g8ᵀ (N, M)
+                   Tensor dx, dw, db;
+                   if (gx) dx = fp8_matmul(qg.data, qg.scale_inv, w8, wsi, xdt);        // (M, N)·(K, N)ᵀ → (M, K)
+                   if (gw) dw = fp8_matmul(xt, xsi, qg.data_t, qg.scale_inv, wdt);      // (K, M)·(N, M)ᵀ → (K, N)
+                   if (gb) db = contiguous_as(sum(g, {0}), bdt);                        // (N)
+                   return std::vector<Tensor>{dx, dw, db};
+                 });
+  if (x.dim() != 2) {
+    Shape s = x.shape();
+    s.back() = N;
+    y = y.reshape(s);
+  }
+  return y;
+}
+
+}  // namespace st::ops

@@ -1,0 +1,45 @@
+// A linear layer whose three products run in FP8 (the recipe of Transformer Engine / FP8-LM):
+//
+//   fp8_linear(x, w, bias, state)
+//     x (..., K) f32/bf16/f16 · w (K, N) (in, out: ops/matmul.h's layout) + bias (N) → y (..., N) of x's dtype
+//   forward   y  = deq(q4(x)) · deq(q4(w)) + bias                  (E4M3 · E4M3)
+//   backward  g (..., N) the gradient of y:
+//             dx = deq(qg(g)) · deq(q4(w))ᵀ                         (=, x's dtype)
+//             dw = deq(q4(x))ᵀ · deq(qg(g))                         (=, w's dtype)
+//             db = Σ_rows g, from g itself (not quantized)          (=, bias's dtype)
+//   q4 casts to E4M3 with the state's x / w scaling, qg to the state's gradient format (E5M2 by
+//   default: 2 more binades of range, 1 bit less precision; tests/bench/bench_fp8_error compares
+//   the two). The gradient passes through the casts unchanged (straight-through), as for every
+//   FP8 recipe.
+//
+// Layouts (Hopper's FP8 GEMMs take both operands K-contiguous, ops/fp8_matmul.h): the x cast keeps
+// x8 (M, K) and x8ᵀ (K, M), the w cast w8 (K, N) and w8ᵀ (N, K), the gradient cast g8 (M, N) and
+// g8ᵀ (N, M); forward = x8 · (w8ᵀ)ᵀ, dgrad = g8 · (w8)ᵀ, wgrad = x8ᵀ · (g8ᵀ)ᵀ. Backward keeps
+// x8ᵀ and w8 (1 byte an element) instead of x and w, and the s⁻¹ of their casts.
+//
+// State: three Fp8Scaling on the layer's device; with delayed scaling, fp8_linear_update once per
+// optimizer step (after backward) moves each amax into its history and sets the next scales.
+// The model integration (`--precision fp8`) is the runtime's.
+#pragma once
+#include "ops/fp8_scaling.h"
+#include "tensor/tensor.h"
+
+namespace st::ops {
+
+struct Fp8LinearOptions {
+  Fp8ScaleMode mode = Fp8ScaleMode::current;
+  Fp8Format grad_format = Fp8Format::e5m2;
+  int64_t history = 16;  // delayed scaling
+  int margin = 0;
+  bool pow2 = true;
+};
+
+struct Fp8LinearState {
+  Fp8Scaling x, w, grad;  // x and w E4M3, grad in options.grad_format
+};
+
+Fp8LinearState fp8_linear_state(const Fp8LinearOptions& options, Device device = Device::cpu);
+void fp8_linear_update(Fp8LinearState& state);  // fp8_scaling_update of all three
+Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Fp8LinearState& state);
+
+}  // namespace st::ops

@@ -1,0 +1,83 @@
+// FP8 casts with a per-tensor scale (ops/fp8_quantize.h): checks, the order of the passes
+// (current scaling: amax, then the scale, then the cast; delayed: the cast alone, recording amax),
+// and the dispatch to ops/cpu/fp8_cast.cpp or ops/cuda/fp8_cast.cu.
+#include "ops/fp8_quantize.h"
+
+#include "ops/check.h"
+#include "tensor/autograd.h"
+
+namespace st::ops {
+namespace {
+
+void check_input(const char* op, const Tensor& x) {
+  check_defined(op, {x});
+  check_dtype(op, x, {DType::f32, DType::f16, DType::bf16});
+  if (x.dim() < 1) ST_THROW(ShapeError, op << ": needs at least one dim, got a scalar");
+}
+
+}  // namespace
+
+Tensor fp8_amax(const Tensor& x) {
+  check_input("fp8_amax", x);
+  NoGradGuard ng;
+  Tensor xc = x.detach().contiguous();
+  Tensor amax = Tensor::zeros({1}, DType::f32, x.device());
+  if (x.is_cuda())
+    cuda::fp8_amax(xc, amax.data<float>());
+  else
+    cpu::fp8_amax(xc, amax.data<float>());
+  return amax;
+}
+
+Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose) {
+  check_input("fp8_quantize", x);
+  float* state = fp8_state_ptr(scaling, "fp8_quantize");
+  check_device("fp8_quantize", x, scaling.state.device());
+  NoGradGuard ng;
+  Tensor xc = x.detach().contiguous();
+  const int64_t C = x.size(-1), R = C > 0 ? x.numel() / C : 0;
+  const DType dt = fp8_dtype(scaling.options.format);
+  Fp8Tensor q;
+  q.data = Tensor::empty(x.shape(), dt, x.device());                        // (..., C)
+  if (transpose) q.data_t = Tensor::empty({C, R}, dt, x.device());           // (C, R)
+  q.scale_inv = Tensor::empty({1}, DType::f32, x.device());                  // (1)
+  Tensor x2 = xc.view({R, C}), d2 = q.data.view({R, C});
+  const bool current = scaling.options.mode == Fp8ScaleMode::current;
+  float* si = q.scale_inv.data<float>();
+  if (x.is_cuda()) {
+    if (current) {
+      cuda::fp8_zero(state + kFp8Amax);
+      cuda::fp8_amax(xc, state + kFp8Amax);
+      cuda::fp8_scale_current(state, scaling.options);
+    }
+    cuda::fp8_cast(x2, d2, q.data_t, state, !current, si);
+  } else {
+    if (current) {
+      state[kFp8Amax] = 0.f;
+      cpu::fp8_amax(xc, state + kFp8Amax);
+      cpu::fp8_scale_current(state, scaling.options);
+    }
+    cpu::fp8_cast(x2, d2, q.data_t, state, !current, si);
+  }
+  return q;
+}
+
+Tensor fp8_dequantize(const Fp8Tensor& q, DType dtype) {
+  check_defined("fp8_dequantize", {q.data, q.scale_inv});
+  check_dtype("fp8_dequantize", q.data, {DType::f8e4m3, DType::f8e5m2});
+  ST_CHECK(dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16, DTypeError,
+           "fp8_dequantize: the result must be f32, f16 or bf16, not " << dtype_name(dtype));
+  ST_CHECK(q.scale_inv.dtype() == DType::f32 && q.scale_inv.numel() == 1, ValueError,
+           "fp8_dequantize: scale_inv must be a one-element f32 tensor, got " << q.scale_inv.describe());
+  check_same_device("fp8_dequantize", {q.data, q.scale_inv});
+  NoGradGuard ng;
+  Tensor data = q.data.contiguous(), si = q.scale_inv.contiguous();
+  Tensor out = Tensor::empty(data.shape(), dtype, data.device());
+  if (data.is_cuda())
+    cuda::fp8_dequantize(data, si.data<float>(), out);
+  else
+    cpu::fp8_dequantize(data, si.data<float>(), out);
+  return out;
+}
+
+}  // namespace st::ops

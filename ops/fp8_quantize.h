@@ -1,0 +1,54 @@
+// Casts to and from FP8 with a per-tensor scale (ops/fp8_scaling.h), on the CPU and on CUDA with
+// the same bits: the cast multiplies by s in f32 and rounds to FP8 to nearest even, saturating
+// (tensor/dtype.h on the CPU; cvt.rn.satfinite on the GPU, checked against it by
+// tests/gpu/test_gpu_fp8.cpp).
+//
+//   fp8_quantize(x, scaling, transpose)
+//     x (..., C) f32 / f16 / bf16, seen as (R, C) with R = numel / C
+//     → data (..., C) fp8 = fp8(x · s)
+//       data_t (C, R) fp8 = dataᵀ, when `transpose` (Hopper's FP8 GEMMs take both operands with
+//                the contracted dim contiguous, so a tensor used on both sides of a product needs
+//                both layouts: ops/fp8_matmul.h)
+//       scale_inv (1) f32 = s⁻¹ as it was at the cast (a copy: a later update does not change the
+//                meaning of data)
+//     current scaling first sets amax ← max |x| and s from it; delayed scaling uses the state's s and
+//     max-accumulates max |x| into the state's amax in the same pass. Not differentiable.
+//   fp8_dequantize(q, dtype)    data · scale_inv → (..., C) of `dtype` (f32 exact)
+//   fp8_amax(x)                 (1) f32: max |x| (NaN if any element is NaN)
+#pragma once
+#include "ops/fp8_scaling.h"
+#include "tensor/tensor.h"
+
+namespace st::ops {
+
+struct Fp8Tensor {
+  Tensor data;       // (..., C) f8e4m3 / f8e5m2
+  Tensor data_t;     // (C, R) the transpose, or undefined
+  Tensor scale_inv;  // (1) f32 s⁻¹, on data's device
+};
+
+Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose = false);
+Tensor fp8_dequantize(const Fp8Tensor& q, DType dtype = DType::f32);
+Tensor fp8_amax(const Tensor& x);
+
+namespace cpu {
+// *amax = max(*amax, max |x|) by bits (ops/fp8_scaling.h); x contiguous f32/f16/bf16
+void fp8_amax(const Tensor& x, float* amax);
+// s from state[amax] (current scaling)
+void fp8_scale_current(float* state, const Fp8ScalingOptions& options);
+// x (R, C) contiguous → q (R, C) and, when qt is defined, qt (C, R); s = state[0]; record: state[2]
+// max-accumulates max |x|; *scale_inv = state[1]
+void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv);
+// out (n) = f32(q) · *scale_inv rounded to out's dtype
+void fp8_dequantize(const Tensor& q, const float* scale_inv, Tensor& out);
+}  // namespace cpu
+namespace cuda {
+void fp8_amax(const Tensor& x, float* amax);
+void fp8_scale_current(float* state, const Fp8ScalingOptions& options);
+void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv);
+void fp8_dequantize(const Tensor& q, const float* scale_inv, Tensor& out);
+// *amax = 0 (on the stream; before a current-scaling amax pass)
+void fp8_zero(float* p);
+}  // namespace cuda
+
+}  // namespace st::ops

@@ -1,0 +1,128 @@
+// FP8 per-tensor scaling: the rule that turns a tensor's largest magnitude (amax) into the factor
+// s its values are multiplied by before the cast to FP8, and the state that carries s, 1/s and the
+// amaxes on the tensor's own device, where the cast and GEMM kernels read them through pointers
+// (a CUDA graph replays them with whatever values the state holds then; no host value is baked in).
+//
+//   quantize    q = fp8(x · s)                 (tensor/dtype.h: nearest even, saturating)
+//   dequantize  x ≈ f32(q) · s⁻¹               (the s⁻¹ a GEMM takes as its A/B scale)
+//   the rule    s = fp8_max / (amax · 2^margin), rounded down to a power of two when pow2;
+//               amax 0 or not finite: s keeps its previous value (an all-zero tensor quantizes
+//               to zeros with any s; a non-finite one is a step the trainer skips anyway)
+//
+// pow2 (the default) costs at most one binade of range at the top (amax·s lands in (max/2, max]
+// instead of at max), which only moves the underflow threshold of the smallest values by ≤ 2×
+// (tests/bench/bench_fp8_error measures it). In return every step is exact: x·s and f32(q)·s⁻¹
+// are exact (no second rounding before the cast, none in dequantization), s⁻¹ is exact, and the
+// GEMM's scaling of its accumulator is exact, so the CPU emulation and the GPU GEMM differ only
+// by the accumulation order of exact products.
+//
+// Where amax comes from (Fp8ScaleMode):
+//   current  the amax of the tensor being cast, now: one more read of it before the cast; s
+//            always fits the data
+//   delayed  Transformer Engine's recipe: the cast uses the s of the last update and records its
+//            input's amax in the same pass (max over every cast since that update);
+//            fp8_scaling_update (once per step) pushes that amax into a history of the last N
+//            and sets s from the history's max. A non-finite amax is not pushed. Values that
+//            outgrow the history saturate at ±max until the next update.
+//
+// State: one f32 tensor (3 + N) on the device of the tensors it scales:
+//   [0] s   [1] s⁻¹   [2] amax since the last update (current: of the last cast)   [3 …] history,
+//   newest first (N = options.history; current scaling keeps N = 1, unused).
+// The amax is stored as a float and max-accumulated on its bit pattern (|x| ≥ 0, so the integer
+// order is the float order, and NaN > inf > finite): the same bits on the CPU and the GPU in any
+// order.
+#pragma once
+#include <cfloat>
+#include <cstdint>
+#include <cstring>
+
+#include "tensor/philox.h"  // ST_HOST_DEVICE
+#include "tensor/tensor.h"
+
+namespace st::ops {
+
+enum class Fp8Format : uint8_t { e4m3, e5m2 };
+enum class Fp8ScaleMode : uint8_t { current, delayed };
+
+struct Fp8ScalingOptions {
+  Fp8Format format = Fp8Format::e4m3;
+  Fp8ScaleMode mode = Fp8ScaleMode::current;
+  int64_t history = 16;  // delayed: amaxes kept (1 … 4096)
+  int margin = 0;        // headroom: s = fp8_max / (amax · 2^margin) (0 … 32)
+  bool pow2 = true;      // s rounded down to a power of two
+};
+
+// The state's slots
+constexpr int64_t kFp8Scale = 0, kFp8ScaleInv = 1, kFp8Amax = 2, kFp8History = 3;
+
+struct Fp8Scaling {
+  Fp8ScalingOptions options;
+  Tensor state;  // (3 + N) f32, see above
+
+  Tensor scale() const { return state.narrow(0, kFp8Scale, 1); }         // (1) s
+  Tensor scale_inv() const { return state.narrow(0, kFp8ScaleInv, 1); }  // (1) s⁻¹
+  Tensor amax() const { return state.narrow(0, kFp8Amax, 1); }           // (1)
+  Tensor history() const { return state.narrow(0, kFp8History, state.numel() - kFp8History); }  // (N)
+};
+
+// A fresh state on `device`: s = s⁻¹ = 1, amax and history 0. Throws ValueError for options out of range.
+Fp8Scaling fp8_scaling(const Fp8ScalingOptions& options, Device device = Device::cpu);
+// Delayed: push amax into the history (unless non-finite), amax ← 0, s from the history's max.
+// Current: nothing (the cast sets s). On the state's device, in stream order.
+void fp8_scaling_update(Fp8Scaling& scaling);
+
+// The state's f32 pointer, after checking it is the buffer fp8_scaling() made for these options
+// (ValueError naming op otherwise).
+float* fp8_state_ptr(const Fp8Scaling& scaling, const char* op);
+
+float fp8_max(Fp8Format f);  // 448, 57344
+DType fp8_dtype(Fp8Format f);
+const char* fp8_format_name(Fp8Format f);  // "e4m3", "e5m2"
+
+// ---- the rule, shared by ops/cpu/fp8_cast.cpp and ops/cuda/fp8_cast.cu (same operations, same bits) ----
+
+ST_HOST_DEVICE inline float fp8_bits_as_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+ST_HOST_DEVICE inline uint32_t fp8_float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+
+// s from amax (see the header); prev when amax is 0 or not finite. One correctly rounded division,
+// then exact operations: the margin and the power-of-two floor move only the exponent, and s is
+// kept in [2^-126, 2^126] so that s and s⁻¹ are normal floats.
+ST_HOST_DEVICE inline float fp8_scale_from_amax(float amax, float prev, float fmax, int margin, bool pow2) {
+  if (!(amax > 0.f) || !(amax <= FLT_MAX)) return prev;
+  float s = fmax / amax;                                                  // may be inf for tiny amax
+  s = s * fp8_bits_as_float(static_cast<uint32_t>(127 - margin) << 23);  // · 2^-margin, exact
+  const float lo = fp8_bits_as_float(1u << 23), hi = fp8_bits_as_float(253u << 23);  // 2^-126, 2^126
+  s = s < lo ? lo : (s > hi ? hi : s);
+  if (pow2) s = fp8_bits_as_float(fp8_float_bits(s) & 0x7f800000u);      // floor to 2^k
+  return s;
+}
+
+// max of two amaxes by their bits (|x| ≥ 0: the integer order is the float order, NaN on top)
+ST_HOST_DEVICE inline float fp8_amax_max(float a, float b) {
+  return fp8_float_bits(a) >= fp8_float_bits(b) ? a : b;
+}
+
+namespace cpu {
+void fp8_scaling_update(float* state, const Fp8ScalingOptions& options);
+}  // namespace cpu
+namespace cuda {
+void fp8_scaling_update(float* state, const Fp8ScalingOptions& options);
+}  // namespace cuda
+
+}  // namespace st::ops

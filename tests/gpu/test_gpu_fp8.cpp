@@ -1,0 +1,204 @@
+// FP8 on CUDA against the CPU (ops/fp8_quantize.h, fp8_scaling.h, fp8_matmul.h, fp8_linear.h):
+//   - the cast bit for bit over 2^28 f32 inputs (every 16th bit pattern, all low nibbles among
+//     them: NaN, ±inf, subnormals, both signs), both formats, with s = 1, and the amax bits; the
+//     tensor core's Tensor::to(f8) the same;
+//   - the cast with a power-of-two and a non-power-of-two s, f32 and bf16 inputs, with the
+//     transposed copy, delayed recording and updates: data, data_t and the state bit for bit;
+//   - fp8_matmul against the CPU emulation within the accumulation-order tolerance, on the
+//     cuBLASLt path (aligned shapes: it must run) and the fallback (K not a multiple of 16);
+//   - fp8_linear forward and backward against the CPU op (scales bit for bit, products within the
+//     same tolerance).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "ops/fp8_linear.h"
+#include "ops/fp8_matmul.h"
+#include "ops/fp8_quantize.h"
+
+using namespace st;
+using namespace st::ops;
+
+namespace {
+
+std::vector<uint8_t> bytes(const Tensor& t) {
+  Tensor h = t.to(Device::cpu).contiguous();
+  const uint8_t* p = static_cast<const uint8_t*>(h.data_ptr());
+  return std::vector<uint8_t>(p, p + h.nbytes());
+}
+
+// index of the first differing byte, −1 when equal
+int64_t first_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return static_cast<int64_t>(i);
+  return -1;
+}
+
+std::vector<float> normal(size_t n, float std, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.f, std);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(gen);
+  return v;
+}
+
+// A state on `device` holding s (and 1/s) with delayed scaling, so a cast uses exactly s.
+Fp8Scaling fixed_scale(Fp8Format f, float s, Device device) {
+  Fp8Scaling sc = fp8_scaling({.format = f, .mode = Fp8ScaleMode::delayed, .history = 4}, device);
+  sc.state.copy_(Tensor::from_vector(std::vector<float>{s, 1.f / s, 0, 0, 0, 0, 0}, {7}));
+  return sc;
+}
+
+}  // namespace
+
+TEST(GpuFp8, CastEqualsTheCpuBitForBitOverASweepOfF32) {
+  constexpr int64_t kChunk = int64_t{1} << 26, kChunks = 4;  // 2^28 inputs: u = 16·i + (i mod 16)
+  for (Fp8Format f : {Fp8Format::e4m3, Fp8Format::e5m2}) {
+    for (int64_t ch = 0; ch < kChunks; ++ch) {
+      std::vector<uint32_t> u(kChunk);
+      for (int64_t j = 0; j < kChunk; ++j) {
+        const uint64_t i = static_cast<uint64_t>(ch * kChunk + j);
+        u[j] = static_cast<uint32_t>(16 * i + (i % 16));
+      }
+      Tensor x = Tensor::empty({kChunk});
+      std::memcpy(x.data_ptr(), u.data(), u.size() * 4);
+      Tensor xg = x.to(Device::cuda);
+      // s = 1: x · s = x, a plain cast; the amax (NaN and inf among the inputs) is recorded
+      Fp8Scaling sc = fixed_scale(f, 1.f, Device::cpu), sg = fixed_scale(f, 1.f, Device::cuda);
+      Fp8Tensor qc = fp8_quantize(x, sc), qg = fp8_quantize(xg, sg);
+      const std::vector<uint8_t> bc = bytes(qc.data), bg = bytes(qg.data);
+      const int64_t d = first_diff(bc, bg);
+      ASSERT_EQ(d, -1) << fp8_format_name(f) << ": input bits " << std::hex << (d >= 0 ? u[d] : 0) << " gives "
+                       << int(d >= 0 ? bg[d] : 0) << " on CUDA, " << int(d >= 0 ? bc[d] : 0) << " on the CPU";
+      EXPECT_EQ(bytes(sc.state), bytes(sg.state)) << "state (amax bits) differ";
+      const DType dt = fp8_dtype(f);
+      EXPECT_EQ(first_diff(bytes(x.to(dt)), bytes(xg.to(dt))), -1) << "Tensor::to(" << dtype_name(dt) << ")";
+    }
+  }
+}
+
+TEST(GpuFp8, ScaledTransposingCastsAndUpdatesEqualTheCpu) {
+  const int64_t R = 100, C = 72;  // not multiples of the 32-wide tile
+  std::vector<float> xv = normal(R * C, 3.f, 5);
+  xv[7] = 900.f;  // saturates at s ≥ 1
+  for (Fp8Format f : {Fp8Format::e4m3, Fp8Format::e5m2})
+    for (float s : {0.5f, 0.7f, 3.f})
+      for (DType dt : {DType::f32, DType::bf16}) {
+        SCOPED_TRACE(std::string(fp8_format_name(f)) + " s " + std::to_string(s) + " " + dtype_name(dt));
+        Tensor x = Tensor::from_vector(xv, {R, C}, dt);
+        Fp8Scaling sc = fixed_scale(f, s, Device::cpu), sg = fixed_scale(f, s, Device::cuda);
+        Fp8Tensor qc = fp8_quantize(x, sc, true), qg = fp8_quantize(x.to(Device::cuda), sg, true);
+        EXPECT_EQ(first_diff(bytes(qc.data), bytes(qg.data)), -1);
+        EXPECT_EQ(first_diff(bytes(qc.data_t), bytes(qg.data_t)), -1);
+        EXPECT_EQ(bytes(qc.scale_inv), bytes(qg.scale_inv));
+        EXPECT_EQ(bytes(sc.state), bytes(sg.state));  // the recorded amax
+        fp8_scaling_update(sc);
+        fp8_scaling_update(sg);
+        EXPECT_EQ(bytes(sc.state), bytes(sg.state));  // history, s, s⁻¹ after the update
+        EXPECT_EQ(first_diff(bytes(fp8_dequantize(qc, dt)), bytes(fp8_dequantize(qg, dt))), -1);
+      }
+  // current scaling with pow2 off and a margin: the rule on the device gives the host's bits
+  Fp8Scaling sc = fp8_scaling({.margin = 1, .pow2 = false}), sg = fp8_scaling({.margin = 1, .pow2 = false}, Device::cuda);
+  Tensor x = Tensor::from_vector(xv, {R, C});
+  Fp8Tensor qc = fp8_quantize(x, sc, true), qg = fp8_quantize(x.to(Device::cuda), sg, true);
+  EXPECT_EQ(bytes(sc.state), bytes(sg.state));
+  EXPECT_EQ(first_diff(bytes(qc.data_t), bytes(qg.data_t)), -1);
+}
+
+// c on CUDA against the CPU emulation. Both sum exact products (two FP8 values multiply exactly in
+// f32); they differ in the order and precision of the sums. Hopper's FP8 tensor cores keep fewer
+// bits than f32 inside an MMA (about 14: DeepSeek-V3's report, §3.3.2) and cuBLASLt, with
+// FAST_ACCUM off, promotes the partial sums to f32 periodically, so an element may move by about
+// 2^-13 · α Σ|a·b|; the tolerance is 2^-11 of it (4× over), plus half a bf16 ulp on each side for
+// bf16 outputs (2^-8 |c|). A wrong scale, operand, transpose or format is off by far more.
+TEST(GpuFp8, MatmulEqualsTheCpuEmulation) {
+  struct Case {
+    int64_t M, N, K;
+    Fp8Format fa, fb;
+    DType out;
+    bool lt;  // cuBLASLt must run (else: the bf16 fallback)
+  };
+  const Case cases[] = {{256, 512, 384, Fp8Format::e4m3, Fp8Format::e4m3, DType::bf16, true},
+                        {256, 512, 384, Fp8Format::e4m3, Fp8Format::e4m3, DType::f32, true},
+                        {128, 64, 256, Fp8Format::e5m2, Fp8Format::e4m3, DType::bf16, true},
+                        {128, 64, 256, Fp8Format::e4m3, Fp8Format::e5m2, DType::f32, true},
+                        {33, 20, 40, Fp8Format::e4m3, Fp8Format::e4m3, DType::f32, false},
+                        {7, 20, 16, Fp8Format::e5m2, Fp8Format::e4m3, DType::bf16, false}};  // 20·2 bytes % 16 ≠ 0
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) + " " +
+                 fp8_format_name(c.fa) + "·" + fp8_format_name(c.fb) + " → " + dtype_name(c.out));
+    Fp8Scaling sa = fp8_scaling({.format = c.fa, .pow2 = false}), sb = fp8_scaling({.format = c.fb});
+    Fp8Tensor qa = fp8_quantize(Tensor::from_vector(normal(c.M * c.K, 2.f, 1), {c.M, c.K}), sa);
+    Fp8Tensor qb = fp8_quantize(Tensor::from_vector(normal(c.N * c.K, 0.05f, 2), {c.N, c.K}), sb);
+    Tensor amax_c = Tensor::zeros({1}), amax_g = Tensor::zeros({1}, DType::f32, Device::cuda);
+    Tensor cc = fp8_matmul(qa.data, qa.scale_inv, qb.data, qb.scale_inv, c.out, amax_c);
+    const int64_t lt0 = ops::cuda::fp8_gemm_lt_launches();
+    Tensor cg = fp8_matmul(qa.data.to(Device::cuda), qa.scale_inv.to(Device::cuda), qb.data.to(Device::cuda),
+                           qb.scale_inv.to(Device::cuda), c.out, amax_g);
+    EXPECT_EQ(ops::cuda::fp8_gemm_lt_launches() - lt0, c.lt ? 1 : 0) << "cuBLASLt path";
+    const std::vector<double> a = qa.data.to_double(), b = qb.data.to_double(), vc = cc.to_double(), vg = cg.to_double();
+    const double alpha = qa.scale_inv.item() * qb.scale_inv.item();
+    int bad = 0;
+    double cmax = 0;
+    for (int64_t m = 0; m < c.M; ++m)
+      for (int64_t n = 0; n < c.N; ++n) {
+        double sabs = 0;
+        for (int64_t k = 0; k < c.K; ++k) sabs += std::fabs(a[m * c.K + k] * b[n * c.K + k]);
+        const double ref = vc[m * c.N + n];
+        const double tol = alpha * std::ldexp(sabs, -11) + (c.out == DType::bf16 ? std::ldexp(std::fabs(ref), -8) : 0);
+        if (std::fabs(vg[m * c.N + n] - ref) > tol && bad++ < 5)
+          ADD_FAILURE() << "c[" << m << ", " << n << "] = " << vg[m * c.N + n] << " on CUDA, " << ref << " on the CPU";
+        cmax = std::max(cmax, std::fabs(vg[m * c.N + n]));
+      }
+    EXPECT_EQ(bad, 0);
+    EXPECT_EQ(amax_g.item(), cmax);
+  }
+}
+
+TEST(GpuFp8, LinearForwardAndBackwardEqualTheCpu) {
+  const int64_t B = 4, T = 64, K = 256, N = 128, M = B * T;
+  for (Fp8Format gf : {Fp8Format::e5m2, Fp8Format::e4m3}) {
+    SCOPED_TRACE(std::string("grad ") + fp8_format_name(gf));
+    const std::vector<float> xv = normal(M * K, 1.f, 3), wv = normal(K * N, 0.02f, 4), bv = normal(N, 0.1f, 5),
+                             gv = normal(M * N, 1e-3f, 6);
+    Tensor outs[2][4];  // [cpu, cuda] × (y, dx, dw, db)
+    Tensor states[2][3];
+    for (int dev = 0; dev < 2; ++dev) {
+      const Device d = dev ? Device::cuda : Device::cpu;
+      Tensor x = Tensor::from_vector(xv, {B, T, K}, DType::f32, d).requires_grad_();
+      Tensor w = Tensor::from_vector(wv, {K, N}, DType::f32, d).requires_grad_();
+      Tensor b = Tensor::from_vector(bv, {N}, DType::f32, d).requires_grad_();
+      Fp8LinearState st = fp8_linear_state({.grad_format = gf}, d);
+      Tensor y = fp8_linear(x, w, b, st);
+      y.backward(Tensor::from_vector(gv, {B, T, N}, DType::f32, d));
+      outs[dev][0] = y.detach().to(Device::cpu);
+      outs[dev][1] = x.grad().to(Device::cpu);
+      outs[dev][2] = w.grad().to(Device::cpu);
+      outs[dev][3] = b.grad().to(Device::cpu);
+      states[dev][0] = st.x.state.to(Device::cpu);
+      states[dev][1] = st.w.state.to(Device::cpu);
+      states[dev][2] = st.grad.state.to(Device::cpu);
+    }
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(bytes(states[0][j]), bytes(states[1][j])) << "scaling state " << j;
+    // The scales and the FP8 operands are the same bits on both (the states above; the casts by
+    // the tests before), so the products differ only by accumulation, as in
+    // MatmulEqualsTheCpuEmulation: per element up to ~2^-13 of Σ|a·b|, which for sums of K ≥ 128
+    // terms of mixed sign is ~2^-13 · √K of |c| (≤ 2^-9 here). The bound on the relative norm error
+    // is 2^-7: 5× below the error FP8 itself adds (3.7e-2, tests/bench/bench_fp8_error), so a
+    // wrong cast, scale or layout still fails. db is a sum in double on both: 1e-6.
+    const char* names[4] = {"y", "dx", "dw", "db"};
+    for (int j = 0; j < 4; ++j) {
+      const std::vector<double> c = outs[0][j].to_double(), g = outs[1][j].to_double();
+      double num = 0, den = 0;
+      for (size_t i = 0; i < c.size(); ++i) {
+        num += (g[i] - c[i]) * (g[i] - c[i]);
+        den += c[i] * c[i];
+      }
+      EXPECT_LE(std::sqrt(num / den), j == 3 ? 1e-6 : std::ldexp(1.0, -7)) << names[j];
+    }
+  }
+}
