@@ -12,6 +12,9 @@
 #               GPT rows, SEED_BENCH (seed_model_bench.py; eager, compile, compile + CUDA graphs);
 #               torch-gpt and torch-seed run one half
 #         llmc  LLMC_RUN (run_llmc.sh) at B 16 and 64 (bf16)
+#         llama shardtrain Llama-3.2-1B's shapes (16 layers, C 2048, 32 heads, 8 key/value heads, FFN
+#               8192, vocabulary 128256, tied head) in bf16 at T 2048, B LLAMA_B (4), then LLAMA_BENCH
+#               (torch_llama_bench.py: HF LlamaForCausalLM, eager and compile) on the same shapes
 # Peers are never part of the repository: their paths come from the environment (defaults under
 # .carry/). Env: BUILD (build), DEVICE (cuda; cpu with TINY=1 checks the shardtrain command lines
 # at tiny sizes), STEPS (20 timed), WARMUP (5), BUDGET_S (570: stage caps are cut to what is left).
@@ -34,6 +37,8 @@ BUDGET_S=${BUDGET_S:-570}
 TORCH_BENCH=${TORCH_BENCH:-.carry/torch_gpt_bench.py}
 SEED_BENCH=${SEED_BENCH:-.carry/seed_model_bench.py}
 LLMC_RUN=${LLMC_RUN:-.carry/run_llmc.sh}
+LLAMA_BENCH=${LLAMA_BENCH:-.carry/torch_llama_bench.py}
+LLAMA_B=${LLAMA_B:-4}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
@@ -49,15 +54,17 @@ ST="$BUILD/shardtrain"
 if [ "${TINY:-0}" = 1 ]; then
   GPT="--layers 2 --d-model 64 --heads 2 --vocab 512 --seq-len 32"; GT=32; GV=512; GB_BIG=4; GB=2
   SEED="--layers 2 --d-model 64 --heads 2 --vocab 1000 --seq-len 16"; SV=1000; SB=4; STT=16
+  LLAMA="--layers 2 --d-model 64 --heads 4 --kv-heads 2 --ffn 128 --vocab 512 --seq-len 32"; LT=32; LV=512; LLAMA_B=2
 else
   GPT="--layers 12 --d-model 768 --heads 12 --vocab 50304 --seq-len 1024"; GT=1024; GV=50257; GB_BIG=64; GB=16
   SEED="--layers 6 --d-model 256 --heads 8 --vocab 10000 --seq-len 128"; SV=10000; SB=32; STT=128
+  LLAMA="--layers 16 --d-model 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256 --seq-len 2048"; LT=2048; LV=65535
 fi
 
 # random tokens in llm.c's .bin format, enough for every step of the largest batch without
 # wrapping, and for llm.c's 40 steps at B 64
 source launch/gpu/tokens.sh
-GPT_TOK="$OUT/gpt_tokens.bin"; SEED_TOK="$OUT/seed_tokens.bin"
+GPT_TOK="$OUT/gpt_tokens.bin"; SEED_TOK="$OUT/seed_tokens.bin"; LLAMA_TOK="$OUT/llama_tokens.bin"
 
 # one shardtrain run → one results.jsonl row. NAME WORKLOAD IMPL B T ARGS...
 ours() {
@@ -152,7 +159,29 @@ PY
       done >> "$res"
     else note "no LLMC_RUN at $LLMC_RUN: llm.c rows skipped"; fi
     ;;
-  *) echo "bench_peers: unknown stage $stage (gpt seed torch torch-gpt torch-seed llmc)"; exit 2 ;;
+  llama)
+    # token ids < 65535 (the .bin format's uint16) over Llama 3's 128256-word vocabulary
+    [ -f "$LLAMA_TOK" ] || tokens "$LLAMA_TOK" "$LV" $(( (WARMUP + STEPS) * LLAMA_B * LT + 1 ))
+    COMMON="--model llama $LLAMA --tie-embeddings 1 --data $LLAMA_TOK --lr 3e-4 --weight-decay 0.1 --clip 1"
+    ours llama_bf16_b$LLAMA_B "llama-1b bf16 B$LLAMA_B" shardtrain $LLAMA_B $LT $COMMON --precision bf16
+    ours llama_bf16_b${LLAMA_B}_eager "llama-1b bf16 B$LLAMA_B" "shardtrain --cuda-graph 0" $LLAMA_B $LT $COMMON \
+      --precision bf16 --cuda-graph 0
+    if [ -f "$LLAMA_BENCH" ] && [ "$DEVICE" = cuda ]; then
+      t0=$SECONDS
+      timeout "$(cap 300)" python3 "$LLAMA_BENCH" --seq-len "$LT" --batch "$LLAMA_B" --dtype bf16 --modes eager,compile \
+        --steps "$STEPS" --warmup "$WARMUP" > "$OUT/torch_llama.log" 2>&1
+      note "torch_llama_bench rc=$? ($((SECONDS - t0)) s)"
+      python3 - "$OUT/torch_llama.log" "$LLAMA_B" <<'PY' >> "$res"
+import json, sys
+for l in open(sys.argv[1]):
+    if not l.startswith("{"): continue
+    r = json.loads(l)
+    print(json.dumps(dict(workload="llama-1b bf16 B" + sys.argv[2], impl=r.get("anchor", r.get("mode")),
+                          step_ms=r["step_ms"], tokens_per_s=r["tokens_per_s"], peak_gib=r.get("peak_mem_gib"))))
+PY
+    else note "no LLAMA_BENCH at $LLAMA_BENCH (or not CUDA): Llama PyTorch rows skipped"; fi
+    ;;
+  *) echo "bench_peers: unknown stage $stage (gpt seed torch torch-gpt torch-seed llmc llama)"; exit 2 ;;
   esac
 done
 
@@ -161,7 +190,7 @@ python3 - "$OUT"/results_*.jsonl <<'PY' | tee "$OUT/table.md"
 import json, sys, collections
 rows = [json.loads(l) for f in sys.argv[1:] for l in open(f) if l.strip()]
 goals = {"gpt2 bf16 B64": "≥ 650 k tok/s", "gpt2 bf16 B16": "≥ 600 k tok/s", "gpt2 fp16 B16": "≥ 600 k tok/s",
-         "seed fp16": "≤ 2.5 ms", "seed fp32": "≤ 7.8 ms"}
+         "seed fp16": "≤ 2.5 ms", "seed fp32": "≤ 7.8 ms", "llama-1b bf16 B4": "≥ 1.25× torch.compile"}
 by = collections.OrderedDict()
 for r in rows: by.setdefault(r["workload"], []).append(r)
 print("| workload | impl | tokens/s | step ms | peak GiB | peer ÷ ours (step time) | goal |")

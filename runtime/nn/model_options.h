@@ -28,7 +28,9 @@ struct ModelOptions {
     require_positive(fail, "d-model", static_cast<double>(d_model));
     require_positive(fail, "heads", static_cast<double>(heads));
     require_positive(fail, "vocab", static_cast<double>(vocab));
-    if (vocab > 65536) fail("vocab", "token files hold uint16 ids, so at most 65536, got " + std::to_string(vocab));
+    // token files hold uint16 ids (< 65536); a larger vocabulary (Llama 3's 128256) trains on the ids
+    // they can hold and generates any
+    if (vocab > (int64_t{1} << 24)) fail("vocab", "at most 2^24 (16777216), got " + std::to_string(vocab));
     require_non_negative(fail, "seq-len", static_cast<double>(seq_len));
     require_non_negative(fail, "kv-heads", static_cast<double>(kv_heads));
     require_non_negative(fail, "ffn", static_cast<double>(ffn));

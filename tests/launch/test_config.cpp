@@ -142,7 +142,7 @@ TEST(LaunchConfig, Validation) {
   expect_usage_error({"--layers", "-2"}, {"--layers", "must be positive"});
   expect_usage_error({"--beta2", "1"}, {"--beta2", "[0, 1)"});
   expect_usage_error({"--resume"}, {"--resume", "needs --checkpoint-dir"});
-  expect_usage_error({"--vocab", "70000"}, {"--vocab", "65536"});
+  expect_usage_error({"--vocab", "20000000"}, {"--vocab", "2^24"});
   expect_usage_error({"--tp", "3", "--heads", "4"}, {"--tp", "not divisible"});
   expect_usage_error({"--pp", "3", "--layers", "2"}, {"--pp"});
   expect_usage_error({"--data", "/nonexistent/tokens.bin"}, {"--data", "no such file"});
