@@ -14,6 +14,7 @@
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
 #include "launch/commands.h"
+#include "launch/gpu_env.h"
 #include "launch/error_report.h"
 #include "launch/options.h"
 #include "launch/text_codec.h"
@@ -204,6 +205,7 @@ int cmd_generate(const std::vector<std::string>& args, const std::string& cmd) {
   }
   prepare_error_agreement();
   const runtime::GenerateConfig c = parse_generate_args(args, nullptr, cmd);
+  apply_gpu_environment();
   const int rc = run_generate(c, cmd);
   release_error_agreement();
   MPI_Finalize();

@@ -8,6 +8,7 @@
 #include "launch/build_info.h"
 #include "launch/commands.h"
 #include "launch/options.h"
+#include "ops/attention_backend.h"
 #include "tensor/storage.h"
 
 namespace st::launch {
@@ -30,14 +31,19 @@ int cmd_info(const std::vector<std::string>& args) {
   if (b.cuda) {  // docs/launch.md, "GPU settings"
     const char* env = std::getenv("ST_ATTENTION");
     const std::string mode = env && *env ? env : "deterministic";
-    const std::string what =
-        mode == "flash" ? "own flash kernels (bitwise reproducible)"
-        : mode != "deterministic" && mode != "fast" && mode != "cudnn"
-            ? "not one of deterministic, fast, cudnn, flash: an error at the first attention"
-        : !b.cudnn         ? "own flash kernels (built without cuDNN)"
-        : mode == "cudnn"  ? "cuDNN fused attention, an error where it declines the shape"
-        : mode == "fast"   ? "cuDNN fused attention (dQ by atomics) where it takes the shape, else own flash kernels"
-                           : "cuDNN fused attention, deterministic backward, where it takes the shape, else own flash kernels";
+    std::string what;
+    try {
+      const ops::AttentionBackend a = ops::parse_attention_backend(mode, "ST_ATTENTION");
+      what = a == ops::AttentionBackend::Flash ? "own flash kernels (bitwise reproducible)"
+             : !b.cudnn                        ? "own flash kernels (built without cuDNN)"
+             : a == ops::AttentionBackend::Cudnn
+                 ? "cuDNN fused attention, an error where it declines the shape"
+             : a == ops::AttentionBackend::Fast
+                 ? "cuDNN fused attention (dQ by atomics) where it takes the shape, else own flash kernels"
+                 : "cuDNN fused attention, deterministic backward, where it takes the shape, else own flash kernels";
+    } catch (const ValueError&) {
+      what = "not one of deterministic, fast, cudnn, flash: train and generate refuse it";
+    }
     std::cout << "attention (GPU, f16/bf16): ST_ATTENTION=" << mode << ": " << what << "\n";
   }
   char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {};

@@ -12,6 +12,7 @@
 #include "launch/config.h"
 #include "launch/corpus.h"
 #include "launch/error_report.h"
+#include "launch/gpu_env.h"
 #include "launch/test_seams.h"
 #include "runtime/train/parallel_training.h"
 
@@ -32,6 +33,7 @@ int cmd_train(const std::vector<std::string>& args) {
   prepare_error_agreement();
   runtime::TrainConfig cfg = parse_train_args(args);
   if (cfg.data.empty()) cfg.data = builtin_corpus_path();
+  apply_gpu_environment();
   const int rc = runtime::run_parallel_training(cfg, train_seams_from_environment());
   release_error_agreement();
   MPI_Finalize();

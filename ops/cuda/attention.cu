@@ -43,45 +43,23 @@ AttnRope rope_args(const RopeTable* rope, int64_t offset) {
   return {rope->cos(Device::cuda).data<float>(), rope->sin(Device::cuda).data<float>(), offset};
 }
 
-std::atomic<int> g_backend{-1};  // AttentionBackend, -1: not decided yet (read ST_ATTENTION)
-
 bool deterministic() { return attention_backend() == AttentionBackend::Deterministic; }
 
 // Runs cuDNN's fused attention when the backend allows it; false: take our kernels. With
-// ST_ATTENTION=cudnn a shape cuDNN declines is an error rather than a silent fallback.
+// the cudnn backend a shape cuDNN declines is an error rather than a silent fallback.
 template <class Run>
 bool try_cudnn(Run run) {
   const AttentionBackend b = attention_backend();
   if (b == AttentionBackend::Flash) return false;
   if (run()) return true;
   if (b == AttentionBackend::Cudnn)
-    ST_THROW(DeviceError, "causal_attention: ST_ATTENTION=cudnn but cuDNN declined the shape (" << cudnn_sdpa_status()
+    ST_THROW(DeviceError, "causal_attention: the cudnn attention backend (ST_ATTENTION=cudnn) but cuDNN declined the shape (" << cudnn_sdpa_status()
                                                                                                  << ")");
   return false;
 }
 
 }  // namespace
 
-AttentionBackend attention_backend() {
-  int b = g_backend.load();
-  if (b < 0) {
-    const char* e = std::getenv("ST_ATTENTION");
-    if (!e || !*e || !std::strcmp(e, "deterministic"))
-      b = static_cast<int>(AttentionBackend::Deterministic);
-    else if (!std::strcmp(e, "fast"))
-      b = static_cast<int>(AttentionBackend::Fast);
-    else if (!std::strcmp(e, "cudnn"))
-      b = static_cast<int>(AttentionBackend::Cudnn);
-    else if (!std::strcmp(e, "flash"))
-      b = static_cast<int>(AttentionBackend::Flash);
-    else
-      ST_THROW(ValueError, "ST_ATTENTION=" << e << ": expected deterministic, fast, cudnn or flash");
-    g_backend.store(b);
-  }
-  return static_cast<AttentionBackend>(b);
-}
-
-void set_attention_backend(AttentionBackend b) { g_backend.store(static_cast<int>(b)); }
 
 // launchers
 

@@ -7,7 +7,7 @@
 // attention: k, v (and dk, dv) have Hkv heads, Hkv dividing H; cuDNN's graph reads key/value head
 // h / (H/Hkv) for query head h and sums dk, dv over a group's heads itself.
 //
-// Which backend runs (ST_ATTENTION, or set_attention_backend):
+// Which backend runs (ops/attention_backend.h's setting; launch/ sets it from ST_ATTENTION):
 //   deterministic  (default) cuDNN with its deterministic backward (dQ written once, the engine
 //                  keeps dP in its workspace: B·H·T² 16-bit values) where cuDNN takes the shape,
 //                  else flash; bitwise reproducible either way;
@@ -21,13 +21,14 @@
 #include <functional>
 #include <string>
 
+#include "ops/attention_backend.h"
 #include "ops/cuda/flash_attention.h"
 
 namespace st::ops::cuda {
 
-enum class AttentionBackend { Deterministic, Fast, Cudnn, Flash };
-AttentionBackend attention_backend();  // set_attention_backend's value, else ST_ATTENTION, else Deterministic
-void set_attention_backend(AttentionBackend b);
+using ops::AttentionBackend;
+using ops::attention_backend;
+using ops::set_attention_backend;
 
 // f16/bf16 attention through cuDNN: q, out, dout, dq (B, H, T, D), k, v, dk, dv (B, Hkv, T, D),
 // lse (B·H, T) f32. Returns false (nothing launched) when cuDNN cannot take this shape — not

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/attention_backend.h"
 #include "runtime/data/token_data.h"
 #include "runtime/train/trainer.h"
 #include "tensor/cuda/runtime.h"
@@ -38,6 +40,9 @@ int main(int argc, char** argv) {
       return 2;
     }
     a[k.substr(2)] = argv[i + 1];
+  }
+  if (const char* e = std::getenv("ST_ATTENTION"); e && *e) {  // as shardtrain reads it (launch/gpu_env.cpp)
+    ops::set_attention_backend(ops::parse_attention_backend(e, "ST_ATTENTION"));
   }
   try {
     runtime::TrainConfig cfg;

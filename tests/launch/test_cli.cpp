@@ -120,7 +120,7 @@ TEST(Cli, InfoReportsBuildFeatures) {
     Result flash = run("info", "ST_ATTENTION=flash");
     EXPECT_TRUE(has(flash.out, "ST_ATTENTION=flash: own flash kernels")) << flash.out;
     Result bad = run("info", "ST_ATTENTION=fastest");
-    EXPECT_TRUE(has(bad.out, "ST_ATTENTION=fastest: not one of deterministic, fast, cudnn, flash")) << bad.out;
+    EXPECT_TRUE(has(bad.out, "ST_ATTENTION=fastest: not one of deterministic, fast, cudnn, flash: train and generate refuse it")) << bad.out;
     // a CUDA build on a machine without the driver says so (not "driver 0.0 ... insufficient")
     if (!fs::exists("/proc/driver/nvidia/version")) {
       EXPECT_TRUE(has(r.out, "no NVIDIA driver: none is installed")) << r.out;

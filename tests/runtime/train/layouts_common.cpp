@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <tuple>
 
 #include "comm/mpi_env.h"
 #include "ops/cpu/sgemm.h"
@@ -100,10 +102,31 @@ Curve one_process(TrainConfig c, const TrainSeams& seams) {
 
 double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
 
-// The reference and its noise envelope (layouts_common.h, "The noise of a run").
+// `c` computed on rank `root` given to every rank (its steps' loss, grad norm, scale, skip flag);
+// `failed` on the root (its run threw) makes every rank throw, so none waits for it.
+static void share(Curve& c, int root, bool failed) {
+  uint64_t n = failed ? UINT64_MAX : c.loss.size();
+  MPI_Bcast(&n, 1, MPI_UINT64_T, root, MPI_COMM_WORLD);
+  if (n == UINT64_MAX) throw std::runtime_error("a reference run threw on rank " + std::to_string(root));
+  std::vector<double> flat(4 * n);
+  if (world_rank() == root)
+    for (size_t i = 0; i < n; ++i)
+      std::tie(flat[i], flat[n + i], flat[2 * n + i], flat[3 * n + i]) =
+          std::tuple(c.loss[i], c.grad_norm[i], c.loss_scale[i], c.skipped[i] ? 1.0 : 0.0);
+  MPI_Bcast(flat.data(), static_cast<int>(flat.size()), MPI_DOUBLE, root, MPI_COMM_WORLD);
+  c.loss.assign(flat.begin(), flat.begin() + n);
+  c.grad_norm.assign(flat.begin() + n, flat.begin() + 2 * n);
+  c.loss_scale.assign(flat.begin() + 2 * n, flat.begin() + 3 * n);
+  c.skipped.assign(n, false);
+  for (size_t i = 0; i < n; ++i) c.skipped[i] = flat[3 * n + i] != 0;
+}
+
+// The reference and its noise envelope (layouts_common.h, "The noise of a run"). Its three runs
+// are one-process runs (no communicator) that give the same bits on every rank (docs/testing.md,
+// "CPU numerics"): run k is computed by rank k mod world size alone and broadcast, rather than by
+// every rank (which cost world-size times the CPU: most of this binary's time under mpirun).
 Curve reference(TrainConfig c, int64_t dp, const TrainSeams& seams) {
   c.grad_accum *= dp;
-  Curve r = one_process(c, seams);
   TrainConfig re = c;
   if (c.grad_accum > 1) {
     re.micro_batch = c.micro_batch * c.grad_accum;
@@ -112,10 +135,22 @@ Curve reference(TrainConfig c, int64_t dp, const TrainSeams& seams) {
     re.micro_batch = 1;
     re.grad_accum = c.micro_batch;
   }
-  const Curve resplit = one_process(re, seams);
-  const int64_t kc = ops::cpu::sgemm_set_depth_block(8);
-  const Curve blocked = one_process(c, seams);
-  ops::cpu::sgemm_set_depth_block(kc);
+  Curve runs[3];  // the reference, the resplit, the blocked (kc 8)
+  bool failed[3] = {false, false, false};
+  for (int k = 0; k < 3; ++k) {
+    if (k % world_size() != world_rank()) continue;
+    const int64_t kc = k == 2 ? ops::cpu::sgemm_set_depth_block(8) : 0;
+    try {
+      runs[k] = one_process(k == 1 ? re : c, seams);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d: reference run %d threw: %s\n", world_rank(), k, e.what());
+      failed[k] = true;
+    }
+    if (k == 2) ops::cpu::sgemm_set_depth_block(kc);
+  }
+  for (int k = 0; k < 3; ++k) share(runs[k], k % world_size(), failed[k]);
+  Curve r = runs[0];
+  const Curve &resplit = runs[1], &blocked = runs[2];
   double ln = 0, nn = 0;
   for (size_t i = 0; i < r.loss.size(); ++i) {
     for (const Curve* o : {&resplit, &blocked}) {

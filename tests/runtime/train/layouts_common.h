@@ -11,6 +11,8 @@
 //   test_layouts_model_parallel.cpp  tp, the Hugging Face fixture, every axis at once (np 8)
 //   test_layouts_numerics.cpp        dropout masks and an fp16 overflow alike in every layout
 //   test_layouts_resume.cpp          checkpoints written by one layout resumed by another
+// The strict-p2p twins (test_layouts_np<n>_strict) leave out the tests with no pipeline layout at
+// n (tests/runtime/train/CMakeLists.txt lists them): a test that gains one leaves that list.
 //
 // Tolerance: measured, not guessed (see "The noise of a run" below). A layout computes the
 // one-process function in another summation order (sums over ranks, stages and tp shards, other
