@@ -22,7 +22,5 @@ Tensor contiguous_as(const Tensor& t, DType dt);
 
 // Shape that a and b broadcast to (NumPy rules); throws ShapeError naming op and both shapes.
 Shape broadcast_shape(const char* op, const Shape& a, const Shape& b);
-// Sums g (shaped like a broadcast result) down to `shape` (the backward of broadcasting).
-Tensor sum_to_shape(const Tensor& g, const Shape& shape);
 
 }  // namespace st::ops

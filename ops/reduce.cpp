@@ -99,4 +99,14 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   return out;
 }
 
+Tensor sum_to_shape(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const int64_t lead = g.dim() - static_cast<int64_t>(shape.size());
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < g.dim(); ++i)
+    if (i < lead || shape[i - lead] == 1) dims.push_back(i);
+  Tensor s = sum(g, dims, /*keepdim=*/true);
+  return s.reshape(shape);
+}
+
 }  // namespace st::ops

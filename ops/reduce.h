@@ -15,6 +15,8 @@ namespace st::ops {
 
 Tensor sum(const Tensor& x, std::vector<int64_t> dims, bool keepdim = false);
 Tensor sum(const Tensor& x);  // all elements → shape ()
+// g (shaped like a broadcast result) summed down to `shape` (the backward of broadcasting)
+Tensor sum_to_shape(const Tensor& g, const Shape& shape);
 Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim = false);
 Tensor mean(const Tensor& x);
 Tensor expand(const Tensor& x, const Shape& shape);

@@ -11,6 +11,7 @@
 // values with 16-byte loads and stores; otherwise runs of 2-byte accesses.
 #include "ops/cross_entropy.h"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/softmax_rows.cuh"
 #include "tensor/graph.h"
 
 namespace st::ops::cuda {
@@ -18,37 +19,7 @@ namespace {
 
 constexpr int kThreads = 512;
 
-__device__ inline void online_merge(float& m, float& s, float m2, float s2) {
-  const float mm = fmaxf(m, m2);
-  if (mm == -INFINITY) return;  // both empty
-  s = s * __expf(m - mm) + s2 * __expf(m2 - mm);
-  m = mm;
-}
-
-// 8 consecutive values from / to 16-byte-aligned memory (T f16/bf16: one 16-byte access; f32: two)
-template <class T>
-__device__ inline void load8(const T* p, float (&x)[8]) {
-  constexpr int per = 16 / sizeof(T);
-#pragma unroll
-  for (int h = 0; h < 8 / per; ++h) {
-    int4 v = *reinterpret_cast<const int4*>(p + h * per);
-    const T* e = reinterpret_cast<const T*>(&v);
-#pragma unroll
-    for (int j = 0; j < per; ++j) x[h * per + j] = to_float(e[j]);
-  }
-}
-template <class T>
-__device__ inline void store8(T* p, const float (&x)[8]) {
-  constexpr int per = 16 / sizeof(T);
-#pragma unroll
-  for (int h = 0; h < 8 / per; ++h) {
-    int4 v;
-    T* e = reinterpret_cast<T*>(&v);
-#pragma unroll
-    for (int j = 0; j < per; ++j) e[j] = from_float<T>(x[h * per + j]);
-    *reinterpret_cast<int4*>(p + h * per) = v;
-  }
-}
+// online_merge, load8, store8: ops/cuda/softmax_rows.cuh
 
 // kernels
 

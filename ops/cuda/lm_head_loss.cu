@@ -12,6 +12,7 @@
 // Rows whose V is a multiple of 8 and that start 16-byte aligned (GPT-2's padded V = 50304) move
 // runs of 8 values per 16-byte access; otherwise runs of single accesses.
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/softmax_rows.cuh"
 #include "ops/lm_head_loss.h"
 #include "ops/matmul.h"
 #include "tensor/graph.h"
@@ -21,37 +22,7 @@ namespace {
 
 constexpr int kThreads = 512;
 
-__device__ inline void online_merge(float& m, float& s, float m2, float s2) {
-  const float mm = fmaxf(m, m2);
-  if (mm == -INFINITY) return;  // both empty
-  s = s * __expf(m - mm) + s2 * __expf(m2 - mm);
-  m = mm;
-}
-
-// 8 consecutive values from / to 16-byte-aligned memory (f16/bf16: one 16-byte access; f32: two)
-template <class T>
-__device__ inline void load8(const T* p, float (&x)[8]) {
-  constexpr int per = 16 / sizeof(T);
-#pragma unroll
-  for (int h = 0; h < 8 / per; ++h) {
-    int4 v = *reinterpret_cast<const int4*>(p + h * per);
-    const T* e = reinterpret_cast<const T*>(&v);
-#pragma unroll
-    for (int j = 0; j < per; ++j) x[h * per + j] = to_float(e[j]);
-  }
-}
-template <class T>
-__device__ inline void store8(T* p, const float (&x)[8]) {
-  constexpr int per = 16 / sizeof(T);
-#pragma unroll
-  for (int h = 0; h < 8 / per; ++h) {
-    int4 v;
-    T* e = reinterpret_cast<T*>(&v);
-#pragma unroll
-    for (int j = 0; j < per; ++j) e[j] = from_float<T>(x[h * per + j]);
-    *reinterpret_cast<int4*>(p + h * per) = v;
-  }
-}
+// online_merge, load8, store8: ops/cuda/softmax_rows.cuh
 
 // x (n, V) one chunk's logits, targets (n); rows r of the chunk are rows row0 + r of the call.
 // Writes row_loss, valid (n) (0 on ignored and bad rows), bad[0..1] = (row, target) of the first
