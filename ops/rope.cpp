@@ -5,11 +5,13 @@
 
 #include <cmath>
 #include <numbers>
+#include <optional>
 
 #include "ops/check.h"
 #include "ops/cpu/elementary.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "tensor/graph.h"
 
 namespace st::ops {
 
@@ -77,17 +79,28 @@ RopeTable::RopeTable(const RopeConfig& config, int64_t positions)
     }
 }
 
+namespace {
+// The table's one copy to a device, at its first use there: in the trainer's eager warm-up step,
+// which runs under the host-read guard of a graph step (tensor/graph.h) — this copy is meant, so
+// the guard is lifted for it; inside a capture it stays (a first use there is a CaptureError).
+Tensor upload(const Tensor& host, Device device) {
+  std::optional<AllowHostReads> allow;
+  if (!capturing_graph()) allow.emplace();
+  return host.to(device);
+}
+}  // namespace
+
 Tensor RopeTable::cos(Device device) const {
   if (device == Device::cpu) return cos_;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!cos_dev_.defined()) cos_dev_ = cos_.to(device);
+  if (!cos_dev_.defined()) cos_dev_ = upload(cos_, device);
   return cos_dev_;
 }
 
 Tensor RopeTable::sin(Device device) const {
   if (device == Device::cpu) return sin_;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!sin_dev_.defined()) sin_dev_ = sin_.to(device);
+  if (!sin_dev_.defined()) sin_dev_ = upload(sin_, device);
   return sin_dev_;
 }
 

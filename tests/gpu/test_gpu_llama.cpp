@@ -32,8 +32,10 @@ runtime::TrainConfig llama_config(Device device, runtime::Precision p, bool grap
   return c;
 }
 
+// c.steps steps; with c.cuda_graph the step must really be captured (not refused into eager)
 std::vector<runtime::StepMetrics> train(const runtime::TrainConfig& c) {
   runtime::Trainer t(c);
+  EXPECT_EQ(t.cuda_graph(), c.cuda_graph && c.device == Device::cuda) << "the step was not captured";
   std::vector<runtime::StepMetrics> out;
   while (t.step() < c.steps) out.push_back(t.train_step());
   return out;
