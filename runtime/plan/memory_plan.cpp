@@ -35,6 +35,10 @@ double layer_elements(const LayerInfo& layer, const ShardRule& rule, int64_t tp,
   return n;
 }
 
+// Multi-head attention without rope and a GELU MLP: the GPT-2 block's ops (DecoderBlock's packed
+// c_attn, the composed attention under tp, ops::mlp_gelu at tp 1); else the grouped-query block.
+bool classic_block(const DecoderShape& s) { return !s.rotary && s.kv_heads == s.heads && !s.swiglu; }
+
 }  // namespace
 
 BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precision precision, Device device,
@@ -48,7 +52,7 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
   BlockActivations b;
   // the norms' f32 statistics per token: LayerNorm mean and rstd, RMSNorm rstd; two per block
   const double norm_stats = shape.rmsnorm ? 2 : 4;
-  if (!shape.rotary && shape.kv_heads == shape.heads && !shape.swiglu) {
+  if (classic_block(shape)) {
     // multi-head attention without rope, GELU MLP with biases: the GPT-2 block (DecoderBlock's
     // packed c_attn, the composed attention under tp, ops::mlp_gelu at tp 1)
     // the fused CUDA paths exist for f16/bf16 only (ops/matmul.cpp, ops/mlp.cpp, ops/attention.cpp)
@@ -74,9 +78,10 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
   // biases): q, k, v as one GEMM of their concatenated weights, the packed attention (every
   // device: ops::causal_attention_qkv's kernels read q, k, v and rotate them in place)
   b.packed_attention = true;
-  // (B, T, C): norm1's output, norm2's residual sum and output, the block's output; under tp the
-  // row-parallel outputs' all-reduced copies (o and down) are held until the adds read them
-  b.replicated = tp > 1 ? 6 : 4;
+  // (B, T, C): norm1's output, o's output, norm2's residual sum and output, down's output, the
+  // block's output (each op's inputs stay with its node until its backward); under tp also the
+  // row-parallel GEMMs' partial sums beside their all-reduced copies (o and down)
+  b.replicated = tp > 1 ? 8 : 6;
   // the packed q/k/v (A + 2·A_kv) and the attention's output (A), counted in units of A
   b.attention = (A + (A + 2 * Akv)) / std::max(A, 1.0);
   // SwiGLU: [gate | up] (2F) and silu(gate)·up (F); GELU: the up projection and GELU's output
@@ -137,7 +142,10 @@ ActivationCoefficients decoder_activations(const DecoderShape& shape, double V, 
   const double tp = static_cast<double>(l.tp), e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
   a.block = block_activations(shape, l.tp, l.precision, l.device, tokens).bytes_per_token;
   a.block_recompute = C * e;
-  a.replay = a.block + 5 * C * 4;
+  // the replay's moment: the replayed block and its backward's transient — 5·C·4 for the GPT-2
+  // block; the grouped-query block's backward has freed two of its (B, T, C) tensors by its peak
+  // (measured on the CPU in fp32: np 1, C 64, 4 blocks, 256 tokens, within 0.5 %)
+  a.replay = a.block + (classic_block(shape) ? 5 : 3) * C * 4;
   // measured on the CPU: 12·C bytes in fp32; 52·C in fp16/bf16, where the CPU kernels stage
   // operands in f32 (kept for CUDA: not measured there on a stage without the loss)
   a.block_backward = (e == 4 ? 12 : 52) * C;

@@ -37,7 +37,7 @@
 //                              size 64 (packed flash / cuDNN attention), else 11, f 2 — the bias
 //                              and GELU epilogues fuse the GEMMs' outputs (ops/matmul.cpp, ops/mlp.cpp)
 //                              The grouped-query block (rotary or Hkv < H, no biases: Llama), with
-//                              A_kv = Hkv·D/tp: r 4 (tp > 1: 6), the packed q/k/v and the
+//                              A_kv = Hkv·D/tp: r 6 (tp > 1: 8), the packed q/k/v and the
 //                              attention's output (2A + 2A_kv), f 3 with SwiGLU (gate|up, their
 //                              product), and per micro-batch the two concatenated weights the
 //                              GEMMs keep, ((A + 2A_kv)·C + 2F·C)·e (spread over its B·T tokens)

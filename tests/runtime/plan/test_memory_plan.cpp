@@ -197,3 +197,4 @@ int main(int argc, char** argv) {
   MPI_Finalize();
   return any;
 }
+

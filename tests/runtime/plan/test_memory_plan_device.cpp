@@ -44,8 +44,8 @@ DecoderShape gpt2_shape(int64_t C, int64_t H) {
 }  // namespace
 
 // The grouped-query block (Llama: RMSNorm, rope, Hkv < H, SwiGLU, no biases), on every device:
-// norm1's output, norm2's sum and output, the block's output (r 4; tp > 1: + the row-parallel
-// outputs' reduced copies, 6); the packed q/k/v (A + 2A_kv) and the attention's output A; [gate|up]
+// norm1's output, o's output, norm2's sum and output, down's output, the block's output (r 6;
+// tp > 1: + the row-parallel GEMMs' partial sums, 8); the packed q/k/v (A + 2A_kv) and the attention's output A; [gate|up]
 // 2F and their product F; the rstd of the two RMSNorms and the log-sum-exp of the H/tp heads; the
 // concatenated [q|k|v] and [gate|up] weights kept per micro-batch, over its tokens.
 TEST(MemoryPlanDevice, GroupedQueryBlockTerms) {
@@ -61,7 +61,7 @@ TEST(MemoryPlanDevice, GroupedQueryBlockTerms) {
         const double C = 2048, A = 2048 / t, Akv = 512 / t, F = 8192 / t, H = 32 / t;
         const BlockActivations b = block_activations(s, tp, p, dev, tokens);
         EXPECT_TRUE(b.packed_attention);
-        const double want = ((tp > 1 ? 6 : 4) * C + (2 * A + 2 * Akv) + 3 * F) * e + (2 + H) * 4 +
+        const double want = ((tp > 1 ? 8 : 6) * C + (2 * A + 2 * Akv) + 3 * F) * e + (2 + H) * 4 +
                             ((A + 2 * Akv) * C + 2 * F * C) * e / tokens;
         EXPECT_DOUBLE_EQ(b.bytes_per_token, want) << to_string(dev) << " tp " << tp;
       }
