@@ -2,7 +2,8 @@
 // property, the tolerance — the same helpers and the same measured noise multiple as the GPT's):
 // dp 2, ZeRO-1, tp 2 with the grouped-query key/value heads split over tp, pp 2 under 1F1B and
 // interleaved 1F1B, ZeRO-3, recompute (bit for bit in one process, the layout's curve under pp 2),
-// bf16, and a checkpoint written under tp 2 resumed under pp 2. Its own binary, run at np 2 only:
+// bf16, a checkpoint written under tp 2 resumed under pp 2, and the Hugging Face fixture
+// (tests/fixtures/hf_llama_tiny) under dp 2, tp 2 and pp 2. Its own binary, run at np 2 only:
 // every case is a two-rank layout, and the GPT's cases already run at 2, 3, 4 (and strict p2p),
 // so Llama adds one run of this file to CI (its cost: tests/runtime/train/CMakeLists.txt).
 //
@@ -12,7 +13,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "tests/runtime/train/layouts_common.h"
 
@@ -153,4 +158,61 @@ TEST(LlamaLayouts, TensorParallelBeyondTheKeyValueHeadsIsRefused) {
   }
   c.tp = 2;
   EXPECT_NO_THROW(c.validate());
+}
+
+// The Hugging Face fixture (tests/fixtures/hf_llama_tiny: transformers' LlamaForCausalLM, its AdamW
+// steps) under dp 2, tp 2 (a key/value head per rank), pp 2 1F1B and GPipe: the fixture's losses
+// and grad norms within the layout's noise plus our one process's own distance to transformers
+// (test_llama_fidelity holds that distance to 1e-5), as the GPT's fixture test does.
+TEST(LlamaLayouts, HuggingFaceFixtureUnderEveryLayout) {
+  ASSERT_TRUE(two_ranks());
+  const std::string fx = ST_LLAMA_FIXTURE_DIR;
+  auto ref = nlohmann::json::parse(std::ifstream(fx + "/reference.json"));
+  Curve want;
+  for (auto& s : ref["steps"]) {
+    want.loss.push_back(s["loss"].get<double>());
+    want.grad_norm.push_back(s["grad_norm"].get<double>());
+  }
+  TrainConfig c;
+  c.model = "llama";
+  c.init_from = fx;
+  c.data = fx + "/tokens.bin";
+  c.seq_len = ref["seq_len"].get<int64_t>();
+  c.micro_batch = 1;
+  c.grad_accum = ref["batch"].get<int64_t>();
+  c.steps = static_cast<int64_t>(want.loss.size());
+  c.lr = ref["lr"].get<double>();
+  c.beta1 = 0.9;
+  c.beta2 = 0.95;
+  c.eps = 1e-8;
+  c.weight_decay = ref["weight_decay"].get<double>();
+  c.clip = ref["clip"].get<double>();
+  c.lr_schedule = LrScheduleKind::constant;
+  c.warmup = 0;
+  c.progress = false;
+  c.log_every = 1000;
+  c.timeout_s = 120;
+  const Curve ours = reference(c, 1);
+  Curve distance;
+  for (size_t i = 0; i < want.loss.size(); ++i) {
+    distance.loss.push_back(rel(ours.loss[i], want.loss[i]));
+    distance.grad_norm.push_back(rel(ours.grad_norm[i], want.grad_norm[i]));
+  }
+  want.loss_noise = ours.loss_noise;
+  want.norm_noise = ours.norm_noise;
+  const std::vector<std::tuple<int, int, int, const char*>> layouts = {
+      {2, 1, 1, "1f1b"}, {1, 2, 1, "1f1b"}, {1, 1, 2, "1f1b"}, {1, 1, 2, "gpipe"}};  // dp, tp, pp, schedule
+  for (auto [dp, tp, pp, sched] : layouts) {
+    TrainConfig l = c;
+    l.dp = dp;
+    l.tp = tp;
+    l.pp = pp;
+    l.grad_accum = c.grad_accum / dp;
+    l.schedule = parse_enum<Schedule>(sched, "schedule");
+    l.partition = PartitionKind::uniform;
+    expect_same(run_layout(l, "llama_hf"), want,
+                "llama HF fixture, dp " + std::to_string(dp) + " tp " + std::to_string(tp) + " pp " + std::to_string(pp) +
+                    " " + sched,
+                0, &distance);
+  }
 }
