@@ -21,6 +21,7 @@
 #include "runtime/common/partition.h"
 #include "runtime/generate/generation.h"
 #include "runtime/generate/sampler.h"
+#include "runtime/setup/model_registry.h"
 
 namespace st::launch {
 namespace {
@@ -159,7 +160,11 @@ int run_generate(const runtime::GenerateConfig& c, const std::string& cmd) {
   opt.micro_batches = c.micro_batches > 0 ? c.micro_batches : c.pp;
   runtime::GenerationResult res;
   if (c.pp > 1) {
-    const int64_t hidden = model->config_json().at("n_embd").get<int64_t>();
+    // the residual width a stage sends, from the model's description (any decoder family)
+    const runtime::ModelDescription desc =
+        runtime::describe_model({{"family", model->family()}, {"config", model->config_json()}}, 1);
+    ST_CHECK(desc.decoder.has_value(), ValueError, "generate --pp: the " << model->family() << " model is not a decoder");
+    const int64_t hidden = desc.decoder->d_model;
     res = runtime::generate_pipelined(*model, grid.pp_group(), hidden, prompts, opt, c.device, sink);
   } else {
     res = runtime::generate_tokens(*model, prompts, opt, c.device, sink);

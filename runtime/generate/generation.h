@@ -1,6 +1,6 @@
 // Generation: continues a batch of prompts token by token (`shardtrain generate`).
 //
-// With the KV cache (the default, for models whose layers are runtime::CachedLayer: the GPT),
+// With the KV cache (the default, for models whose layers are runtime::CachedLayer: the decoders),
 // the prompts run through the model once — right-padded to the longest, each row's logits taken
 // at its own last position — and every new token then runs one position per row against the
 // cache (runtime/nn/kv_cache.h); a row computes exactly what it computes alone. Without it

@@ -4,8 +4,8 @@
 // Checkpoints: ours (DIR/step_N/ or DIR itself: the newest step_* inside it) hold the weights
 // (model.safetensors, or HF's sharded model.safetensors.index.json and its files) and
 // state.json whose "model" entry is {"family", "config"} (the model registry rebuilds the shape
-// from it; tensor names must match exactly); a Hugging Face GPT-2 directory (config.json and
-// the weights, no state.json) loads as a GPT through the family's pretrained loader (HF names,
+// from it; tensor names must match exactly); a Hugging Face save_pretrained directory (config.json
+// and the weights, no state.json) loads through its model_type's pretrained loader (HF names,
 // legacy buffers, the tied lm_head). A missing or unexpected tensor is a ValueError naming it.
 //
 // generate() here runs the whole

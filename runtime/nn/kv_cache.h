@@ -16,8 +16,8 @@
 // Everything is tensor ops (matmul, softmax, narrow/copy_), so the cache runs wherever the
 // model's tensors are (CPU or CUDA) without a kernel of its own.
 //
-// CachedLayer is what a model's layer implements to run on a cache (models/gpt.h does, for the
-// GPT and its tensor-parallel form); the generation loop (runtime/generate/generation.h) calls it.
+// CachedLayer is what a model's layer implements to run on a cache (models/decoder/decoder_cached.cpp
+// does, for every decoder family and its tensor-parallel form); the generation loop (runtime/generate/generation.h) calls it.
 #pragma once
 #include <cstdint>
 #include <map>

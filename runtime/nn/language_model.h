@@ -115,10 +115,10 @@ class LanguageModel : public Module {
   // and last, which hold the tied embedding (its gradient hook must fire once).
   virtual bool recomputable(size_t i) const;
 
-  virtual std::string family() const = 0;    // "gpt" | "simple-transformer" | "mlp"
+  virtual std::string family() const = 0;    // the registry's name (models/register.cpp)
   virtual int64_t vocab_size() const = 0;
   virtual int64_t context_length() const = 0;  // longest sequence the model accepts
-  // What rebuilds the model: for the GPT the Hugging Face config.json, else our own fields.
+  // What rebuilds the model: for the decoders the Hugging Face config.json, else our own fields.
   virtual nlohmann::json config_json() const = 0;
   // Full names of parameters held by more than one layer.
   std::vector<std::string> tied_names() const;

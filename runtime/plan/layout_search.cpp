@@ -20,8 +20,8 @@ StepCost step_cost(const nlohmann::json& entry, int64_t seq_len, const PlanLayou
     for (const auto& [name, shape] : layer.params)
       if (seen.insert(name).second) params += static_cast<double>(shape_numel(shape));
   }
-  const nlohmann::json& c = entry.at("config");
-  const double C = c.value("n_embd", c.value("d_model", 0.0));
+  // the residual width: the decoder description's, else the config's own d_model (our families)
+  const double C = d.decoder ? static_cast<double>(d.decoder->d_model) : entry.at("config").value("d_model", 0.0);
   const double blocks = static_cast<double>(d.layers.size()) - 2;
   const double e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
   const double e_c = static_cast<double>(dtype_size(compute_dtype(l.grad_comm_dtype)));

@@ -35,31 +35,62 @@ double layer_elements(const LayerInfo& layer, const ShardRule& rule, int64_t tp,
   return n;
 }
 
+// Multi-head attention without rope and a GELU MLP: the GPT-2 block's ops (DecoderBlock's packed
+// c_attn, the composed attention under tp, ops::mlp_gelu at tp 1); else the grouped-query block.
+bool classic_block(const DecoderShape& s) { return !s.rotary && s.kv_heads == s.heads && !s.swiglu; }
+
 }  // namespace
 
-BlockActivations gpt_block_activations(int64_t d_model, int64_t heads, int64_t tp, Precision precision, Device device) {
-  const double C = static_cast<double>(d_model), t = static_cast<double>(tp);
-  const double A = C / t, F = 4 * C / t, H = static_cast<double>(heads) / t, D = C / static_cast<double>(heads);
+BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precision precision, Device device,
+                                   double tokens) {
+  const double C = static_cast<double>(shape.d_model), t = static_cast<double>(tp);
+  const double D = static_cast<double>(shape.head_dim > 0 ? shape.head_dim : shape.d_model / std::max<int64_t>(shape.heads, 1));
+  const double H = static_cast<double>(shape.heads) / t, Hkv = static_cast<double>(shape.kv_heads > 0 ? shape.kv_heads : shape.heads) / t;
+  const double A = H * D, Akv = Hkv * D, F = static_cast<double>(shape.ffn > 0 ? shape.ffn : 4 * shape.d_model) / t;
   const DType dt = compute_dtype(precision);
   const double e = static_cast<double>(dtype_size(dt));
-  // the fused CUDA paths exist for f16/bf16 only (ops/matmul.cpp, ops/mlp.cpp, ops/attention.cpp)
-  const bool fused = device == Device::cuda && dt != DType::f32;
   BlockActivations b;
-  // ops::causal_attention_qkv on CUDA reads q, k, v in place for every dtype and head size up to
-  // 128 (cuDNN, the flash kernels or the CUDA-core ones: ops/cuda/attention.cu); the
-  // tensor-parallel block composes its attention from ops::causal_attention (tp_layers.cpp)
-  b.packed_attention = device == Device::cuda && D <= 128 && tp == 1;
-  // replicated (B, T, C) tensors: ln_1's and ln_2's outputs, the residual h, the block's output,
-  // and each output projection: c_proj's GEMM and its bias add (tp > 1: the GEMM, its all-reduce,
-  // the bias add, in attention and in the MLP); a fused tp-1 projection is one tensor
-  b.replicated = tp > 1 ? 10 : fused ? 6 : 8;
-  // (B, T, A) tensors: c_attn's output (3A; unfused also its GEMM before the bias, 3A); the
-  // composed attention's reshape and head-major copies of q, k, v (6A), its output and the heads
-  // joined (2A); the packed kernels read q, k, v inside c_attn's output and keep one (B, T, A)
-  b.attention = (fused ? 3 : 6) + (b.packed_attention ? 1 : 8);
-  // (B, T, F) tensors: c_fc's output (unfused also its GEMM before the bias) and GELU's
-  b.mlp = fused ? 2 : 3;
-  b.bytes_per_token = (b.replicated * C + b.attention * A + b.mlp * F) * e + (4 + H) * 4;
+  // the norms' f32 statistics per token: LayerNorm mean and rstd, RMSNorm rstd; two per block
+  const double norm_stats = shape.rmsnorm ? 2 : 4;
+  if (classic_block(shape)) {
+    // multi-head attention without rope, GELU MLP with biases: the GPT-2 block (DecoderBlock's
+    // packed c_attn, the composed attention under tp, ops::mlp_gelu at tp 1)
+    // the fused CUDA paths exist for f16/bf16 only (ops/matmul.cpp, ops/mlp.cpp, ops/attention.cpp)
+    const bool fused = device == Device::cuda && dt != DType::f32;
+    // ops::causal_attention_qkv on CUDA reads q, k, v in place for every dtype and head size up to
+    // 128 (cuDNN, the flash kernels or the CUDA-core ones: ops/cuda/attention.cu); the
+    // tensor-parallel block composes its attention from ops::causal_attention
+    b.packed_attention = device == Device::cuda && D <= 128 && tp == 1;
+    // replicated (B, T, C) tensors: ln_1's and ln_2's outputs, the residual h, the block's output,
+    // and each output projection: c_proj's GEMM and its bias add (tp > 1: the GEMM, its all-reduce,
+    // the bias add, in attention and in the MLP); a fused tp-1 projection is one tensor
+    b.replicated = tp > 1 ? 10 : fused ? 6 : 8;
+    // (B, T, A) tensors: c_attn's output (3A; unfused also its GEMM before the bias, 3A); the
+    // composed attention's reshape and head-major copies of q, k, v (6A), its output and the heads
+    // joined (2A); the packed kernels read q, k, v inside c_attn's output and keep one (B, T, A)
+    b.attention = (fused ? 3 : 6) + (b.packed_attention ? 1 : 8);
+    // (B, T, F) tensors: c_fc's output (unfused also its GEMM before the bias) and GELU's
+    b.mlp = fused ? 2 : 3;
+    b.bytes_per_token = (b.replicated * C + b.attention * A + b.mlp * F) * e + (norm_stats + H) * 4;
+    return b;
+  }
+  // the grouped-query block (DecoderBlock with rotary positions or fewer key/value heads, no
+  // biases): q, k, v as one GEMM of their concatenated weights, the packed attention (every
+  // device: ops::causal_attention_qkv's kernels read q, k, v and rotate them in place)
+  b.packed_attention = true;
+  // (B, T, C): norm1's output, o's output, norm2's residual sum and output, down's output, the
+  // block's output (each op's inputs stay with its node until its backward); under tp also the
+  // row-parallel GEMMs' partial sums beside their all-reduced copies (o and down)
+  b.replicated = tp > 1 ? 8 : 6;
+  // the packed q/k/v (A + 2·A_kv) and the attention's output (A), counted in units of A
+  b.attention = (A + (A + 2 * Akv)) / std::max(A, 1.0);
+  // SwiGLU: [gate | up] (2F) and silu(gate)·up (F); GELU: the up projection and GELU's output
+  b.mlp = shape.swiglu ? 3 : 2;
+  // the concatenated weights the two GEMMs keep for their backward ([q|k|v]ᵀ and [gate|up]ᵀ, made
+  // per micro-batch in the forward): per token of a micro-batch of `tokens`
+  const double cat_weights = ((A + 2 * Akv) * C + (shape.swiglu ? 2 * F * C : 0)) * e;
+  b.bytes_per_token = (b.replicated * C + b.attention * A + b.mlp * F) * e + (norm_stats + H) * 4 +
+                      (tokens > 0 ? cat_weights / tokens : 0);
   return b;
 }
 
@@ -72,7 +103,7 @@ namespace {
 struct HeadLossBytes {
   double saved = 0, transient = 0, backward = 0, grad = 0;
 };
-HeadLossBytes gpt_head_loss_bytes(double C, double V, const PlanLayout& l, double tokens) {
+HeadLossBytes head_loss_bytes(double C, double V, const PlanLayout& l, double tokens) {
   const double e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
   if (head_is_chunked(l)) {  // ops/lm_head_loss.h; its CPU chunk buffer is f32
     const double rows =
@@ -91,10 +122,11 @@ HeadLossBytes gpt_head_loss_bytes(double C, double V, const PlanLayout& l, doubl
     h.grad = V * C * e;
     return h;
   }
-  return {};  // the unfused head: gpt_activations' logits terms
+  return {};  // the unfused head: decoder_activations' logits terms
 }
 
-// Per token of a micro-batch, in bytes: the GPT's saved tensors (header), or 0 for another family.
+// Per token of a micro-batch, in bytes: a decoder's saved tensors (header), or 0 for a model
+// without a decoder description.
 struct ActivationCoefficients {
   double block = 0, block_recompute = 0, replay = 0, embedding = 0, loss_saved = 0, loss_transient = 0;
   double block_backward = 0;  // a block's backward beyond what it saved (its gradients' buffers)
@@ -104,15 +136,16 @@ struct ActivationCoefficients {
   double embedding_grad = 0;    // the embedding's gradient of the tied wte before it is added (bytes)
   HeadLossBytes head;           // the chunked head's terms (zeros for the unfused head)
 };
-ActivationCoefficients gpt_activations(const nlohmann::json& config, const PlanLayout& l, double tokens) {
+ActivationCoefficients decoder_activations(const DecoderShape& shape, double V, const PlanLayout& l, double tokens) {
   ActivationCoefficients a;
-  const double C = config.value("n_embd", 0.0), V = config.value("vocab_size", 0.0);
+  const double C = static_cast<double>(shape.d_model);
   const double tp = static_cast<double>(l.tp), e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
-  a.block = gpt_block_activations(config.value("n_embd", int64_t{0}), config.value("n_head", int64_t{1}), l.tp,
-                                  l.precision, l.device)
-                .bytes_per_token;
+  a.block = block_activations(shape, l.tp, l.precision, l.device, tokens).bytes_per_token;
   a.block_recompute = C * e;
-  a.replay = a.block + 5 * C * 4;
+  // the replay's moment: the replayed block and its backward's transient — 5·C·4 for the GPT-2
+  // block; the grouped-query block's backward has freed two of its (B, T, C) tensors by its peak
+  // (measured on the CPU in fp32: np 1, C 64, 4 blocks, 256 tokens, within 0.5 %)
+  a.replay = a.block + (classic_block(shape) ? 5 : 3) * C * 4;
   // measured on the CPU: 12·C bytes in fp32; 52·C in fp16/bf16, where the CPU kernels stage
   // operands in f32 (kept for CUDA: not measured there on a stage without the loss)
   a.block_backward = (e == 4 ? 12 : 52) * C;
@@ -123,7 +156,7 @@ ActivationCoefficients gpt_activations(const nlohmann::json& config, const PlanL
   const double l_bytes = l.device == Device::cpu && e != 4 ? e + 4 : e;
   a.embedding_grad = V / tp * C * l_bytes;  // the CPU stages it in f32 too under fp16/bf16
   if (head_is_chunked(l)) {  // no logits: the chunked head's own terms (ops/lm_head_loss.h)
-    a.head = gpt_head_loss_bytes(C, V, l, tokens);
+    a.head = head_loss_bytes(C, V, l, tokens);
     a.loss_saved = a.head.saved;
     a.loss_transient = a.head.transient;
     return a;
@@ -214,14 +247,16 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
   const ShardRule rule = f.shard_rule && l.tp > 1 ? f.shard_rule(entry.at("config")) : ShardRule();
   const int pieces = static_cast<int>(l.pp * l.virtual_stages);
   const Partition part = choose_partition(l.partition, d, pieces);
-  const bool gpt = family == "gpt";
-  if (!gpt) plan.notes = "activations are modelled for the gpt family only (0 here)";
+  // activations from the model's decoder description (DecoderShape); none for another model
+  const bool decoder = d.decoder.has_value();
+  if (!decoder) plan.notes = "activations are modelled for decoder models only (0 here)";
   const ActivationCoefficients a =
-      gpt ? gpt_activations(entry.at("config"), l, static_cast<double>(l.micro_batch * seq_len)) : ActivationCoefficients{};
+      decoder ? decoder_activations(*d.decoder, static_cast<double>(d.vocab_size), l, static_cast<double>(l.micro_batch * seq_len))
+              : ActivationCoefficients{};
   const ParamBytes pb = param_bytes(l.precision, l.optimizer);  // the same per-parameter bytes as the memory check
   const double e = pb.weight, master = pb.master, state = pb.state;
   const double dp = static_cast<double>(l.dp), tokens = static_cast<double>(l.micro_batch * seq_len);
-  const double C = gpt ? entry.at("config").value("n_embd", 0.0) : 0.0;
+  const double C = decoder ? static_cast<double>(d.decoder->d_model) : 0.0;
   const int last_layer = static_cast<int>(d.layers.size()) - 1;
   for (int s = 0; s < l.pp; ++s) {
     StageMemory m;
@@ -278,7 +313,7 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     // the head's backward: the logits gone, their gradient, its input's and (once) the tied
     // weight's gradient — the larger moment when C is large against the micro-batch's tokens
     // (the unfused head; the chunked head's backward moment is below)
-    if (holds_loss && gpt && a.head.grad == 0)
+    if (holds_loss && decoder && a.head.grad == 0)
       m.activations = std::max(m.activations, tokens * (n * saved_all - a.logits + a.head_backward) + a.head_weight_grad);
     // the backward of its last block, the loss's saved tensors of that micro-batch gone
     const bool holds_block = std::find(saved.begin(), saved.end(), a.block) != saved.end();
@@ -293,7 +328,7 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     // the end of the backward: every gradient made, and the embedding's gradient of the tied wte
     // before it is added to the head's — the peak when the activations are small against the
     // weights (few tokens per micro-batch); ZeRO-3's gradient term already holds wte's
-    if (gpt && holds_embedding && l.zero < 3) {
+    if (decoder && holds_embedding && l.zero < 3) {
       m.activations = std::max(m.activations, a.embedding_grad);  // made in the backward's scope
       m.peak = std::max(m.peak, fixed + m.grads + a.embedding_grad);
     }

@@ -21,18 +21,26 @@
 //   activations  the schedule's in-flight micro-batches n_s (GPipe m, 1F1B min(m, pp − s),
 //                interleaved its bound; one process or no pipeline: 1) × the stage's saved bytes
 //                per micro-batch, plus the last stage's loss transient. Per token of a
-//                micro-batch (B·T tokens), from the tensors the GPT's ops keep for backward on the
+//                micro-batch (B·T tokens), from the tensors the decoder's ops keep for backward on the
 //                run's device (--device: every tensor an autograd node holds stays until its
 //                backward), in the sizes (A = C/tp, F = 4C/tp the attention and MLP widths a tp
-//                rank holds, H/tp its heads):
-//                  block       (r·C + a·A + f·F)·e + (4 + H/tp)·4  (gpt_block_activations below:
+//                rank holds, H/tp its heads; a model's own head size D and width F where it
+//                has them):
+//                  block       (r·C + a·A + f·F)·e + (s + H/tp)·4  (block_activations below:
 //                              r, a, f count the (B, T, ·) tensors kept; the f32 part is the two
-//                              LayerNorms' statistics and the attention's log-sum-exp — no
-//                              attention path keeps a T×T tensor)
+//                              norms' statistics, s = 4 for LayerNorm (mean, rstd), 2 for RMSNorm
+//                              (rstd), and the attention's log-sum-exp — no attention path keeps
+//                              a T×T tensor). The GPT-2 block (learned positions, as many
+//                              key/value heads as heads, GELU with biases):
 //                              CPU, and CUDA in fp32:   r 8 (tp > 1: 10), a 14, f 3
 //                              CUDA in fp16/bf16:       r 6 (tp > 1: 10), a 4 at tp 1 with head
 //                              size 64 (packed flash / cuDNN attention), else 11, f 2 — the bias
 //                              and GELU epilogues fuse the GEMMs' outputs (ops/matmul.cpp, ops/mlp.cpp)
+//                              The grouped-query block (rotary or Hkv < H, no biases: Llama), with
+//                              A_kv = Hkv·D/tp: r 6 (tp > 1: 8), the packed q/k/v and the
+//                              attention's output (2A + 2A_kv), f 3 with SwiGLU (gate|up, their
+//                              product), and per micro-batch the two concatenated weights the
+//                              GEMMs keep, ((A + 2A_kv)·C + 2F·C)·e (spread over its B·T tokens)
 //                              recompute: C·e (its input)
 //                  embedding   C·e
 //                  loss        saved per micro-batch: V/tp·l + (C + 2)·4 (the logits, ln_f's
@@ -72,8 +80,8 @@
 //                with the chunked head, also its backward's moment on the last stage
 // The CPU coefficients are held to the allocator by tests/runtime/plan/test_memory_plan.cpp; the
 // CUDA ones are derived from the ops' code (tests/runtime/plan/test_memory_plan_device.cpp holds
-// the closed form) and checked on the GPU by launch/gpu/run_memory_gpu.sh. Other families get
-// parameters, gradients and optimizer only (activations 0, said in `notes`).
+// the closed form) and checked on the GPU by launch/gpu/run_memory_gpu.sh. Models without a
+// decoder description get parameters, gradients and optimizer only (activations 0, in `notes`).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -99,23 +107,27 @@ struct PlanLayout {
   PartitionKind partition = PartitionKind::params;
   double bucket_mb = 25.0;
   Device device = Device::cpu;  // the activation term's ops (the CUDA paths fuse and keep less)
-  bool chunked_head = false;  // --chunked-head (GPT; in effect only where head_is_chunked says so)
+  bool chunked_head = false;  // --chunked-head (in effect only where head_is_chunked says so)
   int64_t world() const { return dp * tp * pp; }
 };
 // The layout a train config asks for (its ZeRO stage: cfg.zero as an integer).
 PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp);
-// Whether the GPT's loss runs the chunked head in this layout: --chunked-head, no tensor
+// Whether the loss runs the chunked head in this layout: --chunked-head, no tensor
 // parallelism (the vocabulary-parallel loss keeps the unfused head) and no ZeRO-3 (Trainer::init).
 bool head_is_chunked(const PlanLayout& layout);
 
-// A GPT block's saved tensors per token on `device` (the header's block line): how many (B, T, C),
-// (B, T, A) and (B, T, F) tensors it keeps for backward, and their bytes with the f32 statistics.
+// A decoder block's saved tensors per token on `device` (the header's block line), from the
+// model's description (DecoderShape: heads, key/value heads, head size, MLP width and kind, norm,
+// rope): how many (B, T, C), (B, T, A) and (B, T, F) tensors it keeps for backward, and their
+// bytes with the f32 statistics. `tokens` (B·T of a micro-batch) spreads what a block keeps per
+// micro-batch rather than per token (the grouped-query block's concatenated weights) over them.
 struct BlockActivations {
   double replicated = 0, attention = 0, mlp = 0;  // counts of (B,T,C), (B,T,A), (B,T,F) tensors
-  bool packed_attention = false;                  // CUDA f16/bf16, head size 64, tp 1
+  bool packed_attention = false;                  // the kernels read q, k, v inside the packed projection
   double bytes_per_token = 0;
 };
-BlockActivations gpt_block_activations(int64_t d_model, int64_t heads, int64_t tp, Precision precision, Device device);
+BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precision precision, Device device,
+                                   double tokens = 0);
 
 // What one rank of stage `stage` holds, in bytes.
 struct StageMemory {

@@ -56,7 +56,7 @@ struct ModelFactory {
   // family cannot (ZeRO-3 with --init-from is then refused).
   std::function<PretrainedSource(const LanguageModel& model, const std::string& dir)> open_pretrained = {};
   // The Hugging Face model_type of the config.json this family reads (--init-from, generate on a
-  // save_pretrained directory): "gpt2", "llama"; "": none.
+  // save_pretrained directory), as models/register.cpp gives it; "": none.
   std::string hf_model_type = {};
   // The family a run gets when --model is not given (exactly one family says so).
   bool is_default = false;

@@ -3,10 +3,10 @@
 // runtime/parallel/state_sharding.h's):
 //   model.safetensors, or model.safetensors.index.json + model-0000k-of-0000n.safetensors
 //                          full f32 weights by full name (the optimizer's masters, so fp16/bf16
-//                          runs lose nothing), one file per writing rank; HF GPT-2 names for the
-//                          GPT, {"format": "pt"}: Hugging Face's sharded layout
-//   config.json            LanguageModel::config_json() — for the GPT the HF config, so the
-//                          directory loads in transformers (GPT2LMHeadModel.from_pretrained)
+//                          runs lose nothing), one file per writing rank; the family's HF names for
+//                          the decoders, {"format": "pt"}: Hugging Face's sharded layout
+//   config.json            LanguageModel::config_json() — for the decoders the HF config, so the
+//                          directory loads in transformers (GPT2LMHeadModel / LlamaForCausalLM)
 //   optimizer.safetensors, or optimizer.safetensors.index.json + optimizer-0000k-of-0000n.safetensors
 //                          Optimizer::state_dict() by key: step, moments / momentum,
 //                          low-precision masters — full tensors, the same layout

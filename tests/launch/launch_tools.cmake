@@ -3,7 +3,7 @@
 # launch/setup.sh without package network (apt-get and dpkg stubbed), and demo.sh --help. These and
 # the plot test run no binary of the build (label source-only: the sanitizer pass skips them).
 add_test(NAME test_launch_setup COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/setup_test.sh ${PROJECT_SOURCE_DIR})
-set_tests_properties(test_launch_setup PROPERTIES LABELS "cpu;source-only" TIMEOUT 180)
+set_tests_properties(test_launch_setup PROPERTIES LABELS "cpu;source-only" TIMEOUT 420)
 add_test(NAME test_launch_demo_help COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/demo_help_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_launch_demo_help PROPERTIES LABELS "cpu;source-only" TIMEOUT 60)
 add_test(NAME test_launch_plot COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/plot_test.sh ${PROJECT_SOURCE_DIR})

@@ -192,7 +192,7 @@ TEST(LaunchConfig, InitFromTakesSizesFromConfigJson) {
 }
 
 TEST(LaunchConfig, ShippedConfigsListEveryFlagAndAreValid) {
-  for (const char* name : {"demo", "gpt2-124m", "simple-transformer"}) {
+  for (const char* name : {"demo", "gpt2-124m", "simple-transformer", "llama-tiny"}) {
     const std::string path = std::string(ST_SOURCE_DIR) + "/launch/configs/" + name + ".yaml";
     YAML::Node root = YAML::LoadFile(path);
     for (const auto& f : contract_train_flags()) EXPECT_TRUE(root[f]) << path << " lacks " << f;
@@ -215,6 +215,13 @@ TEST(LaunchConfig, ShippedConfigsListEveryFlagAndAreValid) {
       EXPECT_EQ(c.heads, 8);
       EXPECT_EQ(c.layers, 6);
     } else {
+      if (std::string(name) == "llama-tiny") {
+        EXPECT_EQ(c.model, "llama");
+        EXPECT_EQ(c.kv_heads, 2);
+        EXPECT_EQ(c.ffn, 384);
+        EXPECT_EQ(c.rope_theta, 500000);
+        EXPECT_EQ(c.tie_embeddings, 0);
+      }
       EXPECT_EQ(c.vocab, 256);
       EXPECT_EQ(c.seq_len, 64);
       EXPECT_EQ(c.micro_batch, 8);

@@ -5,10 +5,12 @@
 // to carry them) — against the plan's numbers for that rank's stage. Run at np 1, 2 and 4; each
 // world size runs the layouts of its size (np 1: fp32, bf16, recompute, grad accumulation;
 // np 2: dp, ZeRO-1, ZeRO-3, tp, pp GPipe and 1F1B; np 4: pp 4 1F1B, dp 2 × pp 2 and ZeRO-3 in
-// bf16 with f32 gradient communication). ZeRO-2's closed form is in the planner but not here.
+// bf16 with f32 gradient communication; Llama: np 1 fp32, bf16, recompute; np 2 tp 2, pp 2 1F1B,
+// ZeRO-3). ZeRO-2's closed form is in the planner but not here.
 //
 // Tolerance 5 % (the planner's stated accuracy) plus 64 bytes for tiny categories. The model: a
-// GPT of 4 blocks, C = 64, 4 heads, V = 256, T = 32, micro-batch 8 (256 tokens), AdamW. The
+// GPT of 4 blocks, C = 64, 4 heads, V = 256, T = 32, micro-batch 8 (256 tokens), AdamW; a Llama
+// of the same sizes (2 key/value heads, SwiGLU 96, untied head) for the grouped-query block. The
 // allocator counts a pipeline's p2p buffers as activations (they are allocated inside the
 // step's activation scope) and the DP reducer's cast buffers as gradients, so the measured
 // activations are compared with the plan's activations + comm_p2p and the gradients with its
@@ -109,6 +111,17 @@ std::vector<Case> cases() {
   add(2, "pp 2 1f1b m 4", [](TrainConfig& c) { c.pp = 2, c.schedule = Schedule::one_f_one_b, c.grad_accum = 4; });
   add(4, "pp 4 1f1b m 4", [](TrainConfig& c) { c.pp = 4, c.grad_accum = 4; });
   add(4, "dp 2 pp 2 1f1b m 4 bf16", [](TrainConfig& c) { c.dp = 2, c.pp = 2, c.grad_accum = 4, c.precision = Precision::bf16; });
+  // Llama (the grouped-query block: RMSNorm, rope theta 500000, 4 heads over 2 key/value heads,
+  // SwiGLU 96, an untied head) at the same sizes
+  auto llama = [](TrainConfig& c) {
+    c.model = "llama", c.kv_heads = 2, c.ffn = 96, c.rope_theta = 500000, c.tie_embeddings = 0;
+  };
+  add(1, "llama np 1 fp32", llama);
+  add(1, "llama np 1 bf16", [&](TrainConfig& c) { llama(c), c.precision = Precision::bf16; });
+  add(1, "llama np 1 recompute", [&](TrainConfig& c) { llama(c), c.recompute = true; });
+  add(2, "llama tp 2", [&](TrainConfig& c) { llama(c), c.tp = 2; });
+  add(2, "llama pp 2 1f1b m 4", [&](TrainConfig& c) { llama(c), c.pp = 2, c.grad_accum = 4; });
+  add(2, "llama dp 2 zero 3", [&](TrainConfig& c) { llama(c), c.dp = 2, c.zero = 3; });
   return v;
 }
 
@@ -184,3 +197,4 @@ int main(int argc, char** argv) {
   MPI_Finalize();
   return any;
 }
+

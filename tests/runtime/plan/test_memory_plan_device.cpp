@@ -1,6 +1,6 @@
 // The memory planner on the run's device (runtime/plan/memory_plan.h, --device): a GPT block's
 // saved tensors per token written out here from the ops' code and compared with
-// gpt_block_activations, on the CPU (what test_memory_plan holds to the allocator) and on CUDA,
+// block_activations (GPT-2's block and the grouped-query one), on the CPU (what test_memory_plan holds to the allocator) and on CUDA,
 // whose f16/bf16 paths fuse the GEMMs' bias and GELU epilogues and, at head size 64, run packed
 // flash / cuDNN attention that keeps only its (B, T, A) output and the (B, H, T) f32 log-sum-exp.
 // No path keeps a T×T tensor: the activations of B·T tokens are the same whatever T (checked
@@ -34,7 +34,38 @@ double block(double r, double a, double f, double C, double H, double tp, double
   return (r * C + a * C / tp + f * 4 * C / tp) * e + (4 + H / tp) * 4;
 }
 
+// GPT-2's block as the description gives it: LayerNorm, learned positions, H key/value heads, 4C.
+DecoderShape gpt2_shape(int64_t C, int64_t H) {
+  DecoderShape s;
+  s.d_model = C, s.heads = H, s.kv_heads = H, s.head_dim = C / H, s.ffn = 4 * C;
+  return s;
+}
+
 }  // namespace
+
+// The grouped-query block (Llama: RMSNorm, rope, Hkv < H, SwiGLU, no biases), on every device:
+// norm1's output, o's output, norm2's sum and output, down's output, the block's output (r 6;
+// tp > 1: + the row-parallel GEMMs' partial sums, 8); the packed q/k/v (A + 2A_kv) and the attention's output A; [gate|up]
+// 2F and their product F; the rstd of the two RMSNorms and the log-sum-exp of the H/tp heads; the
+// concatenated [q|k|v] and [gate|up] weights kept per micro-batch, over its tokens.
+TEST(MemoryPlanDevice, GroupedQueryBlockTerms) {
+  DecoderShape s;
+  s.d_model = 2048, s.heads = 32, s.kv_heads = 8, s.head_dim = 64, s.ffn = 8192;
+  s.swiglu = s.rmsnorm = s.rotary = true;
+  s.tied_head = true;
+  const double tokens = 4096;
+  for (Device dev : {Device::cpu, Device::cuda})
+    for (int64_t tp : {1, 2, 4})
+      for (Precision p : {Precision::fp32, Precision::bf16}) {
+        const double e = p == Precision::fp32 ? 4 : 2, t = static_cast<double>(tp);
+        const double C = 2048, A = 2048 / t, Akv = 512 / t, F = 8192 / t, H = 32 / t;
+        const BlockActivations b = block_activations(s, tp, p, dev, tokens);
+        EXPECT_TRUE(b.packed_attention);
+        const double want = ((tp > 1 ? 8 : 6) * C + (2 * A + 2 * Akv) + 3 * F) * e + (2 + H) * 4 +
+                            ((A + 2 * Akv) * C + 2 * F * C) * e / tokens;
+        EXPECT_DOUBLE_EQ(b.bytes_per_token, want) << to_string(dev) << " tp " << tp;
+      }
+}
 
 TEST(MemoryPlanDevice, BlockTermsAreTheOpsClosedForms) {
   // CPU, any precision: ln_1, ln_2, h, the output, and both projections' GEMM + bias add (tp > 1:
@@ -44,31 +75,31 @@ TEST(MemoryPlanDevice, BlockTermsAreTheOpsClosedForms) {
   // k, v inside c_attn's output and keeps its output (6A + A = 7)
   for (Device dev : {Device::cpu, Device::cuda})
     for (int64_t tp : {1, 2, 4}) {
-      const BlockActivations b = gpt_block_activations(768, 12, tp, Precision::fp32, dev);
+      const BlockActivations b = block_activations(gpt2_shape(768, 12), tp, Precision::fp32, dev);
       const bool packed = dev == Device::cuda && tp == 1;
       EXPECT_DOUBLE_EQ(b.bytes_per_token, block(tp > 1 ? 10 : 8, packed ? 7 : 14, 3, 768, 12, tp, 4))
           << to_string(dev) << " tp " << tp;
       EXPECT_EQ(b.packed_attention, packed);
     }
   for (Precision p : {Precision::bf16, Precision::fp16}) {
-    EXPECT_DOUBLE_EQ(gpt_block_activations(768, 12, 1, p, Device::cpu).bytes_per_token, block(8, 14, 3, 768, 12, 1, 2));
+    EXPECT_DOUBLE_EQ(block_activations(gpt2_shape(768, 12), 1, p, Device::cpu).bytes_per_token, block(8, 14, 3, 768, 12, 1, 2));
     // CUDA f16/bf16, head size 64 (C 768, 12 heads): the fused projections are one tensor each
     // (r 6), c_attn's output 3A + the packed attention's output A = 4, c_fc's fused output and
     // GELU's = 2F. Under tp the row-parallel GEMM, all-reduce and bias add stay (r 10) and the
     // block composes its attention (TpSelfAttention: 3A + 8A = 11) whatever the head size.
     for (int64_t tp : {1, 2}) {
-      const BlockActivations b = gpt_block_activations(768, 12, tp, p, Device::cuda);
+      const BlockActivations b = block_activations(gpt2_shape(768, 12), tp, p, Device::cuda);
       EXPECT_EQ(b.packed_attention, tp == 1);
       EXPECT_DOUBLE_EQ(b.attention, tp == 1 ? 4 : 11);
       EXPECT_DOUBLE_EQ(b.bytes_per_token, block(tp > 1 ? 10 : 6, tp == 1 ? 4 : 11, 2, 768, 12, tp, 2)) << "tp " << tp;
     }
     // head size 80 (C 1600, 20 heads): packed too (any head size up to 128 since dbd1960)
-    const BlockActivations b80 = gpt_block_activations(1600, 20, 1, p, Device::cuda);
+    const BlockActivations b80 = block_activations(gpt2_shape(1600, 20), 1, p, Device::cuda);
     EXPECT_TRUE(b80.packed_attention);
     EXPECT_DOUBLE_EQ(b80.attention, 4);
     EXPECT_DOUBLE_EQ(b80.bytes_per_token, block(6, 4, 2, 1600, 20, 1, 2));
     // head size 160 (C 1600, 10 heads): past the CUDA-core kernels' 128, composed again
-    EXPECT_FALSE(gpt_block_activations(1600, 10, 1, p, Device::cuda).packed_attention);
+    EXPECT_FALSE(block_activations(gpt2_shape(1600, 10), 1, p, Device::cuda).packed_attention);
   }
 }
 
