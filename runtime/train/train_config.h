@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "comm/comm_options.h"
 #include "runtime/common/device_names.h"
 #include "runtime/common/partition.h"
 #include "runtime/optim/lr_schedule.h"
@@ -81,8 +82,14 @@ struct TrainConfig {
   std::string metrics;  // JSONL path (rank 0 writes)
   std::string trace;    // Chrome trace JSON path
   double timeout_s = 300.0;
+  // On a deadline every rank's flight recorder as JSON in this directory ("": none), handed to
+  // comm as CommOptions::flight_recorder_dump.
+  std::string flight_recorder_dump;
   int64_t log_every = 1;
   bool progress = true;  // progress bar when stdout is a terminal
+  // comm/'s settings (debug mode, p2p mode, max count, CUDA-aware MPI): not flags — launch/ fills
+  // them from the environment (launch/comm_env.h), tests set them.
+  comm::CommOptions comm_options;
 };
 
 // How often a run validates: eval_every, or with val_data and eval_every 0 every max(1, steps / 10)
