@@ -6,7 +6,8 @@
 // Bus bandwidth = 2(n−1)/n × bytes / time (the NCCL-tests convention: what each link carries in
 // a ring all-reduce). Time per call = the slowest rank's, best of kRounds rounds (the machine may
 // be shared); the three methods run interleaved on the same buffer, so they see the same memory,
-// cache state and background load.
+// cache state and background load. At the end: the fixed cost of a call, and the flight recorder's
+// part of it (a communicator with the ring against one without).
 #include <mpi.h>
 
 #include <algorithm>
@@ -88,6 +89,18 @@ int main(int argc, char** argv) {
     std::printf("\nfixed cost per call (4 KB, one rank): shardtrain %.2f us, raw MPI_Iallreduce+MPI_Wait %.2f us, "
                 "difference %.2f us = %.3f%% of a raw 1 MB call here\n",
                 ours, theirs, ours - theirs, raw_1mb_s > 0 ? 100.0 * (ours - theirs) * 1e-6 / raw_1mb_s : 0.0);
+    // The flight recorder's share of it (comm/flight_recorder.h): the same calls on a communicator
+    // that keeps no ring, interleaved round by round with one that does.
+    CommOptions off;
+    off.flight_recorder_entries = 0;
+    auto self_off = MpiCommunicator::dup(MPI_COMM_SELF, "self-off", Millis(120000), off);
+    double with = 1e30, without = 1e30;
+    for (int round = 0; round < kRounds; ++round) {
+      with = std::min(with, per_call_us([&] { self->all_reduce(t)->wait(); }));
+      without = std::min(without, per_call_us([&] { self_off->all_reduce(t)->wait(); }));
+    }
+    std::printf("flight recorder: %.3f us per call with the ring, %.3f us without (%+.3f us)\n", with, without,
+                with - without);
     MPI_Comm_free(&raw_self);
   }
   comm.reset();
