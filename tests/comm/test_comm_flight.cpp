@@ -5,7 +5,7 @@
 //  * SkippedCollective: rank 1 skips allreduce tag 1 (its tag 2 meets the others' tag 1 in MPI),
 //    then waits in a barrier of another communicator; the others wait in seq 2, which it never
 //    issues. Named: rank 1; divergence: seq 1, tag 1 against tag 2. The dump holds every rank's
-//    ring as JSON.
+//    ring as JSON, and rank 1's dump_flight_recorder its own afterwards.
 //  * SwappedGroups: rank 1 issues group b's all-reduce before a's, the others a's first.
 //  * PipelineChain: rank 2 sleeps (as a SIGSTOPped rank: no answer); rank 1 waits on a receive
 //    from it and times out first, then keeps answering as launch/ does; rank 0, waiting on a
@@ -21,6 +21,7 @@
 
 #include "comm/deadline_diagnosis.h"
 #include "comm/deadline_gather.h"
+#include "comm/flight_dump.h"
 #include "comm/poll_hooks.h"
 #include "tests/comm/comm_test_util.h"
 
@@ -64,6 +65,16 @@ TEST(FlightDiagnosis, SkippedCollective) {
     c->all_reduce(t(), ReduceOp::sum, {2})->wait();  // its seq 1, the others' tag 1
     other->barrier()->wait();                        // alive, answering; released after the diagnosis
     c->all_reduce(t(), ReduceOp::sum, {2})->wait();  // meets the others' abandoned seq 2
+    // dump_flight_recorder: this rank's rings at any time
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(dump_flight_recorder(o.flight_recorder_dump + "/now")));
+    EXPECT_EQ(j["rank"], 1);
+    for (const auto& g : j["groups"])
+      if (g["name"] == "skip") {
+        EXPECT_EQ(g["collectives_issued"], 3);
+        ASSERT_EQ(g["entries"].size(), 3u);
+        EXPECT_EQ(g["entries"][2]["tag"], 2);
+        EXPECT_GT(g["entries"][2]["completed_ns"].get<int64_t>(), 0);
+      }
     return;
   }
   c->set_timeout(Millis(1000));
