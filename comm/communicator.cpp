@@ -120,6 +120,7 @@ namespace {
 int64_t i64(DType t) { return static_cast<int64_t>(t); }
 int64_t i64(ReduceOp op) { return static_cast<int64_t>(op); }
 int64_t i64(CollectiveKind k) { return static_cast<int64_t>(k); }
+int64_t elem_bytes(const Tensor& t) { return static_cast<int64_t>(dtype_size(t.dtype())); }  // per element
 }  // namespace
 
 WorkPtr Communicator::all_reduce(const Tensor& t, ReduceOp op, CallerTag tag) { return all_reduce(t, t, op, tag); }
@@ -133,7 +134,7 @@ WorkPtr Communicator::all_reduce(const Tensor& in, const Tensor& out, ReduceOp o
   ST_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), DTypeError,
            "allreduce(avg) on group '" << name() << "' needs a floating dtype, got " << dtype_name(in.dtype()));
   auto [seq, id] = begin_collective(
-      {i64(CollectiveKind::allreduce), i64(in.dtype()), in.numel(), i64(op), -1, tag.value, 0}, static_cast<int64_t>(dtype_size(in.dtype())));
+      {i64(CollectiveKind::allreduce), i64(in.dtype()), in.numel(), i64(op), -1, tag.value, 0}, elem_bytes(in));
   if (in.numel() > max_count()) return awaiting(chunked_all_reduce(in, out, op, seq), {true, {}}, id, 1);
   return awaiting(do_all_reduce(in, out, op, seq), {true, {}}, id, 1);
 }
@@ -149,7 +150,7 @@ WorkPtr Communicator::reduce(const Tensor& in, const Tensor& out, int root, Redu
   ST_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), DTypeError,
            "reduce(avg) on group '" << name() << "' needs a floating dtype, got " << dtype_name(in.dtype()));
   auto [seq, id] = begin_collective(
-      {i64(CollectiveKind::reduce), i64(in.dtype()), in.numel(), i64(op), root, tag.value, 0}, static_cast<int64_t>(dtype_size(in.dtype())));
+      {i64(CollectiveKind::reduce), i64(in.dtype()), in.numel(), i64(op), root, tag.value, 0}, elem_bytes(in));
   if (in.numel() > max_count()) return awaiting(chunked_reduce(in, out, root, op, seq), {true, {}}, id, 1);
   return awaiting(do_reduce(in, out, root, op, seq), {true, {}}, id, 1);
 }
@@ -166,7 +167,7 @@ WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, Reduce
            "reduce_scatter(avg) on group '" << name() << "' needs a floating dtype, got " << dtype_name(in.dtype()));
   auto [seq, id] = begin_collective(
       {i64(CollectiveKind::reduce_scatter), i64(in.dtype()), out.numel(), i64(op), -1, tag.value, 0},
-      static_cast<int64_t>(dtype_size(in.dtype())));
+      elem_bytes(in));
   if (in.numel() > max_count()) return awaiting(chunked_reduce_scatter(in, out, op, seq), {true, {}}, id, 1);
   return awaiting(do_reduce_scatter(in, out, op, seq), {true, {}}, id, 1);
 }
@@ -180,7 +181,7 @@ WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out, CallerTag 
            "all_gather on group '" << name() << "' of size " << size() << ": output " << out.describe()
                                    << " must hold size x input " << in.describe());
   auto [seq, id] = begin_collective(
-      {i64(CollectiveKind::all_gather), i64(in.dtype()), in.numel(), -1, -1, tag.value, 0}, static_cast<int64_t>(dtype_size(in.dtype())));
+      {i64(CollectiveKind::all_gather), i64(in.dtype()), in.numel(), -1, -1, tag.value, 0}, elem_bytes(in));
   if (out.numel() > max_count()) return awaiting(chunked_all_gather(in, out, seq), {true, {}}, id, 1);
   return awaiting(do_all_gather(in, out, seq), {true, {}}, id, 1);
 }
@@ -191,7 +192,7 @@ WorkPtr Communicator::broadcast(const Tensor& t, int root, CallerTag tag) {
   ST_CHECK(root >= 0 && root < size(), ValueError,
            "broadcast on group '" << name() << "': root " << root << " outside [0, " << size() << ")");
   auto [seq, id] = begin_collective(
-      {i64(CollectiveKind::broadcast), i64(t.dtype()), t.numel(), -1, root, tag.value, 0}, static_cast<int64_t>(dtype_size(t.dtype())));
+      {i64(CollectiveKind::broadcast), i64(t.dtype()), t.numel(), -1, root, tag.value, 0}, elem_bytes(t));
   if (t.numel() > max_count()) return awaiting(chunked_broadcast(t, root, seq), {true, {}}, id, 1);
   return awaiting(do_broadcast(t, root, seq), {true, {}}, id, 1);
 }

@@ -67,14 +67,16 @@ WorkPtr Communicator::chunked_all_gather(const Tensor& in, const Tensor& out, ui
   }
   std::vector<WorkPtr> parts;
   for (int r = 0; r < size(); ++r)
-    for_chunks(n, max_count(), [&](int64_t s, int64_t m) { parts.push_back(do_broadcast(fo.narrow(0, r * n + s, m), r, seq)); });
+    for_chunks(n, max_count(),
+               [&](int64_t s, int64_t m) { parts.push_back(do_broadcast(fo.narrow(0, r * n + s, m), r, seq)); });
   return std::make_shared<WorkGroup>(state_, "all_gather", seq, std::move(parts));
 }
 
 WorkPtr Communicator::chunked_broadcast(const Tensor& t, int root, uint64_t seq) {
   const Tensor ft = flat(t);  // (n)
   std::vector<WorkPtr> parts;
-  for_chunks(t.numel(), max_count(), [&](int64_t s, int64_t m) { parts.push_back(do_broadcast(ft.narrow(0, s, m), root, seq)); });
+  for_chunks(t.numel(), max_count(),
+             [&](int64_t s, int64_t m) { parts.push_back(do_broadcast(ft.narrow(0, s, m), root, seq)); });
   return std::make_shared<WorkGroup>(state_, "broadcast", seq, std::move(parts));
 }
 

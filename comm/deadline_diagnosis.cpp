@@ -36,7 +36,8 @@ std::string ranks_text(std::vector<int> r) {
 
 // "allreduce(sum) f32 x4 tag 2" for a collective entry (without its seq).
 std::string describe_entry(const FlightEntry& e) {
-  CollectiveSignature s{static_cast<int64_t>(e.op), e.dtype, e.count, e.arg, e.root, e.tag, static_cast<int64_t>(e.seq)};
+  const CollectiveSignature s{static_cast<int64_t>(e.op), e.dtype, e.count, e.arg, e.root, e.tag,
+                              static_cast<int64_t>(e.seq)};
   std::string d = describe_signature(s);
   const std::string seq = " seq " + std::to_string(e.seq);
   const size_t at = d.find(seq);
@@ -95,7 +96,8 @@ class Graph {
     edges_[static_cast<size_t>(from)].push_back(e);
   }
   static bool same_wait(const WaitSnapshot& a, const WaitSnapshot& b) {
-    return a.group == b.group && a.members == b.members && a.op == b.op && a.seq == b.seq && a.collective == b.collective;
+    return a.group == b.group && a.members == b.members && a.op == b.op && a.seq == b.seq &&
+           a.collective == b.collective;
   }
   void build(int r) {
     const WaitSnapshot& w = report(r).wait;
@@ -246,11 +248,15 @@ Diagnosis diagnose(const std::vector<std::optional<RankReport>>& reports, Millis
   } else {
     // the fewest ranks that have not issued what others wait in
     std::map<std::string, std::set<int>> targets;  // group key of the waiter -> ranks that have not issued
+    std::map<std::string, std::string> names;      // group key -> its name
     for (int r = 0; r < g.size(); ++r) {
       if (!g.waiting(r) || g.report(r).wait.group.empty()) continue;
       const WaitSnapshot& w = g.report(r).wait;
       for (const Edge& e : g.edges(r))
-        if (e.not_issued) targets[group_key(w.group, w.members)].insert(e.to);
+        if (e.not_issued) {
+          targets[group_key(w.group, w.members)].insert(e.to);
+          names[group_key(w.group, w.members)] = w.group;
+        }
     }
     const std::set<int>* best = nullptr;
     std::string best_key;
@@ -261,11 +267,13 @@ Diagnosis diagnose(const std::vector<std::optional<RankReport>>& reports, Millis
       }
     if (best) {
       d.behind.assign(best->begin(), best->end());
-      why = "it has not issued what the others wait in, in group " + best_key;
+      why = std::string(best->size() == 1 ? "it has" : "they have") +
+            " not issued the collective the others wait in, in group '" + names[best_key] + "'";
     }
   }
   if (!div) {
-    // two groups' collectives issued in different orders: a waits in G, which b has not issued, and b in H, which a has not
+    // two groups' collectives issued in different orders: a waits in G, which b has not issued,
+    // and b in H, which a has not
     for (int a = 0; a < g.size() && d.divergence.empty(); ++a)
       for (const Edge& e : g.edges(a)) {
         if (!e.not_issued || !g.waiting(e.to)) continue;

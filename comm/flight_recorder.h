@@ -19,7 +19,9 @@
 namespace st::comm {
 
 // What an entry records. The collectives' values are CollectiveKind's (communicator.h).
-enum class FlightOp : int32_t { allreduce = 1, reduce_scatter, all_gather, broadcast, barrier, split, reduce, send, recv };
+enum class FlightOp : int32_t {
+  allreduce = 1, reduce_scatter, all_gather, broadcast, barrier, split, reduce, send, recv
+};
 const char* flight_op_name(FlightOp op);
 inline bool is_p2p(FlightOp op) { return op == FlightOp::send || op == FlightOp::recv; }
 

@@ -277,9 +277,10 @@ std::string report_json(const RankReport& r) {
        << ", \"broken\": " << (g.broken ? "true" : "false") << ", \"entries\": [";
     for (size_t i = 0; i < g.entries.size(); ++i) {
       const FlightEntry& e = g.entries[i];
+      const bool known = e.peer >= 0 && static_cast<size_t>(e.peer) < g.members.size();
+      const int peer = known ? g.members[static_cast<size_t>(e.peer)] : -1;  // world rank
       os << (i ? ",\n    " : "\n    ") << "{\"id\": " << e.id << ", \"seq\": " << e.seq << ", \"op\": \""
-         << flight_op_name(e.op) << "\", \"peer\": "
-         << (e.peer >= 0 && static_cast<size_t>(e.peer) < g.members.size() ? g.members[static_cast<size_t>(e.peer)] : -1)
+         << flight_op_name(e.op) << "\", \"peer\": " << peer
          << ", \"dtype\": \"" << dtype_text(e.dtype) << "\", \"count\": " << e.count << ", \"bytes\": " << e.bytes
          << ", \"tag\": " << e.tag << ", \"reduce_op\": "
          << (e.arg >= 0 ? quoted(reduce_op_name(static_cast<ReduceOp>(e.arg))) : std::string("null"))

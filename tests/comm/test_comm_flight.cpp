@@ -14,6 +14,7 @@
 // posted requests while the final barrier polls); unmatched receives do not hold up MPI_Finalize.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -45,6 +46,7 @@ std::optional<Diagnosis> deadline_of(const WorkPtr& w, int* reporter) {
     EXPECT_EQ(std::string(e.what()), e.diagnosis().line);
     EXPECT_EQ(e.timeout_line().rfind("comm timeout: ", 0), 0u) << e.timeout_line();
     *reporter = e.reporter();
+    if (e.reports_here()) std::printf("[rank %d] %s\n", e.world_rank(), e.what());  // the job's one line
     return e.diagnosis();
   }
   return std::nullopt;
