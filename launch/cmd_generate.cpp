@@ -13,6 +13,7 @@
 #include "comm/make_communicator.h"
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
+#include "launch/comm_env.h"
 #include "launch/commands.h"
 #include "launch/error_report.h"
 #include "launch/options.h"
@@ -103,7 +104,8 @@ runtime::GenerateConfig parse_sample_args(const std::vector<std::string>& args, 
 
 int run_generate(const runtime::GenerateConfig& c, const std::string& cmd) {
   const comm::CommSetup setup =
-      comm::make_communicator(c.device == Device::cuda ? "auto" : "mpi", std::chrono::milliseconds(300000));
+      comm::make_communicator(c.device == Device::cuda ? "auto" : "mpi", std::chrono::milliseconds(300000),
+                              comm_options_from_env());
   const auto& world = setup.world;
   ST_CHECK(world->size() == c.tp * c.pp, ValueError,
            cmd << ": --tp " << c.tp << " x --pp " << c.pp << " needs " << c.tp * c.pp << " ranks, the job has " << world->size());

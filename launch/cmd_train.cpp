@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "comm/mpi_env.h"
+#include "launch/comm_env.h"
 #include "launch/commands.h"
 #include "launch/config.h"
 #include "launch/corpus.h"
@@ -31,6 +32,7 @@ int cmd_train(const std::vector<std::string>& args) {
   }
   prepare_error_agreement();
   runtime::TrainConfig cfg = parse_train_args(args);
+  cfg.comm_options = comm_options_from_env();
   if (cfg.data.empty()) cfg.data = builtin_corpus_path();
   const int rc = runtime::run_parallel_training(cfg, train_seams_from_environment());
   release_error_agreement();

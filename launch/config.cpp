@@ -154,7 +154,13 @@ OptionTable train_options(TrainConfig& c) {
     "may then delete them)");
   S("metrics", "run", c.metrics, "FILE.jsonl", "one JSON object per optimizer step (rank 0)");
   S("trace", "run", c.trace, "FILE.json", "Chrome/Perfetto trace: a process per rank, a thread per track");
-  F("timeout-s", "run", c.timeout_s, "a collective slower than this aborts every rank with a named cause");
+  F("timeout-s", "run", c.timeout_s,
+    "a collective slower than this aborts every rank with one diagnosis: the rank that is behind, where each "
+    "rank waits, the first operation at which the ranks diverge (printed once, by rank 0 unless rank 0 is the "
+    "one stuck)");
+  S("flight-recorder-dump", "run", c.flight_recorder_dump, "DIR",
+    "on a deadline, write each rank's flight recorder (its last 256 collectives and transfers per group, with "
+    "times) as DIR/flight_recorder_rank<R>.json");
   I("log-every", "run", c.log_every, "N", "print a step line every N steps");
   B("progress", "run", c.progress,
     "a progress bar below the step lines, only when stdout is a terminal (isatty); redirected (a file, a "

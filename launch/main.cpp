@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
     if (cmd == "prepare") return st::launch::cmd_prepare(rest);
     if (cmd == "info") return st::launch::cmd_info(rest);
     throw st::launch::UsageError("unknown command '" + cmd + "' (commands: train, generate, sample, plan, prepare, info, version)");
+  } catch (const st::comm::DeadlineError& e) {
+    return st::launch::report_deadline(e);
   } catch (const st::launch::UsageError& e) {
     return st::launch::report_error(e.what(), 2);
   } catch (const std::exception& e) {

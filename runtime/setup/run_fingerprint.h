@@ -11,8 +11,8 @@
 // differs, one all_gather of its printable value in kFingerprintValueBytes per rank. Every rank
 // then throws the same ValueError (launch/ prints it as the job's one line):
 //   ranks disagree on lr: rank 0 0.001, rank 1 0.002 (every rank must be started with the same options)
-// Options only rank 0 reads (metrics, log-every, progress, keep-checkpoints) and the deadline
-// (timeout-s) may differ.
+// Options only rank 0 reads (metrics, log-every, progress, keep-checkpoints), the deadline
+// (timeout-s) and where a deadline's flight recorder goes (flight-recorder-dump) may differ.
 #pragma once
 #include <cstdint>
 #include <string>

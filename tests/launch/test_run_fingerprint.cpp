@@ -13,7 +13,8 @@ namespace st {
 namespace {
 
 // Options that may differ between ranks (docs/design.md's rule in the header of the fingerprint).
-const std::set<std::string> kMayDiffer = {"metrics", "log-every", "progress", "keep-checkpoints", "timeout-s"};
+const std::set<std::string> kMayDiffer = {"metrics",   "log-every", "progress", "keep-checkpoints",
+                                          "timeout-s", "flight-recorder-dump"};
 
 // Another valid spelling of the option's current value.
 std::string other_value(const launch::OptionSpec& s) {
