@@ -94,6 +94,42 @@ double mlp_param_count(const nlohmann::json& j) {
   return V * C + L * (C * C + C) + C * V + V;
 }
 
+// The flags that make each family's config (ModelFactory::options_of).
+runtime::ModelOptions gpt_flags(const nlohmann::json& j) {
+  const GptConfig c = gpt_config_from_hf(j, "model config");
+  runtime::ModelOptions m;
+  m.model = "gpt";
+  m.layers = c.n_layer;
+  m.d_model = c.n_embd;
+  m.heads = c.n_head;
+  m.vocab = c.vocab_size;
+  m.seq_len = c.n_positions;
+  m.dropout = c.embd_pdrop == c.resid_pdrop ? c.embd_pdrop : -1;  // --dropout sets both
+  return m;
+}
+runtime::ModelOptions st_flags(const nlohmann::json& j) {
+  const SimpleTransformerConfig c = SimpleTransformer::config_from_json(j);
+  runtime::ModelOptions m;
+  m.model = "simple-transformer";
+  m.layers = c.layers;
+  m.d_model = c.d_model;
+  m.heads = c.heads;
+  m.vocab = c.vocab;
+  m.seq_len = c.max_len;
+  m.dropout = c.dropout;
+  return m;
+}
+runtime::ModelOptions mlp_flags(const nlohmann::json& j) {
+  const MlpConfig c = MlpLm::config_from_json(j);
+  runtime::ModelOptions m;
+  m.model = "mlp";
+  m.layers = c.layers;
+  m.d_model = c.d_model;
+  m.vocab = c.vocab;
+  m.seq_len = c.max_len;
+  return m;
+}
+
 struct Registrar {
   Registrar() {
     runtime::register_model(
@@ -101,7 +137,7 @@ struct Registrar {
                 [](const nlohmann::json& j, int64_t T) { return describe_gpt(gpt_config_from_hf(j, "model config"), T); },
                 gpt_build, load_hf_gpt2_weights, /*tensor_parallel=*/true, gpt_param_count,
                 [](const nlohmann::json& j) { return gpt_tp_shard_rule(gpt_config_from_hf(j, "model config").vocab_size); },
-                open_hf_gpt2_weights});
+                open_hf_gpt2_weights, gpt_flags});
     runtime::register_model(
         "simple-transformer",
         {st_options,
@@ -112,13 +148,13 @@ struct Registrar {
            return std::make_shared<SimpleTransformer>(SimpleTransformer::config_from_json(j), dropout_generator(b),
                                                       b.layers);
          },
-         {}, false, st_param_count});
+         {}, false, st_param_count, {}, {}, st_flags});
     runtime::register_model(
         "mlp", {mlp_options, [](const nlohmann::json& j, int64_t) { return MlpLm::describe(MlpLm::config_from_json(j)); },
                 [](const nlohmann::json& j, const runtime::ModelBuild& b) -> std::shared_ptr<runtime::LanguageModel> {
                   return std::make_shared<MlpLm>(MlpLm::config_from_json(j), b.layers);
                 },
-                {}, false, mlp_param_count});
+                {}, false, mlp_param_count, {}, {}, mlp_flags});
   }
 };
 const Registrar registrar;

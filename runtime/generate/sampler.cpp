@@ -21,21 +21,25 @@ namespace st::runtime {
 namespace fs = std::filesystem;
 
 std::shared_ptr<LanguageModel> load_model_for_sampling(const std::string& dir_in, std::string* resolved,
-                                                       const ModelBuild& build) {
+                                                       const ModelBuild& build, std::string* note) {
   ST_CHECK(fs::is_directory(dir_in), IOError, "checkpoint " << dir_in << " is not a directory");
   std::string dir = dir_in;
-  if (!SafetensorsStore::exists(dir, "model")) {
-    std::string latest = CheckpointDir(dir).latest();
-    ST_CHECK(!latest.empty(), IOError,
-             "checkpoint " << dir << " holds neither model weights (model.safetensors or its index) nor a complete step_* checkpoint");
-    dir = latest;
+  if (!SafetensorsStore::exists(dir, "model")) {  // a --checkpoint-dir: its newest complete step
+    const CheckpointDir::ResumePoint p = CheckpointDir(dir).resume_point();
+    ST_CHECK(!p.path.empty(), IOError,
+             "checkpoint " << dir << " holds neither model weights (model.safetensors or its index) nor a complete step_* checkpoint"
+                           << (p.note.empty() ? "" : " (" + p.note + ")"));
+    if (note) *note = p.note;
+    dir = p.path;
   }
   std::shared_ptr<LanguageModel> model;
-  if (fs::exists(fs::path(dir) / "state.json")) {
-    nlohmann::json state = read_json_file((fs::path(dir) / "state.json").string());
+  if (fs::exists(fs::path(dir) / "state.json")) {  // ours: checked as a resume checks it
+    const nlohmann::json state = read_state(dir);
     ST_CHECK(state.contains("model"), IOError, "checkpoint " << dir << "/state.json has no \"model\" entry");
+    if (state.at("model").contains("config")) check_config_json(dir, state.at("model").at("config"));
     model = build_model_from_json(state.at("model"), build);
     const SafetensorsStore weights(dir, "model");
+    check_files_record(state.value("files", nlohmann::json()), weights, "model");
     load_parts(model_part_source(*model, weights), model->named_parameters(), /*strict=*/model->holds_all());  // a stage: its names only
   } else {
     std::string cfg = (fs::path(dir) / "config.json").string();
@@ -43,6 +47,7 @@ std::shared_ptr<LanguageModel> load_model_for_sampling(const std::string& dir_in
     model = build_model_from_json({{"family", "gpt"}, {"config", read_json_file(cfg)}}, build);  // a Hugging Face GPT-2 directory
     model_factory("gpt").load_pretrained(*model, dir);
   }
+  check_finite(model->named_parameters(), "checkpoint " + dir);  // files without checksums too
   model->eval();
   if (resolved) *resolved = dir;
   return model;

@@ -53,6 +53,10 @@ struct ModelFactory {
   // nothing read (what a ZeRO-3 rank draws its pieces from: runtime/parallel/zero3.h); null: the
   // family cannot (ZeRO-3 with --init-from is then refused).
   std::function<PretrainedSource(const LanguageModel& model, const std::string& dir)> open_pretrained = {};
+  // The model flags that make `config` (config_from_options' inverse: sizes, the context length as
+  // seq_len, dropout; a flag the family has no use for left at its default) — what a resumed run
+  // holds its flags to (runtime/setup/resume_model.h). Null: the flags are not checked.
+  std::function<ModelOptions(const nlohmann::json& config)> options_of = {};
 };
 
 // Registers `family` ("gpt", ...); registering a name twice replaces the factory.
