@@ -145,7 +145,8 @@ void CheckpointDir::remove_stale() const {
 std::vector<int64_t> CheckpointDir::keep_last(int64_t n) const {
   std::vector<int64_t> removed;
   if (n <= 0) return removed;
-  auto steps = complete_steps();
+  auto steps = complete_steps();  // incomplete ones neither count nor go: the newest n whole ones stay
+  std::erase_if(steps, [&](int64_t s) { return !incomplete(s).empty(); });
   if (static_cast<int64_t>(steps.size()) <= n) return removed;
   for (size_t i = 0; i + static_cast<size_t>(n) < steps.size(); ++i) {
     remove_tree(path_for(steps[i]));

@@ -46,7 +46,9 @@ class CheckpointDir {
   std::string latest() const;  // path of the newest complete checkpoint, "" when none
   std::vector<std::string> stale() const;  // leftover .tmp-* / .old-* / .gather-* directories
   void remove_stale() const;
-  // Deletes all but the newest `n` complete checkpoints (n ≤ 0 keeps all); returns the deleted steps.
+  // Deletes all but the newest `n` complete checkpoints (n ≤ 0 keeps all; an incomplete one —
+  // below — is neither counted nor deleted, so the last whole checkpoint is never the one that
+  // goes); returns the deleted steps.
   std::vector<int64_t> keep_last(int64_t n) const;
 
   // Why the checkpoint of `step` is incomplete ("no state.json", "model-00002-of-00004.safetensors
