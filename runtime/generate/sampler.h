@@ -11,6 +11,7 @@
 // Every read is checked as a resume checks it: state.json's checksum, config.json against
 // state.json's model, each file's header against state.json's record, every chunk read against
 // its checksum (runtime/io/safetensors.h); and every weight, with or without checksums, finite.
+// A model whose f32 weights exceed this machine's available memory is refused before it is built.
 //
 // generate() here runs the whole
 // window (the last context_length tokens) through the model for every new token: no KV cache,
