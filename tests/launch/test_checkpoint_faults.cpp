@@ -9,7 +9,8 @@
 //     dtype F32 → I32, a shape, a name) or rewritten without our checksums is refused, naming the
 //     file (and the tensor), and the failed resume writes nothing;
 //   - generate checks what it reads: a NaN weight in a Hugging Face folder (no checksums), a
-//     flipped bit or swapped offsets in our checkpoint.
+//     flipped bit in our checkpoint;
+//   - a checkpoint of the older whole-tensor checksum format still resumes, and is still checked.
 // Each run is the 1-layer, 32-wide GPT on the built-in corpus (~0.2 s); the whole test ~6 s.
 #include <gtest/gtest.h>
 
@@ -18,6 +19,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "runtime/common/checksum.h"
 #include "runtime/common/json_io.h"
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/io/safetensors.h"
@@ -188,6 +190,35 @@ TEST(CheckpointFaults, AnEditedHeaderIsRefusedNamingTheFileAndTheTensor) {
     fs::remove_all(d);
   }
   fs::remove_all(original);
+}
+
+// A checkpoint of the format before chunk checksums (each file one checksum64 per whole tensor,
+// "shardtrain.checksum64"; state.json without its record of the files), made here from a new
+// one as that writer wrote it: it resumes and generates, and a flipped bit in it is still refused.
+TEST(CheckpointFaults, ACheckpointOfTheWholeTensorFormatStillResumes) {
+  const std::string d = trained("older_format");
+  const std::string step = d + "/step_00000002";
+  for (const char* base : {"model", "optimizer"}) {
+    const std::string file = step + "/" + base + ".safetensors";
+    const st::runtime::SafetensorsFile f = st::runtime::read_safetensors(file);
+    std::string sums;
+    for (const auto& [name, t] : f.tensors) sums += st::runtime::checksum_hex(st::runtime::checksum64(t.data_ptr(), t.nbytes()));
+    edit_header(file, [&](ojson& h) { h["__metadata__"] = ojson{{"format", "pt"}, {"shardtrain.checksum64", sums}}; });
+  }
+  nlohmann::json state = st::runtime::read_state(step);
+  state.erase("files");
+  st::runtime::write_state(step, state);
+  auto r = run(kTiny + "--steps 3 --checkpoint-dir '" + d + "' --resume 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "resumed from " + step + " at step 2") && has(r.out, "step 3/3")) << r.out;
+  fs::remove_all(d + "/step_00000003");
+  flip_bit(step + "/model.safetensors", "transformer.wpe.weight");
+  r = run(kGenerate + "'" + d + "'");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.error, "safetensors " + step + "/model.safetensors: tensor 'transformer.wpe.weight' does not match its "
+                           "checksum"))
+      << r.out;
+  fs::remove_all(d);
 }
 
 TEST(CheckpointFaults, GenerateChecksWhatItReads) {
