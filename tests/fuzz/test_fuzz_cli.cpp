@@ -2,7 +2,8 @@
 // must end with exit 1 (or 2 for a bad size caught by the option checks) and exactly one error
 // line, never a signal, an abort, exit 0 or a hang (each run under `timeout 60`: status 124).
 // `shardtrain generate --checkpoint` on the same directories: the same (a NaN weight generated
-// blanks with exit 0 before generate checked what it read).
+// blanks with exit 0 before generate checked what it read; a dtype edited F32 → I32 trained on
+// the weights' bits read as integers before the dtype was checked against the model's).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -67,6 +68,8 @@ TEST(FuzzCli, BrokenInitFromDirectoriesEndWithOneLine) {
       {"header length 2^63", [](const std::string& d) { edit_bytes(d, [](Bytes& b) { b[7] = '\x80'; }); }},
       {"header bytes flipped", [](const std::string& d) { edit_bytes(d, [](Bytes& b) { b[40] ^= 0x5a; b[41] ^= 0x21; }); }},
       {"a trailing byte", [](const std::string& d) { edit_bytes(d, [](Bytes& b) { b.push_back('\0'); }); }},
+      {"a weight's dtype F32 -> I32 (no checksums to catch it)",
+       [](const std::string& d) { edit_bytes(d, [](Bytes& b) { b.replace(b.find("\"F32\""), 5, "\"I32\""); }); }},
       {"a weight missing", [](const std::string& d) { edit_tensors(d, [](auto& s) { s.tensors.erase(s.tensors.begin() + 3); }); }},
       {"a weight of another shape",
        [](const std::string& d) { edit_tensors(d, [](auto& s) { s.tensors[2].second = s.tensors[2].second.flatten().narrow(0, 0, 5); }); }},
