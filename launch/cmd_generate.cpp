@@ -122,7 +122,9 @@ int run_generate(const runtime::GenerateConfig& c, const std::string& cmd) {
     const runtime::Partition part = runtime::partition_uniform(probe->total_layers(), static_cast<int>(c.pp));
     build.layers = {runtime::LayerRange{part.begin(stage), part.end(stage)}};
   }
-  model = runtime::load_model_for_sampling(c.checkpoint, &from, build);
+  std::string note;  // incomplete checkpoints passed over
+  model = runtime::load_model_for_sampling(c.checkpoint, &from, build, &note);
+  if (!note.empty() && world->rank() == 0) std::cerr << cmd << ": " << note << std::endl;
   codec.check_model(model->vocab_size());
   if (c.device == Device::cuda) model->move_parameters(Device::cuda);
   std::vector<std::vector<int64_t>> prompts;

@@ -9,6 +9,7 @@
 #include "runtime/io/safetensors_index.h"
 #include "runtime/common/json_io.h"
 #include "runtime/setup/model_registry.h"
+#include "runtime/setup/resume_model.h"
 
 namespace st::launch {
 namespace fs = std::filesystem;
@@ -120,6 +121,11 @@ OptionTable train_options(TrainConfig& c) {
   I("max-nonfinite-steps", "numerics", c.max_nonfinite_steps, "N",
     "stop after N steps in a row with an inf/NaN loss or grad norm (fp32/bf16: each is skipped; fp16: overflows "
     "at the loss scale's floor); 0: never stop");
+  F("max-loss-ratio", "numerics", c.max_loss_ratio,
+    "stop when the loss is above this many times its running mean (an average of about the last 10 steps) for "
+    "--loss-ratio-steps steps in a row: a run diverging without inf/NaN; 0: off");
+  I("loss-ratio-steps", "numerics", c.loss_ratio_steps, "K",
+    "steps in a row above --max-loss-ratio × the running mean that stop the run (a shorter spike passes)");
   // optimizer
   E("optimizer", "optimizer", c.optimizer, "optimizer");
   F("lr", "optimizer", c.lr, "peak learning rate");
@@ -239,6 +245,12 @@ TrainConfig parse_train_args(const std::vector<std::string>& args) {
   if (!file.empty()) t.load_yaml(file);
   t.parse_flags(args);
   resolve_init_from(cfg, t);  // first: the sizes then come from config.json
+  // --resume: the model flags agree with the checkpoint it takes, or are taken from it
+  runtime::take_model_from_checkpoint(
+      cfg, [&](const std::string& flag) { return t.was_set(flag); },
+      [&](const std::string& flag, const std::string& why) {
+        ST_THROW(UsageError, "--" << flag << t.origin_of(flag) << ": " << why);
+      });
   validate(cfg, t);
   // SHARDTRAIN_PROGRESS=0 (docs/testing.md): no bar whatever the flags say
   if (const char* v = std::getenv("SHARDTRAIN_PROGRESS"); v && std::string(v) == "0") cfg.progress = false;

@@ -230,6 +230,7 @@ int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
   const Job job{cfg, world, grid, grid.coord(), seams};
 
   const ModelPlan plan = plan_model(cfg, layout.tp, layout.dp);
+  if (!plan.resume_note.empty() && world->rank() == 0) std::cout << plan.resume_note << std::endl;
   register_memory_cap(cfg, plan.entry, plan.seq_len, layout.dp, world->rank());  // --max-memory
   Partition part;
   std::vector<LayerRange> stage_layers;  // empty: all

@@ -15,10 +15,15 @@ ModelPlan plan_model(const TrainConfig& cfg, int64_t tp, int64_t dp) {
   ModelPlan plan;
   if (cfg.resume) {
     ST_CHECK(!cfg.checkpoint_dir.empty(), ValueError, "--resume needs --checkpoint-dir");
-    plan.resume_path = CheckpointDir(cfg.checkpoint_dir).latest();
+    const CheckpointDir dir(cfg.checkpoint_dir);
+    const CheckpointDir::ResumePoint point = dir.resume_point();  // incomplete newer steps passed over
+    ST_CHECK(!point.path.empty() || dir.complete_steps().empty(), IOError, "--resume: " << point.note);
+    plan.resume_path = point.path;
+    if (!point.note.empty()) plan.resume_note = "--resume: " + point.note;
   }
   if (!plan.resume_path.empty()) {
     TrainState st = TrainState::from_json(read_state(plan.resume_path), plan.resume_path + "/state.json");
+    check_config_json(plan.resume_path, st.model.value("config", nlohmann::json()));  // what HF reads says the same
     plan.entry = st.model;
     ST_CHECK(cfg.model.empty() || plan.entry.value("family", "") == cfg.model, ValueError,
              "--resume: the checkpoint " << plan.resume_path << " holds a " << plan.entry.value("family", "?")

@@ -91,6 +91,7 @@ Trainer::Trainer(const TrainConfig& cfg, const TrainSeams& seams) : cfg_(cfg) {
            "the single-process trainer runs dp = tp = pp = 1 (got dp " << cfg.dp << ", tp " << cfg.tp << ", pp "
                                                                        << cfg.pp << ")");
   const ModelPlan plan = plan_model(cfg);
+  if (!plan.resume_note.empty()) std::cout << plan.resume_note << std::endl;
   register_memory_cap(cfg, plan.entry, plan.seq_len, 1, 0);  // --max-memory
   TrainInputs in = prepare_training(cfg, plan);
   model_ = in.model;
@@ -118,6 +119,7 @@ void Trainer::init(const std::string& resume_path) {
   if (!w_.params) w_.params = std::make_shared<WholeParameters>();
   scaler_ = LossScaler(cfg_.precision == Precision::fp16);
   nonfinite_ = NonFiniteGuard(cfg_.precision, cfg_.max_nonfinite_steps);
+  divergence_ = DivergenceGuard(cfg_.max_loss_ratio, cfg_.loss_ratio_steps);
   schedule_ = LrSchedule{cfg_.lr_schedule, cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
   ST_CHECK(cfg_.steps >= 0 && cfg_.clip >= 0, ValueError, "--steps and --clip must be ≥ 0");
   // Where this rank's weights come from: the checkpoint (its part of each weight, read in place,
@@ -274,10 +276,12 @@ StepMetrics Trainer::complete_step(const Pending& p) {
   m.loss_scale = r.loss_scale;
   m.skipped = r.skipped;
   m.grad_norm = r.skipped ? std::numeric_limits<double>::quiet_NaN() : r.grad_norm;
-  if (r.skipped)  // skipped (fp16: the scale halved); a run that stays so stops here
+  if (r.skipped) {  // skipped (fp16: the scale halved); a run that stays so stops here
     nonfinite_.nonfinite(m.step, m.loss, r.found_inf, r.at_floor);
-  else
+  } else {
     nonfinite_.finite();
+    divergence_.observe(m.step, m.loss, m.grad_norm);  // finite, but left its running mean?
+  }
   // with the next step launched before this one was waited for, the time since the previous
   // completion is the step's share of the device's time; else since its own launch
   const auto from = last_done_ > p.t0 ? last_done_ : p.t0;

@@ -25,6 +25,7 @@
 #include "runtime/parallel/parameter_sharding.h"
 #include "runtime/setup/train_config.h"
 #include "runtime/train/gradient_source.h"
+#include "runtime/train/divergence.h"
 #include "runtime/train/nonfinite.h"
 #include "runtime/train/train_checkpoint.h"
 #include "runtime/train/train_setup.h"
@@ -105,6 +106,7 @@ class Trainer {
   std::unique_ptr<Optimizer> opt_;
   LossScaler scaler_{false};
   NonFiniteGuard nonfinite_{Precision::fp32, 1};  // stops a run that stays inf/NaN (runtime/train/nonfinite.h)
+  DivergenceGuard divergence_;                    // stops a run whose loss left its mean (runtime/train/divergence.h)
   LrSchedule schedule_;
   int64_t step_ = 0;
   std::string resumed_from_;
