@@ -93,6 +93,9 @@ double gpt_block_flops(double C, double A, double F, double T);
 void gpt_init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t n_layer, const ElementMap& map);
 // The Hugging Face config.json of a GPT of these sizes.
 nlohmann::json gpt_hf_config_json(const GptConfig& c);
+// The bos/eos id config.json names: GPT-2's <|endoftext|> (50256) for a vocabulary that holds
+// GPT-2's BPE ids (50257, or padded: 50304), else the vocabulary's last id.
+int64_t gpt_end_of_text(int64_t vocab_size);
 // Every layer's names, full shapes and forward FLOPs at sequence length T.
 runtime::ModelDescription describe_gpt(const GptConfig& c, int64_t seq_len);
 

@@ -16,8 +16,13 @@ void TrainConfig::validate(const OptionFail& fail) const {
   }
   if (tp > 1) {
     if (!model_factory(model).tensor_parallel) fail("tp", "the " + model + " model has no tensor-parallel form; use --tp 1");
-    if (model != "mlp" && heads % tp != 0)
-      fail("tp", "heads " + std::to_string(heads) + " is not divisible by tp " + std::to_string(tp));
+    if (model != "mlp" && heads % tp != 0) {
+      std::string valid;  // each tp rank holds whole heads
+      for (int64_t t = 1; t <= heads; ++t)
+        if (heads % t == 0) valid += (valid.empty() ? "" : ", ") + std::to_string(t);
+      fail("tp", "heads " + std::to_string(heads) + " is not divisible by tp " + std::to_string(tp) + " (--tp can be " +
+                     valid + " for " + std::to_string(heads) + " heads)");
+    }
   }
   require_positive(fail, "pp", static_cast<double>(pp));
   if (pp > layers) fail("pp", std::to_string(pp) + " stages for " + std::to_string(layers) + " layers");
