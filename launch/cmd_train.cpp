@@ -2,8 +2,8 @@
 // flags), the built-in corpus when --data is empty, then the parallel trainer. MPI comes first so
 // that an error every rank meets alike (a bad flag) is printed once (launch/error_report.h); a
 // world size the layout does not fit is refused naming the launch line that fits, and flags
-// without effect in the layout get a note (launch/layout_check.h); an error propagates to main(), which prints one line naming the rank and aborts the job so no
-// rank waits forever.
+// without effect in the layout get a note (launch/layout_check.h); an error propagates to main(),
+// which prints one line naming the rank and aborts the job so no rank waits forever.
 #include <mpi.h>
 
 #include <iostream>

@@ -2,11 +2,11 @@
 // runtime/setup/train_config.h; flag names are docs/design.md's (kebab-case).
 #include "launch/config.h"
 
-#include "launch/checkpoint_paths.h"
-
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+
+#include "launch/checkpoint_paths.h"
 
 #include "runtime/io/safetensors_index.h"
 #include "runtime/common/json_io.h"

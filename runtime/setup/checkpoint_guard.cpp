@@ -108,14 +108,16 @@ Decision look_at_checkpoints(const TrainConfig& cfg) {
   return {"", "--resume: no checkpoint in " + root + " yet; starting fresh"};
 }
 
-Decision look_at_metrics(const TrainConfig& cfg) {
-  if (cfg.metrics.empty() || cfg.resume) return {};
+// `fresh`: --resume found no checkpoint, so the run starts at step 0 (its metrics are cut back to it).
+Decision look_at_metrics(const TrainConfig& cfg, bool fresh) {
+  if (cfg.metrics.empty() || (cfg.resume && !fresh)) return {};
   std::error_code ec;
   if (!fs::is_regular_file(cfg.metrics, ec)) return {};
   const std::vector<int64_t> steps = metrics_steps(cfg.metrics);
   if (steps.empty()) return {};
   const std::string what = "steps " + std::to_string(steps.front()) + "-" + std::to_string(steps.back()) +
                            (steps.size() == 1 ? " (1 line)" : " (" + std::to_string(steps.size()) + " lines)");
+  if (fresh) return {"", "--resume: --metrics " + cfg.metrics + " holds " + what + " that no checkpoint kept; they go"};
   if (cfg.overwrite_checkpoints)
     return {"", "--overwrite-checkpoints: --metrics " + cfg.metrics + ", which holds " + what +
                     " of another run, is started anew"};
@@ -150,7 +152,7 @@ std::string check_checkpoint_dir(const TrainConfig& cfg, comm::Communicator* wor
   if (!world || world->rank() == 0) {
     d = look_at_checkpoints(cfg);
     if (d.error.empty()) {
-      const Decision m = look_at_metrics(cfg);
+      const Decision m = look_at_metrics(cfg, /*fresh=*/cfg.resume && !d.note.empty());
       d.error = m.error;
       if (!m.note.empty()) d.note += (d.note.empty() ? "" : "\n") + m.note;
     }

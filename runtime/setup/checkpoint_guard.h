@@ -12,7 +12,8 @@
 //       DIR that does not exist is refused, naming a similar path that does (a typo).
 //   --metrics FILE without --resume: a FILE that holds another run's steps is refused, unless
 //       --overwrite-checkpoints 1 (then it is started anew, and the run says so). A resumed run
-//       cuts the file back to its checkpoint and appends (runtime/observe/metrics.h).
+//       cuts the file back to its checkpoint and appends (runtime/observe/metrics.h); one that
+//       found no checkpoint starts the file anew and says so.
 // Rank 0 looks at the file system and broadcasts its decision (the error, or the line it prints),
 // so every rank throws the same error (one line, printed once by launch/) or goes on alike, even
 // where the ranks' file systems disagree.

@@ -16,7 +16,7 @@
 //   no effect            --zero 1, --grad-comm-dtype at dp 1, --tf32 1 on the CPU, a warm-up as
 //                        long as the run: a note each
 //   GPT-2 ids            config.json's bos/eos are 50256 at vocab 50304; generation_config.json
-// Cost: 29 runs of the binary (a 1-block GPT, C 32, T 16, a few steps): ~2 s of CPU, ~20 s of wall
+// Cost: 30 runs of the binary (a 1-block GPT, C 32, T 16, a few steps): ~2 s of CPU, ~20 s of wall
 // time on 2 shared cores (each process's MPI start, ~0.7 s, is most of it).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -161,6 +161,13 @@ TEST(FirstHour, ANewRunRefusesAnotherRunsMetrics) {
   EXPECT_TRUE(has(r.out, "--overwrite-checkpoints: --metrics m.jsonl, which holds steps 1-5 (5 lines) of another run, "
                          "is started anew\n")) << r.out;
   EXPECT_EQ(lines_of(d + "/m.jsonl"), 3);
+  // --resume that finds no checkpoint starts at step 0: the file's steps go, and it says so
+  fs::create_directories(d + "/empty");
+  r = run(d, kTiny + "--steps 2 --metrics m.jsonl --resume 1 --checkpoint-dir empty");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "--resume: no checkpoint in empty yet; starting fresh\n--resume: --metrics m.jsonl holds steps "
+                         "1-3 (3 lines) that no checkpoint kept; they go\n")) << r.out;
+  EXPECT_EQ(lines_of(d + "/m.jsonl"), 2);
   fs::remove_all(d);
 }
 
