@@ -10,6 +10,7 @@
 #include "launch/build_info.h"
 #include "launch/commands.h"
 #include "launch/error_report.h"
+#include "launch/launch_command.h"
 #include "launch/options.h"
 
 namespace {
@@ -30,6 +31,7 @@ const char* kUsage =
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  st::launch::set_program_path(argv[0]);  // the launch lines errors and `plan` print
   try {
     if (args.empty()) {
       std::cerr << kUsage;

@@ -38,8 +38,13 @@ nlohmann::json read_hf_config(const TrainConfig& cfg) {
 void check_heads(const TrainConfig& c, const OptionFail& fail, int64_t kv_heads) {
   if (c.d_model % c.heads != 0)
     fail("heads", "d-model " + std::to_string(c.d_model) + " is not divisible by heads " + std::to_string(c.heads));
-  if (c.tp > 1 && c.heads % c.tp != 0)
-    fail("tp", "heads " + std::to_string(c.heads) + " is not divisible by tp " + std::to_string(c.tp));
+  if (c.tp > 1 && c.heads % c.tp != 0) {
+    std::string valid;  // each tp rank holds whole heads
+    for (int64_t t = 1; t <= c.heads; ++t)
+      if (c.heads % t == 0) valid += (valid.empty() ? "" : ", ") + std::to_string(t);
+    fail("tp", "heads " + std::to_string(c.heads) + " is not divisible by tp " + std::to_string(c.tp) + " (--tp can be " +
+                   valid + " for " + std::to_string(c.heads) + " heads)");
+  }
   if (c.tp > 1 && kv_heads % c.tp != 0)
     fail("tp", "key/value heads " + std::to_string(kv_heads) + " are not divisible by tp " + std::to_string(c.tp) +
                    " (each rank holds whole key/value heads)");

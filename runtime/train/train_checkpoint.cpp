@@ -97,6 +97,10 @@ std::string save_train_checkpoint(const std::string& root, const TrainState& sta
     index_if_sharded(tmp, "model", model_files);
     index_if_sharded(tmp, "optimizer", state_files);
     write_json_file(tmp + "/config.json", model_config);
+    if (model_config.contains("eos_token_id"))  // as save_pretrained writes it: what generate() stops at
+      write_json_file(tmp + "/generation_config.json", {{"_from_model_config", true},
+                                                        {"bos_token_id", model_config.value("bos_token_id", nlohmann::json())},
+                                                        {"eos_token_id", model_config["eos_token_id"]}});
     std::vector<std::string> files = model_files;
     files.insert(files.end(), state_files.begin(), state_files.end());
     TrainState recorded = state;

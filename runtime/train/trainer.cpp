@@ -21,6 +21,7 @@
 #include "runtime/observe/device_capacity.h"
 #include "runtime/observe/progress.h"
 #include "runtime/observe/trace.h"
+#include "runtime/setup/batch_fix.h"
 #include "runtime/setup/checkpoint_guard.h"
 #include "runtime/plan/memory_check.h"
 #include "runtime/plan/memory_plan.h"
@@ -178,7 +179,9 @@ void Trainer::init(const std::string& resume_path) {
     ST_CHECK(st.global_batch == w_.source->global_batch() && st.seq_len == w_.source->seq_len(), ValueError,
              "--resume: " << resume_path << " has global batch " << st.global_batch << " × seq-len " << st.seq_len
                           << ", this run " << w_.source->global_batch() << " × " << w_.source->seq_len()
-                          << " (the data order would change)");
+                          << " (the data order would change)"
+                          << keep_batch_hint(st.global_batch, st.seq_len, w_.layout.dp, w_.layout.micro_batch,
+                                             w_.source->seq_len()));
     ST_CHECK(st.shuffle == cfg_.shuffle && (!st.shuffle || st.shuffle_seed == cfg_.seed), ValueError,
              "--resume: " << resume_path << " was written by a run with --shuffle " << st.shuffle
                           << (st.shuffle ? " --seed " + std::to_string(st.shuffle_seed) : std::string()) << ", this one has --shuffle "
@@ -317,6 +320,21 @@ StepMetrics Trainer::finish_metrics(StepMetrics m, Clock::time_point t0, Device 
   return m;
 }
 
+void Trainer::largest_memory(StepMetrics& m) const {
+  comm::Communicator& world = *w_.world;
+  std::vector<int64_t> mine(static_cast<size_t>(world.size()), 0);  // (world) i64: this rank's slot
+  mine[static_cast<size_t>(world.rank())] = m.mem_bytes;
+  Tensor t = Tensor::from_vector(mine, {world.size()});
+  if (std::string(world.backend()) == "nccl") t = t.to(Device::cuda);  // NCCL takes device tensors
+  world.all_reduce(t, comm::ReduceOp::sum)->wait();
+  const Tensor all = t.to(Device::cpu);
+  const int64_t* b = all.data<int64_t>();
+  const int64_t top = static_cast<int64_t>(std::max_element(b, b + world.size()) - b);  // the lowest rank of a tie
+  m.mem_max_bytes = b[top];
+  m.mem_max_rank = static_cast<int>(top);
+  m.ranks = world.size();
+}
+
 double Trainer::evaluate(const TokenData& val, int64_t max_batches) {
   const int64_t B = w_.layout.micro_batch, T = w_.source->seq_len();
   const int64_t n = std::min<int64_t>(max_batches, val.num_sequences(T) / B);
@@ -367,6 +385,7 @@ void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Prog
   StepMetrics m = step_metrics;
   const bool lead = rank() == 0;
   if (val_data_ && m.step % eval_interval(cfg_) == 0) m.val_loss = evaluate(*val_data_);
+  if (w_.world && w_.world->size() > 1) largest_memory(m);  // collective: the step line shows the largest rank
   // the step's line before its checkpoint: a crash in between leaves the line, which a resume
   // from the previous checkpoint cuts back
   if (lead) {
@@ -392,7 +411,13 @@ void Trainer::run() {
   // resumed: the steps after the checkpoint (written before a crash) go, then the run appends
   if (lead && !resumed_from_.empty() && !cfg_.metrics.empty()) cut_metrics_back(cfg_.metrics, step_);
   MetricsWriter metrics(lead ? cfg_.metrics : "", /*append=*/!resumed_from_.empty());
-  if (!cfg_.trace.empty()) trace::start(rank());
+  if (!cfg_.trace.empty()) {
+    trace::start(rank());
+    // the rank's place in the grid (rank = ((pp · dp) + dp) · tp + tp, docs/design.md)
+    const int64_t tp = cfg_.tp, dp = w_.layout.dp, r = rank();
+    trace::set_process_name("rank " + std::to_string(r) + " (dp " + std::to_string(r / tp % dp) + ", tp " +
+                            std::to_string(r % tp) + ", pp " + std::to_string(r / (tp * dp)) + ")");
+  }
   const int64_t params = whole_model_parameters(*model_, w_.roles, w_.layout, w_.world.get());  // collective
   if (lead) {
     const nlohmann::json mc = model_->config_json();
@@ -404,6 +429,11 @@ void Trainer::run() {
     if (cfg_.lr_schedule == LrScheduleKind::cosine) std::cout << " over " << schedule_.total_steps << " steps";
     std::cout << ")\n";
     if (!resumed_from_.empty()) std::cout << "resumed from " << resumed_from_ << " at step " << step_ << "\n";
+    if (schedule_.warmup >= schedule_.total_steps)  // a --warmup as long as the run: say what the lr does
+      std::cout << "lr schedule: --warmup " << schedule_.warmup << " covers all " << schedule_.total_steps
+                << " steps, so the lr only rises, to " << schedule_.at(schedule_.total_steps - 1) << " at the last step"
+                << (cfg_.lr_schedule == LrScheduleKind::cosine ? " (the cosine decay never starts)" : "")
+                << ": a shorter --warmup or more --steps\n";
     if (cfg_.lr_schedule == LrScheduleKind::cosine && schedule_.total_steps < cfg_.steps)
       std::cout << "lr schedule: the checkpoint's cosine ends at step " << schedule_.total_steps << "; steps "
                 << schedule_.total_steps + 1 << "-" << cfg_.steps << " run at its floor lr "

@@ -96,6 +96,8 @@ class Trainer {
   bool sync_due(int64_t step) const;  // after `step` (from 1): a checkpoint, validation or the end
   void emit(const StepMetrics& m, MetricsWriter& metrics, Progress& bar);  // run()'s per-step work
   void record_memory(StepMetrics& m, Device device) const;   // the mem_* fields from the allocators
+  // Collective (several ranks): the largest rank's mem_bytes and that rank, for the step line.
+  void largest_memory(StepMetrics& m) const;
   // step time (t0 → t1), throughput, MFU
   StepMetrics finish_metrics(StepMetrics m, Clock::time_point t0, Device device, Clock::time_point t1 = Clock::now());
   int rank() const { return w_.world ? w_.world->rank() : 0; }
