@@ -45,6 +45,9 @@ TEST(CheckpointDir, CommitListLatestKeep) {
     std::string tmp = c.begin(s);
     EXPECT_EQ(tmp, c.temp_path_for(s));
     write_file(tmp + "/model.safetensors", "weights " + std::to_string(s));
+    // the files a whole checkpoint holds (CheckpointDir::incomplete): keep_last counts only those
+    write_file(tmp + "/optimizer.safetensors", "state " + std::to_string(s));
+    write_file(tmp + "/config.json", "{}");
     write_state(tmp, {{"step", s}});
     // not complete before commit
     auto steps = c.complete_steps();
