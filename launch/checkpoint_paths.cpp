@@ -45,13 +45,14 @@ std::string resolve_model_dir(const std::string& dir, const std::string& flag, s
   }
   if (fs::is_regular_file(fs::path(dir) / "config.json", ec) || runtime::SafetensorsStore::exists(dir, "model"))
     return dir;  // a model directory; what it lacks is said by whoever reads it
-  const std::string newest = runtime::CheckpointDir(dir).latest();
-  if (newest.empty())
+  // the newest complete step: incomplete newer ones are passed over (runtime/io/checkpoint_dir.h)
+  const runtime::CheckpointDir::ResumePoint p = runtime::CheckpointDir(dir).resume_point();
+  if (p.path.empty())
     ST_THROW(UsageError, flag << " " << dir
                               << " holds neither a model (config.json and model.safetensors or its index) nor a "
-                                 "complete step_* checkpoint");
-  if (note) *note = flag + " " + dir + ": a run's checkpoints; its newest, " + newest;
-  return newest;
+                                 "complete step_* checkpoint" << (p.note.empty() ? "" : " (" + p.note + ")"));
+  if (note) *note = flag + " " + dir + ": a run's checkpoints; its newest, " + p.path + (p.note.empty() ? "" : " (" + p.note + ")");
+  return p.path;
 }
 
 }  // namespace st::launch

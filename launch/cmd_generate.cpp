@@ -84,7 +84,9 @@ runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args
   if (c.checkpoint.empty()) ST_THROW(UsageError, cmd << ": --checkpoint DIR (or --init-from DIR) is required");
   // a model directory (a step folder, Hugging Face's) or a run's checkpoint root: its newest step
   // (launch/checkpoint_paths.h); a missing one names a similar path that exists
-  c.checkpoint = resolve_model_dir(c.checkpoint, cmd + ": --checkpoint");
+  // (checked here; a root stays a root: the sampler takes its newest complete step and says which
+  // incomplete ones it passed over)
+  resolve_model_dir(c.checkpoint, cmd + ": --checkpoint");
   if (!c.prompts_file.empty()) {
     std::ifstream in(c.prompts_file);
     if (!in) ST_THROW(UsageError, cmd << ": --prompts " << c.prompts_file << " cannot be read");
