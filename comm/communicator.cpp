@@ -3,9 +3,6 @@
 #include "comm/communicator.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <climits>
-#include <cstdlib>
 #include <sstream>
 
 namespace st::comm {
@@ -48,44 +45,25 @@ std::string describe_signature(const CollectiveSignature& s) {
   return os.str();
 }
 
-bool debug_env_enabled() {
-  const char* v = std::getenv("SHARDTRAIN_COMM_DEBUG");
-  return v && *v && std::string(v) != "0";
-}
-
-int64_t max_count_from_env() {
-  const char* v = std::getenv("SHARDTRAIN_COMM_MAX_COUNT");
-  if (!v || !*v) return INT_MAX;
-  char* end = nullptr;
-  errno = 0;
-  const long long n = std::strtoll(v, &end, 10);
-  ST_CHECK(errno == 0 && *end == '\0' && n >= 1 && n <= INT_MAX, ValueError,
-           "SHARDTRAIN_COMM_MAX_COUNT must be an integer in [1, 2147483647] (or unset), got '" << v << "'");
-  return n;
-}
-
-P2PMode p2p_mode_from_env() {
-  const char* v = std::getenv("SHARDTRAIN_P2P");
-  const std::string s = v ? v : "";
-  if (s.empty() || s == "default") return P2PMode::standard;
-  if (s == "strict") return P2PMode::strict;
-  ST_THROW(ValueError, "SHARDTRAIN_P2P must be 'default' or 'strict' (or unset), got '" << s << "'");
-}
-
-const char* p2p_mode_name(P2PMode m) { return m == P2PMode::strict ? "strict" : "default"; }
-
-Communicator::Communicator(std::shared_ptr<CommState> state)
-    : state_(std::move(state)),
-      debug_(debug_env_enabled()),
-      p2p_mode_(p2p_mode_from_env()),
-      max_count_(max_count_from_env()) {
+Communicator::Communicator(std::shared_ptr<CommState> state, const CommOptions& options)
+    : state_(std::move(state)), options_(options), debug_(options.debug) {
+  options_.validate();
   auto& p = state_->progress();
   p.sends_to.assign(static_cast<size_t>(state_->size()), 0);
   p.recvs_from.assign(static_cast<size_t>(state_->size()), 0);
+  if (options_.flight_recorder_entries > 0)
+    state_->set_recorder(std::make_shared<FlightRecorder>(static_cast<size_t>(options_.flight_recorder_entries)));
+  register_comm_state(state_);
 }
 
-WorkPtr Communicator::awaiting(WorkPtr w, Awaited a) {
+WorkPtr Communicator::awaiting(WorkPtr w, Awaited a, uint64_t first, uint32_t n) const {
   w->awaited_ = std::move(a);
+  w->flight_first_ = first;
+  w->flight_n_ = n;
+  if (n > 0 && state_->recorder() && w->started()) {  // handed to the backend at issue
+    state_->recorder()->mark_started(first, n, flight_now_ns());
+    w->flight_started_ = true;
+  }
   return w;
 }
 
@@ -101,7 +79,7 @@ void Communicator::check_tensor(const Tensor& t, const char* op, const char* wha
            op << " on group '" << name() << "': " << what << " tensor must be contiguous, got " << t.describe());
 }
 
-uint64_t Communicator::begin_collective(const CollectiveSignature& sig) {
+std::pair<uint64_t, uint64_t> Communicator::begin_collective(const CollectiveSignature& sig, int64_t elem_size) {
   uint64_t& issued = state_->progress().collectives;
   const uint64_t seq = issued;
   const auto kind = static_cast<CollectiveKind>(sig.op);
@@ -122,13 +100,27 @@ uint64_t Communicator::begin_collective(const CollectiveSignature& sig) {
     }
   }
   issued++;
-  return seq;
+  uint64_t id = 0;
+  if (const auto& rec = state_->recorder()) {
+    FlightEntry e;
+    e.seq = seq;
+    e.op = static_cast<FlightOp>(sig.op);
+    e.dtype = static_cast<int32_t>(sig.dtype);
+    e.arg = static_cast<int32_t>(sig.arg);
+    e.root = static_cast<int32_t>(sig.root);
+    e.count = sig.count;
+    e.bytes = sig.count * elem_size;
+    e.tag = sig.tag;
+    id = rec->record(e);
+  }
+  return {seq, id};
 }
 
 namespace {
 int64_t i64(DType t) { return static_cast<int64_t>(t); }
 int64_t i64(ReduceOp op) { return static_cast<int64_t>(op); }
 int64_t i64(CollectiveKind k) { return static_cast<int64_t>(k); }
+int64_t elem_bytes(const Tensor& t) { return static_cast<int64_t>(dtype_size(t.dtype())); }  // per element
 }  // namespace
 
 WorkPtr Communicator::all_reduce(const Tensor& t, ReduceOp op, CallerTag tag) { return all_reduce(t, t, op, tag); }
@@ -141,9 +133,10 @@ WorkPtr Communicator::all_reduce(const Tensor& in, const Tensor& out, ReduceOp o
            "allreduce on group '" << name() << "': input " << in.describe() << " vs output " << out.describe());
   ST_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), DTypeError,
            "allreduce(avg) on group '" << name() << "' needs a floating dtype, got " << dtype_name(in.dtype()));
-  uint64_t seq = begin_collective({i64(CollectiveKind::allreduce), i64(in.dtype()), in.numel(), i64(op), -1, tag.value, 0});
-  if (in.numel() > max_count_) return awaiting(chunked_all_reduce(in, out, op, seq), {true, {}});
-  return awaiting(do_all_reduce(in, out, op, seq), {true, {}});
+  auto [seq, id] = begin_collective(
+      {i64(CollectiveKind::allreduce), i64(in.dtype()), in.numel(), i64(op), -1, tag.value, 0}, elem_bytes(in));
+  if (in.numel() > max_count()) return awaiting(chunked_all_reduce(in, out, op, seq), {true, {}}, id, 1);
+  return awaiting(do_all_reduce(in, out, op, seq), {true, {}}, id, 1);
 }
 
 WorkPtr Communicator::reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op, CallerTag tag) {
@@ -156,10 +149,10 @@ WorkPtr Communicator::reduce(const Tensor& in, const Tensor& out, int root, Redu
            "reduce on group '" << name() << "': root " << root << " outside [0, " << size() << ")");
   ST_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), DTypeError,
            "reduce(avg) on group '" << name() << "' needs a floating dtype, got " << dtype_name(in.dtype()));
-  uint64_t seq = begin_collective(
-      {i64(CollectiveKind::reduce), i64(in.dtype()), in.numel(), i64(op), root, tag.value, 0});
-  if (in.numel() > max_count_) return awaiting(chunked_reduce(in, out, root, op, seq), {true, {}});
-  return awaiting(do_reduce(in, out, root, op, seq), {true, {}});
+  auto [seq, id] = begin_collective(
+      {i64(CollectiveKind::reduce), i64(in.dtype()), in.numel(), i64(op), root, tag.value, 0}, elem_bytes(in));
+  if (in.numel() > max_count()) return awaiting(chunked_reduce(in, out, root, op, seq), {true, {}}, id, 1);
+  return awaiting(do_reduce(in, out, root, op, seq), {true, {}}, id, 1);
 }
 
 WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, CallerTag tag) {
@@ -172,10 +165,11 @@ WorkPtr Communicator::reduce_scatter(const Tensor& in, const Tensor& out, Reduce
                                        << " must hold size x output " << out.describe());
   ST_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), DTypeError,
            "reduce_scatter(avg) on group '" << name() << "' needs a floating dtype, got " << dtype_name(in.dtype()));
-  uint64_t seq = begin_collective({i64(CollectiveKind::reduce_scatter), i64(in.dtype()), out.numel(),
-                                   i64(op), -1, tag.value, 0});
-  if (in.numel() > max_count_) return awaiting(chunked_reduce_scatter(in, out, op, seq), {true, {}});
-  return awaiting(do_reduce_scatter(in, out, op, seq), {true, {}});
+  auto [seq, id] = begin_collective(
+      {i64(CollectiveKind::reduce_scatter), i64(in.dtype()), out.numel(), i64(op), -1, tag.value, 0},
+      elem_bytes(in));
+  if (in.numel() > max_count()) return awaiting(chunked_reduce_scatter(in, out, op, seq), {true, {}}, id, 1);
+  return awaiting(do_reduce_scatter(in, out, op, seq), {true, {}}, id, 1);
 }
 
 WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out, CallerTag tag) {
@@ -186,10 +180,10 @@ WorkPtr Communicator::all_gather(const Tensor& in, const Tensor& out, CallerTag 
            ShapeError,
            "all_gather on group '" << name() << "' of size " << size() << ": output " << out.describe()
                                    << " must hold size x input " << in.describe());
-  uint64_t seq = begin_collective(
-      {i64(CollectiveKind::all_gather), i64(in.dtype()), in.numel(), -1, -1, tag.value, 0});
-  if (out.numel() > max_count_) return awaiting(chunked_all_gather(in, out, seq), {true, {}});
-  return awaiting(do_all_gather(in, out, seq), {true, {}});
+  auto [seq, id] = begin_collective(
+      {i64(CollectiveKind::all_gather), i64(in.dtype()), in.numel(), -1, -1, tag.value, 0}, elem_bytes(in));
+  if (out.numel() > max_count()) return awaiting(chunked_all_gather(in, out, seq), {true, {}}, id, 1);
+  return awaiting(do_all_gather(in, out, seq), {true, {}}, id, 1);
 }
 
 WorkPtr Communicator::broadcast(const Tensor& t, int root, CallerTag tag) {
@@ -197,28 +191,28 @@ WorkPtr Communicator::broadcast(const Tensor& t, int root, CallerTag tag) {
   check_tensor(t, "broadcast", "");
   ST_CHECK(root >= 0 && root < size(), ValueError,
            "broadcast on group '" << name() << "': root " << root << " outside [0, " << size() << ")");
-  uint64_t seq = begin_collective(
-      {i64(CollectiveKind::broadcast), i64(t.dtype()), t.numel(), -1, root, tag.value, 0});
-  if (t.numel() > max_count_) return awaiting(chunked_broadcast(t, root, seq), {true, {}});
-  return awaiting(do_broadcast(t, root, seq), {true, {}});
+  auto [seq, id] = begin_collective(
+      {i64(CollectiveKind::broadcast), i64(t.dtype()), t.numel(), -1, root, tag.value, 0}, elem_bytes(t));
+  if (t.numel() > max_count()) return awaiting(chunked_broadcast(t, root, seq), {true, {}}, id, 1);
+  return awaiting(do_broadcast(t, root, seq), {true, {}}, id, 1);
 }
 
 WorkPtr Communicator::barrier(CallerTag tag) {
   check_usable("barrier");
-  uint64_t seq =
-      begin_collective({i64(CollectiveKind::barrier), i64(DType::f32), 0, -1, -1, tag.value, 0});
-  return awaiting(do_barrier(seq), {true, {}});
+  auto [seq, id] = begin_collective({i64(CollectiveKind::barrier), i64(DType::f32), 0, -1, -1, tag.value, 0}, 0);
+  return awaiting(do_barrier(seq), {true, {}}, id, 1);
 }
 
 std::shared_ptr<Communicator> Communicator::split(int color, int key, const std::string& child_name) {
   check_usable("split");
-  begin_collective({i64(CollectiveKind::split), i64(DType::f32), 0, -1, -1, -1, 0});
+  const uint64_t id = begin_collective({i64(CollectiveKind::split), i64(DType::f32), 0, -1, -1, -1, 0}, 0).second;
   std::string n = child_name.empty() ? name() + "/" + std::to_string(color) : child_name;
-  auto child = do_split(color, key, n);
+  if (const auto& rec = state_->recorder()) rec->mark_started(id, 1, flight_now_ns());
+  auto child = do_split(color, key, n);  // the backend builds it with options()
+  if (const auto& rec = state_->recorder()) rec->mark_completed(id, 1, flight_now_ns());
   if (child) {
     child->debug_ = debug_;
-    child->p2p_mode_ = p2p_mode_;
-    child->max_count_ = max_count_;
+    child->state_->set_diagnoser(state_->diagnoser());
   }
   return child;
 }
@@ -239,23 +233,38 @@ WorkPtr Communicator::batch_p2p(const std::vector<P2POp>& given) {
     ST_CHECK(o.tag >= 0 && o.tag <= 32767, ValueError,
              op_name << " on group '" << name() << "': tag " << o.tag << " outside [0, 32767]");
   }
-  uint64_t seq = p2p_seq_++;
+  auto& p = state_->progress();
+  const uint64_t seq = p.p2p++;
   if (given.empty()) return std::make_shared<CompletedWork>(state_, op_name, seq);
   // Transfers above max_count() elements as several of the same tag, in order (both ends split
   // alike, so they still match in issue order).
   const std::vector<P2POp> ops = chunked_p2p(given);
   // Per-peer issue counts: the k-th send to a peer must meet its k-th receive from this rank.
   Awaited a;
-  auto& p = state_->progress();
-  for (const auto& o : ops) {
+  const auto& rec = state_->recorder();
+  uint64_t first = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2POp& o = ops[i];
     auto it = std::find_if(a.transfers.begin(), a.transfers.end(), [&](const auto& t) { return t.peer == o.peer; });
     if (it == a.transfers.end()) it = a.transfers.insert(a.transfers.end(), Awaited::Transfer{o.peer, 0, 0});
     if (o.kind == P2POp::Kind::send)
       it->send_index = ++p.sends_to[static_cast<size_t>(o.peer)];
     else
       it->recv_index = ++p.recvs_from[static_cast<size_t>(o.peer)];
+    if (rec) {
+      FlightEntry e;
+      e.seq = seq;
+      e.op = o.kind == P2POp::Kind::send ? FlightOp::send : FlightOp::recv;
+      e.peer = o.peer;
+      e.dtype = static_cast<int32_t>(o.tensor.dtype());
+      e.count = o.tensor.numel();
+      e.bytes = static_cast<int64_t>(o.tensor.nbytes());
+      e.tag = o.tag;
+      const uint64_t id = rec->record(e);
+      if (i == 0) first = id;
+    }
   }
-  return awaiting(do_batch_p2p(ops, op_name, seq), std::move(a));
+  return awaiting(do_batch_p2p(ops, op_name, seq), std::move(a), first, rec ? static_cast<uint32_t>(ops.size()) : 0);
 }
 
 }  // namespace st::comm

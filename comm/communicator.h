@@ -7,12 +7,12 @@
 // Rules every caller must follow:
 //  * EVERY RANK OF A GROUP ISSUES THE GROUP'S COLLECTIVES (all_reduce, reduce, reduce_scatter,
 //    all_gather, broadcast, barrier, split) IN THE SAME ORDER, with the same dtype, count and root.
-//    Debug mode (env SHARDTRAIN_COMM_DEBUG=1, see comm/README.md) checks this before each
+//    Debug mode (CommOptions::debug; SHARDTRAIN_COMM_DEBUG=1 in the CLI, see comm/README.md) checks this before each
 //    collective — and the caller's tag, where the caller passes one — and throws CommError on a
 //    mismatch instead of corrupting memory.
 //  * Point-to-point: the k-th send from rank a to rank b must be b's k-th receive from a, with the
 //    same tag, count and dtype (NCCL matches by issue order and has no tags; the NCCL backend and
-//    the MPI backend's strict mode, SHARDTRAIN_P2P=strict, check the tag against that order and
+//    the MPI backend's strict mode, CommOptions::p2p = strict, check the tag against that order and
 //    throw CommError on a mismatch; the MPI backend's default mode matches by (peer, tag)). A send
 //    may complete only once its receive is posted, and a batch may start only after the previous
 //    one on the communicator completed (NCCL's stream; strict mode does the same), so a rank that
@@ -24,9 +24,12 @@
 //    A timeout breaks the communicator: every later call throws CommError (see work.h).
 //    wait_on_stream() orders later work on the current CUDA stream after the operation without a
 //    host wait where the backend can (NCCL).
+//  * Settings come in a CommOptions (comm/comm_options.h) given at creation; split children
+//    inherit their parent's. Each operation is also recorded in the communicator's flight
+//    recorder (comm/flight_recorder.h), which a deadline's diagnosis reads.
 //
 // Sizes: any element count. MPI counts are int, so an operation of more elements than
-// max_count() (2^31−1; SHARDTRAIN_COMM_MAX_COUNT lowers it, for tests) is split into several
+// max_count() (2^31−1; CommOptions::max_count lowers it, for tests) is split into several
 // backend calls here, on both backends, and its Work covers them all: all_reduce, reduce and
 // broadcast by contiguous chunks, reduce_scatter as a reduce per rank's block (chunked),
 // all_gather as a broadcast per rank's block (chunked), point to point as several transfers of
@@ -47,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm_options.h"
 #include "comm/work.h"
 #include "tensor/tensor.h"
 
@@ -54,13 +58,6 @@ namespace st::comm {
 
 enum class ReduceOp : uint8_t { sum, avg, max };
 
-// Point-to-point semantics of the MPI backend (env SHARDTRAIN_P2P, read when a communicator is
-// created; split children inherit it). standard: MPI's (buffered sends, match by (peer, tag));
-// strict: NCCL's (synchronous sends, batches in issue order, tags checked). See comm/README.md.
-enum class P2PMode : uint8_t { standard, strict };
-// SHARDTRAIN_P2P unset, empty or "default" → standard; "strict" → strict; else ValueError.
-P2PMode p2p_mode_from_env();
-const char* p2p_mode_name(P2PMode m);  // "default" | "strict"
 const char* reduce_op_name(ReduceOp op);
 
 using WorkPtr = std::shared_ptr<Work>;
@@ -118,13 +115,18 @@ class Communicator {
   void set_timeout(Millis t) { state_->set_timeout(t); }
   bool debug_checks() const { return debug_; }
   void set_debug_checks(bool on) { debug_ = on; }
-  // SHARDTRAIN_P2P as read at creation (or the parent's, for a split child). The NCCL backend
-  // always behaves as strict.
-  P2PMode p2p_mode() const { return p2p_mode_; }
-  // Elements per backend call (SHARDTRAIN_COMM_MAX_COUNT as read at creation, or the parent's;
-  // default 2^31−1, MPI's int counts); larger operations are split (see "Sizes" above). Must be
-  // the same on every rank of the group.
-  int64_t max_count() const { return max_count_; }
+  // The options it was created with (a split child: its parent's).
+  const CommOptions& options() const { return options_; }
+  // options().p2p. The NCCL backend always behaves as strict.
+  P2PMode p2p_mode() const { return options_.p2p; }
+  // Elements per backend call (options().max_count; default 2^31−1, MPI's int counts); larger
+  // operations are split (see "Sizes" above). Must be the same on every rank of the group.
+  int64_t max_count() const { return options_.max_count; }
+  // The state its Works share (comm/comm_state.h): progress, flight recorder, timeout objects.
+  const std::shared_ptr<CommState>& shared_state() const { return state_; }
+  // Makes a deadline on this communicator, and on every group split from it afterwards, end in
+  // `d`'s diagnosis (make_communicator does this for its world: comm/deadline_gather.h).
+  void set_deadline_diagnoser(std::shared_ptr<DeadlineDiagnoser> d) { state_->set_diagnoser(std::move(d)); }
   bool broken() const { return state_->broken(); }
   std::string broken_reason() const { return state_->broken_reason(); }
   // Marks the communicator broken by hand (launch/ on a fatal error elsewhere); runs the abort.
@@ -144,8 +146,8 @@ class Communicator {
   WorkPtr barrier(CallerTag tag = {});
   // Sub-groups: ranks with the same color form one, ordered by (key, rank). color < 0: this rank
   // joins none and gets nullptr. Collective over this communicator; blocks within the timeout.
-  // The child inherits timeout, debug mode, p2p mode and max_count(); name defaults to
-  // "<parent>/<color>".
+  // The child inherits timeout, options (with debug mode as now set) and the deadline diagnoser;
+  // name defaults to "<parent>/<color>".
   std::shared_ptr<Communicator> split(int color, int key, const std::string& name = "");
 
   // ---- point to point ----------------------------------------------------------------------
@@ -156,7 +158,8 @@ class Communicator {
   uint64_t collectives_issued() const { return state_->progress().collectives; }
 
  protected:
-  explicit Communicator(std::shared_ptr<CommState> state);
+  // Validates `options`; keeps a flight recorder of options.flight_recorder_entries operations.
+  Communicator(std::shared_ptr<CommState> state, const CommOptions& options);
   const std::shared_ptr<CommState>& state() const { return state_; }
   // Sends `mine` to every rank and returns all ranks' signatures (index = rank), within the
   // timeout. Only called in debug mode.
@@ -176,7 +179,9 @@ class Communicator {
  private:
   void check_usable(const char* op) const;
   void check_tensor(const Tensor& t, const char* op, const char* what) const;
-  uint64_t begin_collective(const CollectiveSignature& mine);
+  // The signature check (debug mode) and the seq; then the flight recorder's entry (`elem_size`
+  // bytes per element): returns {seq, entry id}.
+  std::pair<uint64_t, uint64_t> begin_collective(const CollectiveSignature& mine, int64_t elem_size);
   // Operations above max_count() elements as several backend calls (communicator_chunks.cpp).
   WorkPtr chunked_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq);
   WorkPtr chunked_reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op, uint64_t seq);
@@ -184,19 +189,12 @@ class Communicator {
   WorkPtr chunked_all_gather(const Tensor& in, const Tensor& out, uint64_t seq);
   WorkPtr chunked_broadcast(const Tensor& t, int root, uint64_t seq);
   std::vector<P2POp> chunked_p2p(const std::vector<P2POp>& ops) const;
-  // Records what `w` waits for (for the timeout diagnosis) and returns it.
-  static WorkPtr awaiting(WorkPtr w, Awaited a);
+  // Records what `w` waits for (for the timeout diagnosis) and its flight recorder entries
+  // [first, first + n), and returns it.
+  WorkPtr awaiting(WorkPtr w, Awaited a, uint64_t first, uint32_t n) const;
   std::shared_ptr<CommState> state_;
+  CommOptions options_;
   bool debug_ = false;
-  P2PMode p2p_mode_ = P2PMode::standard;
-  int64_t max_count_ = 0;
-  uint64_t p2p_seq_ = 0;
 };
-
-// True when SHARDTRAIN_COMM_DEBUG is set to a non-empty value other than "0".
-bool debug_env_enabled();
-// SHARDTRAIN_COMM_MAX_COUNT: unset or empty → 2^31−1; else an integer in [1, 2^31−1] (ValueError
-// otherwise). A test hook (docs/testing.md): splitting is then exercised on small tensors.
-int64_t max_count_from_env();
 
 }  // namespace st::comm

@@ -30,7 +30,7 @@ void for_chunks(int64_t n, int64_t max, F&& f) {
 WorkPtr Communicator::chunked_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op, uint64_t seq) {
   const Tensor fi = flat(in), fo = flat(out);  // (n)
   std::vector<WorkPtr> parts;
-  for_chunks(in.numel(), max_count_, [&](int64_t s, int64_t m) {
+  for_chunks(in.numel(), max_count(), [&](int64_t s, int64_t m) {
     parts.push_back(do_all_reduce(fi.narrow(0, s, m), fo.narrow(0, s, m), op, seq));
   });
   return std::make_shared<WorkGroup>(state_, "allreduce", seq, std::move(parts));
@@ -39,7 +39,7 @@ WorkPtr Communicator::chunked_all_reduce(const Tensor& in, const Tensor& out, Re
 WorkPtr Communicator::chunked_reduce(const Tensor& in, const Tensor& out, int root, ReduceOp op, uint64_t seq) {
   const Tensor fi = flat(in), fo = flat(out);  // (n)
   std::vector<WorkPtr> parts;
-  for_chunks(in.numel(), max_count_, [&](int64_t s, int64_t m) {
+  for_chunks(in.numel(), max_count(), [&](int64_t s, int64_t m) {
     parts.push_back(do_reduce(fi.narrow(0, s, m), fo.narrow(0, s, m), root, op, seq));
   });
   return std::make_shared<WorkGroup>(state_, "reduce", seq, std::move(parts));
@@ -51,7 +51,7 @@ WorkPtr Communicator::chunked_reduce_scatter(const Tensor& in, const Tensor& out
   std::vector<WorkPtr> parts;
   // When out is in's own block, rank r's reduce of that block is in place; no other reduce reads it.
   for (int r = 0; r < size(); ++r)
-    for_chunks(n, max_count_, [&](int64_t s, int64_t m) {
+    for_chunks(n, max_count(), [&](int64_t s, int64_t m) {
       parts.push_back(do_reduce(fi.narrow(0, r * n + s, m), fo.narrow(0, s, m), r, op, seq));
     });
   return std::make_shared<WorkGroup>(state_, "reduce_scatter", seq, std::move(parts));
@@ -67,26 +67,28 @@ WorkPtr Communicator::chunked_all_gather(const Tensor& in, const Tensor& out, ui
   }
   std::vector<WorkPtr> parts;
   for (int r = 0; r < size(); ++r)
-    for_chunks(n, max_count_, [&](int64_t s, int64_t m) { parts.push_back(do_broadcast(fo.narrow(0, r * n + s, m), r, seq)); });
+    for_chunks(n, max_count(),
+               [&](int64_t s, int64_t m) { parts.push_back(do_broadcast(fo.narrow(0, r * n + s, m), r, seq)); });
   return std::make_shared<WorkGroup>(state_, "all_gather", seq, std::move(parts));
 }
 
 WorkPtr Communicator::chunked_broadcast(const Tensor& t, int root, uint64_t seq) {
   const Tensor ft = flat(t);  // (n)
   std::vector<WorkPtr> parts;
-  for_chunks(t.numel(), max_count_, [&](int64_t s, int64_t m) { parts.push_back(do_broadcast(ft.narrow(0, s, m), root, seq)); });
+  for_chunks(t.numel(), max_count(),
+             [&](int64_t s, int64_t m) { parts.push_back(do_broadcast(ft.narrow(0, s, m), root, seq)); });
   return std::make_shared<WorkGroup>(state_, "broadcast", seq, std::move(parts));
 }
 
 std::vector<P2POp> Communicator::chunked_p2p(const std::vector<P2POp>& ops) const {
   std::vector<P2POp> out;
   for (const P2POp& o : ops) {
-    if (o.tensor.numel() <= max_count_) {
+    if (o.tensor.numel() <= max_count()) {
       out.push_back(o);
       continue;
     }
     const Tensor ft = flat(o.tensor);
-    for_chunks(o.tensor.numel(), max_count_, [&](int64_t s, int64_t m) {
+    for_chunks(o.tensor.numel(), max_count(), [&](int64_t s, int64_t m) {
       out.push_back({o.kind, ft.narrow(0, s, m), o.peer, o.tag});
     });
   }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "comm/deadline_gather.h"
 #include "comm/mpi/cuda_aware.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi_wait.h"
@@ -57,8 +58,9 @@ BackendDecision decide_backend(const std::string& kind, bool nccl_built, int loc
   return {ok, std::string("auto -> ") + (ok ? "nccl: " : "mpi: ") + why.str()};
 }
 
-CommSetup make_communicator(const std::string& kind, Millis timeout, MPI_Comm parent) {
+CommSetup make_communicator(const std::string& kind, Millis timeout, const CommOptions& options, MPI_Comm parent) {
   require_mpi("make_communicator");
+  options.validate();
   CommSetup s;
   s.local = node_local_rank(parent, timeout);
   const int gpus = nccl_visible_devices();
@@ -75,14 +77,16 @@ CommSetup make_communicator(const std::string& kind, Millis timeout, MPI_Comm pa
   s.reason = d.reason + "; " + s.local.note;
   if (d.nccl) {
     s.device = s.local.rank;
-    s.world = create_nccl_communicator(parent, s.device, "world", timeout);
+    s.world = create_nccl_communicator(parent, s.device, "world", timeout, options);
     s.backend = "nccl";
   } else {
     s.device = gpus > 0 ? s.local.rank % gpus : -1;
-    s.world = MpiCommunicator::dup(parent, "world", timeout);
+    s.world = MpiCommunicator::dup(parent, "world", timeout, options);
     s.backend = "mpi";
-    if (gpus > 0) s.reason += "; " + mpi::cuda_path().note;  // how CUDA tensors reach MPI
+    if (gpus > 0) s.reason += "; " + mpi::cuda_path(options.mpi_cuda_aware).note;  // how CUDA tensors reach MPI
   }
+  if (options.diagnose_deadlines)
+    s.world->set_deadline_diagnoser(std::make_shared<DeadlineGather>(s.world->shared_state(), options));
   return s;
 }
 

@@ -7,6 +7,8 @@
 // The local rank comes from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED); OMPI_COMM_WORLD_LOCAL_RANK
 // and SLURM_LOCALID are read as hints and any disagreement is reported in the reason.
 // Local GPU = local rank (NCCL) or local rank mod visible devices (MPI), -1 without GPUs.
+// The world communicator gets `options` (split groups inherit them) and, with
+// options.diagnose_deadlines, the deadline diagnosis of comm/deadline_gather.h.
 #pragma once
 #include <mpi.h>
 
@@ -43,7 +45,8 @@ struct CommSetup {
   NodeLocal local;
   int device = -1;  // this rank's CUDA device, -1 if none
 };
-// Collective over `parent` (every rank calls it with the same kind).
-CommSetup make_communicator(const std::string& kind, Millis timeout, MPI_Comm parent = MPI_COMM_WORLD);
+// Collective over `parent` (every rank calls it with the same kind and options).
+CommSetup make_communicator(const std::string& kind, Millis timeout, const CommOptions& options = {},
+                            MPI_Comm parent = MPI_COMM_WORLD);
 
 }  // namespace st::comm

@@ -7,7 +7,10 @@
 #include <memory>
 #include <sstream>
 
+#include "comm/keep_alive.h"
 #include "comm/poll.h"
+#include "comm/poll_hooks.h"
+#include "comm/wait_state.h"
 #include "tensor/dtype.h"
 
 namespace st::comm {

@@ -17,6 +17,6 @@ int nccl_visible_devices();
 // Collective over `parent`: makes `device` current, broadcasts rank 0's ncclUniqueId over MPI and
 // initialises a non-blocking NCCL communicator, all within `timeout`.
 std::shared_ptr<Communicator> create_nccl_communicator(MPI_Comm parent, int device, const std::string& name,
-                                                       Millis timeout);
+                                                       Millis timeout, const CommOptions& options = {});
 
 }  // namespace st::comm

@@ -2,7 +2,9 @@
 //
 // Messages on the private communicator: a question is one int64 (the asker's round); an answer is
 // a fixed 256-byte Answer to the asker, tag kAnswer. Answers are sent with MPI_Isend and tested
-// later; every buffer a request may still touch stays alive with the request.
+// later; every buffer a request may still touch stays alive with the request. A report question
+// (kReportQuestion, from the deadline diagnosis) is answered with the round and the encoded
+// report of the whole process (kReportAnswer).
 #include "comm/side_channel.h"
 
 #include <algorithm>
@@ -11,8 +13,11 @@
 #include <iomanip>
 #include <sstream>
 
+#include "comm/flight_report.h"
+#include "comm/keep_alive.h"
 #include "comm/mpi_wait.h"
 #include "comm/poll.h"
+#include "comm/wait_state.h"
 
 namespace st::comm {
 namespace {
@@ -92,6 +97,7 @@ std::shared_ptr<SideChannel> SideChannel::create(MPI_Comm comm, const std::share
   CHECK_MPI(MPI_Group_translate_ranks(group, state->size(), mine.data(), world_group, world.data()), what);
   CHECK_MPI(MPI_Group_free(&group), what);
   CHECK_MPI(MPI_Group_free(&world_group), what);
+  state->set_world_ranks(world);
   std::shared_ptr<SideChannel> s(new SideChannel(side, state, std::move(world)));
   register_poll_hook(s);
   return s;
@@ -187,18 +193,40 @@ void SideChannel::serve() {
       CHECK_MPI(MPI_Isend(a.get(), sizeof(Answer), MPI_BYTE, status.MPI_SOURCE, kAnswer, comm_, &req), where());
       in_flight_.push_back({req, a});
     }
+    for (;;) {
+      int flag = 0;
+      MPI_Message msg;
+      MPI_Status status;
+      CHECK_MPI(MPI_Improbe(MPI_ANY_SOURCE, kReportQuestion, comm_, &flag, &msg, &status), where());
+      if (!flag) break;
+      int64_t round = 0;
+      CHECK_MPI(MPI_Mrecv(&round, 1, MPI_INT64_T, &msg, MPI_STATUS_IGNORE), where());
+      answer_report(status.MPI_SOURCE, round);
+    }
   } catch (const CommError& e) {
     failed_ = true;
     failure_ = e.what();
   }
 }
 
-std::string SideChannel::explain_timeout(const Work& w, Millis waited) {
+void SideChannel::answer_report(int asker, int64_t round) {
+  int world_rank = 0;
+  CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), where());
+  // round, then the report: one message of bytes
+  auto buf = std::make_shared<std::string>(sizeof(int64_t), '\0');
+  std::memcpy(buf->data(), &round, sizeof(round));
+  *buf += encode_report(build_rank_report(world_rank));
+  MPI_Request req;
+  CHECK_MPI(MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_BYTE, asker, kReportAnswer, comm_, &req),
+            where());
+  in_flight_.push_back({req, buf});
+}
+
+std::string SideChannel::explain_timeout(const std::string& op, uint64_t seq, const Awaited& aw, Millis waited) {
   if (failed_) throw CommError(failure_);
   auto st = state_.lock();
   if (!st) throw CommError("side channel: communicator released");
   asked_ = true;
-  const Awaited& aw = w.awaited();
   const int me = st->rank();
   const Millis win = window(waited);
   const int64_t round = ++round_;
@@ -238,21 +266,21 @@ std::string SideChannel::explain_timeout(const Work& w, Millis waited) {
     for (const Ask& a : *asks) {
       if (!a.answered) {
         missing.emplace_back(wr(a.peer), no_answer);
-      } else if (a.answer.collectives <= static_cast<int64_t>(w.seq())) {
+      } else if (a.answer.collectives <= static_cast<int64_t>(seq)) {
         std::string seen = a.answer.collectives == 0 ? "no collective issued yet"
                                                      : "last seen at seq " + std::to_string(a.answer.collectives - 1);
         missing.emplace_back(wr(a.peer), seen + "; waiting in " + waits(a.answer));
       }
     }
     if (missing.empty()) {
-      os << w.op() << " seq " << w.seq() << " in " << group << " did not complete within " << seconds(waited)
+      os << op << " seq " << seq << " in " << group << " did not complete within " << seconds(waited)
          << " although every rank issued it (they may have issued different collectives at this position: "
             "SHARDTRAIN_COMM_DEBUG=1 compares them)";
       return os.str();
     }
     os << (missing.size() == 1 ? "rank " : "ranks ");
     for (size_t i = 0; i < missing.size(); ++i) os << (i ? ", " : "") << missing[i].first;
-    os << " did not reach " << w.op() << " seq " << w.seq() << " in " << group << " within " << seconds(waited)
+    os << " did not reach " << op << " seq " << seq << " in " << group << " within " << seconds(waited)
        << " (";
     if (missing.size() == 1) {
       os << missing[0].second;
@@ -266,7 +294,7 @@ std::string SideChannel::explain_timeout(const Work& w, Millis waited) {
     return os.str();
   }
   // Point to point: per peer, whether it issued the matching transfers.
-  os << w.op() << " seq " << w.seq() << " of rank " << wr(me) << " in " << group << " did not complete within "
+  os << op << " seq " << seq << " of rank " << wr(me) << " in " << group << " did not complete within "
      << seconds(waited) << ": ";
   for (size_t i = 0; i < asks->size(); ++i) {
     const Ask& a = (*asks)[i];

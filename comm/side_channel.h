@@ -7,7 +7,7 @@
 // this communicator, and waits for the answers within min(5 s, timeout) — answering the others'
 // questions meanwhile (until the window ends, or every peer both answered and asked: a peer whose
 // deadline passes a moment later must still find this rank answering). A rank answers while it
-// polls in any comm wait of the process (every SideChannel is a poll hook, see work.h): that is,
+// polls in any comm wait of the process (every SideChannel is a poll hook, comm/poll_hooks.h): that is,
 // when it is alive and blocked in comm, whichever communicator it waits on. A rank that is
 // computing, stopped (SIGSTOP) or dead does not answer, and is named as such. The answer is what
 // the rank has issued (collectives; sends to and receives from the asker) and what it is waiting
@@ -20,8 +20,13 @@
 // the same one (as long as the missing rank stays missing for the window). Ranks in these lines
 // are world ranks (MPI_COMM_WORLD), and [ranks ...] lists the group's members.
 //
+// The same channel carries a second kind of question, asked only on the world's side channel by
+// the deadline diagnosis (comm/deadline_gather.h): "send me your report" — every communicator's
+// progress and flight recorder ring, and what this rank waits on (comm/flight_report.h). Any side
+// channel answers it, with the whole process's report.
+//
 // Cost per operation: a counter (point to point: the per-peer counts of the batch); while waiting,
-// one MPI_Improbe per communicator per millisecond; after a timeout, at most min(5 s, timeout).
+// two MPI_Improbe per communicator per millisecond; after a timeout, at most min(5 s, timeout).
 #pragma once
 #include <mpi.h>
 
@@ -30,14 +35,15 @@
 #include <string>
 #include <vector>
 
-#include "comm/work.h"
+#include "comm/comm_state.h"
+#include "comm/poll_hooks.h"
 
 namespace st::comm {
 
-class SideChannel final : public PollHook {
+class SideChannel final : public PollHook, public TimeoutExplainer {
  public:
   // Collective over `comm` (MPI_Comm_idup within `timeout`); registered as a poll hook. `state` is
-  // the communicator's (what the answers report); held weakly.
+  // the communicator's (what the answers report); held weakly. Sets state's world ranks.
   static std::shared_ptr<SideChannel> create(MPI_Comm comm, const std::shared_ptr<CommState>& state, Millis timeout);
   ~SideChannel() override;
   SideChannel(const SideChannel&) = delete;
@@ -45,13 +51,20 @@ class SideChannel final : public PollHook {
 
   // Answers every question that arrived; never blocks, never throws (a failure disables it).
   void on_poll() override;
-  // The TimeoutError line for `w`, which waited `waited`; asks the peers within window(waited).
-  // Throws CommError when the side channel failed.
-  std::string explain_timeout(const Work& w, Millis waited);
+  // The TimeoutError line for operation `op` `seq`, which waited `waited` for `awaited`; asks the
+  // peers within window(waited). Throws CommError when the side channel failed.
+  std::string explain_timeout(const std::string& op, uint64_t seq, const Awaited& awaited, Millis waited) override;
   // How long explain_timeout waits for answers: min(5 s, timeout).
   static Millis window(Millis timeout);
   // World rank of each group rank.
   const std::vector<int>& world_ranks() const { return world_; }
+  // The report questions and answers (comm/deadline_gather.h): a question is one int64, the
+  // asker's round; an answer is that round followed by the encoded report.
+  static constexpr int kReportQuestion = 3;
+  static constexpr int kReportAnswer = 4;
+  MPI_Comm comm() const { return comm_; }
+  // Questions were sent on this channel: late answers may still come, so its MPI_Comm is kept.
+  void keep_comm() { asked_ = true; }
 
  private:
   struct InFlight {
@@ -63,6 +76,7 @@ class SideChannel final : public PollHook {
   // Posts the questions and polls for the answers until all came or `window` passed.
   void ask_and_wait(std::vector<Ask>& asks, int64_t round, Millis window);
   void serve();
+  void answer_report(int asker, int64_t round);
   void reap();  // drops completed requests of earlier rounds
   std::string where() const;
   MPI_Comm comm_;

@@ -1,47 +1,16 @@
-// Work's deadline loop, CommState's broken flag, the process's poll hooks and what this thread is
-// waiting for (see work.h).
+// Work's deadline loop and the flight recorder's times (see work.h).
 #include "comm/work.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <iomanip>
-#include <mutex>
 #include <sstream>
-#include <vector>
 
 #include "comm/poll.h"
-#include "comm/side_channel.h"
+#include "comm/poll_hooks.h"
+#include "comm/wait_state.h"
 #include "tensor/error.h"
 
 namespace st::comm {
-
-void CommState::set_timeout(Millis t) {
-  ST_CHECK(t.count() > 0, ValueError, "communicator '" << name_ << "': timeout must be > 0 ms, got " << t.count());
-  timeout_ms_.store(t.count());
-}
-
-std::string CommState::broken_reason() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return reason_;
-}
-
-void CommState::mark_broken(const std::string& reason) {
-  std::function<void()> hook;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (broken_.load()) return;
-    reason_ = reason;
-    broken_.store(true);
-    hook = std::move(abort_hook_);
-  }
-  if (hook) hook();
-}
-
-std::string CommState::where() const {
-  std::ostringstream os;
-  os << "rank " << rank_ << " of " << size_ << " in group '" << name_ << "'";
-  return os.str();
-}
 
 Work::Work(std::shared_ptr<CommState> state, std::string op, uint64_t seq)
     : state_(std::move(state)), op_(std::move(op)), seq_(seq) {}
@@ -68,9 +37,22 @@ std::string Work::describe() const {
   return os.str();
 }
 
+void Work::record_progress(bool finished) {
+  if (flight_n_ == 0 || (flight_started_ && !finished)) return;
+  const auto& rec = state_->recorder();
+  if (!rec) return;
+  if (!flight_started_ && (finished || started())) {
+    rec->mark_started(flight_first_, flight_n_, flight_now_ns());
+    flight_started_ = true;
+  }
+  if (finished) rec->mark_completed(flight_first_, flight_n_, flight_now_ns());
+}
+
 bool Work::poll_and_finish() {
   if (done_) return true;
-  if (!poll()) return false;
+  const bool finished = poll();
+  record_progress(finished);
+  if (!finished) return false;
   done_ = true;
   finish();
   return true;
@@ -94,7 +76,7 @@ void Work::wait(Millis timeout) {
   };
   if (abandoned_ || state_->broken()) fail_broken();
   if (timeout.count() < 0) timeout = state_->timeout();
-  WaitingScope waiting(this);
+  WaitingScope waiting(*state_, op_, seq_, awaited_);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const bool done = poll_until(deadline, [&] {
     if (poll_and_finish()) return true;
@@ -105,10 +87,15 @@ void Work::wait(Millis timeout) {
   if (done) return;
   abandoned_ = true;
   abandon();
-  // Named before the communicator breaks: the side channel asks the peers what they reached (and
-  // this rank keeps answering them meanwhile), within min(5 s, timeout).
+  note_timed_out(*state_, op_, seq_, awaited_);
+  // The world's diagnoser asks every rank for its flight recorder first, so that its window runs
+  // alongside the side channel's; the side channel names the missing peer (this rank keeps
+  // answering both meanwhile), within min(5 s, timeout). Named before the communicator breaks.
+  const std::shared_ptr<DeadlineDiagnoser> diagnoser = state_->diagnoser();
+  if (diagnoser) diagnoser->begin(timeout);
   const std::string line = timeout_line(timeout);
   state_->mark_broken(line);
+  if (diagnoser) diagnoser->conclude(line);  // throws DeadlineError
   throw TimeoutError(line);
 }
 
@@ -132,6 +119,12 @@ bool WorkGroup::stream_wait() {
   return true;
 }
 
+bool WorkGroup::started() const {
+  for (const auto& p : parts_)
+    if (!p->started()) return false;
+  return true;
+}
+
 std::string WorkGroup::pending_note() const {
   for (const auto& p : parts_) {
     const std::string n = p->pending_note();
@@ -142,9 +135,9 @@ std::string WorkGroup::pending_note() const {
 
 std::string Work::timeout_line(Millis timeout) const {
   std::string note = pending_note();
-  if (const auto& side = state_->side_channel()) {
+  if (const auto& explainer = state_->explainer()) {
     try {
-      std::string line = side->explain_timeout(*this, timeout);
+      std::string line = explainer->explain_timeout(op_, seq_, awaited_, timeout);
       return note.empty() ? line : line + "; " + note;
     } catch (const std::exception& e) {
       note += (note.empty() ? "" : "; ") + std::string("side channel failed: ") + e.what();
@@ -156,74 +149,6 @@ std::string Work::timeout_line(Millis timeout) const {
      << " s (a peer is dead, stuck, or issued collectives in a different order)";
   if (!note.empty()) os << "; " << note;
   return os.str();
-}
-
-namespace {
-std::mutex g_keep_mu;
-std::vector<std::shared_ptr<void>>* g_keep = nullptr;  // never destroyed: outlives every request
-}  // namespace
-
-void keep_alive_forever(std::shared_ptr<void> buffers) {
-  std::lock_guard<std::mutex> lock(g_keep_mu);
-  if (!g_keep) g_keep = new std::vector<std::shared_ptr<void>>();
-  g_keep->push_back(std::move(buffers));
-}
-
-namespace {
-std::mutex g_hooks_mu;
-std::vector<std::weak_ptr<PollHook>>& hooks() {
-  static auto* h = new std::vector<std::weak_ptr<PollHook>>();  // never destroyed (used at exit)
-  return *h;
-}
-std::atomic<int64_t> g_last_hooks_ns{0};  // steady_clock time of the last run
-thread_local const Work* t_waiting_work = nullptr;
-thread_local const std::string* t_waiting_what = nullptr;
-}  // namespace
-
-void register_poll_hook(std::weak_ptr<PollHook> hook) {
-  std::lock_guard<std::mutex> lock(g_hooks_mu);
-  hooks().push_back(std::move(hook));
-}
-
-void run_poll_hooks(bool force) {
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
-  if (!force && now - g_last_hooks_ns.load(std::memory_order_relaxed) < 1000000) return;  // the hot path
-  g_last_hooks_ns.store(now, std::memory_order_relaxed);
-  std::vector<std::shared_ptr<PollHook>> live;
-  {
-    std::lock_guard<std::mutex> lock(g_hooks_mu);
-    auto& h = hooks();
-    h.erase(std::remove_if(h.begin(), h.end(), [](const std::weak_ptr<PollHook>& w) { return w.expired(); }),
-            h.end());
-    for (const auto& w : h)
-      if (auto p = w.lock()) live.push_back(std::move(p));
-  }
-  // Outside the lock: a hook may create or drop others.
-  for (const auto& p : live) p->on_poll();
-}
-
-WaitingScope::WaitingScope(const Work* w) : prev_work_(t_waiting_work), prev_what_(t_waiting_what) {
-  t_waiting_work = w;
-  t_waiting_what = nullptr;
-}
-WaitingScope::WaitingScope(const std::string* what) : prev_work_(t_waiting_work), prev_what_(t_waiting_what) {
-  t_waiting_work = nullptr;
-  t_waiting_what = what;
-}
-WaitingScope::~WaitingScope() {
-  t_waiting_work = prev_work_;
-  t_waiting_what = prev_what_;
-}
-
-std::string WaitingScope::current() {
-  if (t_waiting_work) {
-    const Work& w = *t_waiting_work;
-    return w.op() + " seq " + std::to_string(w.seq()) + " in group '" + w.comm_state()->name() + "'";
-  }
-  if (t_waiting_what) return *t_waiting_what;
-  return "";
 }
 
 }  // namespace st::comm

@@ -1,5 +1,4 @@
-// Work: the handle every communicator call returns (PyTorch c10d's Work), and CommState, the
-// part of a communicator that its Works share (identity, timeout, broken flag, abort hook).
+// Work: the handle every communicator call returns (PyTorch c10d's Work).
 //
 // wait() polls the backend (MPI_Testall, or cudaEventQuery + ncclCommGetAsyncError) until the
 // operation finishes or its deadline passes; it never blocks inside MPI or NCCL. On expiry the
@@ -7,10 +6,17 @@
 // st::TimeoutError with a one-line cause naming rank, group, op and sequence number. Once broken,
 // every later call on the communicator and every other pending Work throws CommError at once.
 //
-// While it polls, wait() also runs the process's poll hooks (run_poll_hooks): the side channels
-// answer peers that ask what this rank has reached (comm/side_channel.h), and strict-mode p2p
-// queues post their next batch. When the deadline passes, the communicator's side channel names
-// the rank(s) that never arrived before the TimeoutError is thrown.
+// While it polls, wait() also runs the process's poll hooks (comm/poll_hooks.h): the side channels
+// answer peers that ask what this rank has reached, and the MPI backend's queues post what they
+// hold. When the deadline passes, the communicator's TimeoutExplainer (its side channel) names the
+// rank(s) that never arrived, and where the communicator descends from make_communicator's world,
+// the world's DeadlineDiagnoser gathers every rank's flight recorder and throws DeadlineError (a
+// TimeoutError) with one diagnosis for the job (comm/deadline_gather.h). Both only see the
+// interfaces of comm/comm_state.h.
+//
+// The flight recorder (comm/flight_recorder.h): Communicator records each operation when it is
+// issued; the Work marks it started once the backend has it (started()) and completed when a poll
+// first sees it finished.
 //
 // wait_on_stream() is the device-side wait: later work on the caller's current CUDA stream runs
 // after the operation, and the host goes on at once where the backend can do that (NCCL: the
@@ -21,84 +27,18 @@
 // A Work dropped before it completed waits for it in its destructor (within the deadline, errors
 // reported on stderr), because the backend may still write into the tensors it holds. A Work
 // abandoned because its communicator broke hands its buffers to a process-wide keep-alive list
-// instead: MPI cannot cancel a collective, so the memory must outlive the request.
+// instead (comm/keep_alive.h): MPI cannot cancel a collective, so the memory must outlive the
+// request.
 #pragma once
-#include <atomic>
-#include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "comm/awaited.h"
+#include "comm/comm_state.h"
+
 namespace st::comm {
-
-class SideChannel;
-
-using Millis = std::chrono::milliseconds;
-// Passed to Work::wait: use the communicator's timeout.
-inline constexpr Millis kCommTimeout{-1};
-
-class CommState {
- public:
-  CommState(int rank, int size, std::string name, Millis timeout) : rank_(rank), size_(size), name_(std::move(name)) {
-    set_timeout(timeout);
-  }
-
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  const std::string& name() const { return name_; }
-  Millis timeout() const { return Millis(timeout_ms_.load()); }
-  void set_timeout(Millis t);
-
-  bool broken() const { return broken_.load(); }
-  std::string broken_reason() const;
-  // First call wins: records the reason and runs the abort hook (once).
-  void mark_broken(const std::string& reason);
-  void set_abort_hook(std::function<void()> hook) { abort_hook_ = std::move(hook); }
-
-  // "rank 1 of 4 in group 'world'"
-  std::string where() const;
-
-  // What this rank has issued on the communicator: what the side channel answers a peer that
-  // asks (and how "last seen at seq 9" is known). Updated by Communicator.
-  struct Progress {
-    uint64_t collectives = 0;          // collectives issued; the next one gets this seq
-    std::vector<uint64_t> sends_to;    // per group rank: sends issued to it (size() entries)
-    std::vector<uint64_t> recvs_from;  // per group rank: receives issued from it
-  };
-  Progress& progress() { return progress_; }
-  const Progress& progress() const { return progress_; }
-  // Set by the backend once the communicator's side channel exists (none: timeouts are not diagnosed).
-  void set_side_channel(std::shared_ptr<SideChannel> s) { side_ = std::move(s); }
-  const std::shared_ptr<SideChannel>& side_channel() const { return side_; }
-
- private:
-  int rank_;
-  int size_;
-  std::string name_;
-  std::atomic<int64_t> timeout_ms_{0};
-  std::atomic<bool> broken_{false};
-  mutable std::mutex mu_;
-  std::string reason_;
-  std::function<void()> abort_hook_;
-  Progress progress_;
-  std::shared_ptr<SideChannel> side_;
-};
-
-// What a Work waits for, for the timeout diagnosis; set by Communicator when it returns the Work.
-struct Awaited {
-  bool collective = false;
-  // Point to point: per peer (group rank), the 1-based index — counted per direction over the
-  // communicator's life — of this Work's last send to and last receive from it (0: none).
-  struct Transfer {
-    int peer = 0;
-    uint64_t send_index = 0;
-    uint64_t recv_index = 0;
-  };
-  std::vector<Transfer> transfers;
-};
 
 class Work {
  public:
@@ -127,6 +67,8 @@ class Work {
   const std::shared_ptr<CommState>& comm_state() const { return state_; }
   // Backend detail for the timeout line ("" when none), e.g. a strict-mode batch still queued.
   virtual std::string pending_note() const { return ""; }
+  // True once the backend has the operation (posted to MPI, enqueued on NCCL's stream).
+  virtual bool started() const { return true; }
 
  protected:
   // True once the backend finished; may throw CommError for backend errors.
@@ -145,8 +87,9 @@ class Work {
   void settle() noexcept;
 
  private:
-  friend class Communicator;  // sets awaited_
+  friend class Communicator;  // sets awaited_ and the flight recorder's entries
   bool poll_and_finish();
+  void record_progress(bool finished);  // the flight recorder's started / completed times
   std::string timeout_line(Millis timeout) const;
   std::shared_ptr<CommState> state_;
   std::string op_;
@@ -154,38 +97,10 @@ class Work {
   bool done_ = false;
   bool abandoned_ = false;
   Awaited awaited_;
+  uint64_t flight_first_ = 0;  // the recorder's entries of this operation: [first, first + n)
+  uint32_t flight_n_ = 0;
+  bool flight_started_ = false;
 };
-
-// Work that must go on while any wait of this process polls, whichever communicator it is on: the
-// side channels' answers, the strict-mode p2p queues. Hooks are held weakly and never throw.
-class PollHook {
- public:
-  virtual ~PollHook() = default;
-  virtual void on_poll() = 0;
-};
-void register_poll_hook(std::weak_ptr<PollHook> hook);
-// Runs every live hook, at most once a millisecond unless `force` (expired ones are dropped).
-void run_poll_hooks(bool force = false);
-
-// What this thread is waiting for now, as the side channel reports it to a peer that asks
-// ("allreduce seq 3 in group 'dp'"). Set by Work::wait and mpi_wait_deadline for their duration.
-class WaitingScope {
- public:
-  explicit WaitingScope(const Work* w);
-  explicit WaitingScope(const std::string* what);
-  ~WaitingScope();
-  WaitingScope(const WaitingScope&) = delete;
-  WaitingScope& operator=(const WaitingScope&) = delete;
-  // "" when this thread is not waiting in comm.
-  static std::string current();
-
- private:
-  const Work* prev_work_;
-  const std::string* prev_what_;
-};
-
-// Keeps `buffers` alive until the process ends (see abandon()).
-void keep_alive_forever(std::shared_ptr<void> buffers);
 
 // A Work that is complete when created (empty groups, size-1 shortcuts).
 class CompletedWork final : public Work {
@@ -203,6 +118,7 @@ class WorkGroup final : public Work {
   WorkGroup(std::shared_ptr<CommState> state, std::string op, uint64_t seq, std::vector<std::shared_ptr<Work>> parts);
   ~WorkGroup() override { settle(); }
   std::string pending_note() const override;
+  bool started() const override;
 
  protected:
   bool poll() override;

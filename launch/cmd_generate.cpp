@@ -4,6 +4,7 @@
 // of one; world = tp × pp ranks.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -13,9 +14,12 @@
 #include "comm/make_communicator.h"
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
+#include "launch/checkpoint_paths.h"
+#include "launch/comm_env.h"
 #include "launch/commands.h"
 #include "launch/gpu_env.h"
 #include "launch/error_report.h"
+#include "launch/launch_command.h"
 #include "launch/options.h"
 #include "launch/text_codec.h"
 #include "runtime/common/partition.h"
@@ -39,7 +43,9 @@ runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args
   if (command == "sample") c.temperature = 1.0;  // sample's default since it existed
   OptionTable t(command, false);
   auto num = [](auto& v) { return [&v] { return std::to_string(v); }; };
-  t.add({"checkpoint", "model", "DIR", "checkpoint dir (ours, or HF GPT-2: config.json + model.safetensors or its sharded index) (required)",
+  t.add({"checkpoint", "model", "DIR",
+         "a run's --checkpoint-dir (its newest step), one step folder of it, or a HF GPT-2 dir (config.json + "
+         "model.safetensors or its sharded index) (required)",
          false, OptionTable::bind(c.checkpoint), nullptr});
   t.add({"init-from", "model", "DIR", "the same as --checkpoint (a Hugging Face save_pretrained directory)", false,
          OptionTable::bind(c.checkpoint), nullptr});
@@ -78,10 +84,11 @@ runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args
   t.parse_flags(args);
   const std::string& cmd = command;
   if (c.checkpoint.empty()) ST_THROW(UsageError, cmd << ": --checkpoint DIR (or --init-from DIR) is required");
-  std::error_code ec;  // the non-throwing overload: a name too long is a usage error too
-  if (!std::filesystem::is_directory(c.checkpoint, ec))
-    ST_THROW(UsageError, cmd << ": --checkpoint " << c.checkpoint << " is not a directory"
-                             << (ec ? " (" + ec.message() + ")" : std::string()));
+  // a model directory (a step folder, Hugging Face's) or a run's checkpoint root: its newest step
+  // (launch/checkpoint_paths.h); a missing one names a similar path that exists
+  // (checked here; a root stays a root: the sampler takes its newest complete step and says which
+  // incomplete ones it passed over)
+  resolve_model_dir(c.checkpoint, cmd + ": --checkpoint");
   if (!c.prompts_file.empty()) {
     std::ifstream in(c.prompts_file);
     if (!in) ST_THROW(UsageError, cmd << ": --prompts " << c.prompts_file << " cannot be read");
@@ -103,12 +110,15 @@ runtime::GenerateConfig parse_sample_args(const std::vector<std::string>& args, 
   return parse_generate_args(args, help, "sample");
 }
 
-int run_generate(const runtime::GenerateConfig& c, const std::string& cmd) {
+int run_generate(const runtime::GenerateConfig& c, const std::string& cmd, const std::vector<std::string>& args) {
   const comm::CommSetup setup =
-      comm::make_communicator(c.device == Device::cuda ? "auto" : "mpi", std::chrono::milliseconds(300000));
+      comm::make_communicator(c.device == Device::cuda ? "auto" : "mpi", std::chrono::milliseconds(300000),
+                              comm_options_from_env());
   const auto& world = setup.world;
   ST_CHECK(world->size() == c.tp * c.pp, ValueError,
-           cmd << ": --tp " << c.tp << " x --pp " << c.pp << " needs " << c.tp * c.pp << " ranks, the job has " << world->size());
+           cmd << ": --tp " << c.tp << " x --pp " << c.pp << " needs " << c.tp * c.pp << " ranks, the job has "
+               << world->size() << (world->size() == 1 ? " (started without mpirun)" : "") << ": "
+               << launch_line(c.tp * c.pp, c.device == Device::cuda, cmd, args));
   comm::ProcessGrid grid(world, 1, static_cast<int>(c.tp), static_cast<int>(c.pp));
   const int stage = grid.coord().pp;
   TextCodec codec(c.tokenizer, c.vocab);
@@ -122,7 +132,9 @@ int run_generate(const runtime::GenerateConfig& c, const std::string& cmd) {
     const runtime::Partition part = runtime::partition_uniform(probe->total_layers(), static_cast<int>(c.pp));
     build.layers = {runtime::LayerRange{part.begin(stage), part.end(stage)}};
   }
-  model = runtime::load_model_for_sampling(c.checkpoint, &from, build);
+  std::string note;  // incomplete checkpoints passed over
+  model = runtime::load_model_for_sampling(c.checkpoint, &from, build, &note);
+  if (!note.empty() && world->rank() == 0) std::cerr << cmd << ": " << note << std::endl;
   codec.check_model(model->vocab_size());
   if (c.device == Device::cuda) model->move_parameters(Device::cuda);
   std::vector<std::vector<int64_t>> prompts;
@@ -190,6 +202,16 @@ int run_generate(const runtime::GenerateConfig& c, const std::string& cmd) {
               << (c.cache ? "KV cache" : "no cache") << ", prompt pass " << res.prompt_seconds * 1e3 << " ms), KV cache "
               << mine << " bytes on rank 0, " << all << " on all " << world->size() << " ranks; temperature "
               << c.temperature << ", top-k " << c.top_k << ", top-p " << c.top_p << ", seed " << c.seed << "\n";
+    // a row that filled the context stopped short of --max-new-tokens: say so, not in silence
+    const int64_t ctx = model->context_length();
+    for (size_t r = 0; r < prompts.size(); ++r) {
+      const int64_t got = static_cast<int64_t>(res.tokens[r].size()), len = static_cast<int64_t>(prompts[r].size());
+      if (got >= c.max_new_tokens || len + got < ctx) continue;  // all it asked, or a stop token
+      std::cerr << cmd << ": " << (prompts.size() > 1 ? "prompt #" + std::to_string(r + 1) + " " : std::string())
+                << "stopped after " << got << " of the " << c.max_new_tokens << " new tokens asked: with its " << len
+                << " prompt tokens that fills the model's context of " << ctx
+                << " tokens, the most it can see (longer text needs a model trained with a longer --seq-len)\n";
+    }
   }
   return 0;
 }
@@ -211,7 +233,7 @@ int cmd_generate(const std::vector<std::string>& args, const std::string& cmd) {
   prepare_error_agreement();
   const runtime::GenerateConfig c = parse_generate_args(args, nullptr, cmd);
   apply_gpu_environment();
-  const int rc = run_generate(c, cmd);
+  const int rc = run_generate(c, cmd, args);
   release_error_agreement();
   MPI_Finalize();
   return rc;

@@ -1,18 +1,21 @@
 // `shardtrain train`: MPI (a single process without mpirun is a world of one), options (YAML +
 // flags), the built-in corpus when --data is empty, then the parallel trainer. MPI comes first so
-// that an error every rank meets alike (a bad flag) is printed once (launch/error_report.h); an
-// error propagates to main(), which prints one line naming the rank and aborts the job so no
-// rank waits forever.
+// that an error every rank meets alike (a bad flag) is printed once (launch/error_report.h); a
+// world size the layout does not fit is refused naming the launch line that fits, and flags
+// without effect in the layout get a note (launch/layout_check.h); an error propagates to main(),
+// which prints one line naming the rank and aborts the job so no rank waits forever.
 #include <mpi.h>
 
 #include <iostream>
 
 #include "comm/mpi_env.h"
+#include "launch/comm_env.h"
 #include "launch/commands.h"
 #include "launch/config.h"
 #include "launch/corpus.h"
 #include "launch/error_report.h"
 #include "launch/gpu_env.h"
+#include "launch/layout_check.h"
 #include "launch/test_seams.h"
 #include "runtime/train/parallel_training.h"
 
@@ -31,7 +34,18 @@ int cmd_train(const std::vector<std::string>& args) {
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   }
   prepare_error_agreement();
-  runtime::TrainConfig cfg = parse_train_args(args);
+  std::vector<std::string> notes;
+  runtime::TrainConfig cfg = parse_train_args(args, &notes);
+  cfg.comm_options = comm_options_from_env();
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  check_job_ranks(cfg, world, args);  // before the communicators: names the launch line that fits
+  for (const std::string& note : no_effect_notes(cfg, cfg.dp > 0 ? cfg.dp : world / (cfg.tp * cfg.pp)))
+    notes.push_back(note);
+  if (rank == 0)
+    for (const std::string& note : notes) std::cout << note << "\n";
+  std::cout.flush();
   if (cfg.data.empty()) cfg.data = builtin_corpus_path();
   apply_gpu_environment();
   const int rc = runtime::run_parallel_training(cfg, train_seams_from_environment());

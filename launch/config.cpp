@@ -6,9 +6,12 @@
 #include <filesystem>
 #include <sstream>
 
+#include "launch/checkpoint_paths.h"
+
 #include "runtime/io/safetensors_index.h"
 #include "runtime/common/json_io.h"
 #include "runtime/setup/model_registry.h"
+#include "runtime/setup/resume_model.h"
 
 namespace st::launch {
 namespace fs = std::filesystem;
@@ -67,8 +70,9 @@ OptionTable train_options(TrainConfig& c) {
   I("vocab", "model", c.vocab, "N", "vocabulary size (256 for the byte tokenizer)");
   I("seq-len", "model", c.seq_len, "N", "sequence length T; 0: the model's context length");
   S("init-from", "model", c.init_from, "DIR",
-    "a Hugging Face save_pretrained dir (config.json + model.safetensors or its sharded index) of GPT-2 (model_type "
-    "gpt2) or Llama (llama); the family and sizes come from it");
+    "a new run from these weights: a Hugging Face save_pretrained dir of GPT-2 (model_type gpt2) or Llama (llama), "
+    "or one of our step folders (config.json + model.safetensors or its sharded index), or a run's "
+    "--checkpoint-dir (its newest step); the family and sizes come from it");
   F("dropout", "model", c.dropout,
     "p of every dropout layer (GPT: embedding, residual); -1: the model's own (GPT 0 or config.json's, "
     "simple-transformer 0.1). Masks follow the global sequence index: the same in every layout");
@@ -120,6 +124,11 @@ OptionTable train_options(TrainConfig& c) {
   I("max-nonfinite-steps", "numerics", c.max_nonfinite_steps, "N",
     "stop after N steps in a row with an inf/NaN loss or grad norm (fp32/bf16: each is skipped; fp16: overflows "
     "at the loss scale's floor); 0: never stop");
+  F("max-loss-ratio", "numerics", c.max_loss_ratio,
+    "stop when the loss is above this many times its running mean (an average of about the last 10 steps) for "
+    "--loss-ratio-steps steps in a row: a run diverging without inf/NaN; 0: off");
+  I("loss-ratio-steps", "numerics", c.loss_ratio_steps, "K",
+    "steps in a row above --max-loss-ratio × the running mean that stop the run (a shorter spike passes)");
   // optimizer
   E("optimizer", "optimizer", c.optimizer, "optimizer");
   F("lr", "optimizer", c.lr, "peak learning rate");
@@ -144,17 +153,27 @@ OptionTable train_options(TrainConfig& c) {
   I("eval-every", "run", c.eval_every, "N",
     "validate every N steps; 0: with --val-data every max(1, steps / 10) steps, without it never");
   S("checkpoint-dir", "run", c.checkpoint_dir, "DIR",
-    "where step_NNNNNNNN/ checkpoints go; a run without --resume refuses a DIR that already holds some");
+    "where step_NNNNNNNN/ checkpoints go; a run without --resume refuses a DIR that already holds some; with "
+    "--resume also one step folder DIR/step_N (resumed; it must be DIR's newest)");
   I("checkpoint-every", "run", c.checkpoint_every, "N", "checkpoint every N steps; 0: only at the end if a dir is set");
   I("keep-checkpoints", "run", c.keep_checkpoints, "N", "keep the newest N checkpoints; 0: all");
   B("resume", "run", c.resume,
-    "continue from the newest complete checkpoint in --checkpoint-dir (none there: start fresh, and say so)");
+    "continue from the newest complete checkpoint in --checkpoint-dir, or the step folder it names (a dir that "
+    "exists and holds none: start fresh, and say so; a dir that does not exist: an error)");
   B("overwrite-checkpoints", "run", c.overwrite_checkpoints,
     "without --resume, write into a --checkpoint-dir that holds another run's checkpoints (--keep-checkpoints "
-    "may then delete them)");
-  S("metrics", "run", c.metrics, "FILE.jsonl", "one JSON object per optimizer step (rank 0)");
+    "may then delete them) and start anew a --metrics file that holds another run's steps");
+  S("metrics", "run", c.metrics, "FILE.jsonl",
+    "one JSON object per optimizer step (rank 0); a resumed run appends, a new run refuses a FILE that holds "
+    "another run's steps");
   S("trace", "run", c.trace, "FILE.json", "Chrome/Perfetto trace: a process per rank, a thread per track");
-  F("timeout-s", "run", c.timeout_s, "a collective slower than this aborts every rank with a named cause");
+  F("timeout-s", "run", c.timeout_s,
+    "a collective slower than this aborts every rank with one diagnosis: the rank that is behind, where each "
+    "rank waits, the first operation at which the ranks diverge (printed once, by rank 0 unless rank 0 is the "
+    "one stuck)");
+  S("flight-recorder-dump", "run", c.flight_recorder_dump, "DIR",
+    "on a deadline, write each rank's flight recorder (its last 256 collectives and transfers per group, with "
+    "times) as DIR/flight_recorder_rank<R>.json");
   I("log-every", "run", c.log_every, "N", "print a step line every N steps");
   B("progress", "run", c.progress,
     "a progress bar below the step lines, only when stdout is a terminal (isatty); redirected (a file, a "
@@ -176,12 +195,13 @@ void validate(const TrainConfig& c, const OptionTable& t) {
   if (!c.val_data.empty() && !exists_as(c.val_data, false, why)) fail("val-data", "no such file: " + c.val_data + why);
 }
 
-void resolve_init_from(TrainConfig& c, const OptionTable& t) {
+void resolve_init_from(TrainConfig& c, const OptionTable& t, std::string* note) {
   if (c.init_from.empty()) return;
   const std::string where = "--init-from" + t.origin_of("init-from");
+  // a model directory, or a run's checkpoint root: its newest step (launch/checkpoint_paths.h)
+  c.init_from = resolve_model_dir(c.init_from, "--init-from", note);
   const fs::path dir = c.init_from;
   std::string why;
-  if (!exists_as(dir, true, why)) ST_THROW(UsageError, where << ": " << c.init_from << " is not a directory" << why);
   if (!exists_as(dir / "config.json", false, why))
     ST_THROW(UsageError, where << ": " << (dir / "config.json").string() << " is missing" << why);
   if (!runtime::SafetensorsStore::exists(dir.string(), "model"))
@@ -226,13 +246,22 @@ void resolve_init_from(TrainConfig& c, const OptionTable& t) {
                                      << n_pos << " in " << cfg_path);
 }
 
-TrainConfig parse_train_args(const std::vector<std::string>& args) {
+TrainConfig parse_train_args(const std::vector<std::string>& args, std::vector<std::string>* notes) {
   TrainConfig cfg;
   OptionTable t = train_options(cfg);
   const std::string file = OptionTable::config_path(args);
   if (!file.empty()) t.load_yaml(file);
   t.parse_flags(args);
-  resolve_init_from(cfg, t);  // first: the sizes then come from config.json
+  std::string note;
+  resolve_init_from(cfg, t, &note);  // first: the sizes then come from config.json
+  if (notes && !note.empty()) notes->push_back(note);
+  resolve_checkpoint_dir(cfg, t);  // a step folder: its root and step (launch/checkpoint_paths.h)
+  // --resume: the model flags agree with the checkpoint it takes, or are taken from it
+  runtime::take_model_from_checkpoint(
+      cfg, [&](const std::string& flag) { return t.was_set(flag); },
+      [&](const std::string& flag, const std::string& why) {
+        ST_THROW(UsageError, "--" << flag << t.origin_of(flag) << ": " << why);
+      });
   validate(cfg, t);
   // SHARDTRAIN_PROGRESS=0 (docs/testing.md): no bar whatever the flags say
   if (const char* v = std::getenv("SHARDTRAIN_PROGRESS"); v && std::string(v) == "0") cfg.progress = false;

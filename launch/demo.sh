@@ -61,8 +61,8 @@ print(f"loss: step {first['step']} {first['loss']:.3f} -> step {last['step']} {l
       f"(mean of the last {len(tail)}: {avg:.3f}; uniform over 256 bytes = 5.545)")
 PY
 
-echo "== sample (shardtrain sample --checkpoint $RUN/checkpoints --prompt 'The ' --tokens 300)"
-"$BIN" sample --checkpoint "$RUN/checkpoints" --prompt "The " --tokens 300 --temperature 0.8 --top-k 40 --seed 1 --device "$device"
+echo "== sample (shardtrain sample --checkpoint $RUN/checkpoints --prompt 'The ' --tokens 60: the model sees 64 tokens)"
+"$BIN" sample --checkpoint "$RUN/checkpoints" --prompt "The " --tokens 60 --temperature 0.8 --top-k 40 --seed 1 --device "$device"
 
 if command -v gnuplot >/dev/null; then
   launch/plot.sh --metrics "$RUN/metrics.jsonl" --out "$RUN/plots" --title "demo"

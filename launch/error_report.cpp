@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "comm/poll_hooks.h"
+
 namespace st::launch {
 namespace {
 
@@ -105,6 +107,18 @@ int report_error(const std::string& what, int code) {
   print_line(what);
   MPI_Abort(MPI_COMM_WORLD, code);
   return code;
+}
+
+int report_deadline(const comm::DeadlineError& e) {
+  int initialized = 0, finalized = 0, size = 1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size == 1) return report_error(e.what(), 1);
+  if (!e.reports_here()) comm::run_poll_hooks_for(e.grace());  // the reporter's MPI_Abort ends this
+  print_line(e.what());
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  return 1;
 }
 
 }  // namespace st::launch

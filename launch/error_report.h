@@ -14,6 +14,8 @@
 #pragma once
 #include <string>
 
+#include "comm/deadline_diagnosis.h"
+
 namespace st::launch {
 
 // How long a failing rank waits for the others to fail alike before it prints its own line.
@@ -27,5 +29,9 @@ void release_error_agreement();
 // Prints `what` (newlines become spaces) as "[rank R] shardtrain: error: what" where this rank
 // should, and returns `code` (or does not return: MPI_Abort).
 int report_error(const std::string& what, int code);
+// A deadline (comm/deadline_diagnosis.h): the rank the diagnosis names as reporter prints its
+// line and aborts the job at once; every other rank keeps answering its peers' questions (so the
+// reporter sees where it timed out) for the error's grace period, then reports itself.
+int report_deadline(const comm::DeadlineError& e);
 
 }  // namespace st::launch

@@ -10,6 +10,7 @@
 #include "launch/build_info.h"
 #include "launch/commands.h"
 #include "launch/error_report.h"
+#include "launch/launch_command.h"
 #include "launch/options.h"
 
 namespace {
@@ -30,6 +31,7 @@ const char* kUsage =
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  st::launch::set_program_path(argv[0]);  // the launch lines errors and `plan` print
   try {
     if (args.empty()) {
       std::cerr << kUsage;
@@ -53,6 +55,8 @@ int main(int argc, char** argv) {
     if (cmd == "prepare") return st::launch::cmd_prepare(rest);
     if (cmd == "info") return st::launch::cmd_info(rest);
     throw st::launch::UsageError("unknown command '" + cmd + "' (commands: train, generate, sample, plan, prepare, info, version)");
+  } catch (const st::comm::DeadlineError& e) {
+    return st::launch::report_deadline(e);
   } catch (const st::launch::UsageError& e) {
     return st::launch::report_error(e.what(), 2);
   } catch (const std::exception& e) {

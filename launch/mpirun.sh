@@ -14,11 +14,16 @@
 #   NCCL_NVLS_ENABLE=0 (NVLink SHARP multicast off; see docs/launch.md) unless already set.
 # "shardtrain" as the command means this checkout's build (SHARDTRAIN_BIN, else build/shardtrain)
 # when it is not on PATH. As root, --allow-run-as-root and OMPI_ALLOW_RUN_AS_ROOT* are set.
+# A job's error is its one line: the ranks get OMPI_MCA_orte_execute_quiet=1, so MPI_Abort's
+#   7-line "MPI_ABORT was invoked" banner (and the ORTE_ERROR_LOG show_help.c lines of a rank
+#   killed while sending it) stay unprinted; mpirun's own messages (a program it cannot start, a
+#   rank killed by a signal) still print. SHARDTRAIN_MPI_QUIET=0 gives the ranks Open MPI's
+#   messages back.
 # Everything after "--" is the command; options before it that this script does not know are
 # passed to mpirun (e.g. --mca btl tcp,self).
 set -euo pipefail
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 
 np=""
 gpus=0
@@ -69,6 +74,8 @@ if [[ $(id -u) -eq 0 ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   mpiargs+=(--allow-run-as-root)
 fi
+# quiet on the ranks only (-x VAR=value is not mpirun's own environment): see the header
+[[ "${SHARDTRAIN_MPI_QUIET:-1}" == "0" ]] || mpiargs+=(-x OMPI_MCA_orte_execute_quiet=1)
 for v in SHARDTRAIN_PROGRESS SHARDTRAIN_COMM_DEBUG; do
   [[ -n "${!v:-}" ]] && mpiargs+=(-x "$v")
 done

@@ -72,13 +72,20 @@ Gpt::Gpt(const GptConfig& c, std::shared_ptr<Generator> gen, std::vector<runtime
          runtime::TpGroup tp)
     : DecoderModel(gpt_spec(c), std::move(tp), std::move(gen), std::move(layers)), cfg_(c) {}
 
+
+int64_t gpt_end_of_text(int64_t vocab_size) {
+  constexpr int64_t kGpt2EndOfText = 50256;  // GPT-2's BPE: <|endoftext|>, its last id (50257 ids)
+  return vocab_size > kGpt2EndOfText ? kGpt2EndOfText : vocab_size - 1;
+}
+
 nlohmann::json gpt_hf_config_json(const GptConfig& cfg_) {
+  const int64_t eos = gpt_end_of_text(cfg_.vocab_size);
   return {{"activation_function", "gelu_new"},
           {"architectures", {"GPT2LMHeadModel"}},
           {"attn_pdrop", 0.0},
-          {"bos_token_id", cfg_.vocab_size - 1},
+          {"bos_token_id", eos},
           {"embd_pdrop", cfg_.embd_pdrop},
-          {"eos_token_id", cfg_.vocab_size - 1},
+          {"eos_token_id", eos},
           {"initializer_range", 0.02},
           {"layer_norm_epsilon", cfg_.layer_norm_epsilon},
           {"model_type", "gpt2"},

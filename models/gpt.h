@@ -38,6 +38,9 @@ runtime::ModelDescription describe_gpt(const GptConfig& c, int64_t seq_len);
 double gpt_block_flops(double C, double A, double F, double T);
 // The tensor-parallel plan of a GPT-2 of vocabulary V (models/decoder/decoder_tp_plan.h).
 runtime::ShardRule gpt_tp_shard_rule(int64_t vocab_size);
+// The bos/eos id config.json names: GPT-2's <|endoftext|> (50256) for a vocabulary that holds
+// GPT-2's BPE ids (50257, or padded: 50304), else the vocabulary's last id.
+int64_t gpt_end_of_text(int64_t vocab_size);
 
 class Gpt : public DecoderModel {
  public:

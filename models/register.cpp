@@ -38,8 +38,13 @@ nlohmann::json read_hf_config(const TrainConfig& cfg) {
 void check_heads(const TrainConfig& c, const OptionFail& fail, int64_t kv_heads) {
   if (c.d_model % c.heads != 0)
     fail("heads", "d-model " + std::to_string(c.d_model) + " is not divisible by heads " + std::to_string(c.heads));
-  if (c.tp > 1 && c.heads % c.tp != 0)
-    fail("tp", "heads " + std::to_string(c.heads) + " is not divisible by tp " + std::to_string(c.tp));
+  if (c.tp > 1 && c.heads % c.tp != 0) {
+    std::string valid;  // each tp rank holds whole heads
+    for (int64_t t = 1; t <= c.heads; ++t)
+      if (c.heads % t == 0) valid += (valid.empty() ? "" : ", ") + std::to_string(t);
+    fail("tp", "heads " + std::to_string(c.heads) + " is not divisible by tp " + std::to_string(c.tp) + " (--tp can be " +
+                   valid + " for " + std::to_string(c.heads) + " heads)");
+  }
   if (c.tp > 1 && kv_heads % c.tp != 0)
     fail("tp", "key/value heads " + std::to_string(kv_heads) + " are not divisible by tp " + std::to_string(c.tp) +
                    " (each rank holds whole key/value heads)");
@@ -138,6 +143,47 @@ double mlp_param_count(const nlohmann::json& j) {
   return V * C + L * (C * C + C) + C * V + V;
 }
 
+// The flags that make each family's config (ModelFactory::options_of).
+runtime::ModelOptions gpt_flags(const nlohmann::json& j) {
+  const GptConfig c = gpt_config_from_hf(j, "model config");
+  runtime::ModelOptions m;
+  m.model = "gpt";
+  m.layers = c.n_layer;
+  m.d_model = c.n_embd;
+  m.heads = c.n_head;
+  m.vocab = c.vocab_size;
+  m.seq_len = c.n_positions;
+  m.dropout = c.embd_pdrop == c.resid_pdrop ? c.embd_pdrop : -1;  // --dropout sets both
+  return m;
+}
+runtime::ModelOptions llama_flags(const nlohmann::json& j) {
+  runtime::ModelOptions m = llama_sizes(j);  // with kv-heads, ffn, rope-theta, tie-embeddings; no dropout
+  m.model = "llama";
+  return m;
+}
+runtime::ModelOptions st_flags(const nlohmann::json& j) {
+  const SimpleTransformerConfig c = SimpleTransformer::config_from_json(j);
+  runtime::ModelOptions m;
+  m.model = "simple-transformer";
+  m.layers = c.layers;
+  m.d_model = c.d_model;
+  m.heads = c.heads;
+  m.vocab = c.vocab;
+  m.seq_len = c.max_len;
+  m.dropout = c.dropout;
+  return m;
+}
+runtime::ModelOptions mlp_flags(const nlohmann::json& j) {
+  const MlpConfig c = MlpLm::config_from_json(j);
+  runtime::ModelOptions m;
+  m.model = "mlp";
+  m.layers = c.layers;
+  m.d_model = c.d_model;
+  m.vocab = c.vocab;
+  m.seq_len = c.max_len;
+  return m;
+}
+
 struct Registrar {
   Registrar() {
     runtime::register_model(
@@ -155,7 +201,8 @@ struct Registrar {
          .hf_model_type = "gpt2",
          .is_default = true,
          .check_options = [](const TrainConfig& c, const OptionFail& fail) { check_heads(c, fail, c.heads); },
-         .options_of_hf = gpt_sizes});
+         .options_of_hf = gpt_sizes,
+         .options_of = gpt_flags});
     runtime::register_model(
         "llama",
         {.config_from_options = llama_options,
@@ -181,7 +228,8 @@ struct Registrar {
                                    std::to_string(c.d_model / c.heads));
                if (c.dropout > 0) fail("dropout", "the llama model has no dropout layers");
              },
-         .options_of_hf = llama_sizes});
+         .options_of_hf = llama_sizes,
+         .options_of = llama_flags});
     runtime::register_model(
         "simple-transformer",
         {.config_from_options = st_options,
@@ -199,7 +247,8 @@ struct Registrar {
                if (c.d_model % c.heads != 0)
                  fail("heads", "d-model " + std::to_string(c.d_model) + " is not divisible by heads " +
                                    std::to_string(c.heads));
-             }});
+             },
+         .options_of = st_flags});
     runtime::register_model(
         "mlp",
         {.config_from_options = mlp_options,
@@ -211,7 +260,8 @@ struct Registrar {
          .check_options =
              [](const TrainConfig& c, const OptionFail& fail) {
                if (c.dropout > 0) fail("dropout", "the mlp model has no dropout layers");
-             }});
+             },
+         .options_of = mlp_flags});
   }
 };
 const Registrar registrar;

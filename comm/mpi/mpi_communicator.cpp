@@ -8,9 +8,11 @@
 
 #include <functional>
 
+#include "comm/keep_alive.h"
 #include "comm/mpi/cuda_aware.h"
 #include "comm/mpi/host_stage.h"
 #include "comm/mpi_wait.h"
+#include "comm/poll_hooks.h"
 #include "comm/side_channel.h"
 
 namespace st::comm {
@@ -43,6 +45,7 @@ class MpiWork final : public Work {
       : Work(std::move(state), std::move(op), seq), p_(std::move(p)), posts_(std::move(posts)) {}
   ~MpiWork() override { settle(); }
   std::string pending_note() const override { return p_->posted ? "" : mpi::kNotPostedNote; }
+  bool started() const override { return p_->posted; }
 
  protected:
   bool poll() override {
@@ -103,7 +106,7 @@ float* f32_ptr(const Staged& s) { return static_cast<float*>(s.ptr); }
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, const std::string& name, Millis timeout)
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, const std::string& name, Millis timeout, const CommOptions& options)
     : Communicator(std::make_shared<CommState>(
           [&] {
             int r = 0;
@@ -116,12 +119,12 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, const std::string& name, Millis 
             CHECK_MPI(MPI_Comm_size(comm, &s), "communicator '" + name + "'");
             return s;
           }(),
-          name, timeout)),
+          name, timeout), options),
       comm_(comm),
-      stage_(mpi::cuda_path().aware),
+      stage_(mpi::cuda_path(options.mpi_cuda_aware).aware),
       posts_(std::make_shared<mpi::PostQueue>(state())),
       p2p_(std::make_shared<mpi::P2PQueue>(comm_, state())) {
-  state()->set_side_channel(SideChannel::create(comm_, state(), timeout));
+  state()->set_explainer(SideChannel::create(comm_, state(), timeout));
   register_poll_hook(posts_);
   register_poll_hook(p2p_);
 }
@@ -134,7 +137,8 @@ MpiCommunicator::~MpiCommunicator() {
   if (!broken() && !fin && p2p_->idle() && posts_->idle()) MPI_Comm_free(&comm_);
 }
 
-std::shared_ptr<MpiCommunicator> MpiCommunicator::dup(MPI_Comm parent, const std::string& name, Millis timeout) {
+std::shared_ptr<MpiCommunicator> MpiCommunicator::dup(MPI_Comm parent, const std::string& name, Millis timeout,
+                                                      const CommOptions& options) {
   require_mpi("MpiCommunicator::dup");
   const std::string what = "creating communicator '" + name + "' (MPI_Comm_idup)";
   MPI_Comm child = MPI_COMM_NULL;
@@ -144,7 +148,7 @@ std::shared_ptr<MpiCommunicator> MpiCommunicator::dup(MPI_Comm parent, const std
     CHECK_MPI(MPI_Comm_idup(parent, &child, &req), what);
   }
   mpi_wait_deadline(&req, timeout, what);
-  return std::make_shared<MpiCommunicator>(mpi_errors_return(child, what), name, timeout);
+  return std::make_shared<MpiCommunicator>(mpi_errors_return(child, what), name, timeout, options);
 }
 
 std::string MpiCommunicator::describe(const std::string& op, uint64_t seq) const {
@@ -351,7 +355,7 @@ std::shared_ptr<Communicator> MpiCommunicator::do_split(int color, int key, cons
   const std::string what = state()->where() + ", op split into '" + name + "'";
   CHECK_MPI(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child), what);
   if (child == MPI_COMM_NULL) return nullptr;
-  return std::make_shared<MpiCommunicator>(mpi_errors_return(child, what), name, timeout());
+  return std::make_shared<MpiCommunicator>(mpi_errors_return(child, what), name, timeout(), options());
 }
 
 WorkPtr MpiCommunicator::do_batch_p2p(const std::vector<P2POp>& ops, const std::string& op_name, uint64_t seq) {

@@ -9,7 +9,7 @@
 // Each communicator owns a private MPI_Comm (a dup or split), with MPI_ERRORS_RETURN so MPI
 // failures become CommError instead of aborting the job, and a side channel (a second dup,
 // comm/side_channel.h) that names the rank a timed-out operation waited for. Point-to-point
-// transfers go through a P2PQueue (comm/mpi/p2p_queue.h): default or strict mode, SHARDTRAIN_P2P.
+// transfers go through a P2PQueue (comm/mpi/p2p_queue.h): default or strict mode (CommOptions::p2p).
 #pragma once
 #include <mpi.h>
 
@@ -27,10 +27,11 @@ class MpiCommunicator final : public Communicator {
  public:
   // Adopts `comm` (freed in the destructor unless the communicator broke); collective over it (the
   // side channel is a duplicate, within `timeout`).
-  MpiCommunicator(MPI_Comm comm, const std::string& name, Millis timeout);
+  MpiCommunicator(MPI_Comm comm, const std::string& name, Millis timeout, const CommOptions& options = {});
   ~MpiCommunicator() override;
   // A communicator over a private duplicate of `parent` (MPI_Comm_idup, within `timeout`).
-  static std::shared_ptr<MpiCommunicator> dup(MPI_Comm parent, const std::string& name, Millis timeout);
+  static std::shared_ptr<MpiCommunicator> dup(MPI_Comm parent, const std::string& name, Millis timeout,
+                                              const CommOptions& options = {});
 
   const char* backend() const override { return "mpi"; }
   bool progresses_on_its_own() const override { return false; }

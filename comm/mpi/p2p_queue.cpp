@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "comm/keep_alive.h"
 #include "comm/mpi_wait.h"
 #include "comm/p2p_check.h"
 
@@ -32,6 +33,7 @@ class MpiP2PWork final : public Work {
   std::string pending_note() const override {
     return posted_->posted ? q_->pending_note(*b_) : kNotPostedNote;
   }
+  bool started() const override { return posted_->posted && b_->posted; }
 
  protected:
   bool poll() override {

@@ -1,5 +1,5 @@
 // The MPI backend's point-to-point transfers, in the mode the communicator was created with
-// (SHARDTRAIN_P2P, see comm/README.md "Point to point"):
+// (CommOptions::p2p, see comm/README.md "Point to point"):
 //  * default: a batch is posted at once (receives first, then MPI_Isend); MPI matches by
 //    (peer, tag) and buffers small sends, so orders that deadlock on NCCL may pass here.
 //  * strict: NCCL's semantics, so that what would deadlock or mismatch on NCCL fails here too:

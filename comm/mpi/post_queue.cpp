@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "comm/poll.h"
+#include "comm/poll_hooks.h"
 #include "tensor/error.h"
 
 namespace st::comm::mpi {

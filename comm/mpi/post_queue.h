@@ -18,7 +18,8 @@
 #include <memory>
 #include <string>
 
-#include "comm/work.h"
+#include "comm/comm_state.h"
+#include "comm/poll_hooks.h"
 
 namespace st::comm::mpi {
 

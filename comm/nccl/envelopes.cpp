@@ -1,6 +1,7 @@
 // NCCL point-to-point envelopes over MPI (see envelopes.h).
 #include "comm/nccl/envelopes.h"
 
+#include "comm/keep_alive.h"
 #include "comm/mpi_wait.h"
 
 namespace st::comm {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "comm/keep_alive.h"
 #include "comm/mpi_wait.h"
 #include "comm/nccl/nccl_check.h"
 #include "comm/nccl/nccl_communicator.h"
@@ -45,7 +46,7 @@ bool nccl_ready_now(ncclComm_t comm) {
 }
 
 std::shared_ptr<Communicator> create_nccl_communicator(MPI_Comm parent, int device, const std::string& name,
-                                                       Millis timeout) {
+                                                       Millis timeout, const CommOptions& options) {
   require_mpi("create_nccl_communicator");
   int visible = nccl_visible_devices();
   ST_CHECK(device >= 0 && device < visible, DeviceError,
@@ -86,7 +87,7 @@ std::shared_ptr<Communicator> create_nccl_communicator(MPI_Comm parent, int devi
     ncclCommAbort(comm);
     throw;
   }
-  return std::make_shared<NcclCommunicator>(comm, mpi, device, name, timeout);
+  return std::make_shared<NcclCommunicator>(comm, mpi, device, name, timeout, options);
 }
 
 }  // namespace st::comm

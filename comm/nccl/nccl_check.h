@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "comm/work.h"
+#include "comm/comm_state.h"
 #include "tensor/error.h"
 
 namespace st::comm {

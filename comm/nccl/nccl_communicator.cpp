@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 
+#include "comm/keep_alive.h"
 #include "comm/mpi_wait.h"
 #include "comm/nccl/envelopes.h"
 #include "comm/nccl/event_pool.h"
@@ -129,7 +130,8 @@ class NcclWork final : public Work {
   std::shared_ptr<EnvelopeBatch> env_;  // batch_p2p only
 };
 
-NcclCommunicator::NcclCommunicator(ncclComm_t nccl, MPI_Comm mpi, int device, const std::string& name, Millis timeout)
+NcclCommunicator::NcclCommunicator(ncclComm_t nccl, MPI_Comm mpi, int device, const std::string& name, Millis timeout,
+                                   const CommOptions& options)
     : Communicator(std::make_shared<CommState>(
           [&] {
             int r = 0;
@@ -141,7 +143,7 @@ NcclCommunicator::NcclCommunicator(ncclComm_t nccl, MPI_Comm mpi, int device, co
             CHECK_NCCL(ncclCommCount(nccl, &s));
             return s;
           }(),
-          name, timeout)),
+          name, timeout), options),
       h_(std::make_shared<Handle>()),
       mpi_(mpi),
       device_(device) {
@@ -151,7 +153,7 @@ NcclCommunicator::NcclCommunicator(ncclComm_t nccl, MPI_Comm mpi, int device, co
   mpi_errors_return(mpi_, state()->where());
   env_sent_.assign(static_cast<size_t>(size()), 0);
   env_received_.assign(static_cast<size_t>(size()), 0);
-  state()->set_side_channel(SideChannel::create(mpi_, state(), timeout));
+  state()->set_explainer(SideChannel::create(mpi_, state(), timeout));
   ::st::cuda::DeviceGuard guard(device_);
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CHECK_CUDA(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
@@ -290,7 +292,7 @@ std::shared_ptr<Communicator> NcclCommunicator::do_split(int color, int key, con
     throw;
   }
   if (child_mpi == MPI_COMM_NULL || !child) return nullptr;
-  return std::make_shared<NcclCommunicator>(child, child_mpi, device_, name, timeout());
+  return std::make_shared<NcclCommunicator>(child, child_mpi, device_, name, timeout(), options());
 }
 
 WorkPtr NcclCommunicator::do_batch_p2p(const std::vector<P2POp>& ops, const std::string& op_name, uint64_t seq) {

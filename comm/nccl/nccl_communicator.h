@@ -33,7 +33,8 @@ class NcclCommunicator final : public Communicator {
  public:
   // Adopts both communicators; `nccl` must be initialised (not in progress). Collective over
   // `mpi` (the side channel is a duplicate, within `timeout`).
-  NcclCommunicator(ncclComm_t nccl, MPI_Comm mpi, int device, const std::string& name, Millis timeout);
+  NcclCommunicator(ncclComm_t nccl, MPI_Comm mpi, int device, const std::string& name, Millis timeout,
+                   const CommOptions& options = {});
   ~NcclCommunicator() override;
 
   const char* backend() const override { return "nccl"; }

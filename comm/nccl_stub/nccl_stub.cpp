@@ -6,7 +6,8 @@ namespace st::comm {
 bool nccl_built() { return false; }
 int nccl_visible_devices() { return 0; }
 
-std::shared_ptr<Communicator> create_nccl_communicator(MPI_Comm, int, const std::string& name, Millis) {
+std::shared_ptr<Communicator> create_nccl_communicator(MPI_Comm, int, const std::string& name, Millis,
+                                                       const CommOptions&) {
   ST_THROW(DeviceError, "NCCL communicator '" << name
                                               << "': this shardtrain was built without NCCL (use --comm mpi; CUDA "
                                                  "tensors then travel through host memory)");

@@ -29,16 +29,41 @@ uint64_t load_le(const unsigned char* p, size_t n) {  // n ≤ 8 bytes, zero-pad
 
 }  // namespace
 
-uint64_t checksum64(const void* data, size_t bytes) {
+Checksum64::Checksum64() : lane_{0x243f6a8885a308d3ull, 0x13198a2e03707344ull, 0xa4093822299f31d0ull, 0x082efa98ec4e6c89ull} {}
+
+void Checksum64::update(const void* data, size_t bytes) {
+  if (bytes == 0) return;  // (data may be null then)
   const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t lane[4] = {0x243f6a8885a308d3ull, 0x13198a2e03707344ull, 0xa4093822299f31d0ull, 0x082efa98ec4e6c89ull};
-  size_t i = 0;
-  for (; i + 32 <= bytes; i += 32)
-    for (int k = 0; k < 4; ++k) lane[k] = round(lane[k], load_le(p + i + 8 * k, 8));
-  for (int k = 0; i < bytes; i += 8, ++k) lane[k] = round(lane[k], load_le(p + i, bytes - i < 8 ? bytes - i : 8));
-  uint64_t h = finalize(bytes);
+  total_ += bytes;
+  if (npending_ > 0) {  // complete the pending block first
+    const size_t take = bytes < 32 - npending_ ? bytes : 32 - npending_;
+    std::memcpy(pending_ + npending_, p, take);
+    npending_ += take;
+    p += take;
+    bytes -= take;
+    if (npending_ < 32) return;
+    for (int k = 0; k < 4; ++k) lane_[k] = round(lane_[k], load_le(pending_ + 8 * k, 8));
+    npending_ = 0;
+  }
+  for (; bytes >= 32; p += 32, bytes -= 32)
+    for (int k = 0; k < 4; ++k) lane_[k] = round(lane_[k], load_le(p + 8 * k, 8));
+  if (bytes > 0) std::memcpy(pending_, p, bytes);
+  npending_ = bytes;
+}
+
+uint64_t Checksum64::digest() const {
+  uint64_t lane[4] = {lane_[0], lane_[1], lane_[2], lane_[3]};
+  for (size_t i = 0, k = 0; i < npending_; i += 8, ++k)  // the tail: zero-padded words
+    lane[k] = round(lane[k], load_le(pending_ + i, npending_ - i < 8 ? npending_ - i : 8));
+  uint64_t h = finalize(total_);
   for (uint64_t l : lane) h = finalize(h ^ l);
   return h;
+}
+
+uint64_t checksum64(const void* data, size_t bytes) {
+  Checksum64 c;
+  c.update(data, bytes);
+  return c.digest();
 }
 
 std::string checksum_hex(uint64_t c) {

@@ -14,37 +14,63 @@
 #include "runtime/setup/model_registry.h"
 #include "runtime/io/safetensors_index.h"
 #include "runtime/parallel/state_io.h"
+#include "runtime/plan/memory_check.h"
 #include "tensor/autograd.h"
 #include "tensor/error.h"
 
 namespace st::runtime {
 namespace fs = std::filesystem;
+namespace {
+
+// Refuses before building a model whose f32 weights alone exceed what this machine has available
+// (the ranks of a generate job on one machine hold parts that add up to the whole model): a config
+// asking for 10⁹ layers would otherwise allocate layer after layer until the OOM killer ends it.
+void check_fits(const nlohmann::json& entry, const std::string& dir) {
+  const ModelFactory& f = model_factory(entry.value("family", std::string()));
+  if (!f.param_count) return;
+  const double params = f.param_count(entry.at("config")), need = 4 * params;
+  const AvailableMemory a = available_memory(Device::cpu);
+  ST_CHECK(need <= a.bytes, OutOfMemoryError,
+           "checkpoint " << dir << ": the model does not fit: " << params << " parameters need " << human_bytes(need)
+                         << " of f32 weights on this machine, " << human_bytes(a.bytes) << " available (" << a.source
+                         << ")");
+}
+
+}  // namespace
 
 std::shared_ptr<LanguageModel> load_model_for_sampling(const std::string& dir_in, std::string* resolved,
-                                                       const ModelBuild& build) {
+                                                       const ModelBuild& build, std::string* note) {
   ST_CHECK(fs::is_directory(dir_in), IOError, "checkpoint " << dir_in << " is not a directory");
   std::string dir = dir_in;
-  if (!SafetensorsStore::exists(dir, "model")) {
-    std::string latest = CheckpointDir(dir).latest();
-    ST_CHECK(!latest.empty(), IOError,
-             "checkpoint " << dir << " holds neither model weights (model.safetensors or its index) nor a complete step_* checkpoint");
-    dir = latest;
+  if (!SafetensorsStore::exists(dir, "model")) {  // a --checkpoint-dir: its newest complete step
+    const CheckpointDir::ResumePoint p = CheckpointDir(dir).resume_point();
+    ST_CHECK(!p.path.empty(), IOError,
+             "checkpoint " << dir << " holds neither model weights (model.safetensors or its index) nor a complete step_* checkpoint"
+                           << (p.note.empty() ? "" : " (" + p.note + ")"));
+    if (note) *note = p.note;
+    dir = p.path;
   }
   std::shared_ptr<LanguageModel> model;
-  if (fs::exists(fs::path(dir) / "state.json")) {
-    nlohmann::json state = read_json_file((fs::path(dir) / "state.json").string());
+  if (fs::exists(fs::path(dir) / "state.json")) {  // ours: checked as a resume checks it
+    const nlohmann::json state = read_state(dir);
     ST_CHECK(state.contains("model"), IOError, "checkpoint " << dir << "/state.json has no \"model\" entry");
+    if (state.at("model").contains("config")) check_config_json(dir, state.at("model").at("config"));
+    check_fits(state.at("model"), dir);
     model = build_model_from_json(state.at("model"), build);
     const SafetensorsStore weights(dir, "model");
+    check_files_record(state.value("files", nlohmann::json()), weights, "model");
     load_parts(model_part_source(*model, weights), model->named_parameters(), /*strict=*/model->holds_all());  // a stage: its names only
   } else {
     std::string cfg = (fs::path(dir) / "config.json").string();
     ST_CHECK(fs::exists(cfg), IOError, "checkpoint " << dir << " has model weights but neither state.json nor config.json");
     const nlohmann::json config = read_json_file(cfg);
     const std::string family = family_of_hf_config(config, cfg);  // a Hugging Face directory: its model_type's family
-    model = build_model_from_json({{"family", family}, {"config", config}}, build);
+    const nlohmann::json entry = {{"family", family}, {"config", config}};
+    check_fits(entry, dir);
+    model = build_model_from_json(entry, build);
     model_factory(family).load_pretrained(*model, dir);
   }
+  check_finite(model->named_parameters(), "checkpoint " + dir);  // files without checksums too
   model->eval();
   if (resolved) *resolved = dir;
   return model;

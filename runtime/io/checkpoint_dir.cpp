@@ -11,6 +11,7 @@
 
 #include "runtime/common/checksum.h"
 #include "runtime/common/json_io.h"
+#include "runtime/io/safetensors_index.h"
 #include "tensor/error.h"
 
 namespace st::runtime {
@@ -144,13 +145,101 @@ void CheckpointDir::remove_stale() const {
 std::vector<int64_t> CheckpointDir::keep_last(int64_t n) const {
   std::vector<int64_t> removed;
   if (n <= 0) return removed;
-  auto steps = complete_steps();
+  auto steps = complete_steps();  // incomplete ones neither count nor go: the newest n whole ones stay
+  std::erase_if(steps, [&](int64_t s) { return !incomplete(s).empty(); });
   if (static_cast<int64_t>(steps.size()) <= n) return removed;
   for (size_t i = 0; i + static_cast<size_t>(n) < steps.size(); ++i) {
     remove_tree(path_for(steps[i]));
     removed.push_back(steps[i]);
   }
   return removed;
+}
+
+std::string CheckpointDir::incomplete(int64_t step) const {
+  const fs::path dir = path_for(step);
+  std::error_code ec;
+  auto missing = [&](const std::string& name) { return !fs::exists(dir / name, ec); };
+  for (const char* f : {"state.json", "config.json"})
+    if (missing(f)) return std::string("no ") + f;
+  for (const std::string base : {"model", "optimizer"}) {
+    const std::string index = base + ".safetensors.index.json";
+    if (missing(index)) {
+      if (missing(base + ".safetensors")) return "no " + base + ".safetensors (nor its index)";
+      continue;
+    }
+    try {  // an index that does not parse is not incomplete but wrong: its reader says so
+      const nlohmann::json j = read_json_file((dir / index).string());
+      for (const auto& [name, file] : j.at("weight_map").items())
+        if (file.is_string() && missing(file.get<std::string>())) return file.get<std::string>() + " is missing";
+    } catch (const std::exception&) {
+    }
+  }
+  try {
+    const nlohmann::json state = read_json_file((dir / "state.json").string());
+    if (state.contains("files") && state.at("files").is_object())
+      for (const auto& [file, sum] : state.at("files").items())
+        if (missing(file)) return file + " is missing";
+  } catch (const std::exception&) {  // likewise: read_state names what is wrong
+  }
+  return "";
+}
+
+CheckpointDir::ResumePoint CheckpointDir::resume_point() const {
+  ResumePoint p;
+  const std::vector<int64_t> steps = complete_steps();
+  std::string passed;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    const std::string why = incomplete(*it);
+    if (why.empty()) {
+      p.path = path_for(*it);
+      p.step = *it;
+      break;
+    }
+    passed += (passed.empty() ? "" : ", ") + step_name(*it) + " (" + why + ")";
+  }
+  if (!passed.empty())
+    p.note = root_ + ": " + passed + (passed.find("), ") == std::string::npos ? " is" : " are") + " incomplete; " +
+             (p.path.empty() ? "no complete checkpoint is left" : "the newest complete one is " + step_name(p.step));
+  return p;
+}
+
+nlohmann::json state_files_record(const std::string& dir, const std::vector<std::string>& files) {
+  nlohmann::json record = nlohmann::json::object();
+  for (const std::string& f : files)
+    record[f] = checksum_hex(SafetensorsReader((fs::path(dir) / f).string()).header_checksum());
+  return record;
+}
+
+void check_files_record(const nlohmann::json& files, const SafetensorsStore& store, const std::string& base) {
+  if (!files.is_object()) return;  // an older checkpoint: no record
+  const std::map<std::string, uint64_t> opened = store.header_checksums();
+  for (const auto& [file, sum] : opened) {
+    ST_CHECK(files.contains(file), IOError,
+             store.directory() << "/" << file << ": state.json does not record this file (a file the checkpoint was "
+                               << "not written with)");
+    const nlohmann::json& want = files.at(file);
+    ST_CHECK(want.is_string() && want.get<std::string>() == checksum_hex(sum), IOError,
+             "safetensors " << store.directory() << "/" << file << ": the header differs from the one state.json "
+                            << "recorded (" << want.dump() << ", the header gives " << checksum_hex(sum)
+                            << "): the file changed after it was written");
+  }
+  for (const auto& [file, sum] : files.items())
+    ST_CHECK((file.rfind(base + ".", 0) != 0 && file.rfind(base + "-", 0) != 0) || opened.count(file), IOError,
+             store.directory() << ": state.json records " << file << ", which " << store.where() << " does not name");
+}
+
+void check_config_json(const std::string& checkpoint_path, const nlohmann::json& config) {
+  const std::string path = (fs::path(checkpoint_path) / "config.json").string();
+  const nlohmann::json j = read_json_file(path);
+  ST_CHECK(j.is_object(), ValueError, path << ": not a JSON object");
+  if (!config.is_object()) return;
+  for (const auto& [key, want] : config.items()) {
+    const bool has = j.contains(key);
+    ST_CHECK(has && j.at(key) == want, ValueError,
+             path << ": " << key << " " << (has ? j.at(key).dump() : std::string("is missing"))
+                  << (has ? "" : ",") << " disagrees with the checkpoint's tensors (" << key << " " << want.dump()
+                  << ", as its state.json records them); config.json changed after the checkpoint was written");
+  }
 }
 
 void write_state(const std::string& checkpoint_path, const nlohmann::json& state) {

@@ -1,5 +1,5 @@
 // Checkpoint directories: one per step, `ROOT/step_00000010/`, holding the weights and optimizer
-// state (safetensors, possibly sharded over files with an index) and state.json. A checkpoint
+// state (safetensors, possibly sharded over files with an index), config.json and state.json. A checkpoint
 // is written under a temporary name `ROOT/.tmp-step_00000010/`, every file and the directory are
 // fsynced, and it is renamed to its final name; so a directory named step_* is complete by
 // construction, and a crash leaves only a `.tmp-*` (or `.old-*`) directory that listing ignores
@@ -7,6 +7,14 @@
 // One process (rank 0) calls begin()/commit(); other ranks write their files into the temporary
 // directory in between (runtime/train/train_checkpoint.h puts a barrier after begin() and one
 // before commit()).
+//
+// A step_* directory may still lack files (a copy cut short, a file deleted by hand): such a
+// step is *incomplete* — no state.json or config.json, or a tensor file that state.json or an
+// index names is missing — and resume_point() passes over it to the newest complete one, saying
+// so in one line. A file that is there but wrong (a checksum, a header) is not passed over: the
+// reader's error ends the run before anything is written. state.json records the canonical
+// header checksum of every tensor file (state_files_record), which check_files_record holds each
+// opened file to: the file's own header checksum cannot vouch for a header rewritten without it.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -38,8 +46,25 @@ class CheckpointDir {
   std::string latest() const;  // path of the newest complete checkpoint, "" when none
   std::vector<std::string> stale() const;  // leftover .tmp-* / .old-* / .gather-* directories
   void remove_stale() const;
-  // Deletes all but the newest `n` complete checkpoints (n ≤ 0 keeps all); returns the deleted steps.
+  // Deletes all but the newest `n` complete checkpoints (n ≤ 0 keeps all; an incomplete one —
+  // below — is neither counted nor deleted, so the last whole checkpoint is never the one that
+  // goes); returns the deleted steps.
   std::vector<int64_t> keep_last(int64_t n) const;
+
+  // Why the checkpoint of `step` is incomplete ("no state.json", "model-00002-of-00004.safetensors
+  // is missing"), "" when every file it should hold is there (whether right or not is the readers'
+  // to say).
+  std::string incomplete(int64_t step) const;
+  // The checkpoint a resume (or generate given ROOT) takes: the newest complete one ("" when
+  // there is none), and `note`, one line naming the newer incomplete ones passed over ("" when
+  // none was): "ROOT: step_00000004 (no state.json) is incomplete; the newest complete one is
+  // step_00000002".
+  struct ResumePoint {
+    std::string path;
+    int64_t step = -1;
+    std::string note;
+  };
+  ResumePoint resume_point() const;
 
  private:
   std::string root_;
@@ -51,5 +76,20 @@ class CheckpointDir {
 // without one is returned as it is.
 void write_state(const std::string& checkpoint_path, const nlohmann::json& state);
 nlohmann::json read_state(const std::string& checkpoint_path);
+
+// {"<file>": "<header checksum, 16 hex digits>"} of each safetensors file `files` (names in DIR):
+// what state.json's "files" holds (runtime/io/safetensors_checksums.h).
+nlohmann::json state_files_record(const std::string& dir, const std::vector<std::string>& files);
+class SafetensorsStore;
+// Holds the files `store` opened (those of one base: "model", "optimizer") to state.json's
+// record `files` (null or absent in older checkpoints: nothing to hold them to): each must be
+// recorded with its header's checksum, and each recorded file of that base must be among them.
+// IOError naming the file.
+void check_files_record(const nlohmann::json& files, const SafetensorsStore& store, const std::string& base);
+
+// DIR/config.json (what Hugging Face reads) must say what state.json's model config says, key by
+// key (keys only config.json has — transformers' own — are ignored): ValueError naming the key and
+// both values when an edit made it describe another model than the checkpoint's tensors.
+void check_config_json(const std::string& checkpoint_path, const nlohmann::json& config);
 
 }  // namespace st::runtime

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "runtime/common/checksum.h"
+#include "runtime/io/safetensors_checksums.h"
 
 namespace st::runtime {
 namespace {
@@ -22,8 +23,9 @@ namespace {
 using json = nlohmann::ordered_json;
 
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the reference implementation's limit
-// The metadata key of the tensors' checksums (see safetensors.h).
-constexpr const char* kChecksumKey = "shardtrain.checksum64";
+// A checked read goes to the disk in pieces of at most this many bytes (whole chunks when a chunk
+// is smaller): the staging buffer of a part's read, and what a chunk's checksum is fed at a time.
+constexpr uint64_t kReadPieceBytes = 4ull << 20;
 
 #define ST_FILE_ERROR(path, msg) ST_THROW(IOError, "safetensors " << (path) << ": " << msg)
 
@@ -92,33 +94,6 @@ uint64_t json_uint(const json& v, const std::string& path, const std::string& wh
 
 std::atomic<uint64_t> g_bytes_read{0};
 
-// Reads n elements of `e` starting at element `first` into dst (the tensor dtype's bytes).
-void read_elements(int fd, const SafetensorsReader::Entry& e, uint64_t data_start, int64_t first, int64_t n,
-                   void* dst, const std::string& path) {
-  if (n <= 0) return;
-  const size_t fb = e.file_elem_bytes, tb = dtype_size(e.dtype);
-  const uint64_t off = data_start + e.begin + static_cast<uint64_t>(first) * fb;
-  const size_t bytes = static_cast<size_t>(n) * fb;
-  g_bytes_read.fetch_add(bytes, std::memory_order_relaxed);
-  if (fb == tb) {  // stored as read
-    pread_all(fd, dst, bytes, off, path);
-    return;
-  }
-  std::vector<unsigned char> raw(bytes);
-  pread_all(fd, raw.data(), bytes, off, path);
-  if (e.f64) {
-    float* d = static_cast<float*>(dst);
-    for (int64_t i = 0; i < n; ++i) {
-      double v;
-      std::memcpy(&v, raw.data() + 8 * i, 8);
-      d[i] = static_cast<float>(v);
-    }
-  } else {  // U8
-    int32_t* d = static_cast<int32_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = raw[static_cast<size_t>(i)];
-  }
-}
-
 }  // namespace
 
 SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
@@ -180,6 +155,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     e.dtype = fdt->dtype;
     e.file_elem_bytes = fdt->size;
     e.f64 = std::strcmp(fdt->name, "F64") == 0;
+    e.file_dtype = fdt->name;
     if (!v["shape"].is_array()) ST_FILE_ERROR(path, "tensor '" << name << "': shape is not an array");
     uint64_t numel = 1;
     bool overflow = false;
@@ -224,18 +200,8 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     ST_FILE_ERROR(path, data_size - pos << " bytes after the last tensor are not described by the header");
   entries_ = std::move(entries);
   for (size_t k = 0; k < entries_.size(); ++k) index_[entries_[k].name] = k;
-  if (auto c = metadata_.find(kChecksumKey); c != metadata_.end()) {
-    const std::string& all = c->second;  // 16 hex digits per tensor, in data-buffer order
-    if (all.size() != 16 * entries_.size())
-      ST_FILE_ERROR(path, kChecksumKey << " holds " << all.size() << " characters, not 16 for each of the "
-                                       << entries_.size() << " tensors");
-    checksums_.resize(entries_.size());
-    for (size_t k = 0; k < entries_.size(); ++k)
-      if (!parse_checksum_hex(all.substr(16 * k, 16), checksums_[k]))
-        ST_FILE_ERROR(path, kChecksumKey << ": '" << all.substr(16 * k, 16) << "' (tensor '" << entries_[k].name
-                                         << "') is not 16 hex digits");
-    metadata_.erase(c);
-  }
+  header64_ = runtime::header_checksum(header, path);
+  load_checksums(path);
   data_start_ = data_start;
   data_size_ = data_size;
   fd_ = f.fd;
@@ -244,6 +210,59 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
 
 SafetensorsReader::~SafetensorsReader() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+void SafetensorsReader::load_checksums(const std::string& path) {
+  auto meta = [&](const char* key) -> const std::string* {
+    auto it = metadata_.find(key);
+    return it == metadata_.end() ? nullptr : &it->second;
+  };
+  if (const std::string* entries = meta(kEntriesKey)) {  // each entry as written: names the one edited
+    const std::vector<uint64_t> want = parse_checksum_list(*entries, entries->size() / 16, path, kEntriesKey);
+    if (want.size() != entries_.size())
+      ST_FILE_ERROR(path, "the header lists " << entries_.size() << " tensors, its checksums " << entries->size() / 16
+                                              << ": the header changed after it was written");
+    for (size_t k = 0; k < entries_.size(); ++k) {
+      const Entry& e = entries_[k];
+      if (entry_checksum(e.name, e.file_dtype, e.shape, e.begin, e.end) != want[k])
+        ST_FILE_ERROR(path, "tensor '" << e.name << "': its header entry (dtype " << e.file_dtype << ", shape "
+                                       << shape_str(e.shape) << ", data_offsets [" << e.begin << ", " << e.end
+                                       << "]) does not match its checksum: the header changed after it was written");
+    }
+  }
+  if (const std::string* stored = meta(kHeaderKey)) {
+    uint64_t want = 0;
+    if (!parse_checksum_hex(*stored, want)) ST_FILE_ERROR(path, kHeaderKey << " '" << *stored << "' is not 16 hex digits");
+    if (want != header64_)
+      ST_FILE_ERROR(path, "the header does not match its checksum (" << kHeaderKey << " " << *stored
+                                                                     << ", the header gives " << checksum_hex(header64_)
+                                                                     << "): the header changed after it was written");
+  }
+  if (const std::string* chunks = meta(kChunksKey)) {
+    if (!meta(kHeaderKey) || !meta(kEntriesKey) || !meta(kChunkBytesKey))
+      ST_FILE_ERROR(path, "has " << kChunksKey << " but not " << kHeaderKey << ", " << kEntriesKey << " and "
+                                 << kChunkBytesKey << ": the header changed after it was written");
+    const std::string& cb = *meta(kChunkBytesKey);
+    uint64_t chunk = 0;
+    for (char ch : cb) chunk = ch >= '0' && ch <= '9' && chunk < (1ull << 40) ? chunk * 10 + (ch - '0') : 0;
+    if (cb.empty() || chunk == 0 || chunk % 8 != 0)
+      ST_FILE_ERROR(path, kChunkBytesKey << " '" << cb << "' is not a positive multiple of 8");
+    size_t n = 0;
+    for (Entry& e : entries_) {
+      e.chunk_bytes = chunk;
+      e.first_sum = n;
+      n += chunk_count(e.end - e.begin, chunk);
+    }
+    sums_ = parse_checksum_list(*chunks, n, path, kChunksKey);
+  } else if (const std::string* whole = meta(kLegacyChecksumKey)) {  // older files: one chunk = the tensor
+    sums_ = parse_checksum_list(*whole, entries_.size(), path, kLegacyChecksumKey);
+    for (size_t k = 0; k < entries_.size(); ++k) {
+      entries_[k].chunk_bytes = entries_[k].end - entries_[k].begin;  // 0 (empty): nothing to check
+      entries_[k].first_sum = k;
+    }
+  }
+  checked_ = meta(kChunksKey) || meta(kLegacyChecksumKey);
+  std::erase_if(metadata_, [](const auto& kv) { return is_checksum_key(kv.first); });
 }
 
 const SafetensorsReader::Entry* SafetensorsReader::find(const std::string& name) const {
@@ -259,21 +278,117 @@ const SafetensorsReader::Entry& SafetensorsReader::entry(const std::string& name
 
 uint64_t SafetensorsReader::data_bytes() const { return data_size_; }
 
+bool SafetensorsReader::has_checksums() const { return checked_; }
+
+void SafetensorsReader::fetch(const Entry& e, std::vector<ByteRun> runs) const {
+  std::erase_if(runs, [](const ByteRun& r) { return r.n == 0; });
+  if (runs.empty()) return;
+  const uint64_t base = data_start_ + e.begin, size = e.end - e.begin;
+  auto read_at = [&](unsigned char* dst, uint64_t from, uint64_t n) {
+    g_bytes_read.fetch_add(n, std::memory_order_relaxed);
+    pread_all(fd_, dst, n, base + from, path_);
+  };
+  if (e.chunk_bytes == 0) {  // nothing to check against (another writer's file, an empty tensor)
+    for (const ByteRun& r : runs) read_at(r.dst, r.at, r.n);
+    return;
+  }
+  std::sort(runs.begin(), runs.end(), [](const ByteRun& a, const ByteRun& b) { return a.at < b.at; });
+  const uint64_t chunk = e.chunk_bytes;
+  std::vector<std::pair<uint64_t, uint64_t>> spans;  // the touched chunks, merged: [first, last + 1)
+  for (const ByteRun& r : runs) {
+    const uint64_t c0 = r.at / chunk, c1 = chunk_count(r.at + r.n, chunk);
+    if (!spans.empty() && c0 <= spans.back().second)
+      spans.back().second = std::max(spans.back().second, c1);
+    else
+      spans.emplace_back(c0, c1);
+  }
+  // pieces of whole chunks (a chunk larger than a piece — an older file's whole tensor — is fed
+  // to its checksum over several pieces)
+  const uint64_t piece = chunk <= kReadPieceBytes ? kReadPieceBytes / chunk * chunk : kReadPieceBytes;
+  std::vector<unsigned char> stage;
+  size_t lo = 0;  // runs before it end before the current piece
+  for (const auto& [c0, c1] : spans) {
+    uint64_t c = c0;
+    Checksum64 sum;
+    const uint64_t end = std::min(c1 * chunk, size);
+    for (uint64_t ps = c0 * chunk; ps < end;) {
+      const uint64_t pe = std::min(end, ps + piece);
+      while (lo < runs.size() && runs[lo].at + runs[lo].n <= ps) ++lo;
+      unsigned char* buf = nullptr;  // straight into a run that holds the whole piece
+      for (size_t k = lo; k < runs.size() && runs[k].at <= ps && !buf; ++k)
+        if (runs[k].at + runs[k].n >= pe) buf = runs[k].dst + (ps - runs[k].at);
+      const bool direct = buf != nullptr;
+      if (!direct) {
+        stage.resize(pe - ps);
+        buf = stage.data();
+      }
+      read_at(buf, ps, pe - ps);
+      for (uint64_t at = ps; at < pe;) {  // each chunk's checksum, checked at its last byte
+        const uint64_t chunk_end = std::min((c + 1) * chunk, size), upto = std::min(chunk_end, pe);
+        sum.update(buf + (at - ps), upto - at);
+        at = upto;
+        if (at < chunk_end) break;
+        const uint64_t want = sums_[e.first_sum + c], got = sum.digest();
+        if (got != want)
+          ST_FILE_ERROR(path_, "tensor '" << e.name << "' does not match its checksum (bytes [" << c * chunk << ", "
+                                          << chunk_end << ") of its " << size << ": the header says "
+                                          << checksum_hex(want) << ", the bytes give " << checksum_hex(got)
+                                          << "): the file changed after it was written");
+        ++c;
+        sum = Checksum64();
+      }
+      if (!direct)
+        for (size_t k = lo; k < runs.size() && runs[k].at < pe; ++k) {
+          const uint64_t a = std::max(runs[k].at, ps), b = std::min(runs[k].at + runs[k].n, pe);
+          if (a < b) std::memcpy(runs[k].dst + (a - runs[k].at), buf + (a - ps), b - a);
+        }
+      ps = pe;
+    }
+  }
+}
+
+void SafetensorsReader::read_elements(const Entry& e, const std::vector<Run>& runs, void* dst) const {
+  const size_t fb = e.file_elem_bytes, tb = dtype_size(e.dtype);
+  auto* out = static_cast<unsigned char*>(dst);
+  std::vector<ByteRun> bytes;
+  bytes.reserve(runs.size());
+  if (fb == tb) {  // stored as read
+    for (const Run& r : runs)
+      bytes.push_back({static_cast<uint64_t>(r.from) * fb, static_cast<uint64_t>(r.length) * fb, out + r.to * tb});
+    fetch(e, std::move(bytes));
+    return;
+  }
+  int64_t total = 0;  // F64 or U8: the file's bytes first, converted after
+  for (const Run& r : runs) total += r.length;
+  std::vector<unsigned char> raw(static_cast<size_t>(total) * fb);
+  int64_t at = 0;
+  for (const Run& r : runs) {
+    bytes.push_back({static_cast<uint64_t>(r.from) * fb, static_cast<uint64_t>(r.length) * fb, raw.data() + at * fb});
+    at += r.length;
+  }
+  fetch(e, std::move(bytes));
+  at = 0;
+  for (const Run& r : runs) {
+    for (int64_t i = 0; i < r.length; ++i) {
+      const unsigned char* src = raw.data() + (at + i) * fb;
+      if (e.f64) {
+        double v;
+        std::memcpy(&v, src, 8);
+        static_cast<float*>(dst)[r.to + i] = static_cast<float>(v);
+      } else {  // U8
+        static_cast<int32_t*>(dst)[r.to + i] = *src;
+      }
+    }
+    at += r.length;
+  }
+}
+
 Tensor SafetensorsReader::read(const std::string& name) const {
   const Entry& e = entry(name);
   Tensor t = Tensor::empty(e.shape, e.dtype);
-  read_elements(fd_, e, data_start_, 0, t.numel(), t.data_ptr(), path_);
-  if (!checksums_.empty() && e.file_elem_bytes == dtype_size(e.dtype)) {  // the bytes as stored
-    const uint64_t want = checksums_[index_.at(name)], got = checksum64(t.data_ptr(), t.nbytes());
-    if (got != want)
-      ST_FILE_ERROR(path_, "tensor '" << name << "' does not match its checksum (the header says "
-                                      << checksum_hex(want) << ", the bytes give " << checksum_hex(got)
-                                      << "): the file changed after it was written");
-  }
+  read_elements(e, {{0, 0, t.numel()}}, t.data_ptr());
   return t;
 }
-
-bool SafetensorsReader::has_checksums() const { return !checksums_.empty(); }
 
 Tensor SafetensorsReader::read_ranges(const std::string& name, int64_t dim, const std::vector<DimRange>& ranges) const {
   const Entry& e = entry(name);
@@ -284,7 +399,6 @@ Tensor SafetensorsReader::read_ranges(const std::string& name, int64_t dim, cons
     return read(name);
   }
   if (dim < 0 || dim >= nd) ST_FILE_ERROR(path_, "tensor '" << name << "': no dim " << dim << " in " << shape_str(e.shape));
-  if (ranges.size() == 1 && ranges[0].start == 0 && ranges[0].length == e.shape[dim]) return read(name);  // checked
   Shape out_shape = e.shape;
   int64_t local = 0;
   for (const DimRange& r : ranges) {
@@ -298,34 +412,31 @@ Tensor SafetensorsReader::read_ranges(const std::string& name, int64_t dim, cons
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= e.shape[d];
   for (int64_t d = dim + 1; d < nd; ++d) inner *= e.shape[d];
-  auto* dst = static_cast<unsigned char*>(t.data_ptr());
-  const size_t eb = dtype_size(e.dtype);
+  std::vector<Run> runs;  // one per contiguous run of the file
   for (int64_t o = 0; o < outer; ++o) {
     int64_t acc = 0;
-    for (const DimRange& r : ranges) {  // one pread per contiguous run
-      read_elements(fd_, e, data_start_, (o * e.shape[dim] + r.start) * inner, r.length * inner,
-                    dst + static_cast<size_t>((o * local + acc) * inner) * eb, path_);
+    for (const DimRange& r : ranges) {
+      runs.push_back({(o * e.shape[dim] + r.start) * inner, (o * local + acc) * inner, r.length * inner});
       acc += r.length;
     }
   }
+  read_elements(e, runs, t.data_ptr());
   return t;
 }
 
 Tensor SafetensorsReader::read_runs(const std::string& name, const std::vector<Run>& runs, int64_t n) const {
   const Entry& e = entry(name);
   const int64_t total = shape_numel(e.shape);
-  if (runs.size() == 1 && runs[0].from == 0 && runs[0].to == 0 && runs[0].length == total && n == total)
-    return read(name).flatten();  // checked
   Tensor t = Tensor::zeros({n}, e.dtype);  // (n,)
-  auto* dst = static_cast<unsigned char*>(t.data_ptr());
-  const size_t eb = dtype_size(e.dtype);
+  std::vector<Run> parts;
   for (const Run& r : runs) {
     if (r.from < 0 || r.length < 0 || r.from + r.length > total || r.to < 0 || r.to + r.length > n)
       ST_FILE_ERROR(path_, "tensor '" << name << "': elements [" << r.from << ", " << r.from + r.length
                                       << ") into [" << r.to << ", " << r.to + r.length << ") of " << n
                                       << " do not fit its " << total);
-    read_elements(fd_, e, data_start_, r.from, r.length, dst + static_cast<size_t>(r.to) * eb, path_);
+    parts.push_back({r.from, r.to, r.length});
   }
+  read_elements(e, parts, t.data_ptr());
   return t;
 }
 
@@ -352,22 +463,30 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
   json h = json::object();
   json m = json::object();
   for (const auto& [k, v] : metadata) {
-    if (k == kChecksumKey) ST_FILE_ERROR(path, "metadata key '" << k << "' is the writer's own");
+    if (is_checksum_key(k)) ST_FILE_ERROR(path, "metadata key '" << k << "' is the writer's own");
     m[k] = v;
   }
-  m[kChecksumKey] = std::string(16 * specs_.size(), '0');  // filled in by finish()
-  h["__metadata__"] = m;
-  uint64_t offset = 0;
+  uint64_t offset = 0, chunks = 0;
   std::set<std::string> names;
+  std::string entries;  // 16 hex digits per tensor (runtime/io/safetensors_checksums.h)
+  json tensors = json::object();
   for (const Spec& s : specs_) {
     if (s.name.empty() || s.name == "__metadata__") ST_FILE_ERROR(path, "invalid tensor name '" << s.name << "'");
     if (!names.insert(s.name).second) ST_FILE_ERROR(path, "tensor '" << s.name << "' given twice");
     const char* dt = file_dtype_name(s.dtype);
     if (!dt) ST_FILE_ERROR(path, "tensor '" << s.name << "': dtype " << dtype_name(s.dtype) << " cannot be written");
     const uint64_t n = static_cast<uint64_t>(shape_numel(s.shape)) * dtype_size(s.dtype);
-    h[s.name] = {{"dtype", dt}, {"shape", s.shape}, {"data_offsets", {offset, offset + n}}};
+    tensors[s.name] = {{"dtype", dt}, {"shape", s.shape}, {"data_offsets", {offset, offset + n}}};
+    entries += checksum_hex(entry_checksum(s.name, dt, s.shape, offset, offset + n));
+    chunks += chunk_count(n, kChecksumChunkBytes);
     offset += n;
   }
+  m[kChunkBytesKey] = std::to_string(kChecksumChunkBytes);
+  m[kEntriesKey] = entries;
+  m[kChunksKey] = std::string(16 * chunks, '0');  // filled in by finish(), as is the header's own
+  m[kHeaderKey] = std::string(16, '0');
+  h["__metadata__"] = m;
+  for (auto& [name, entry] : tensors.items()) h[name] = entry;
   header_ = h;
   std::string header = h.dump();
   header.append((8 - header.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
@@ -396,15 +515,19 @@ void SafetensorsWriter::write(const Tensor& t) {
   if (c.is_cuda()) c = c.to(Device::cpu);
   c = c.contiguous();
   if (c.nbytes() > 0) write_all(fd_, c.data_ptr(), c.nbytes(), path_);
-  checksums_ += checksum_hex(checksum64(c.data_ptr(), c.nbytes()));
+  const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
+  for (uint64_t at = 0; at < c.nbytes(); at += kChecksumChunkBytes)  // one checksum per chunk
+    chunks_ += checksum_hex(checksum64(bytes + at, std::min<uint64_t>(kChecksumChunkBytes, c.nbytes() - at)));
   ++next_;
 }
 
 void SafetensorsWriter::finish() {
   if (next_ != specs_.size())
     ST_FILE_ERROR(path_, next_ << " of the header's " << specs_.size() << " tensors were written");
-  // the header again, its checksums filled in: the same length, as the placeholder had 16 digits each
-  header_["__metadata__"][kChecksumKey] = checksums_;
+  // the header again, its checksums filled in: the same length, as the placeholders had 16 digits
+  // each; the header's own checksum last, over the header with every other value final
+  header_["__metadata__"][kChunksKey] = chunks_;
+  header_["__metadata__"][kHeaderKey] = checksum_hex(header_checksum(header_.dump(), path_));
   std::string header = header_.dump();
   header.append(header_bytes_ - header.size(), ' ');
   for (size_t done = 0; done < header.size();) {

@@ -23,7 +23,7 @@ bool SafetensorsStore::exists(const std::string& dir, const std::string& base) {
   return fs::exists(index_path(dir, base)) || fs::exists(single_path(dir, base));
 }
 
-SafetensorsStore::SafetensorsStore(const std::string& dir, const std::string& base) {
+SafetensorsStore::SafetensorsStore(const std::string& dir, const std::string& base) : dir_(dir) {
   const std::string index = index_path(dir, base);
   if (!fs::exists(index)) {
     where_ = single_path(dir, base);
@@ -62,6 +62,12 @@ SafetensorsStore::SafetensorsStore(const std::string& dir, const std::string& ba
 std::vector<std::string> SafetensorsStore::names() const {
   std::vector<std::string> out;
   for (auto& [n, k] : file_of_) out.push_back(n);
+  return out;
+}
+
+std::map<std::string, uint64_t> SafetensorsStore::header_checksums() const {
+  std::map<std::string, uint64_t> out;
+  for (const auto& f : files_) out[fs::path(f->path()).filename().string()] = f->header_checksum();
   return out;
 }
 

@@ -26,6 +26,9 @@ class SafetensorsStore {
   SafetensorsStore(const std::string& dir, const std::string& base);
 
   const std::string& where() const { return where_; }  // the index or the single file (for errors)
+  const std::string& directory() const { return dir_; }
+  // Each file's canonical header checksum (SafetensorsReader::header_checksum), by file name in DIR.
+  std::map<std::string, uint64_t> header_checksums() const;
   std::vector<std::string> names() const;             // sorted
   bool contains(const std::string& name) const { return file_of_.count(name) > 0; }
   // The entry (dtype, shape) of `name`; IOError naming the store when absent.
@@ -36,7 +39,7 @@ class SafetensorsStore {
 
  private:
   const SafetensorsReader& reader(const std::string& name) const;
-  std::string where_;
+  std::string dir_, where_;
   std::vector<std::unique_ptr<SafetensorsReader>> files_;
   std::map<std::string, size_t> file_of_;  // name → files_ index
 };

@@ -44,18 +44,24 @@ nlohmann::ordered_json StepMetrics::to_json() const {
                       {"mem_act_peak", mem_act_peak},
                       {"mem_peak", mem_peak}};
   if (val_loss) j["val_loss"] = finite_or_null(*val_loss);
+  if (ranks > 1) {
+    j["mem_bytes_max"] = mem_max_bytes;
+    j["mem_bytes_max_rank"] = mem_max_rank;
+  }
   return j;
 }
 
 std::string StepMetrics::line(int64_t total_steps) const {
   char buf[320];
+  const int64_t mem = ranks > 1 ? mem_max_bytes : mem_bytes;  // several ranks: the largest
   std::snprintf(buf, sizeof buf,
                 "step %lld/%lld | loss %.6f | lr %.3e | grad norm %.4f | loss scale %g | %.0f tok/s | %.1f ms | mem %s",
                 static_cast<long long>(step), static_cast<long long>(total_steps), loss, lr, grad_norm, loss_scale,
-                tokens_per_s, step_ms, human_bytes(static_cast<double>(mem_bytes)).c_str());
+                tokens_per_s, step_ms, human_bytes(static_cast<double>(mem)).c_str());
   std::string s = buf;
+  if (ranks > 1) s += " on rank " + std::to_string(mem_max_rank) + ", the largest of " + std::to_string(ranks);
   if (mem_total_bytes > 0) {
-    std::snprintf(buf, sizeof buf, " (%.1f%% of %s)", 100.0 * static_cast<double>(mem_bytes) / static_cast<double>(mem_total_bytes),
+    std::snprintf(buf, sizeof buf, " (%.1f%% of %s)", 100.0 * static_cast<double>(mem) / static_cast<double>(mem_total_bytes),
                   human_bytes(static_cast<double>(mem_total_bytes)).c_str());
     s += buf;
   }

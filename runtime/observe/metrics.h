@@ -4,7 +4,8 @@
 //    "skipped": false, "tokens_per_s": 1234.5, "step_ms": 12.3, "mfu": 0.41, "mem_bytes": 123456,
 //    "mem_total_bytes": 150838624256, "mem_params": 1000, "mem_grads": 1000, "mem_optim": 2008,
 //    "mem_act_peak": 5000, "mem_peak": 9100}
-// plus "val_loss" on evaluation steps. loss_scale is the scale the step ran with (1 unless fp16).
+// plus "val_loss" on evaluation steps, and with several ranks "mem_bytes_max" and
+// "mem_bytes_max_rank": the largest rank's mem_bytes and that rank, which the step line shows. loss_scale is the scale the step ran with (1 unless fp16).
 // mfu is null where the device has no known peak (the CPU; a GPU outside the table of
 // runtime/observe/device_capacity.h); mem_total_bytes is the device's memory (CPU: MemTotal),
 // 0 when unknown, and the step line shows mem_bytes as a fraction of it. mem_bytes: the
@@ -29,6 +30,10 @@ struct StepMetrics {
   int64_t mem_bytes = 0;
   int64_t mem_total_bytes = 0;  // of the device (CPU: MemTotal); 0: unknown
   int64_t mem_params = 0, mem_grads = 0, mem_optim = 0, mem_act_peak = 0, mem_peak = 0;
+  // Several ranks: the largest mem_bytes of any rank and that rank (the lowest of a tie); the
+  // step line shows it rather than rank 0's (a pipeline's stages differ). ranks 1: unset.
+  int64_t mem_max_bytes = 0;
+  int mem_max_rank = 0, ranks = 1;
   std::optional<double> val_loss;
   nlohmann::ordered_json to_json() const;  // keys in the contract's order
   std::string line(int64_t total_steps) const;  // "step 3/10 | loss 5.5358 | lr 1.00e-03 | ..."

@@ -1,4 +1,5 @@
-// ObserveOptions: what a run shows — the metrics file, the trace, the step lines and the bar.
+// ObserveOptions: what a run shows — the metrics file, the trace, the step lines and the bar, and
+// where a deadline's flight recorder goes.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -12,6 +13,9 @@ struct ObserveOptions {
   std::string trace;    // Chrome trace JSON path
   int64_t log_every = 1;
   bool progress = true;  // progress bar when stdout is a terminal
+  // On a deadline every rank's flight recorder as JSON in this directory ("": none), handed to
+  // comm as CommOptions::flight_recorder_dump.
+  std::string flight_recorder_dump;
 
   void validate(const OptionFail& fail) const { require_positive(fail, "log-every", static_cast<double>(log_every)); }
 };

@@ -1,6 +1,6 @@
 // Trace recorder (runtime/observe/trace.h): one process-wide state; the enabled flag is an atomic read
 // on every Scope, the event list is guarded by a mutex. Part files hold {"rank", "wall_start_us",
-// "events": [[name, track, begin, dur], ...]}; the merge shifts each rank by its wall-clock start
+// "name" (when set), "events": [[name, track, begin, dur], ...]}; the merge shifts each rank by its wall-clock start
 // and spreads a track's overlapping events over lanes (assign_lanes).
 #include "runtime/observe/trace.h"
 
@@ -24,6 +24,7 @@ struct State {
   std::mutex mu;
   std::vector<Event> events;
   int rank = 0;
+  std::string name;  // the process's name in the trace; "" = "rank R"
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   int64_t wall0_us = 0;
 };
@@ -69,9 +70,16 @@ void start(int rank) {
   std::lock_guard<std::mutex> lock(s.mu);
   s.events.clear();
   s.rank = rank;
+  s.name.clear();
   s.t0 = std::chrono::steady_clock::now();
   s.wall0_us = wall_now_us();
   s.on.store(true, std::memory_order_release);
+}
+
+void set_process_name(std::string name) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.name = std::move(name);
 }
 
 void stop() { state().on.store(false, std::memory_order_release); }
@@ -126,6 +134,11 @@ void write_part(const std::string& path) {
   nlohmann::json j;
   j["rank"] = rank();
   j["wall_start_us"] = wall_start_us();
+  {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.name.empty()) j["name"] = s.name;
+  }
   nlohmann::json ev = nlohmann::json::array();
   for (const Event& e : events()) ev.push_back({e.name, e.track, e.begin_us, e.dur_us});
   j["events"] = std::move(ev);
@@ -158,7 +171,8 @@ void merge_parts(const std::string& path, int world) {
   for (int r = 0; r < world; ++r) {
     const nlohmann::json& p = parts[r];
     int64_t shift = p.at("wall_start_us").get<int64_t>() - t0;
-    out.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0}, {"args", {{"name", "rank " + std::to_string(r)}}}});
+    const std::string name = p.value("name", "rank " + std::to_string(r));
+    out.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0}, {"args", {{"name", name}}}});
     out.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", r}, {"tid", 0}, {"args", {{"sort_index", r}}}});
     // each track's events in recording order, then their lanes
     std::map<std::string, std::vector<const nlohmann::json*>> by_track;

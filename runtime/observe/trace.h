@@ -1,7 +1,7 @@
 // Trace: a process-wide recorder of timed events, written as one Chrome / Perfetto trace JSON
 // (`--trace FILE.json`; open it in ui.perfetto.dev or chrome://tracing).
 //
-// Model: each rank is a process (pid = rank, named "rank R"); each track is a thread (tid:
+// Model: each rank is a process (pid = rank, named "rank R (dp d, tp t, pp s)" by the trainer); each track is a thread (tid:
 // compute 1, comm 2, optimizer 3, pipeline 4, any other name the next free number). Events of one
 // track that overlap without nesting (the DP reducer's bucket all-reduces in flight together)
 // cannot share a thread — Perfetto and Chrome draw a thread's slices as a stack — so the merge
@@ -42,8 +42,11 @@ struct Event {
   int64_t dur_us = 0;
 };
 
-// Enables recording for this process (rank = the trace's pid) and clears earlier events.
+// Enables recording for this process (rank = the trace's pid) and clears earlier events; the
+// process is named "rank R" until set_process_name() names it otherwise (the trainer adds the
+// rank's dp, tp and pp coordinates).
 void start(int rank);
+void set_process_name(std::string name);
 // Disables recording (events are kept until the next start()).
 void stop();
 bool enabled();

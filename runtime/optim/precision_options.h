@@ -1,5 +1,6 @@
 // PrecisionOptions: the numbers a run computes in — the compute precision (f32 masters always),
-// TF32 products on CUDA, and when a run that has gone inf/NaN stops (runtime/train/nonfinite.h).
+// TF32 products on CUDA, and when a run that has gone inf/NaN (runtime/train/nonfinite.h) or
+// diverged with finite numbers (runtime/train/divergence.h) stops.
 #pragma once
 #include <cstdint>
 
@@ -14,9 +15,16 @@ struct PrecisionOptions {
   // fp32/bf16: a step whose loss or grad norm is inf/NaN is skipped; this many in a row stop the
   // run (fp16: overflows at the loss scale's floor). 0: never stop.
   int64_t max_nonfinite_steps = 1;
+  // a loss above max_loss_ratio × its running mean for loss_ratio_steps steps in a row stops the
+  // run; 0: off
+  double max_loss_ratio = 0;
+  int64_t loss_ratio_steps = 3;
 
   void validate(const OptionFail& fail) const {
     require_non_negative(fail, "max-nonfinite-steps", static_cast<double>(max_nonfinite_steps));
+    if (!(max_loss_ratio == 0 || max_loss_ratio > 1))
+      fail("max-loss-ratio", "must be 0 (off) or > 1, got " + option_str(max_loss_ratio));
+    require_positive(fail, "loss-ratio-steps", static_cast<double>(loss_ratio_steps));
   }
 };
 

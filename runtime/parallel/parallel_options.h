@@ -1,10 +1,12 @@
 // ParallelOptions: how the ranks split the model and the batch, but for the pipeline
 // (runtime/pipeline/pipeline_options.h): data-parallel replicas, tensor-parallel ranks, the ZeRO
-// stage and the gradient communication (the "layout" and ZeRO flags of --help).
+// stage and the gradient communication (the "layout" and ZeRO flags of --help), and comm/'s
+// settings (comm_options: not flags).
 #pragma once
 #include <cstdint>
 #include <string>
 
+#include "comm/comm_options.h"
 #include "runtime/common/option_check.h"
 #include "runtime/optim/mixed_precision.h"
 
@@ -17,6 +19,10 @@ struct ParallelOptions {
   int64_t zero = 0;  // ZeRO stage: 0 off, 1 optimizer state sharded, 2 also the gradients, 3 also the parameters (runtime/parallel/zero3.h)
   Precision grad_comm_dtype = Precision::fp32;  // dtype of the DP / ZeRO gradient all-reduce
   double bucket_mb = 25.0;                      // DP / ZeRO bucket size
+  // comm/'s settings (debug mode, p2p mode, max count, CUDA-aware MPI): not flags — launch/ fills
+  // them from the environment (launch/comm_env.h), tests set them. The run hands them to
+  // make_communicator with ObserveOptions::flight_recorder_dump added.
+  comm::CommOptions comm_options;
 
   void validate(const OptionFail& fail) const {
     require_non_negative(fail, "dp", static_cast<double>(dp));

@@ -35,6 +35,7 @@ NamedTensors Zero3Parameters::start(LanguageModel&, NamedTensors, const Paramete
 void Zero3Parameters::load_optimizer_state(Optimizer& opt, const PartSource& state) {
   // of each key only this rank's piece is read
   opt.load_state([&](const std::string& key, const Tensor& dst) {
+    check_dtype(state, key, dst.dtype());
     if (key == "step") return void(Tensor(dst).copy_(read_part(state, key, dst.shape())));
     const std::string name = key.substr(key.find('.') + 1);
     const Zero3::PieceRange r = zero_->piece_range(name);

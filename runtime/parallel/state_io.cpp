@@ -55,10 +55,21 @@ Tensor read_part(const PartSource& src, const std::string& name, const Shape& lo
   return out;
 }
 
+void check_dtype(const PartSource& src, const std::string& name, DType target) {
+  const std::string file = src.in_store(name);
+  ST_CHECK(src.store->contains(file), ValueError, src.store->where() << ": missing key '" << file << "'");
+  const DType got = src.store->entry(file).dtype;  // as read: F64 → f32, U8 → i32
+  auto is_float = [](DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; };
+  ST_CHECK(is_float(got) == is_float(target), ValueError,
+           src.store->where() << ": '" << file << "' is stored as " << src.store->entry(file).file_dtype
+                              << ", the model holds it as " << dtype_name(target));
+}
+
 void check_parts(const PartSource& src, const NamedTensors& targets, bool strict) {
   std::set<std::string> wanted;
   for (auto& [name, t] : targets) {
     checked_slice(src, name, t.shape());
+    check_dtype(src, name, t.dtype());
     wanted.insert(src.in_store(name));
   }
   if (strict)

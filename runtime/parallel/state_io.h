@@ -38,8 +38,13 @@ PartSource model_part_source(const LanguageModel& model, const SafetensorsStore&
 Tensor read_part(const PartSource& src, const std::string& name, const Shape& local);
 
 // ValueError naming the key unless the store holds every one of `targets` with a full shape
-// that shards to the target's (headers only). strict: and no other name.
+// that shards to the target's and a dtype of the target's kind (check_dtype) (headers only).
+// strict: and no other name.
 void check_parts(const PartSource& src, const NamedTensors& targets, bool strict);
+// ValueError naming the store and the key when the file's dtype is not of `target`'s kind: a
+// float tensor (weights, moments) reads F32, F16, BF16 or F64, an integer one I32, I64 or U8 — so
+// a header whose dtype was edited (F32 → I32) is not read as numbers of another kind.
+void check_dtype(const PartSource& src, const std::string& name, DType target);
 // Each of `targets` (live tensors, any dtype and device) ← its part, after check_parts.
 void load_parts(const PartSource& src, const NamedTensors& targets, bool strict);
 

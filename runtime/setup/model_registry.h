@@ -67,6 +67,10 @@ struct ModelFactory {
   // seq_len = its context, and the family's own: kv_heads, ffn, ...), for the CLI to check flags
   // against --init-from's. Null: the family has none.
   std::function<ModelOptions(const nlohmann::json& config)> options_of_hf = {};
+  // The model flags that make `config` (config_from_options' inverse: sizes, the context length as
+  // seq_len, dropout; a flag the family has no use for left at its default) — what a resumed run
+  // holds its flags to (runtime/setup/resume_model.h). Null: the flags are not checked.
+  std::function<ModelOptions(const nlohmann::json& config)> options_of = {};
 };
 
 // Registers `family`; registering a name twice replaces the factory. models/ registers every

@@ -6,9 +6,11 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "runtime/setup/model_registry.h"
+#include "runtime/common/checksum.h"
 
 namespace st::runtime {
 namespace {
@@ -22,11 +24,40 @@ std::string num(int64_t v) { return std::to_string(v); }
 std::string flag(bool v) { return v ? "1" : "0"; }
 std::string path_or_none(const std::string& p) { return p.empty() ? "none" : p; }
 
-std::string file_size(const std::string& path) {
+}  // namespace
+
+std::string file_identity(const std::string& path) {
   if (path.empty()) return "none";
+  std::ifstream in(path, std::ios::binary);
   std::error_code ec;
-  const auto n = std::filesystem::file_size(path, ec);
-  return ec ? "missing" : std::to_string(n);
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec || !in) return "missing";
+  // the header, then kBlocks blocks spread evenly to the end (the whole file when that is less)
+  constexpr uint64_t kHead = 1024, kBlock = 4096, kBlocks = 64;
+  Checksum64 sum;
+  std::vector<char> buf(kBlock);
+  auto take = [&](uint64_t at, uint64_t n) {
+    in.seekg(static_cast<std::streamoff>(at));
+    in.read(buf.data(), static_cast<std::streamsize>(n));
+    sum.update(buf.data(), static_cast<size_t>(in.gcount()));
+  };
+  if (size <= kHead + kBlocks * kBlock) {
+    for (uint64_t at = 0; at < size; at += kBlock) take(at, std::min(kBlock, size - at));
+  } else {
+    take(0, kHead);
+    for (uint64_t k = 0; k < kBlocks; ++k) take(kHead + k * (size - kHead - kBlock) / (kBlocks - 1), kBlock);
+  }
+  return std::to_string(size) + " bytes, sample " + checksum_hex(sum.digest());
+}
+
+namespace {
+
+// The weights file of an --init-from directory: one file, or the sharded layout's index.
+std::string init_from_identity(const std::string& dir) {
+  if (dir.empty()) return "none";
+  const std::string one = dir + "/model.safetensors";
+  std::error_code ec;
+  return file_identity(std::filesystem::exists(one, ec) ? one : dir + "/model.safetensors.index.json");
 }
 
 // The world's device for a collective: NCCL communicators take CUDA tensors only.
@@ -70,7 +101,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"seq-len", num(c.seq_len)},
       {"dropout", num(c.dropout)},
       {"init-from", path_or_none(c.init_from)},
-      {"init-from size", c.init_from.empty() ? "none" : file_size(c.init_from + "/model.safetensors")},
+      {"init-from identity", init_from_identity(c.init_from)},
       // layout
       {"dp", num(c.dp)},
       {"tp", num(c.tp)},
@@ -95,6 +126,8 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"bucket-mb", num(c.bucket_mb)},
       {"max-memory", num(c.max_memory_gib)},
       {"max-nonfinite-steps", num(c.max_nonfinite_steps)},
+      {"max-loss-ratio", num(c.max_loss_ratio)},
+      {"loss-ratio-steps", num(c.loss_ratio_steps)},
       // optimizer
       {"optimizer", to_string(c.optimizer)},
       {"lr", num(c.lr)},
@@ -110,9 +143,10 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       // run
       {"steps", num(c.steps)},
       {"data", path_or_none(c.data)},
-      {"data size", file_size(c.data)},
+      {"data identity", file_identity(c.data)},
       {"shuffle", flag(c.shuffle)},
       {"val-data", path_or_none(c.val_data)},
+      {"val-data identity", file_identity(c.val_data)},
       {"eval-every", num(c.eval_every)},
       {"checkpoint-dir", path_or_none(c.checkpoint_dir)},
       {"checkpoint-every", num(c.checkpoint_every)},
@@ -143,7 +177,9 @@ std::string describe_disagreement(const std::string& key, const std::vector<std:
   std::ostringstream o;
   o << "ranks disagree on " << key << ": ";
   for (size_t i = 0; i < groups.size(); ++i) o << (i ? ", " : "") << rank_list(groups[i].second) << " " << groups[i].first;
-  o << " (every rank must be started with the same options)";
+  const bool identity = key.size() > 9 && key.compare(key.size() - 9, 9, " identity") == 0;
+  o << (identity ? " (the same path holds different files on these ranks: every rank must read the same data)"
+                 : " (every rank must be started with the same options)");
   return o.str();
 }
 

@@ -11,8 +11,10 @@
 // differs, one all_gather of its printable value in kFingerprintValueBytes per rank. Every rank
 // then throws the same ValueError (launch/ prints it as the job's one line):
 //   ranks disagree on lr: rank 0 0.001, rank 1 0.002 (every rank must be started with the same options)
-// Options only rank 0 reads (metrics, log-every, progress, keep-checkpoints) and the deadline
-// (timeout-s) may differ.
+// Options only rank 0 reads (metrics, log-every, progress, keep-checkpoints), the deadline
+// (timeout-s) and where a deadline's flight recorder goes (flight-recorder-dump) may differ. The
+// files a run reads (--data, --val-data, --init-from's weights) are compared by content too
+// (file_identity): the line then says the ranks read different files.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -29,9 +31,16 @@ constexpr int kFingerprintValueBytes = 256;  // a printable value per rank, NUL-
 
 using Fingerprint = std::vector<std::pair<std::string, std::string>>;  // (key, printable value)
 
-// The keys in a fixed order; "data size" is the size of cfg.data in bytes ("missing" when it
-// cannot be read), "init-from size" that of cfg.init_from/model.safetensors.
+// The keys in a fixed order; "data identity" is file_identity(cfg.data), "val-data identity" that
+// of cfg.val_data, "init-from identity" that of cfg.init_from's weights (model.safetensors, or
+// the sharded layout's index).
 Fingerprint run_fingerprint(const TrainConfig& cfg);
+
+// What tells two files apart cheaply, even at 10 GB: "<size> bytes, sample <checksum64>" of the
+// first 1 KiB (a token file's header) and 64 blocks of 4 KiB spread evenly to the end (the whole
+// file when it is smaller: 257 KiB read at most); "none" for "", "missing" when unreadable. Ranks
+// handed different files under one path (node-local copies that differ) stop at the start.
+std::string file_identity(const std::string& path);
 
 // FNV-1a 64 of `text`.
 uint64_t fingerprint_hash(const std::string& text);

@@ -213,7 +213,9 @@ void print_summary(const Job& job, const GradReducer* reducer, const Zero1* zero
 
 int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000));
-  comm::CommSetup setup = comm::make_communicator(cfg.comm, timeout);
+  comm::CommOptions options = cfg.comm_options;
+  options.flight_recorder_dump = cfg.flight_recorder_dump;
+  comm::CommSetup setup = comm::make_communicator(cfg.comm, timeout, options);
   auto world = setup.world;
   // first collective of the job: ranks started with different options stop here, named
   if (world->size() > 1) check_ranks_agree(run_fingerprint(cfg), *world);
@@ -228,6 +230,7 @@ int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
   const Job job{cfg, world, grid, grid.coord(), seams};
 
   const ModelPlan plan = plan_model(cfg, layout.tp, layout.dp);
+  if (!plan.resume_note.empty() && world->rank() == 0) std::cout << plan.resume_note << std::endl;
   register_memory_cap(cfg, plan.entry, plan.seq_len, layout.dp, world->rank());  // --max-memory
   Partition part;
   std::vector<LayerRange> stage_layers;  // empty: all

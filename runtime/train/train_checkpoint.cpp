@@ -11,21 +11,23 @@
 namespace st::runtime {
 
 nlohmann::json TrainState::to_json() const {
-  return {{"format", 1},
-          {"step", step},
-          {"data",
-           {{"global_batch", global_batch},
-            {"seq_len", seq_len},
-            {"next_sequence", step * global_batch},
-            {"shuffle", shuffle},
-            {"shuffle_seed", shuffle_seed}}},
-          {"lr_schedule", {{"total_steps", schedule_steps}}},
-          {"rng", {{"seed", rng_seed}, {"offset", rng_offset}}},
-          {"loss_scale", {{"scale", loss_scale}, {"good_steps", loss_scale_good_steps}}},
-          {"precision", precision},
-          {"optimizer", optimizer},
-          {"layout", layout},
-          {"model", model}};
+  nlohmann::json j = {{"format", 1},
+      {"step", step},
+      {"data",
+       {{"global_batch", global_batch},
+        {"seq_len", seq_len},
+        {"next_sequence", step * global_batch},
+        {"shuffle", shuffle},
+        {"shuffle_seed", shuffle_seed}}},
+      {"lr_schedule", {{"total_steps", schedule_steps}}},
+      {"rng", {{"seed", rng_seed}, {"offset", rng_offset}}},
+      {"loss_scale", {{"scale", loss_scale}, {"good_steps", loss_scale_good_steps}}},
+      {"precision", precision},
+      {"optimizer", optimizer},
+      {"layout", layout},
+      {"model", model}};
+  if (files.is_object()) j["files"] = files;
+  return j;
 }
 
 TrainState TrainState::from_json(const nlohmann::json& j, const std::string& where) {
@@ -46,6 +48,7 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& whe
     s.optimizer = j.at("optimizer").get<std::string>();
     s.layout = j.at("layout");
     s.model = j.at("model");
+    s.files = j.value("files", nlohmann::json());  // absent in older checkpoints
   } catch (const nlohmann::json::exception& e) {
     ST_THROW(IOError, where << ": " << e.what());
   }
@@ -94,7 +97,15 @@ std::string save_train_checkpoint(const std::string& root, const TrainState& sta
     index_if_sharded(tmp, "model", model_files);
     index_if_sharded(tmp, "optimizer", state_files);
     write_json_file(tmp + "/config.json", model_config);
-    write_state(tmp, state.to_json());
+    if (model_config.contains("eos_token_id"))  // as save_pretrained writes it: what generate() stops at
+      write_json_file(tmp + "/generation_config.json", {{"_from_model_config", true},
+                                                        {"bos_token_id", model_config.value("bos_token_id", nlohmann::json())},
+                                                        {"eos_token_id", model_config["eos_token_id"]}});
+    std::vector<std::string> files = model_files;
+    files.insert(files.end(), state_files.begin(), state_files.end());
+    TrainState recorded = state;
+    recorded.files = state_files_record(tmp, files);  // where a header edit cannot also fix it
+    write_state(tmp, recorded.to_json());
   }
   if (crash_before_commit)
     ST_THROW(Error, "test seam crash_before_commit (SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT): stopping before the rename of " << tmp);
@@ -111,6 +122,8 @@ OpenedCheckpoint open_train_checkpoint(const std::string& path) {
   c.state = TrainState::from_json(read_state(path), path + "/state.json");
   c.model = std::make_shared<SafetensorsStore>(path, "model");
   c.optimizer = std::make_shared<SafetensorsStore>(path, "optimizer");
+  check_files_record(c.state.files, *c.model, "model");
+  check_files_record(c.state.files, *c.optimizer, "optimizer");
   return c;
 }
 

@@ -10,7 +10,8 @@
 //   optimizer.safetensors, or optimizer.safetensors.index.json + optimizer-0000k-of-0000n.safetensors
 //                          Optimizer::state_dict() by key: step, moments / momentum,
 //                          low-precision masters — full tensors, the same layout
-//   state.json             TrainState below
+//   state.json             TrainState below, and the header checksum of every tensor file
+//                          ("files": runtime/io/checkpoint_dir.h), which opening holds them to
 #pragma once
 #include <cstdint>
 #include <map>
@@ -38,6 +39,7 @@ struct TrainState {
   std::string precision = "fp32", optimizer = "adamw";
   nlohmann::json layout;       // {"dp", "tp", "pp", "micro_batch", "grad_accum"}
   nlohmann::json model;        // {"family", "config"}: what build_model_from_json() needs
+  nlohmann::json files;        // {"<file>": header checksum}: every tensor file (null: older files, none)
   nlohmann::json to_json() const;
   static TrainState from_json(const nlohmann::json& j, const std::string& where);
 };
@@ -49,7 +51,8 @@ struct TrainState {
 // `optimizer_state` (this rank's tensors; `rule` splits them over the tp group; `elsewhere`
 // names the parameters another rank writes); a barrier (the communicator's deadline); rank 0
 // writes the indexes, config.json and state.json and commits with the one rename, then keeps
-// the newest `keep` (≤ 0: all). A crash before the rename leaves the previous checkpoint the
+// the newest `keep` (≤ 0: all); state.json records the header checksum of every tensor file
+// written (`state.files` is ignored). A crash before the rename leaves the previous checkpoint the
 // newest. `crash_before_commit` (a test seam, TrainSeams) makes every rank throw right before the
 // rename. Returns the final directory on rank 0, "" elsewhere.
 std::string save_train_checkpoint(const std::string& root, const TrainState& state, const nlohmann::json& model_config,
@@ -65,7 +68,8 @@ struct OpenedCheckpoint {
   std::shared_ptr<const SafetensorsStore> model;      // "model" (one file or HF's sharded index)
   std::shared_ptr<const SafetensorsStore> optimizer;  // "optimizer", likewise
 };
-// Opens the checkpoint directory `path` (a step_* directory).
+// Opens the checkpoint directory `path` (a step_* directory): state.json checked against its
+// checksum, each tensor file's header against state.json's record of it (IOError naming the file).
 OpenedCheckpoint open_train_checkpoint(const std::string& path);
 
 }  // namespace st::runtime

@@ -10,15 +10,39 @@
 #include "tensor/storage.h"
 
 namespace st::runtime {
+namespace {
+
+// What makes a token file's ids fit: a larger --vocab (GPT-2's, for ids of its tokenizer), or —
+// when the model comes from a checkpoint or --init-from — a file made for that model.
+std::string vocab_fix(const TrainConfig& cfg, const ModelPlan& plan, int64_t max_tok) {
+  if (!plan.resume_path.empty()) return ": the model comes from " + plan.resume_path + "; this file was made for another one";
+  if (!cfg.init_from.empty()) return ": the model comes from --init-from " + cfg.init_from + "; this file was made for another one";
+  constexpr int64_t kGpt2Ids = 50257, kGpt2Padded = 50304;  // GPT-2's BPE; padded to a multiple of 128
+  if (max_tok < kGpt2Ids)
+    return " (a GPT-2 token file?): give --vocab " + std::to_string(kGpt2Padded) + " (GPT-2's " + std::to_string(kGpt2Ids) +
+           " ids padded to a multiple of 128)";
+  return ": give --vocab " + std::to_string((max_tok + 1 + 127) / 128 * 128) + " or more";
+}
+
+}  // namespace
 
 ModelPlan plan_model(const TrainConfig& cfg, int64_t tp, int64_t dp) {
   ModelPlan plan;
   if (cfg.resume) {
     ST_CHECK(!cfg.checkpoint_dir.empty(), ValueError, "--resume needs --checkpoint-dir");
-    plan.resume_path = CheckpointDir(cfg.checkpoint_dir).latest();
+    const CheckpointDir dir(cfg.checkpoint_dir);
+    if (cfg.resume_step >= 0) {  // a step folder named by --checkpoint-dir (checkpoint_guard.h checked it is the newest)
+      plan.resume_path = dir.path_for(cfg.resume_step);
+    } else {
+      const CheckpointDir::ResumePoint point = dir.resume_point();  // incomplete newer steps passed over
+      ST_CHECK(!point.path.empty() || dir.complete_steps().empty(), IOError, "--resume: " << point.note);
+      plan.resume_path = point.path;
+      if (!point.note.empty()) plan.resume_note = "--resume: " + point.note;
+    }
   }
   if (!plan.resume_path.empty()) {
     TrainState st = TrainState::from_json(read_state(plan.resume_path), plan.resume_path + "/state.json");
+    check_config_json(plan.resume_path, st.model.value("config", nlohmann::json()));  // what HF reads says the same
     plan.entry = st.model;
     ST_CHECK(cfg.model.empty() || plan.entry.value("family", "") == cfg.model, ValueError,
              "--resume: the checkpoint " << plan.resume_path << " holds a " << plan.entry.value("family", "?")
@@ -45,7 +69,7 @@ TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std:
   const int64_t max_tok = in.data->max_token();
   ST_CHECK(max_tok < plan.description.vocab_size, ValueError,
            cfg.data << " holds token id " << max_tok << ", outside the model's vocabulary of "
-                    << plan.description.vocab_size);
+                    << plan.description.vocab_size << vocab_fix(cfg, plan, max_tok));
   if (sharded_start) {  // ZeRO-3: no parameter's bytes; the Trainer fills this rank's pieces (Zero3::shard)
     Storage::DeferAllocation defer;
     in.model = build_model_from_json(plan.entry, ModelBuild{layers, tp, dropout_seed(cfg.seed)});

@@ -16,12 +16,15 @@
 
 namespace st::runtime {
 
-// The model a run trains, decided before anything is built: the newest checkpoint's with
-// --resume, else the options'; its {"family", "config"} entry and its layers' description
+// The model a run trains, decided before anything is built: the newest complete checkpoint's
+// with --resume (its config.json must agree with its state.json; a directory holding only
+// incomplete checkpoints is an IOError), else the options'; its {"family", "config"} entry and
+// its layers' description
 // (runtime/setup/model_registry.h), from which a pipeline partition is cut.
 struct ModelPlan {
   nlohmann::json entry;
   std::string resume_path;  // newest complete checkpoint under cfg.checkpoint_dir with --resume, else ""
+  std::string resume_note;  // the line on newer incomplete checkpoints passed over ("" for none)
   ModelDescription description;
   int64_t seq_len = 0;  // the run's T: --seq-len, or the model's context length
 };

@@ -21,6 +21,7 @@
 #include "runtime/observe/device_capacity.h"
 #include "runtime/observe/progress.h"
 #include "runtime/observe/trace.h"
+#include "runtime/setup/batch_fix.h"
 #include "runtime/setup/checkpoint_guard.h"
 #include "runtime/plan/memory_check.h"
 #include "runtime/plan/memory_plan.h"
@@ -91,6 +92,7 @@ Trainer::Trainer(const TrainConfig& cfg, const TrainSeams& seams) : cfg_(cfg) {
            "the single-process trainer runs dp = tp = pp = 1 (got dp " << cfg.dp << ", tp " << cfg.tp << ", pp "
                                                                        << cfg.pp << ")");
   const ModelPlan plan = plan_model(cfg);
+  if (!plan.resume_note.empty()) std::cout << plan.resume_note << std::endl;
   register_memory_cap(cfg, plan.entry, plan.seq_len, 1, 0);  // --max-memory
   TrainInputs in = prepare_training(cfg, plan);
   model_ = in.model;
@@ -118,6 +120,7 @@ void Trainer::init(const std::string& resume_path) {
   if (!w_.params) w_.params = std::make_shared<WholeParameters>();
   scaler_ = LossScaler(cfg_.precision == Precision::fp16);
   nonfinite_ = NonFiniteGuard(cfg_.precision, cfg_.max_nonfinite_steps);
+  divergence_ = DivergenceGuard(cfg_.max_loss_ratio, cfg_.loss_ratio_steps);
   schedule_ = LrSchedule{cfg_.lr_schedule, cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
   ST_CHECK(cfg_.steps >= 0 && cfg_.clip >= 0, ValueError, "--steps and --clip must be ≥ 0");
   // Where this rank's weights come from: the checkpoint (its part of each weight, read in place,
@@ -176,7 +179,9 @@ void Trainer::init(const std::string& resume_path) {
     ST_CHECK(st.global_batch == w_.source->global_batch() && st.seq_len == w_.source->seq_len(), ValueError,
              "--resume: " << resume_path << " has global batch " << st.global_batch << " × seq-len " << st.seq_len
                           << ", this run " << w_.source->global_batch() << " × " << w_.source->seq_len()
-                          << " (the data order would change)");
+                          << " (the data order would change)"
+                          << keep_batch_hint(st.global_batch, st.seq_len, w_.layout.dp, w_.layout.micro_batch,
+                                             w_.source->seq_len()));
     ST_CHECK(st.shuffle == cfg_.shuffle && (!st.shuffle || st.shuffle_seed == cfg_.seed), ValueError,
              "--resume: " << resume_path << " was written by a run with --shuffle " << st.shuffle
                           << (st.shuffle ? " --seed " + std::to_string(st.shuffle_seed) : std::string()) << ", this one has --shuffle "
@@ -274,10 +279,12 @@ StepMetrics Trainer::complete_step(const Pending& p) {
   m.loss_scale = r.loss_scale;
   m.skipped = r.skipped;
   m.grad_norm = r.skipped ? std::numeric_limits<double>::quiet_NaN() : r.grad_norm;
-  if (r.skipped)  // skipped (fp16: the scale halved); a run that stays so stops here
+  if (r.skipped) {  // skipped (fp16: the scale halved); a run that stays so stops here
     nonfinite_.nonfinite(m.step, m.loss, r.found_inf, r.at_floor);
-  else
+  } else {
     nonfinite_.finite();
+    divergence_.observe(m.step, m.loss, m.grad_norm);  // finite, but left its running mean?
+  }
   // with the next step launched before this one was waited for, the time since the previous
   // completion is the step's share of the device's time; else since its own launch
   const auto from = last_done_ > p.t0 ? last_done_ : p.t0;
@@ -311,6 +318,21 @@ StepMetrics Trainer::finish_metrics(StepMetrics m, Clock::time_point t0, Device 
                           static_cast<double>(w_.layout.dp));
   m.mem_total_bytes = cap.memory_bytes;
   return m;
+}
+
+void Trainer::largest_memory(StepMetrics& m) const {
+  comm::Communicator& world = *w_.world;
+  std::vector<int64_t> mine(static_cast<size_t>(world.size()), 0);  // (world) i64: this rank's slot
+  mine[static_cast<size_t>(world.rank())] = m.mem_bytes;
+  Tensor t = Tensor::from_vector(mine, {world.size()});
+  if (std::string(world.backend()) == "nccl") t = t.to(Device::cuda);  // NCCL takes device tensors
+  world.all_reduce(t, comm::ReduceOp::sum)->wait();
+  const Tensor all = t.to(Device::cpu);
+  const int64_t* b = all.data<int64_t>();
+  const int64_t top = static_cast<int64_t>(std::max_element(b, b + world.size()) - b);  // the lowest rank of a tie
+  m.mem_max_bytes = b[top];
+  m.mem_max_rank = static_cast<int>(top);
+  m.ranks = world.size();
 }
 
 double Trainer::evaluate(const TokenData& val, int64_t max_batches) {
@@ -363,6 +385,7 @@ void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Prog
   StepMetrics m = step_metrics;
   const bool lead = rank() == 0;
   if (val_data_ && m.step % eval_interval(cfg_) == 0) m.val_loss = evaluate(*val_data_);
+  if (w_.world && w_.world->size() > 1) largest_memory(m);  // collective: the step line shows the largest rank
   // the step's line before its checkpoint: a crash in between leaves the line, which a resume
   // from the previous checkpoint cuts back
   if (lead) {
@@ -388,7 +411,13 @@ void Trainer::run() {
   // resumed: the steps after the checkpoint (written before a crash) go, then the run appends
   if (lead && !resumed_from_.empty() && !cfg_.metrics.empty()) cut_metrics_back(cfg_.metrics, step_);
   MetricsWriter metrics(lead ? cfg_.metrics : "", /*append=*/!resumed_from_.empty());
-  if (!cfg_.trace.empty()) trace::start(rank());
+  if (!cfg_.trace.empty()) {
+    trace::start(rank());
+    // the rank's place in the grid (rank = ((pp · dp) + dp) · tp + tp, docs/design.md)
+    const int64_t tp = cfg_.tp, dp = w_.layout.dp, r = rank();
+    trace::set_process_name("rank " + std::to_string(r) + " (dp " + std::to_string(r / tp % dp) + ", tp " +
+                            std::to_string(r % tp) + ", pp " + std::to_string(r / (tp * dp)) + ")");
+  }
   const int64_t params = whole_model_parameters(*model_, w_.roles, w_.layout, w_.world.get());  // collective
   if (lead) {
     const nlohmann::json mc = model_->config_json();
@@ -400,6 +429,11 @@ void Trainer::run() {
     if (cfg_.lr_schedule == LrScheduleKind::cosine) std::cout << " over " << schedule_.total_steps << " steps";
     std::cout << ")\n";
     if (!resumed_from_.empty()) std::cout << "resumed from " << resumed_from_ << " at step " << step_ << "\n";
+    if (schedule_.warmup >= schedule_.total_steps)  // a --warmup as long as the run: say what the lr does
+      std::cout << "lr schedule: --warmup " << schedule_.warmup << " covers all " << schedule_.total_steps
+                << " steps, so the lr only rises, to " << schedule_.at(schedule_.total_steps - 1) << " at the last step"
+                << (cfg_.lr_schedule == LrScheduleKind::cosine ? " (the cosine decay never starts)" : "")
+                << ": a shorter --warmup or more --steps\n";
     if (cfg_.lr_schedule == LrScheduleKind::cosine && schedule_.total_steps < cfg_.steps)
       std::cout << "lr schedule: the checkpoint's cosine ends at step " << schedule_.total_steps << "; steps "
                 << schedule_.total_steps + 1 << "-" << cfg_.steps << " run at its floor lr "

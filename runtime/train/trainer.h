@@ -25,6 +25,7 @@
 #include "runtime/parallel/parameter_sharding.h"
 #include "runtime/setup/train_config.h"
 #include "runtime/train/gradient_source.h"
+#include "runtime/train/divergence.h"
 #include "runtime/train/nonfinite.h"
 #include "runtime/train/train_checkpoint.h"
 #include "runtime/train/train_setup.h"
@@ -95,6 +96,8 @@ class Trainer {
   bool sync_due(int64_t step) const;  // after `step` (from 1): a checkpoint, validation or the end
   void emit(const StepMetrics& m, MetricsWriter& metrics, Progress& bar);  // run()'s per-step work
   void record_memory(StepMetrics& m, Device device) const;   // the mem_* fields from the allocators
+  // Collective (several ranks): the largest rank's mem_bytes and that rank, for the step line.
+  void largest_memory(StepMetrics& m) const;
   // step time (t0 → t1), throughput, MFU
   StepMetrics finish_metrics(StepMetrics m, Clock::time_point t0, Device device, Clock::time_point t1 = Clock::now());
   int rank() const { return w_.world ? w_.world->rank() : 0; }
@@ -105,6 +108,7 @@ class Trainer {
   std::unique_ptr<Optimizer> opt_;
   LossScaler scaler_{false};
   NonFiniteGuard nonfinite_{Precision::fp32, 1};  // stops a run that stays inf/NaN (runtime/train/nonfinite.h)
+  DivergenceGuard divergence_;                    // stops a run whose loss left its mean (runtime/train/divergence.h)
   LrSchedule schedule_;
   int64_t step_ = 0;
   std::string resumed_from_;

@@ -6,11 +6,13 @@
 // Bus bandwidth = 2(n−1)/n × bytes / time (the NCCL-tests convention: what each link carries in
 // a ring all-reduce). Time per call = the slowest rank's, best of kRounds rounds (the machine may
 // be shared); the three methods run interleaved on the same buffer, so they see the same memory,
-// cache state and background load.
+// cache state and background load. At the end: the fixed cost of a call, and the flight recorder's
+// part of it (a communicator with the ring against one without).
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -88,6 +90,26 @@ int main(int argc, char** argv) {
     std::printf("\nfixed cost per call (4 KB, one rank): shardtrain %.2f us, raw MPI_Iallreduce+MPI_Wait %.2f us, "
                 "difference %.2f us = %.3f%% of a raw 1 MB call here\n",
                 ours, theirs, ours - theirs, raw_1mb_s > 0 ? 100.0 * (ours - theirs) * 1e-6 / raw_1mb_s : 0.0);
+    // The flight recorder's share of it (comm/flight_recorder.h): the same calls on a communicator
+    // that keeps no ring, interleaved in blocks of 10 000 with one that does; this thread's CPU
+    // time (a shared machine's descheduling does not count), best of 20 blocks each.
+    CommOptions off;
+    off.flight_recorder_entries = 0;
+    auto self_off = MpiCommunicator::dup(MPI_COMM_SELF, "self-off", Millis(120000), off);
+    auto cpu_us = [](const std::function<void()>& fn) {
+      timespec a{}, b{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+      for (int i = 0; i < 10000; ++i) fn();
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+      return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / 10000 / 1e3;
+    };
+    double with = 1e30, without = 1e30;
+    for (int block = 0; block < 20; ++block) {
+      with = std::min(with, cpu_us([&] { self->all_reduce(t)->wait(); }));
+      without = std::min(without, cpu_us([&] { self_off->all_reduce(t)->wait(); }));
+    }
+    std::printf("flight recorder: %.3f us of CPU per call with the ring, %.3f us without (%+.3f us)\n", with, without,
+                with - without);
     MPI_Comm_free(&raw_self);
   }
   comm.reset();

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -88,7 +89,11 @@ void nccl_section(int rank, int size, size_t max_bytes) {
 }
 
 void mpi_section(int rank, int size, size_t max_bytes) {
-  auto comm = MpiCommunicator::dup(MPI_COMM_WORLD, "bench", Millis(120000));
+  // SHARDTRAIN_MPI_CUDA_AWARE=0|1 picks the path, as it does for shardtrain (launch/comm_env.h)
+  CommOptions options;
+  const char* aware = std::getenv("SHARDTRAIN_MPI_CUDA_AWARE");
+  options.mpi_cuda_aware = parse_cuda_aware(aware ? aware : "", "SHARDTRAIN_MPI_CUDA_AWARE");
+  auto comm = MpiCommunicator::dup(MPI_COMM_WORLD, "bench", Millis(120000), options);
   MPI_Comm raw;
   MPI_Comm_dup(MPI_COMM_WORLD, &raw);
   void* host = nullptr;  // the raw method's pinned buffer, max_bytes
@@ -98,7 +103,7 @@ void mpi_section(int rank, int size, size_t max_bytes) {
     std::printf("\n(ii) MPI backend on CUDA tensors vs the raw calls on pinned host memory + the two copies,\n"
                 "%d rank(s) (sharing the GPU when more than one), f32 in place; %s\n"
                 "(the backend's own call is MPI_Iallreduce: every wait has a deadline)\n\n",
-                size, mpi::cuda_path().note.c_str());
+                size, mpi::cuda_path(options.mpi_cuda_aware).note.c_str());
     std::printf("| size | shardtrain all_reduce->wait+sync | raw D2H+MPI_Iallreduce/Wait+H2D | overhead %% | "
                 "raw D2H+MPI_Allreduce+H2D | vs it %% | raw MPI_Allreduce host only | staged GB/s |\n");
     std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");

@@ -1,7 +1,8 @@
 // Helpers for the multi-rank comm tests: the backends to run (MPI on CPU tensors always; MPI on
 // CUDA tensors, "mpi_cuda", where a GPU is visible — the ranks may share it; NCCL on CUDA tensors
 // where this build has NCCL and every rank has a GPU), and tensors of any dtype built from double
-// values.
+// values. Communicators take the binary's options (tests/support/test_comm_options.h: the p2p mode
+// of the _strict registration) unless a test gives its own.
 #pragma once
 #include <mpi.h>
 
@@ -13,6 +14,7 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/nccl_backend.h"
 #include "tensor/storage.h"
+#include "tests/support/test_comm_options.h"
 
 namespace st::comm::test {
 
@@ -40,9 +42,10 @@ inline Device backend_device(const std::string& backend) {
   return backend == "nccl" || backend == "mpi_cuda" ? Device::cuda : Device::cpu;
 }
 
-inline std::shared_ptr<Communicator> make_world(const std::string& backend, const std::string& name = "world") {
-  if (backend == "nccl") return create_nccl_communicator(MPI_COMM_WORLD, world_rank(), name, kTestTimeout);
-  return MpiCommunicator::dup(MPI_COMM_WORLD, name, kTestTimeout);
+inline std::shared_ptr<Communicator> make_world(const std::string& backend, const std::string& name = "world",
+                                                const CommOptions& options = testing_support::test_comm_options()) {
+  if (backend == "nccl") return create_nccl_communicator(MPI_COMM_WORLD, world_rank(), name, kTestTimeout, options);
+  return MpiCommunicator::dup(MPI_COMM_WORLD, name, kTestTimeout, options);
 }
 
 inline Tensor make_tensor(const std::vector<double>& v, DType t, Device d = Device::cpu) {

@@ -1,5 +1,5 @@
 // Operations above max_count() elements are split into several backend calls (communicator.h,
-// "Sizes"; comm/communicator_chunks.cpp). A communicator created with SHARDTRAIN_COMM_MAX_COUNT=3
+// "Sizes"; comm/communicator_chunks.cpp). A communicator created with CommOptions::max_count = 3
 // runs every op on sizes that are not multiples of 3 (and one below it), every dtype, in place
 // and out of place, and must give exactly what the unsplit communicator gives — and the closed
 // form (integer values: exact in every dtype, so the order of summation cannot matter).
@@ -20,9 +20,9 @@ class Chunks : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     whole = make_world(GetParam(), "whole");
-    setenv("SHARDTRAIN_COMM_MAX_COUNT", std::to_string(kMax).c_str(), 1);
-    split = make_world(GetParam(), "split");
-    unsetenv("SHARDTRAIN_COMM_MAX_COUNT");
+    CommOptions o = testing_support::test_comm_options();
+    o.max_count = kMax;
+    split = make_world(GetParam(), "split", o);
     ASSERT_EQ(split->max_count(), kMax);
     ASSERT_EQ(whole->max_count(), INT_MAX);
     N = whole->size();

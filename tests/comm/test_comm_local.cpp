@@ -1,5 +1,5 @@
 // Single-process pieces of comm/ (no ranks needed): the polling loop behind every deadline, the
-// MPI environment defaults and the SHARDTRAIN_COMM_MAX_COUNT test hook.
+// MPI environment defaults and the options' text forms (comm/comm_options.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -55,19 +55,37 @@ TEST(MpiEnv, RingAllReduceAndBinomialReduceUnlessTheUserChose) {
   }
 }
 
-TEST(MaxCount, DefaultIsMpisIntLimitAndTheHookLowersIt) {
+TEST(CommOptions, MaxCountDefaultIsMpisIntLimitAndTheHookLowersIt) {
   const char* kVar = "SHARDTRAIN_COMM_MAX_COUNT";
-  unsetenv(kVar);
-  EXPECT_EQ(max_count_from_env(), INT_MAX);
-  setenv(kVar, "", 1);
-  EXPECT_EQ(max_count_from_env(), INT_MAX);
-  setenv(kVar, "3", 1);
-  EXPECT_EQ(max_count_from_env(), 3);
+  EXPECT_EQ(CommOptions{}.max_count, INT_MAX);
+  EXPECT_EQ(parse_max_count("", kVar), INT_MAX);
+  EXPECT_EQ(parse_max_count("3", kVar), 3);
   for (const char* bad : {"0", "-2", "3x", "abc", "2147483648"}) {
-    setenv(kVar, bad, 1);
-    EXPECT_THROW(max_count_from_env(), ValueError) << bad;
+    try {
+      parse_max_count(bad, kVar);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(kVar), std::string::npos) << e.what();
+    }
   }
-  unsetenv(kVar);
+  CommOptions o;
+  o.max_count = 0;
+  EXPECT_THROW(o.validate(), ValueError);
+  o.max_count = 3;
+  EXPECT_NO_THROW(o.validate());
+  o.flight_recorder_entries = -1;
+  EXPECT_THROW(o.validate(), ValueError);
+}
+
+TEST(CommOptions, DebugAndCudaAwareTexts) {
+  EXPECT_FALSE(parse_comm_debug("", "SHARDTRAIN_COMM_DEBUG"));
+  EXPECT_FALSE(parse_comm_debug("0", "SHARDTRAIN_COMM_DEBUG"));
+  EXPECT_TRUE(parse_comm_debug("1", "SHARDTRAIN_COMM_DEBUG"));
+  EXPECT_TRUE(parse_comm_debug("yes", "SHARDTRAIN_COMM_DEBUG"));
+  EXPECT_EQ(parse_cuda_aware("", "SHARDTRAIN_MPI_CUDA_AWARE"), CudaAwareMode::ask);
+  EXPECT_EQ(parse_cuda_aware("0", "SHARDTRAIN_MPI_CUDA_AWARE"), CudaAwareMode::off);
+  EXPECT_EQ(parse_cuda_aware("1", "SHARDTRAIN_MPI_CUDA_AWARE"), CudaAwareMode::on);
+  EXPECT_THROW(parse_cuda_aware("yes", "SHARDTRAIN_MPI_CUDA_AWARE"), ValueError);
 }
 
 }  // namespace

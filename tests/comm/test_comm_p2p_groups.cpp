@@ -149,12 +149,12 @@ TEST(MpiBackend, HalfPrecisionSumsAccumulateInF32) {
   }
 }
 
-// Debug mode (SHARDTRAIN_COMM_DEBUG=1) compares (op, dtype, count, root, caller tag) before each
+// Debug mode (CommOptions::debug) compares (op, dtype, count, root, caller tag) before each
 // collective and throws CommError on every rank instead of running a mismatched collective.
 TEST_P(P2PGroups, DebugModeReportsMismatches) {
-  setenv("SHARDTRAIN_COMM_DEBUG", "1", 1);
-  auto c = make_world(GetParam(), "debugged");
-  unsetenv("SHARDTRAIN_COMM_DEBUG");
+  CommOptions o = testing_support::test_comm_options();
+  o.debug = true;
+  auto c = make_world(GetParam(), "debugged", o);
   ASSERT_TRUE(c->debug_checks());
   Tensor t = Tensor::ones({R == 0 ? 5 : 4}, DType::f32, dev);
   try {

@@ -1,7 +1,7 @@
-// Point-to-point semantics per mode (SHARDTRAIN_P2P, comm/README.md "Point to point"): strict mode
+// Point-to-point semantics per mode (CommOptions::p2p, comm/README.md "Point to point"): strict mode
 // deadlocks — at the deadline — where NCCL deadlocks, and checks tags against the issue order;
 // default mode keeps MPI's behaviour; a truncated receive is a CommError in both. Ranks 0 and 1
-// take part, the others only create the communicators. Each test sets SHARDTRAIN_P2P itself, so
+// take part, the others only create the communicators. Each test gives its mode in the options, so
 // they mean the same under test_comm_np*_strict (the whole binary with SHARDTRAIN_P2P=strict).
 #include <gtest/gtest.h>
 
@@ -15,49 +15,33 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-// Sets (or, for nullptr, unsets) an environment variable for its lifetime.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    value ? setenv(name, value, 1) : unsetenv(name);
-  }
-  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
-// A world communicator created with SHARDTRAIN_P2P=mode (nullptr: unset).
-std::shared_ptr<Communicator> make_world_p2p(const std::string& backend, const char* mode, const std::string& name) {
-  ScopedEnv env("SHARDTRAIN_P2P", mode);
-  return make_world(backend, name);
+// A world communicator with p2p mode `mode`.
+std::shared_ptr<Communicator> make_world_p2p(const std::string& backend, P2PMode mode, const std::string& name) {
+  CommOptions o;
+  o.p2p = mode;
+  return make_world(backend, name, o);
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-TEST(P2PMode, ReadFromTheEnvironmentAndInheritedBySplit) {
-  // Under the _strict registration the world follows the variable too.
+TEST(P2PMode, GivenByTheOptionsAndInheritedBySplit) {
+  // Under the _strict registration the binary's options say strict (tests/support/test_comm_options.h).
   const char* env = std::getenv("SHARDTRAIN_P2P");
   const bool strict_run = env && std::string(env) == "strict";
   EXPECT_EQ(make_world("mpi", "env")->p2p_mode(), strict_run ? P2PMode::strict : P2PMode::standard);
-  EXPECT_EQ(make_world_p2p("mpi", nullptr, "unset")->p2p_mode(), P2PMode::standard);
-  EXPECT_EQ(make_world_p2p("mpi", "default", "default")->p2p_mode(), P2PMode::standard);
-  auto strict = make_world_p2p("mpi", "strict", "strict");
+  EXPECT_EQ(make_world_p2p("mpi", P2PMode::standard, "default")->p2p_mode(), P2PMode::standard);
+  auto strict = make_world_p2p("mpi", P2PMode::strict, "strict");
   EXPECT_EQ(strict->p2p_mode(), P2PMode::strict);
-  std::shared_ptr<Communicator> child;
-  {
-    ScopedEnv other("SHARDTRAIN_P2P", "default");  // the child inherits the parent's mode, not the variable's
-    child = strict->split(0, world_rank(), "child");
-  }
+  auto child = strict->split(0, world_rank(), "child");
   ASSERT_NE(child, nullptr);
   EXPECT_EQ(child->p2p_mode(), P2PMode::strict);
+  EXPECT_EQ(child->options().max_count, strict->options().max_count);
+  // the text forms (the CLI's environment variable; launch/comm_env.h)
+  EXPECT_EQ(parse_p2p_mode("", "SHARDTRAIN_P2P"), P2PMode::standard);
+  EXPECT_EQ(parse_p2p_mode("default", "SHARDTRAIN_P2P"), P2PMode::standard);
+  EXPECT_EQ(parse_p2p_mode("strict", "SHARDTRAIN_P2P"), P2PMode::strict);
   try {
-    make_world_p2p("mpi", "loose", "bad");
+    parse_p2p_mode("loose", "SHARDTRAIN_P2P");
     ADD_FAILURE() << "SHARDTRAIN_P2P=loose accepted";
   } catch (const ValueError& e) {
     EXPECT_TRUE(contains(e.what(), "SHARDTRAIN_P2P")) << e.what();
@@ -69,7 +53,7 @@ class P2PStrict : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     // NCCL is strict by nature; the MPI backends are asked to be.
-    c = make_world_p2p(GetParam(), "strict", "strict");
+    c = make_world_p2p(GetParam(), P2PMode::strict, "strict");
     R = c->rank();
     dev = backend_device(GetParam());
   }
@@ -173,8 +157,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, P2PStrict, ::testing::ValuesIn(test_backends(
 // tag: the receive names both tags and the truncation instead of MPI's error handler ending the
 // job. A shorter one is a mismatch too (default mode accepts it, as MPI does).
 TEST(P2PStrictMpi, LongerOrShorterMessagesAreMismatches) {
-  auto longer = make_world_p2p("mpi", "strict", "longer");
-  auto shorter = make_world_p2p("mpi", "strict", "shorter");
+  auto longer = make_world_p2p("mpi", P2PMode::strict, "longer");
+  auto shorter = make_world_p2p("mpi", P2PMode::strict, "shorter");
   const int R = longer->rank();
   if (R > 1) return;
   if (R == 0) {
@@ -203,7 +187,7 @@ TEST(P2PStrictMpi, LongerOrShorterMessagesAreMismatches) {
 // two-call pattern above completes (here with small messages, the case that passes on MPI and
 // hangs on NCCL), and a receive may take a message shorter than its buffer.
 TEST(P2PDefaultMpi, SendThenReceiveAsTwoCallsCompletes) {
-  auto c = make_world_p2p("mpi", "default", "default");
+  auto c = make_world_p2p("mpi", P2PMode::standard, "default");
   const int R = c->rank();
   if (R > 1) return;
   const int peer = 1 - R;
@@ -228,7 +212,7 @@ TEST(P2PDefaultMpi, SendThenReceiveAsTwoCallsCompletes) {
 // A receive into a buffer smaller than the message (default mode): a CommError naming the cause
 // (MPI_ERR_TRUNCATE), the peer, the tag and the buffer, not Open MPI's fatal error handler.
 TEST(P2PDefaultMpi, TruncatedReceiveIsACommError) {
-  auto c = make_world_p2p("mpi", "default", "truncate");
+  auto c = make_world_p2p("mpi", P2PMode::standard, "truncate");
   const int R = c->rank();
   if (R > 1) return;
   if (R == 0) {

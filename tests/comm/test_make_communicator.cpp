@@ -15,7 +15,7 @@ TEST(MakeCommunicator, MpiWorldWithNodeLocalRank) {
   EXPECT_EQ(s.backend, "mpi");
   EXPECT_EQ(s.local.rank, R);  // ctest runs every rank on this one node
   EXPECT_EQ(s.local.size, N);
-  const std::string cuda_note = nccl_visible_devices() > 0 ? "; " + mpi::cuda_path().note : "";
+  const std::string cuda_note = nccl_visible_devices() > 0 ? "; " + mpi::cuda_path(CudaAwareMode::ask).note : "";
   EXPECT_EQ(s.reason, "mpi: requested (--comm mpi); local rank " + std::to_string(R) + " of " + std::to_string(N) +
                           " (MPI shared-memory split)" + cuda_note);
   ASSERT_EQ(s.world->size(), N);
@@ -40,21 +40,45 @@ TEST(MakeCommunicator, AutoAndNcclFollowTheMachine) {
   EXPECT_THROW(make_communicator("tcp", kTestTimeout), ValueError);
 }
 
-// How CUDA tensors reach MPI: the environment override wins, else the library's own answer.
+// How CUDA tensors reach MPI: the options' override wins, else the library's own answer.
 TEST(MakeCommunicator, CudaAwareDecision) {
   using mpi::decide_cuda_path;
-  EXPECT_FALSE(decide_cuda_path(nullptr, false, 0).aware);
-  EXPECT_FALSE(decide_cuda_path(nullptr, true, 0).aware);
-  EXPECT_TRUE(decide_cuda_path(nullptr, true, 1).aware);
-  EXPECT_TRUE(decide_cuda_path("1", false, 0).aware);
-  EXPECT_FALSE(decide_cuda_path("0", true, 1).aware);
-  EXPECT_FALSE(decide_cuda_path("", true, 0).aware);  // empty = unset
-  EXPECT_EQ(decide_cuda_path(nullptr, true, 0).note, "CUDA tensors: pinned host staging (MPIX_Query_cuda_support() = 0)");
-  EXPECT_EQ(decide_cuda_path("1", false, 0).note,
-            "CUDA tensors: device pointers passed to MPI (SHARDTRAIN_MPI_CUDA_AWARE=1)");
-  EXPECT_THROW(decide_cuda_path("yes", true, 1), ValueError);
+  EXPECT_FALSE(decide_cuda_path(CudaAwareMode::ask, false, 0).aware);
+  EXPECT_FALSE(decide_cuda_path(CudaAwareMode::ask, true, 0).aware);
+  EXPECT_TRUE(decide_cuda_path(CudaAwareMode::ask, true, 1).aware);
+  EXPECT_TRUE(decide_cuda_path(CudaAwareMode::on, false, 0).aware);
+  EXPECT_FALSE(decide_cuda_path(CudaAwareMode::off, true, 1).aware);
+  EXPECT_EQ(decide_cuda_path(CudaAwareMode::ask, true, 0).note,
+            "CUDA tensors: pinned host staging (MPIX_Query_cuda_support() = 0)");
+  EXPECT_EQ(decide_cuda_path(CudaAwareMode::on, false, 0).note,
+            "CUDA tensors: device pointers passed to MPI (forced on: SHARDTRAIN_MPI_CUDA_AWARE=1)");
   auto c = MpiCommunicator::dup(MPI_COMM_WORLD, "aware", kTestTimeout);
-  EXPECT_EQ(c->cuda_aware(), mpi::cuda_path().aware);
+  EXPECT_EQ(c->cuda_aware(), mpi::cuda_path(CudaAwareMode::ask).aware);
+  CommOptions off;
+  off.mpi_cuda_aware = CudaAwareMode::off;
+  EXPECT_FALSE(MpiCommunicator::dup(MPI_COMM_WORLD, "staged", kTestTimeout, off)->cuda_aware());
+}
+
+// make_communicator's options reach the world and its splits; the world diagnoses deadlines.
+TEST(MakeCommunicator, OptionsReachTheWorldAndItsGroups) {
+  CommOptions o;
+  o.max_count = 7;
+  o.debug = true;
+  o.flight_recorder_entries = 16;
+  CommSetup s = make_communicator("mpi", kTestTimeout, o);
+  EXPECT_EQ(s.world->max_count(), 7);
+  EXPECT_TRUE(s.world->debug_checks());
+  auto child = s.world->split(0, world_rank(), "child");
+  EXPECT_EQ(child->max_count(), 7);
+  EXPECT_TRUE(child->debug_checks());
+  EXPECT_NE(s.world->shared_state()->diagnoser(), nullptr);
+  EXPECT_EQ(child->shared_state()->diagnoser(), s.world->shared_state()->diagnoser());
+  ASSERT_NE(child->shared_state()->recorder(), nullptr);
+  EXPECT_EQ(child->shared_state()->recorder()->capacity(), 16u);
+  o.diagnose_deadlines = false;
+  EXPECT_EQ(make_communicator("mpi", kTestTimeout, o).world->shared_state()->diagnoser(), nullptr);
+  o.max_count = 0;
+  EXPECT_THROW(make_communicator("mpi", kTestTimeout, o), ValueError);
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // The whole binary on broken --init-from directories (the HF fixture, one fault each): every run
 // must end with exit 1 (or 2 for a bad size caught by the option checks) and exactly one error
 // line, never a signal, an abort, exit 0 or a hang (each run under `timeout 60`: status 124).
+// `shardtrain generate --checkpoint` on the same directories: the same (a NaN weight generated
+// blanks with exit 0 before generate checked what it read; a dtype edited F32 → I32 trained on
+// the weights' bits read as integers before the dtype was checked against the model's).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -25,9 +28,8 @@ struct Outcome {
   int error_lines = 0;
   std::string out;
 };
-Outcome run_train(const std::string& dir) {
-  const std::string cmd = "SHARDTRAIN_PROGRESS=0 timeout 60 '" + std::string(ST_SHARDTRAIN_BIN) +
-                          "' train --steps 1 --init-from '" + dir + "' 2>&1";
+Outcome run_cli(const std::string& args) {
+  const std::string cmd = "SHARDTRAIN_PROGRESS=0 timeout 60 '" + std::string(ST_SHARDTRAIN_BIN) + "' " + args + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   Outcome o;
   if (!p) return o;
@@ -66,6 +68,8 @@ TEST(FuzzCli, BrokenInitFromDirectoriesEndWithOneLine) {
       {"header length 2^63", [](const std::string& d) { edit_bytes(d, [](Bytes& b) { b[7] = '\x80'; }); }},
       {"header bytes flipped", [](const std::string& d) { edit_bytes(d, [](Bytes& b) { b[40] ^= 0x5a; b[41] ^= 0x21; }); }},
       {"a trailing byte", [](const std::string& d) { edit_bytes(d, [](Bytes& b) { b.push_back('\0'); }); }},
+      {"a weight's dtype F32 -> I32 (no checksums to catch it)",
+       [](const std::string& d) { edit_bytes(d, [](Bytes& b) { b.replace(b.find("\"F32\""), 5, "\"I32\""); }); }},
       {"a weight missing", [](const std::string& d) { edit_tensors(d, [](auto& s) { s.tensors.erase(s.tensors.begin() + 3); }); }},
       {"a weight of another shape",
        [](const std::string& d) { edit_tensors(d, [](auto& s) { s.tensors[2].second = s.tensors[2].second.flatten().narrow(0, 0, 5); }); }},
@@ -85,11 +89,15 @@ TEST(FuzzCli, BrokenInitFromDirectoriesEndWithOneLine) {
     fs::create_directories(dir);
     for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(fixture + "/" + f, dir + "/" + f);
     fault(dir);
-    const Outcome o = run_train(dir);
-    EXPECT_FALSE(o.signaled) << what << ": ended on a signal\n" << o.out;
-    EXPECT_TRUE(o.code == 1 || o.code == 2) << what << ": exit " << o.code << "\n" << o.out;
-    EXPECT_EQ(o.error_lines, 1) << what << "\n" << o.out;
-    std::cout << what << " -> exit " << o.code << ": " << o.out.substr(o.out.find("error: ") + 7);
+    for (const std::string& args : {"train --steps 1 --init-from '" + dir + "'",
+                                     "generate --max-new-tokens 2 --prompt ab --checkpoint '" + dir + "'"}) {
+      const std::string cmd = args.substr(0, args.find(' '));
+      const Outcome o = run_cli(args);
+      EXPECT_FALSE(o.signaled) << cmd << ", " << what << ": ended on a signal\n" << o.out;
+      EXPECT_TRUE(o.code == 1 || o.code == 2) << cmd << ", " << what << ": exit " << o.code << "\n" << o.out;
+      EXPECT_EQ(o.error_lines, 1) << cmd << ", " << what << "\n" << o.out;
+      std::cout << cmd << ", " << what << " -> exit " << o.code << ": " << o.out.substr(o.out.find("error: ") + 7);
+    }
     fs::remove_all(dir);
   }
 }

@@ -1,7 +1,8 @@
 // Bad input to the readers, in process: from fixed seeds, a few hundred mutated inputs each for
 // the safetensors reader (the HF fixture's model.safetensors: flipped bits, truncations, the
 // header-length field, header JSON edits of dtype / shape / offsets / fields, huge and negative
-// numbers, non-JSON), the token-file reader (header fields, truncation, odd lengths, then reads
+// numbers, non-JSON; and the same file as our writer writes it, with checksums, which must never
+// load other values, whole or in parts), the token-file reader (header fields, truncation, odd lengths, then reads
 // of what loads), the YAML config loader and the flag parser (random keys, values, types,
 // nesting, huge numbers). Each must return or throw a typed st::Error — never another exception,
 // a signal, an abort or a hang (fuzz_harness.h). The failing cases are listed by name.
@@ -10,6 +11,7 @@
 #include <csignal>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -154,6 +156,70 @@ TEST(FuzzReaders, Safetensors) {
   std::remove(path.c_str());
   EXPECT_EQ(f.cases, 400);
   std::cout << f.accepted << " of " << f.cases << " mutated files loaded, the rest were rejected with a typed error\n";
+  EXPECT_TRUE(f.list.empty()) << f.list.size() << " inputs escaped as untyped errors:\n" << f.str();
+}
+
+// The same mutations of a file our writer wrote (the fixture's tensors, with every chunk, entry
+// and the header checksummed: runtime/io/safetensors_checksums.h), read whole and in parts (a
+// row range, a column slice, a window of elements, as tp and ZeRO-3 read): each read must throw
+// a typed error or give exactly the original's values — a mutated file never loads other numbers.
+TEST(FuzzReaders, ChecksummedSafetensorsNeverLoadOtherValues) {
+  const std::string path = temp_path("fuzz_checked.safetensors");
+  const runtime::SafetensorsFile fixture = runtime::read_safetensors(std::string(ST_FIXTURE_DIR) + "/model.safetensors");
+  runtime::save_safetensors(path, fixture.tensors, fixture.metadata);
+  const Bytes orig = read_file(path);
+  const uint64_t n = header_len(orig);
+  const Bytes header = orig.substr(8, n), data = orig.substr(8 + n);
+  std::map<std::string, Tensor> want;
+  for (const auto& [name, t] : fixture.tensors) want.emplace(name, t);
+  Mutator m(20261205);
+  Failures f;
+  int wrong = 0, loaded = 0;
+  for (int i = 0; i < 400; ++i) {
+    Bytes b = orig;
+    std::string kind;
+    switch (i % 5) {
+      case 0: kind = "flip-data"; m.flip_bits(b, 8 + n, b.size(), 3); break;
+      case 1: kind = "flip-header"; m.flip_bits(b, 8, 8 + n, 2); break;
+      case 2: kind = "truncate"; b = m.truncate(orig); break;
+      default: {
+        kind = "header-edit";
+        json h = json::parse(header);
+        for (int k = 0, e = static_cast<int>(m.range(1, 2)); k < e; ++k) edit_header(m, h);
+        Bytes hs = h.dump(-1, ' ', false, json::error_handler_t::ignore);
+        hs.append((8 - hs.size() % 8) % 8, ' ');
+        b = le64(hs.size()) + hs + data;
+      }
+    }
+    write_file(path, b);
+    const std::string name = "checked #" + std::to_string(i) + " (" + kind + ")";
+    f.add(name, run_case(name, [&] {
+      runtime::SafetensorsReader r(path);
+      for (const auto& e : r.entries()) {
+        auto it = want.find(e.name);
+        const auto same = [&](const Tensor& got, const Tensor& ref) {
+          if (it == want.end() || got.to_double() != ref.to_double()) ++wrong;
+        };
+        if (it == want.end()) {
+          ++wrong;
+          continue;
+        }
+        const Tensor& ref = it->second;
+        ++loaded;
+        same(r.read(e.name), ref);
+        if (ref.dim() == 2) {
+          same(r.read_ranges(e.name, 1, {{1, ref.size(1) / 2}}), ref.narrow(1, 1, ref.size(1) / 2).contiguous());
+          same(r.read_ranges(e.name, 0, {{0, 1}}), ref.narrow(0, 0, 1).contiguous());
+        }
+        const int64_t k = std::min<int64_t>(ref.numel(), 37);
+        same(r.read_runs(e.name, {{ref.numel() - k, 0, k}}, k), ref.flatten().narrow(0, ref.numel() - k, k).contiguous());
+      }
+    }));
+  }
+  std::remove(path.c_str());
+  std::cout << loaded << " tensors of " << f.cases << " mutated files read back; " << f.cases - f.accepted
+            << " files rejected\n";
+  EXPECT_EQ(wrong, 0) << "a mutated file with checksums loaded other values";
   EXPECT_TRUE(f.list.empty()) << f.list.size() << " inputs escaped as untyped errors:\n" << f.str();
 }
 

@@ -4,7 +4,7 @@
 # at start with one line naming the dir and the ways on (--resume 1, a new --checkpoint-dir,
 # --overwrite-checkpoints 1), in one process and under mpirun (rank 0 decides, every rank
 # follows: one error line, no hang), and steps 2 and 4 are still there; --resume 1 on an empty
-# or missing dir says it starts fresh and trains; --overwrite-checkpoints 1 writes there (and
+# dir says it starts fresh and trains, on a missing one (a typo) it stops naming the dir meant; --overwrite-checkpoints 1 writes there (and
 # says so); --resume with --overwrite-checkpoints is a usage error.
 # usage: checkpoint_start_test.sh MPIEXEC SHARDTRAIN
 set -uo pipefail
@@ -38,15 +38,21 @@ refused "one process" "$BIN" "${small[@]}" --steps 1 --checkpoint-dir "$D/demo" 
 refused "2 ranks dp" "${MPI[@]}" -np 2 "$BIN" "${small[@]}" --steps 1 --checkpoint-dir "$D/demo"
 refused "2 ranks pp" "${MPI[@]}" -np 2 "$BIN" "${small[@]}" --layers 2 --pp 2 --steps 1 --checkpoint-dir "$D/demo"
 
-# --resume on an empty or missing dir: one line, then it trains
-for dir in "$D/missing" "$D/empty"; do
-  [[ "$dir" == "$D/empty" ]] && mkdir -p "$dir"
-  out=$("$BIN" "${small[@]}" --steps 2 --checkpoint-dir "$dir" --resume 1 2>&1) || bad "--resume on $dir failed: $out"
-  [[ $(grep -c "^--resume: no checkpoint in $dir yet; starting fresh$" <<<"$out") -eq 1 ]] || bad "--resume on $dir: no fresh-start line: $out"
-  [[ "$(steps_in "$dir")" == "step_00000002 " ]] || bad "--resume on $dir: checkpoints $(steps_in "$dir")"
+# --resume on an empty dir: one line, then it trains; on a missing one (a typo): one error line,
+# nothing created (a job that always passes --resume 1 makes its dir first)
+mkdir -p "$D/empty" "$D/empty2"
+out=$("$BIN" "${small[@]}" --steps 2 --checkpoint-dir "$D/empty" --resume 1 2>&1) || bad "--resume on $D/empty failed: $out"
+[[ $(grep -c "^--resume: no checkpoint in $D/empty yet; starting fresh$" <<<"$out") -eq 1 ]] || bad "--resume on $D/empty: no fresh-start line: $out"
+[[ "$(steps_in "$D/empty")" == "step_00000002 " ]] || bad "--resume on $D/empty: checkpoints $(steps_in "$D/empty")"
+out=$("${MPI[@]}" -np 2 "$BIN" "${small[@]}" --steps 2 --checkpoint-dir "$D/empty2" --resume 1 2>&1) || bad "np 2 --resume fresh: $out"
+[[ $(grep -c "^--resume: no checkpoint in $D/empty2 yet; starting fresh$" <<<"$out") -eq 1 ]] || bad "np 2: not one fresh-start line: $out"
+for np in 1 2; do
+  out=$(timeout 60 "${MPI[@]}" -np $np "$BIN" "${small[@]}" --steps 2 --checkpoint-dir "$D/demp" --resume 1 2>&1)
+  [[ $? -ne 0 ]] || bad "np $np: --resume on a missing dir trained: $out"
+  [[ $(grep -c "shardtrain: error: --resume: --checkpoint-dir $D/demp does not exist (did you mean $D/demo?): check the path, or drop --resume 1 to start a new run there$" <<<"$out") -eq 1 ]] ||
+    bad "np $np: --resume on a missing dir: not the one error line: $out"
+  [[ ! -e "$D/demp" ]] || bad "np $np: --resume on a missing dir created it"
 done
-out=$("${MPI[@]}" -np 2 "$BIN" "${small[@]}" --steps 2 --checkpoint-dir "$D/missing2" --resume 1 2>&1) || bad "np 2 --resume fresh: $out"
-[[ $(grep -c "^--resume: no checkpoint in $D/missing2 yet; starting fresh$" <<<"$out") -eq 1 ]] || bad "np 2: not one fresh-start line: $out"
 # ... and --resume on the demo's dir continues it
 out=$("$BIN" "${small[@]}" --steps 6 --checkpoint-dir "$D/demo" --keep-checkpoints 2 --resume 1 2>&1) || bad "resume: $out"
 grep -q "^resumed from $D/demo/step_00000004 at step 4$" <<<"$out" || bad "resume: no 'resumed from' line: $out"

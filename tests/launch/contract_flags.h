@@ -13,7 +13,8 @@ inline const std::vector<std::string>& contract_train_flags() {
       "val-data", "eval-every", "checkpoint-dir", "checkpoint-every", "resume", "metrics", "trace", "timeout-s",
       // extensions
       "grad-comm-dtype", "bucket-mb", "keep-checkpoints", "momentum", "log-every", "dropout", "shuffle",
-      "overwrite-checkpoints", "max-nonfinite-steps", "max-memory", "tf32", "cuda-graph", "chunked-head"};
+      "overwrite-checkpoints", "max-nonfinite-steps", "max-memory", "tf32", "cuda-graph", "chunked-head",
+      "flight-recorder-dump", "max-loss-ratio", "loss-ratio-steps"};
   return f;
 }
 inline const std::vector<std::string>& contract_sample_flags() {

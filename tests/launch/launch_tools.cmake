@@ -23,3 +23,9 @@ set_tests_properties(test_launch_readme_flow PROPERTIES LABELS mpi TIMEOUT 300 P
 add_test(NAME test_launch_mpirun_wrapper
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpirun_wrapper_test.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:shardtrain>)
 set_tests_properties(test_launch_mpirun_wrapper PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 3)
+# The first hour under launch/mpirun.sh: one-line errors (no Open MPI banner), the launch lines
+# errors and `plan` print run as printed, the flags that keep a global batch across rank counts,
+# the largest rank's memory on the step line, each rank's dp/tp/pp in the trace.
+add_test(NAME test_launch_first_hour_mpi
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/first_hour_mpi_test.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:shardtrain>)
+set_tests_properties(test_launch_first_hour_mpi PROPERTIES LABELS mpi TIMEOUT 300 PROCESSORS 4)

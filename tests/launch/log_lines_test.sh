@@ -60,7 +60,7 @@ once "bad flag, 2 ranks" "^\[rank 0\] shardtrain: error: command line: flag --lr
   -- "${MPI[@]}" -np 2 "$BIN" train --lr abc
 once "bad flag, 3 ranks" "^\[rank 0\] shardtrain: error: --heads \(from command line\)" \
   -- "${MPI[@]}" -np 3 "$BIN" train --heads 5
-once "grid" "^\[rank 0\] shardtrain: error: process grid: world size 3 is not divisible by tp 2" \
+once "grid" "^\[rank 0\] shardtrain: error: --tp 2 x --pp 1 needs a multiple of 2 ranks \(dp = ranks / 2\); this job has 3: run launch/mpirun.sh -n 2 -- " \
   -- "${MPI[@]}" -np 3 "$BIN" train --tp 2 --steps 1
 export BIN
 once "rank 1 only" "^\[rank 1\] shardtrain: error: command line: flag --lr" \

@@ -83,7 +83,7 @@ TEST(Cli, UsageErrorsExitTwoWithOneLine) {
   EXPECT_TRUE(has(r.out, "--text FILE is required")) << r.out;
   r = run("sample --checkpoint /nonexistent_ckpt");
   EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(has(r.out, "not a directory")) << r.out;
+  EXPECT_TRUE(has(r.out, "sample: --checkpoint /nonexistent_ckpt does not exist")) << r.out;
 }
 
 TEST(Cli, RuntimeErrorsExitOne) {

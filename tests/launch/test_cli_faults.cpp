@@ -1,69 +1,47 @@
 // The built binary against the faults a campaign found silent: an inf/NaN run stops (fp32, bf16,
-// fp16 at its scale floor) with the step named; a checkpoint or --init-from directory holding NaN
-// weights is refused, the tensor named; a model larger than the machine is refused at once with
-// the estimate; a resumed run's metrics file holds each step once. Every failure is exit 1 with
-// exactly one error line.
+// fp16 at its scale floor) with the step named; a run diverging with finite numbers stops under
+// --max-loss-ratio with the step, the loss and the grad norm; a checkpoint or --init-from
+// directory holding NaN weights is refused, the tensor named; a model larger than the machine is
+// refused at once with the estimate; a resumed run's metrics file holds each step once. Every
+// failure is exit 1 with exactly one error line. (Checkpoints changed, edited or cut short:
+// test_checkpoint_faults.cpp.)
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/io/checkpoint_dir.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/observe/metrics.h"
+#include "tests/launch/cli_runner.h"
 
 namespace fs = std::filesystem;
 
 namespace {
-struct Result {
-  int code;          // exit status, -1 on a signal
-  std::string out;   // stdout and stderr together
-  std::string error; // the "shardtrain: error: " line without its prefix, "" if none
-  int error_lines = 0;
-  double seconds = 0;
-};
-Result run(const std::string& args, const std::string& env = "") {
-  const std::string cmd =
-      "SHARDTRAIN_PROGRESS=0 " + env + " '" + std::string(ST_SHARDTRAIN_BIN) + "' " + args + " 2>&1";
-  const auto t0 = std::chrono::steady_clock::now();
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return {-1, "", "", 0, 0};
-  Result r{};
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  const std::string tag = "shardtrain: error: ";
-  for (size_t at = r.out.find(tag); at != std::string::npos; at = r.out.find(tag, at + 1)) {
-    ++r.error_lines;
-    r.error = r.out.substr(at + tag.size(), r.out.find('\n', at) - at - tag.size());
-  }
-  return r;
-}
-bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+using Result = st::testing::CliResult;
+using st::testing::has;
+Result run(const std::string& args, const std::string& env = "") { return st::testing::run_cli(ST_SHARDTRAIN_BIN, args, env); }
+std::string temp_dir(const std::string& name) { return st::testing::fresh_temp_dir(name); }
 
-std::string temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("st_faults_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
 // A small GPT on the built-in corpus: a few ms per step.
 const std::string kTiny = "train --layers 1 --d-model 32 --heads 2 --seq-len 32 --micro-batch 2 --log-every 1 ";
 
 // Rewrites `file` with element 0 of its `index`-th tensor set to NaN; returns that tensor's name.
+// In a checkpoint, state.json's record of the file is rewritten too: a checkpoint written so (by
+// a run that went NaN), not one changed on disk (test_checkpoint_faults.cpp).
 std::string poison(const std::string& file, size_t index) {
   st::runtime::SafetensorsFile f = st::runtime::read_safetensors(file);
   auto& [name, t] = f.tensors.at(index);
   t.flatten().narrow(0, 0, 1).fill_(NAN);
   st::runtime::save_safetensors(file, f.tensors, f.metadata);
+  const fs::path dir = fs::path(file).parent_path();
+  if (fs::exists(dir / "state.json")) {
+    nlohmann::json state = st::runtime::read_state(dir.string());
+    state["files"][fs::path(file).filename().string()] =
+        st::runtime::state_files_record(dir.string(), {fs::path(file).filename().string()}).begin().value();
+    st::runtime::write_state(dir.string(), state);
+  }
   return name;
 }
 }  // namespace
@@ -89,6 +67,34 @@ TEST(CliFaults, InfInFp32AndBf16StopsTheRunNamingTheStep) {
   r = run(kTiny + "--steps 4 --max-nonfinite-steps 0", "SHARDTRAIN_TEST_INF_STEP=2");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r.out, "step 4/4")) << r.out;
+}
+
+// --lr 1e6 --clip 0 (the operator's probe, in one process): the loss goes from 5.28 to ~1e13 at
+// step 2 and stays there, finite, with grad norms ~1e7. With --max-loss-ratio 10 steps 2, 3, 4 are
+// above 10 × the mean of step 1 (5.28: the diverged steps are not folded into it), so step 4 stops
+// the run; without it the run trains on to exit 0 (off by default). A healthy run under a tight
+// ratio (1.5: its loss only falls) is not stopped. ~1 s in all.
+TEST(CliFaults, ALossThatLeavesItsRunningMeanStopsTheRun) {
+  const std::string diverging = kTiny + "--steps 8 --lr 1e6 --clip 0 ";
+  Result r = run(diverging + "--max-loss-ratio 10");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.error_lines, 1) << r.out;
+  EXPECT_TRUE(has(r.error, "step 4: loss ")) << r.out;
+  EXPECT_TRUE(has(r.error, " is above 10 × its running mean 5.27") && has(r.error, " for 3 steps in a row (grad norm "))
+      << r.out;
+  EXPECT_TRUE(has(r.error, "); the run diverged — see --max-loss-ratio")) << r.out;
+  EXPECT_TRUE(has(r.out, "step 3/8") && !has(r.out, "step 4/8")) << r.out;
+  // K = 1 stops at the first step above the bar
+  r = run(diverging + "--max-loss-ratio 10 --loss-ratio-steps 1");
+  EXPECT_TRUE(has(r.error, "step 2: loss ") && has(r.error, " for 1 step (grad norm ")) << r.out;
+  r = run(diverging);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "step 8/8")) << r.out;
+  r = run(kTiny + "--steps 20 --max-loss-ratio 1.5");
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = run(kTiny + "--steps 2 --max-loss-ratio 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r.error, "--max-loss-ratio (from command line): must be 0 (off) or > 1, got 1")) << r.out;
 }
 
 TEST(CliFaults, Fp16StopsOnlyOnceTheScaleIsAtItsFloor) {

@@ -188,7 +188,7 @@ TEST(LaunchConfig, InitFromTakesSizesFromConfigJson) {
   expect_usage_error({"--init-from", dir, "--d-model", "128"}, {"--d-model", "128 conflicts with 64 in", "config.json"});
   expect_usage_error({"--init-from", dir, "--seq-len", "64"}, {"--seq-len", "exceeds the context length 32"});
   expect_usage_error({"--init-from", dir, "--model", "mlp"}, {"--model", "conflicts"});
-  expect_usage_error({"--init-from", "/nonexistent_hf"}, {"--init-from", "not a directory"});
+  expect_usage_error({"--init-from", "/nonexistent_hf"}, {"--init-from /nonexistent_hf does not exist"});
 }
 
 TEST(LaunchConfig, ShippedConfigsListEveryFlagAndAreValid) {

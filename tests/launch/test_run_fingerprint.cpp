@@ -1,9 +1,12 @@
 // The run fingerprint (runtime/setup/run_fingerprint.h) covers every train option but the few
 // only rank 0 reads or that may differ harmlessly: each option of the CLI's table, set to
 // another value, changes the fingerprint — so an option added to the table and forgotten in the
-// fingerprint fails here. Plus the disagreement line's wording and grouping.
+// fingerprint fails here. Plus the disagreement line's wording and grouping, and what tells two
+// data files apart (file_identity).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "launch/config.h"
@@ -13,7 +16,8 @@ namespace st {
 namespace {
 
 // Options that may differ between ranks (docs/design.md's rule in the header of the fingerprint).
-const std::set<std::string> kMayDiffer = {"metrics", "log-every", "progress", "keep-checkpoints", "timeout-s"};
+const std::set<std::string> kMayDiffer = {"metrics",   "log-every", "progress", "keep-checkpoints",
+                                          "timeout-s", "flight-recorder-dump"};
 
 // Another valid spelling of the option's current value.
 std::string other_value(const launch::OptionSpec& s) {
@@ -61,6 +65,41 @@ TEST(RunFingerprint, TheDisagreementLineGroupsRanksByValue) {
   // FNV-1a 64 test vectors
   EXPECT_EQ(runtime::fingerprint_hash(""), 0xcbf29ce484222325ull);
   EXPECT_EQ(runtime::fingerprint_hash("a"), 0xaf63dc4c8601ec8cull);
+}
+
+// file_identity: the size and a checksum of the header and 64 sampled 4 KiB blocks. Two files of
+// one size that differ in the header or in a sampled block differ; equal copies agree; a change
+// between the samples of a large file is, by design, not seen (the price of reading 257 KiB of a
+// 10 GB file). 1 MiB files here: ~10 ms.
+TEST(RunFingerprint, FileIdentityTellsFilesOfOneSizeApart) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("st_identity_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string bytes(1 << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
+  auto write = [&](const std::string& name, const std::string& b) {
+    std::ofstream(dir / name, std::ios::binary) << b;
+    return (dir / name).string();
+  };
+  const std::string a = write("a.bin", bytes), copy = write("copy.bin", bytes);
+  EXPECT_EQ(runtime::file_identity(a), runtime::file_identity(copy));
+  EXPECT_EQ(runtime::file_identity(a).rfind("1048576 bytes, sample ", 0), 0u) << runtime::file_identity(a);
+  std::string header = bytes, sampled = bytes, last = bytes, between = bytes;
+  header[8] ^= 1;                           // the token count's field
+  sampled[1024 + 10 * (bytes.size() - 1024 - 4096) / 63 + 7] ^= 1;  // inside sampled block 10 (of 0 … 63)
+  last[bytes.size() - 1] ^= 1;              // the last block is sampled
+  between[1024 + 4096 + 100] ^= 1;          // between blocks 0 and 1: not read
+  EXPECT_NE(runtime::file_identity(write("h.bin", header)), runtime::file_identity(a));
+  EXPECT_NE(runtime::file_identity(write("s.bin", sampled)), runtime::file_identity(a));
+  EXPECT_NE(runtime::file_identity(write("l.bin", last)), runtime::file_identity(a));
+  EXPECT_EQ(runtime::file_identity(write("b.bin", between)), runtime::file_identity(a));
+  EXPECT_NE(runtime::file_identity(write("short.bin", bytes.substr(1))), runtime::file_identity(a));
+  EXPECT_EQ(runtime::file_identity(""), "none");
+  EXPECT_EQ(runtime::file_identity((dir / "nope.bin").string()), "missing");
+  EXPECT_EQ(runtime::describe_disagreement("data identity", {"8 bytes, sample 1", "8 bytes, sample 2"}),
+            "ranks disagree on data identity: rank 0 8 bytes, sample 1, rank 1 8 bytes, sample 2 (the same path holds "
+            "different files on these ranks: every rank must read the same data)");
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -10,13 +10,15 @@
 #include <string>
 
 #include "comm/make_communicator.h"
+#include "tests/support/test_comm_options.h"
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
 
 namespace st::tptest {
 
 inline std::shared_ptr<comm::Communicator> world() {
-  static std::shared_ptr<comm::Communicator> w = comm::make_communicator("mpi", std::chrono::seconds(60)).world;
+  static std::shared_ptr<comm::Communicator> w =
+      comm::make_communicator("mpi", std::chrono::seconds(60), testing_support::test_comm_options()).world;
   return w;
 }
 

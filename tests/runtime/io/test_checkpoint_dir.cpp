@@ -1,9 +1,11 @@
 // Checkpoint directories: temporary-then-rename commit, listing ignores incomplete ones,
-// newest complete, retention, stale clean-up, state.json round trip and its errors.
+// newest complete, retention, stale clean-up, state.json round trip and its errors; step
+// directories missing a file passed over by the resume point; config.json held to state.json.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/common/json_io.h"
@@ -43,6 +45,9 @@ TEST(CheckpointDir, CommitListLatestKeep) {
     std::string tmp = c.begin(s);
     EXPECT_EQ(tmp, c.temp_path_for(s));
     write_file(tmp + "/model.safetensors", "weights " + std::to_string(s));
+    // the files a whole checkpoint holds (CheckpointDir::incomplete): keep_last counts only those
+    write_file(tmp + "/optimizer.safetensors", "state " + std::to_string(s));
+    write_file(tmp + "/config.json", "{}");
     write_state(tmp, {{"step", s}});
     // not complete before commit
     auto steps = c.complete_steps();
@@ -138,4 +143,77 @@ TEST(CheckpointDir, StateJsonChecksum) {
   write_file(root + "/state.json", R"({"step": 3})");
   EXPECT_EQ(read_state(root), (nlohmann::json{{"step", 3}}));
   EXPECT_THROW(write_state(root, {{"checksum64", "x"}}), IOError);
+}
+
+// A step directory that lacks a file is incomplete (a copy cut short, a file deleted): the resume
+// point passes over it to the newest complete step, in one line naming what is missing; one
+// whose files are there is complete whatever they hold (the readers judge that).
+TEST(CheckpointDir, IncompleteStepsArePassedOverToTheNewestCompleteOne) {
+  CheckpointDir c(fresh_root("partial"));
+  auto write_step = [&](int64_t s, const std::vector<std::string>& files, const nlohmann::json& record) {
+    const std::string tmp = c.begin(s);
+    for (const auto& f : files) write_file(tmp + "/" + f, "x");
+    nlohmann::json state = {{"step", s}};
+    if (!record.is_null()) state["files"] = record;
+    write_state(tmp, state);
+    c.commit(s);
+  };
+  const std::vector<std::string> one = {"config.json", "model.safetensors", "optimizer.safetensors"};
+  write_step(2, one, nlohmann::json());
+  write_step(4, one, {{"model.safetensors", "0123456789abcdef"}, {"optimizer.safetensors", "0123456789abcdef"}});
+  EXPECT_EQ(c.incomplete(2), "");
+  EXPECT_EQ(c.incomplete(4), "");
+  EXPECT_EQ(c.resume_point().path, c.path_for(4));
+  EXPECT_EQ(c.resume_point().note, "");
+  // sharded: the index names two files, one is gone
+  write_step(6, {"config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors", "optimizer.safetensors"},
+             nlohmann::json());
+  write_file(c.path_for(6) + "/model.safetensors.index.json",
+             R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})");
+  EXPECT_EQ(c.incomplete(6), "model-00002-of-00002.safetensors is missing");
+  // state.json's record names a file that is gone
+  write_step(8, one, {{"model.safetensors", "0123456789abcdef"}, {"optimizer-00002-of-00002.safetensors", "0"}});
+  EXPECT_EQ(c.incomplete(8), "optimizer-00002-of-00002.safetensors is missing");
+  write_step(10, one, nlohmann::json());
+  fs::remove(c.path_for(10) + "/state.json");
+  EXPECT_EQ(c.incomplete(10), "no state.json");
+  CheckpointDir::ResumePoint p = c.resume_point();
+  EXPECT_EQ(p.path, c.path_for(4));
+  EXPECT_EQ(p.step, 4);
+  EXPECT_EQ(p.note, c.root() + ": step_00000010 (no state.json), step_00000008 (optimizer-00002-of-00002.safetensors "
+                               "is missing), step_00000006 (model-00002-of-00002.safetensors is missing) are incomplete; "
+                               "the newest complete one is step_00000004");
+  // a file that is there but wrong is not "incomplete": the reader's error stops the run instead
+  write_file(c.path_for(4) + "/state.json", "{ not json");
+  EXPECT_EQ(c.incomplete(4), "");
+  for (int64_t s : {2, 4}) fs::remove(c.path_for(s) + "/config.json");
+  p = c.resume_point();
+  EXPECT_EQ(p.path, "");
+  EXPECT_TRUE(p.note.find("no complete checkpoint is left") != std::string::npos) << p.note;
+}
+
+// config.json is what Hugging Face reads; it must say what state.json's model config says.
+TEST(CheckpointDir, ConfigJsonMustAgreeWithTheCheckpointsModel) {
+  std::string root = fresh_root("config");
+  fs::create_directories(root);
+  const nlohmann::json config = {{"n_layer", 2}, {"n_embd", 64}, {"layer_norm_epsilon", 1e-5}};
+  nlohmann::json hf = config;
+  hf["transformers_version"] = "4.40.0";  // transformers' own keys are not ours to judge
+  write_json_file(root + "/config.json", hf);
+  EXPECT_NO_THROW(check_config_json(root, config));
+  hf["n_layer"] = 6;
+  write_json_file(root + "/config.json", hf);
+  try {
+    check_config_json(root, config);
+    FAIL() << "an edited config.json was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_EQ(std::string(e.what()), root + "/config.json: n_layer 6 disagrees with the checkpoint's tensors (n_layer 2, "
+                                            "as its state.json records them); config.json changed after the checkpoint "
+                                            "was written");
+  }
+  hf.erase("n_layer");
+  write_json_file(root + "/config.json", hf);
+  EXPECT_THROW(check_config_json(root, config), ValueError);
+  fs::remove(root + "/config.json");
+  EXPECT_THROW(check_config_json(root, config), IOError);
 }

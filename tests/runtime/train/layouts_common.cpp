@@ -20,6 +20,7 @@
 #include "runtime/train/parallel_training.h"
 #include "runtime/train/trainer.h"
 #include "tensor/philox.h"
+#include "tests/support/test_comm_options.h"
 
 namespace st::layouts {
 
@@ -76,6 +77,7 @@ TrainConfig base_config() {
   c.progress = false;
   c.log_every = 1000;
   c.timeout_s = 120;
+  c.comm_options = testing_support::test_comm_options();  // the _strict registration's p2p mode
   return c;
 }
 

@@ -1,6 +1,7 @@
 // Checkpoints and initial weights in parts, under mpirun -np 4.
 // Loading: a rank reads only the tensors it holds, and of a tensor-parallel shard only its
-// slices (positioned reads), whether from one model.safetensors or from Hugging Face's sharded
+// slices (positioned reads; of our own checkpoints, whose chunks carry checksums, the chunks
+// those touch), whether from one model.safetensors or from Hugging Face's sharded
 // layout — the bytes each rank reads equal the closed form of its share of the HF fixture
 // (2 layers, C 64, V 256, 32 positions), and the curves still equal the fixture's transformers
 // run (reference.json) to the 1e-5 of test_layouts.
@@ -232,10 +233,13 @@ TEST(ShardedLoad, TensorParallelRanksReadOnlyTheirSlices) {
 
 // ZeRO-3 at dp 4 reads only its pieces (runtime/parallel/zero3.h, "Start"): of each unit — wte
 // (tied: a unit of its own), wpe, each block, ln_f, flattened and padded to a multiple of 4 — a
-// rank reads elements [r·S, (r+1)·S) below the unit's size, from --init-from (the HF fixture) and,
-// resuming its own checkpoint of step 3, those of the weights and of AdamW's two moments (+ the
-// optimizer's step scalar). Every rank's bytes equal that closed form exactly; all four together
-// read the fixture once. Steps 1-3 and the resumed 4-5 follow transformers' curve (1e-5).
+// rank reads elements [r·S, (r+1)·S) below the unit's size from --init-from (the HF fixture, no
+// checksums: exactly those bytes; all four ranks together read the fixture once). Resuming its
+// own checkpoint of step 3, whose every 64 KiB chunk carries a checksum, it reads the chunks its
+// pieces touch, whole, to check them (runtime/io/safetensors_checksums.h): each of the fixture's
+// tensors is at most one chunk (asserted), so each tensor a piece touches is read whole — of the
+// weights and of AdamW's two moments (+ the optimizer's step scalar). Every rank's bytes equal
+// those closed forms exactly. Steps 1-3 and the resumed 4-5 follow transformers' curve (1e-5).
 TEST(ShardedLoad, ZeroThreeRanksReadOnlyTheirPieces) {
   if (world_size() != 4) GTEST_SKIP() << "dp 4 needs 4 ranks";
   const std::vector<int64_t> units{V * C, P * C, kBlock, kBlock, 2 * C};
@@ -273,12 +277,36 @@ TEST(ShardedLoad, ZeroThreeRanksReadOnlyTheirPieces) {
   expect_steps(b, 3, "zero 3 resumed");
   const SafetensorsStore opt(c.checkpoint_dir + "/step_00000003", "optimizer");
   const uint64_t step_bytes = static_cast<uint64_t>(shape_numel(opt.entry("step").shape)) * dtype_size(opt.entry("step").dtype);
+  // each unit's tensors in order (registration order, as Zero3 flattens them), in elements
+  std::vector<std::vector<int64_t>> unit_tensors{{V * C}, {P * C}, {}, {}, {}};
+  auto fixture_model = models::load_hf_gpt2(kFixture, std::make_shared<Generator>(0));
+  for (const auto& [name, p] : fixture_model->named_parameters()) {
+    ASSERT_LE(4 * p.numel(), 65536) << name << " is more than one checksum chunk: the closed form below needs one";
+    if (name.rfind("transformer.h.", 0) == 0) unit_tensors[2 + std::stoi(name.substr(14))].push_back(p.numel());
+    if (name.rfind("transformer.ln_f.", 0) == 0) unit_tensors[4].push_back(p.numel());
+  }
+  auto touched = [&](int r) {  // elements of the tensors rank r's pieces touch, whole
+    int64_t n = 0;
+    for (const auto& ts : unit_tensors) {
+      int64_t numel = 0, off = 0;
+      for (int64_t t : ts) numel += t;
+      EXPECT_GT(numel, 0);
+      const int64_t s = (numel + 3) / 4, lo = r * s, hi = std::min(numel, (r + 1) * s);
+      for (int64_t t : ts) {
+        if (std::max(off, lo) < std::min(off + t, hi)) n += t;
+        off += t;
+      }
+    }
+    return n;
+  };
   const std::vector<uint64_t> from_fixture = all_bytes(a.bytes_read), resumed = all_bytes(b.bytes_read);
   uint64_t all = 0;
   for (int r = 0; r < 4; ++r) {
     const uint64_t mine = 4u * static_cast<uint64_t>(pieces(r));
     EXPECT_EQ(from_fixture[static_cast<size_t>(r)], mine) << "rank " << r << ", --init-from";
-    EXPECT_EQ(resumed[static_cast<size_t>(r)], 3 * mine + step_bytes) << "rank " << r << ", --resume";
+    EXPECT_EQ(resumed[static_cast<size_t>(r)], 3 * 4u * static_cast<uint64_t>(touched(r)) + step_bytes)
+        << "rank " << r << ", --resume";
+    EXPECT_LT(touched(r), kFile) << "rank " << r << " read the whole model";
     all += from_fixture[static_cast<size_t>(r)];
   }
   EXPECT_EQ(all, 4u * static_cast<uint64_t>(kFile));

@@ -23,6 +23,7 @@
 #include "ops/step_state.h"
 #include "runtime/train/pipeline_source.h"
 #include "tensor/philox.h"
+#include "tests/support/test_comm_options.h"
 
 using namespace st;
 using namespace st::runtime;
@@ -164,7 +165,7 @@ int main(int argc, char** argv) {
   st::comm::apply_mpi_defaults();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   ::testing::InitGoogleTest(&argc, argv);
-  g_world = st::comm::make_communicator("mpi", std::chrono::seconds(120)).world;
+  g_world = st::comm::make_communicator("mpi", std::chrono::seconds(120), st::testing_support::test_comm_options()).world;
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) ::testing::GTEST_FLAG(brief) = true;
