@@ -99,3 +99,25 @@ TEST(Layouts, Bf16GradientCommunicationWithinOnePercent) {
     EXPECT_NEAR(got.grad_norm[i], want.grad_norm[i], 0.01 * want.grad_norm[i]);
   }
 }
+
+// fp8 (the blocks' GEMMs through ops::fp8_linear, current per-tensor scaling): dp n with ZeRO-1
+// against one process under fp8 on the same global batch, within that run's own noise envelope
+// (layouts_common.h). Each rank's micro-batch is one of the reference's micro-batches, so every
+// cast sees the same tensor, the same amax and the same scale; only the sums over ranks change
+// order (the resplit in the noise re-cuts the batch, its scales differ: FP8 noise, ~1e-2 here).
+// And the option is applied: the curve is not the bf16 one.
+TEST(Layouts, Fp8DataParallelEqualsOneProcess) {
+  const int n = world_size();
+  TrainConfig c = base_config();
+  c.dp = n;
+  c.zero = 1;
+  c.precision = Precision::fp8;
+  Curve want = reference(c, n);
+  Curve got = run_layout(c, "dp_fp8");
+  expect_same(got, want, "dp " + std::to_string(n) + " zero 1 fp8");
+  c.precision = Precision::bf16;
+  Curve bf = run_layout(c, "dp_fp8_bf16");
+  bool differs = false;
+  for (size_t i = 0; i < bf.loss.size(); ++i) differs = differs || bf.loss[i] != got.loss[i];
+  EXPECT_TRUE(differs) << "--precision fp8 ran as bf16";
+}
