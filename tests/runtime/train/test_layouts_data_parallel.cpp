@@ -3,6 +3,8 @@
 // buckets, bf16 gradient communication, bf16), bf16 gradient communication within 1 %.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "tests/runtime/train/layouts_common.h"
@@ -104,8 +106,14 @@ TEST(Layouts, Bf16GradientCommunicationWithinOnePercent) {
 // against one process under fp8 on the same global batch, within that run's own noise envelope
 // (layouts_common.h). Each rank's micro-batch is one of the reference's micro-batches, so every
 // cast sees the same tensor, the same amax and the same scale; only the sums over ranks change
-// order (the resplit in the noise re-cuts the batch, its scales differ: FP8 noise, ~1e-2 here).
+// order. The noise envelope's resplit re-cuts the batch, so its casts see other tensors and other
+// scales: FP8 noise, which makes that tolerance wide (measured 2026-12-05: 5.2e-2 at np 2, 3.8e-2
+// at np 3, 0.17 at np 4; the layout at 0.66, 3.1 and 2.2 of the noise). So a fixed bound too:
+// kFp8LayoutTol = 2 %, the bf16 layout checks' (the weights are bf16 here, and a summation order
+// changed by the ranks moves a bf16 rounding of the weights: measured worst 3.7e-3, 3.5e-3 and
+// 8.9e-3 at np 2, 3, 4); a rank's gradient not divided by dp moves it ≥ 25 %.
 // And the option is applied: the curve is not the bf16 one.
+constexpr double kFp8LayoutTol = 2e-2;
 TEST(Layouts, Fp8DataParallelEqualsOneProcess) {
   const int n = world_size();
   TrainConfig c = base_config();
@@ -115,6 +123,13 @@ TEST(Layouts, Fp8DataParallelEqualsOneProcess) {
   Curve want = reference(c, n);
   Curve got = run_layout(c, "dp_fp8");
   expect_same(got, want, "dp " + std::to_string(n) + " zero 1 fp8");
+  double worst = 0;
+  for (size_t i = 0; i < got.loss.size(); ++i) {
+    worst = std::max({worst, rel(got.loss[i], want.loss[i]), rel(got.grad_norm[i], want.grad_norm[i])});
+    EXPECT_NEAR(got.loss[i], want.loss[i], kFp8LayoutTol * want.loss[i]) << "fp8 dp " << n << " step " << i + 1;
+    EXPECT_NEAR(got.grad_norm[i], want.grad_norm[i], kFp8LayoutTol * want.grad_norm[i]) << "fp8 dp " << n << " step " << i + 1;
+  }
+  if (world_rank() == 0) std::printf("fp8 dp %d: worst relative distance to one process %.3g\n", n, worst);
   c.precision = Precision::bf16;
   Curve bf = run_layout(c, "dp_fp8_bf16");
   bool differs = false;
