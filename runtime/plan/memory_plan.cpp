@@ -59,7 +59,23 @@ BlockActivations gpt_block_activations(int64_t d_model, int64_t heads, int64_t t
   b.attention = (fused ? 3 : 6) + (b.packed_attention ? 1 : 8);
   // (B, T, F) tensors: c_fc's output (unfused also its GEMM before the bias) and GELU's
   b.mlp = fused ? 2 : 3;
-  b.bytes_per_token = (b.replicated * C + b.attention * A + b.mlp * F) * e + (4 + H) * 4;
+  double fp8_copies = 0;
+  if (precision == Precision::fp8) {
+    // the blocks' GEMMs through ops::fp8_linear: each keeps its input's E4M3 transpose (1 byte an
+    // element: C for qkv and up, A for o, F for down) beside the input itself (its autograd edge),
+    // and adds its bias in the forward outside autograd, so an unfused bias add keeps no second
+    // tensor: on the CPU c_attn's output counts once (−3A), the MLP is up → GELU → down with the
+    // bias adds gone (−1 F; at tp 1 also the two output projections' pre-bias products: −2 C;
+    // tp > 1 adds the row-parallel bias after the all-reduce, as before). CUDA's fused bf16 path
+    // already keeps one tensor per projection: the same counts.
+    fp8_copies = 2 * C + A + F;
+    if (!fused) {
+      b.attention -= 3;
+      b.mlp -= 1;
+      if (tp == 1) b.replicated -= 2;
+    }
+  }
+  b.bytes_per_token = (b.replicated * C + b.attention * A + b.mlp * F) * e + (4 + H) * 4 + fp8_copies;
   return b;
 }
 
@@ -111,6 +127,9 @@ ActivationCoefficients gpt_activations(const nlohmann::json& config, const PlanL
   a.block = gpt_block_activations(config.value("n_embd", int64_t{0}), config.value("n_head", int64_t{1}), l.tp,
                                   l.precision, l.device)
                 .bytes_per_token;
+  // fp8: each GEMM's E4M3 weight (1 byte an element; 12·C²/tp for GPT's four) kept for its
+  // backward's dgrad, per micro-batch in flight: per token of the micro-batch
+  if (l.precision == Precision::fp8) a.block += 12 * C * C / tp / tokens;
   a.block_recompute = C * e;
   a.replay = a.block + 5 * C * 4;
   // measured on the CPU: 12·C bytes in fp32; 52·C in fp16/bf16, where the CPU kernels stage

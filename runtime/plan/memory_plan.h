@@ -33,6 +33,10 @@
 //                              CUDA in fp16/bf16:       r 6 (tp > 1: 10), a 4 at tp 1 with head
 //                              size 64 (packed flash / cuDNN attention), else 11, f 2 — the bias
 //                              and GELU epilogues fuse the GEMMs' outputs (ops/matmul.cpp, ops/mlp.cpp)
+//                              fp8 (--precision fp8, e 2): + (2C + A + F) bytes (each GEMM
+//                              input's E4M3 copy) + 12·C²/tp / (B·T) (the E4M3 weights, per
+//                              micro-batch); on the CPU a 3 fewer, f 1 fewer, r 2 fewer at tp 1
+//                              (the FP8 linear adds its bias outside autograd)
 //                              recompute: C·e (its input)
 //                  embedding   C·e
 //                  loss        saved per micro-batch: V/tp·l + (C + 2)·4 (the logits, ln_f's
