@@ -91,7 +91,9 @@ OptionTable train_options(TrainConfig& c) {
   I("micro-batch", "batch", c.micro_batch, "B", "sequences per micro-batch per DP replica");
   I("grad-accum", "batch", c.grad_accum, "K", "micro-batches per optimizer step per replica (pipeline m = K)");
   // numerics
-  E("precision", "numerics", c.precision, "compute precision (fp32 master weights)");
+  E("precision", "numerics", c.precision,
+    "compute precision (fp32 master weights); fp8: bf16 plus the decoder blocks' linear GEMMs (qkv, o, MLP) in "
+    "FP8 E4M3 with per-tensor current scaling (gpt, llama; emulated on the CPU)");
   E("device", "numerics", c.device, "where the model runs");
   t.add({"seed", "numerics", "N", "random seed (initialisation, dropout, the --shuffle order)", false, OptionTable::bind(c.seed),
          [&c] { return std::to_string(c.seed); }});

@@ -39,6 +39,19 @@ void DecoderModel::set_chunked_head(bool on) {
   if (head_) head_->chunked = chunked_;
 }
 
+void DecoderModel::set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device) {
+  for (const auto& layer : layers())
+    if (auto* b = dynamic_cast<DecoderBlock*>(layer.get())) b->set_fp8(options, device);
+}
+
+std::vector<std::shared_ptr<ops::Fp8LinearState>> DecoderModel::fp8_states() const {
+  std::vector<std::shared_ptr<ops::Fp8LinearState>> out;
+  for (const auto& layer : layers())
+    if (auto* b = dynamic_cast<DecoderBlock*>(layer.get()))
+      for (auto& [name, st] : b->fp8_states()) out.push_back(st);
+  return out;
+}
+
 Tensor DecoderModel::loss(const Tensor& out, const Tensor& targets) const {
   if (tp_size() > 1) return runtime::vocab_parallel_cross_entropy(out, targets, tp_, spec_.vocab);
   if (!chunked_) return LanguageModel::loss(out, targets);

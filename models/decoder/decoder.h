@@ -48,6 +48,9 @@ class DecoderModel : public runtime::LanguageModel {
   // (the vocabulary-parallel loss needs every rank's logits).
   void set_chunked_head(bool on) override;
   bool chunked_head() const override { return chunked_; }
+  // FP8: every block held here (DecoderBlock::set_fp8); the embedding and the head stay bf16
+  void set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device) override;
+  std::vector<std::shared_ptr<ops::Fp8LinearState>> fp8_states() const override;
   // logits (B, T, V or Vp/tp) — or with the chunked head hidden (B, T, C) — against targets
   // (B, T) → () f32, the mean over counted targets (-100 ignored); collective under tp.
   Tensor loss(const Tensor& out, const Tensor& targets) const override;

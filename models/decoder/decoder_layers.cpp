@@ -132,7 +132,26 @@ Tensor DecoderBlock::qkv(const Tensor& h) const {
   Tensor w = cat_out({q_->weight, k_->weight, v_->weight}, s_, false);
   Tensor b = s_.qkv_bias ? cat_out({q_->bias, k_->bias, v_->bias}, s_, true) : Tensor();
   const Tensor x = runtime::copy_to_tp(h, tp_);
-  return s_.layout == WeightLayout::out_in ? ops::linear_nt(x, w, b) : ops::linear(x, w, b);
+  return runtime::local_linear(x, w, b, s_.layout == WeightLayout::out_in, fp8_qkv_.get());
+}
+
+void DecoderBlock::set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device) {
+  auto make = [&]() {
+    return options ? std::make_shared<ops::Fp8LinearState>(ops::fp8_linear_state(*options, device)) : nullptr;
+  };
+  fp8_qkv_ = make();
+  fp8_o_ = make();
+  fp8_up_ = make();
+  fp8_down_ = make();
+  if (qkv_) qkv_->fp8 = fp8_qkv_;
+  o_->fp8 = fp8_o_;
+  up_->fp8 = fp8_up_;  // the GELU MLP's up (SwiGLU's runs as gate|up below)
+  down_->fp8 = fp8_down_;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<ops::Fp8LinearState>>> DecoderBlock::fp8_states() const {
+  if (!fp8()) return {};
+  return {{"qkv", fp8_qkv_}, {"o", fp8_o_}, {"up", fp8_up_}, {"down", fp8_down_}};
 }
 
 Tensor DecoderBlock::attention(const Tensor& h) const {
@@ -149,7 +168,7 @@ Tensor DecoderBlock::mlp(const Tensor& h) const {
   if (s_.mlp == MlpKind::gelu) {
     // one rank: gelu_tanh(h·W_up + b_up)·W_down + b_down as one op, so CUDA fuses bias and GELU
     // into the GEMMs; several: column-parallel up, GELU, row-parallel down
-    if (runtime::tp_size(tp_) == 1 && s_.layout == WeightLayout::in_out && s_.mlp_bias)
+    if (runtime::tp_size(tp_) == 1 && s_.layout == WeightLayout::in_out && s_.mlp_bias && !fp8())
       return ops::mlp_gelu(h, up_->weight, up_->bias, down_->weight, down_->bias);
     return down_->forward(ops::gelu(up_->forward(h)));
   }
@@ -157,7 +176,7 @@ Tensor DecoderBlock::mlp(const Tensor& h) const {
   Tensor w = cat_out({gate_->weight, up_->weight}, s_, false);
   Tensor b = s_.mlp_bias ? cat_out({gate_->bias, up_->bias}, s_, true) : Tensor();
   const Tensor x = runtime::copy_to_tp(h, tp_);
-  Tensor gu = s_.layout == WeightLayout::out_in ? ops::linear_nt(x, w, b) : ops::linear(x, w, b);
+  Tensor gu = runtime::local_linear(x, w, b, s_.layout == WeightLayout::out_in, fp8_up_.get());
   return down_->forward(ops::swiglu(gu));  // silu(gate)·up (B, T, F/tp) → (B, T, C)
 }
 

@@ -14,9 +14,14 @@
 //                     with the loss
 // With one rank every projection is a plain product (the bias in its epilogue) and the GELU MLP
 // one op (ops::mlp_gelu), so a one-process model computes what GPT-2's own layers did.
+// FP8 (DecoderBlock::set_fp8, --precision fp8): the block's four GEMMs — qkv (packed, or q, k, v
+// as one), o, up (SwiGLU: gate and up as one), down — run through ops::fp8_linear, each with its
+// own scaling state (Fp8LinearState) owned by the block; the GELU MLP is then up → gelu → down.
+// The choice is made in one place, runtime::local_linear (runtime/parallel/tp_layers.h).
 // Backward: the ops' (=); parameters accumulate (+=) through autograd.
 #pragma once
 #include <memory>
+#include <optional>
 
 #include "models/decoder/decoder_spec.h"
 #include "models/decoder/rope_tables.h"
@@ -78,10 +83,18 @@ class DecoderBlock : public runtime::Layer, public runtime::CachedLayer {
   int64_t local_kv_heads() const { return kv_heads_; }
   const DecoderNorm& norm1() const { return *norm1_; }
   const DecoderNorm& norm2() const { return *norm2_; }
+  // FP8 GEMMs on (options set: fresh states on `device`) or off (nullopt: the states dropped)
+  void set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device);
+  bool fp8() const { return fp8_qkv_ != nullptr; }
+  // The states by GEMM ("qkv", "o", "up", "down"); empty when off
+  std::vector<std::pair<std::string, std::shared_ptr<ops::Fp8LinearState>>> fp8_states() const;
 
  private:
   DecoderSpec s_;
   runtime::TpGroup tp_;
+  // the FP8 scaling of each GEMM (null: bf16): qkv and up also serve the concatenated q|k|v and
+  // gate|up products; o's and down's are also set on o_ / down_ (their local GEMM)
+  std::shared_ptr<ops::Fp8LinearState> fp8_qkv_, fp8_o_, fp8_up_, fp8_down_;
   int64_t heads_, kv_heads_;  // this rank's
   std::shared_ptr<RopeTables> rope_;  // rotary positions only
   std::shared_ptr<DecoderNorm> norm1_, norm2_;

@@ -17,6 +17,10 @@ void LanguageModel::init_weights(uint64_t seed) {
   }
 }
 
+void LanguageModel::set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device) {
+  ST_CHECK(!options, ValueError, "--precision fp8: the " << family() << " model has no FP8 path (the decoder families have)");
+}
+
 void LanguageModel::init_parameter(const std::string& name, Tensor&, uint64_t, int64_t) const {
   ST_THROW(ValueError, "the " << family() << " model cannot draw a part of '" << name << "' alone");
 }

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/fp8_linear.h"
 #include "runtime/nn/module.h"
 #include "comm/communicator.h"
 #include "runtime/common/shard_spec.h"
@@ -137,6 +138,11 @@ class LanguageModel : public Module {
   // then stays false and forward() returns logits.
   virtual void set_chunked_head(bool) {}
   virtual bool chunked_head() const { return false; }
+  // --precision fp8: the model's FP8 GEMMs on (options: fresh scaling states on `device`) or off
+  // (nullopt). Default: ValueError for options (the family has no FP8 path), nothing for nullopt.
+  virtual void set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device);
+  // The scaling states of the model's FP8 GEMMs, in layer order (empty when off): the metrics' source.
+  virtual std::vector<std::shared_ptr<ops::Fp8LinearState>> fp8_states() const { return {}; }
   // Loads full tensors by name (a checkpoint's model.safetensors); a tensor-parallel model keeps
   // its shards. Default: load_state_dict.
   virtual void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict = true);

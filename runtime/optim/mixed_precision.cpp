@@ -10,10 +10,19 @@ namespace st::runtime {
 DType compute_dtype(Precision p) {
   switch (p) {
     case Precision::fp16: return DType::f16;
-    case Precision::bf16: return DType::bf16;
+    case Precision::bf16:
+    case Precision::fp8: return DType::bf16;
     case Precision::fp32: break;
   }
   return DType::f32;
+}
+
+ops::Fp8LinearOptions fp8_training_recipe() {
+  ops::Fp8LinearOptions o;
+  o.mode = ops::Fp8ScaleMode::current;
+  o.grad_format = ops::Fp8Format::e4m3;
+  o.pow2 = true;
+  return o;
 }
 
 LossScaler::LossScaler(bool enabled, double init_scale, int64_t growth_interval, double min_scale)

@@ -1,4 +1,4 @@
-// Mixed precision: fp32 | fp16 | bf16 (all three on CPU and GPU).
+// Mixed precision: fp32 | fp16 | bf16 | fp8 (all four on CPU and GPU; fp8's GEMMs emulated on the CPU).
 //   fp32: parameters, activations and gradients in f32.
 //   bf16: the model's parameters (hence activations and gradients) in bf16; f32 master weights
 //         in the optimizer (runtime/optim/optimizer.h); no loss scaling (bf16 has f32's range).
@@ -8,23 +8,35 @@
 //         after `growth_interval` clean steps in a row the scale doubles. The scale never goes
 //         below `min_scale`; the first time it would, one warning is printed (the run is then
 //         likely diverging in f16 — try bf16).
+//   fp8:  bf16 as above, plus the decoder blocks' linear GEMMs (qkv, o, MLP up / gate+up, down) in
+//         FP8 through ops::fp8_linear (E4M3 weights, activations and gradients, current per-tensor
+//         scaling: tests/bench/bench_fp8_error's choice); the model's parameters stay bf16 (the
+//         f32 masters in the optimizer) and are cast to FP8 at use. Embeddings, attention, norms
+//         and the head stay bf16. Only the decoder families have the FP8 path
+//         (LanguageModel::set_fp8); no loss scaling.
 // The loss itself (cross-entropy) is always computed in f32 from the logits.
 #pragma once
 #include <cstdint>
 #include <string>
 
+#include "ops/fp8_linear.h"
 #include "runtime/common/enum_names.h"
 #include "tensor/dtype.h"
 
 namespace st::runtime {
 
-enum class Precision { fp32, fp16, bf16 };
+enum class Precision { fp32, fp16, bf16, fp8 };
 template <>
 struct EnumNames<Precision> {
-  static constexpr std::array<EnumName<Precision>, 3> table{
-      {{Precision::fp32, "fp32"}, {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}}};
+  static constexpr std::array<EnumName<Precision>, 4> table{
+      {{Precision::fp32, "fp32"}, {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}, {Precision::fp8, "fp8"}}};
 };
-DType compute_dtype(Precision p);  // f32 | f16 | bf16
+DType compute_dtype(Precision p);  // f32 | f16 | bf16 (fp8: bf16, the FP8 GEMMs cast at use)
+// fp8's recipe for the block GEMMs: E4M3 gradients (bench_fp8_error: E4M3's extra mantissa bit
+// halves the gradient GEMMs' error, and with current scaling E5M2's extra range buys nothing —
+// the scale always fits the tensor), current per-tensor scaling (s from the tensor being cast:
+// no amax history to carry, never saturates; recompute re-derives the same s), power-of-two s.
+ops::Fp8LinearOptions fp8_training_recipe();
 
 class LossScaler {
  public:

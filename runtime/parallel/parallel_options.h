@@ -29,6 +29,7 @@ struct ParallelOptions {
     require_positive(fail, "tp", static_cast<double>(tp));
     if (bucket_mb <= 0) fail("bucket-mb", "must be positive, got " + option_str(bucket_mb));
     if (zero < 0 || zero > 3) fail("zero", "must be 0, 1, 2 or 3 (the ZeRO stage), got " + std::to_string(zero));
+    if (grad_comm_dtype == Precision::fp8) fail("grad-comm-dtype", "must be fp32, fp16 or bf16 (fp8 is a compute precision), got fp8");
   }
 };
 

@@ -65,6 +65,13 @@ int64_t pad_vocab(int64_t vocab, int tp) {
 
 // ---- linears ----------------------------------------------------------------------------------
 
+Tensor local_linear(const Tensor& x, const Tensor& w, const Tensor& b, bool out_in, ops::Fp8LinearState* fp8) {
+  if (!fp8) return out_in ? ops::linear_nt(x, w, b) : ops::linear(x, w, b);
+  // fp8_linear takes w (K, N); an (N, K) weight is cast from its transpose (the cast reads it
+  // contiguous: one more copy of the bf16 weight, autograd transposes the gradient back)
+  return ops::fp8_linear(x, out_in ? w.transpose(0, 1) : w, b, *fp8);
+}
+
 ColumnParallelLinear::ColumnParallelLinear(int64_t in_, int64_t out_full_, TpGroup tp, bool has_bias, bool gather,
                                            bool weight_out_in)
     : in(in_), out_full(out_full_), gather_output(gather), out_in(weight_out_in), tp_(std::move(tp)) {
@@ -81,7 +88,7 @@ Tensor ColumnParallelLinear::forward(const Tensor& x) const {
   ST_CHECK(x.dim() >= 1 && x.size(-1) == in, ShapeError,
            "ColumnParallelLinear: input must be (..., " << in << "), got " << shape_str(x.shape()));
   const Tensor xr = copy_to_tp(x, tp_);
-  Tensor y = out_in ? ops::linear_nt(xr, weight, bias) : ops::linear(xr, weight, bias);  // (..., out/tp)
+  Tensor y = local_linear(xr, weight, bias, out_in, fp8.get());  // (..., out/tp)
   return gather_output ? gather_from_tp(y, tp_) : y;  // (..., out) in shard order
 }
 
@@ -101,7 +108,7 @@ Tensor RowParallelLinear::forward(const Tensor& x) const {
   Tensor xin = input_is_parallel ? x : scatter_to_tp(x, tp_);  // (..., in/tp)
   ST_CHECK(xin.dim() >= 1 && xin.size(-1) == in_local, ShapeError,
            "RowParallelLinear: local input must be (..., " << in_local << "), got " << shape_str(xin.shape()));
-  auto product = [&](const Tensor& b) { return out_in ? ops::linear_nt(xin, weight, b) : ops::linear(xin, weight, b); };
+  auto product = [&](const Tensor& b) { return local_linear(xin, weight, b, out_in, fp8.get()); };
   if (tp_size(tp_) == 1) return product(bias);     // one rank: the bias in the product, as a plain linear
   Tensor y = reduce_from_tp(product(Tensor()), tp_);  // (..., out) Σ over ranks
   return bias.defined() ? ops::add(y, bias) : y;      // bias once, after the sum

@@ -11,6 +11,9 @@
 //                         in the product's epilogue, as ops::linear)
 //   Either linear may store its weight (out, in) instead (nn.Linear's layout, y = x·wᵀ: Llama's
 //   checkpoints): column (out/tp, in), row (out, in/tp).
+//   fp8 (set by the model under --precision fp8): the local product x·w (+ b) runs through
+//                         ops::fp8_linear with that state (E4M3 casts at use, per-tensor scaling),
+//                         the collectives around it unchanged
 //   VocabParallelEmbedding weight rows [r·Vp/tp, (r+1)·Vp/tp) of the vocabulary padded to Vp, a
 //                         multiple of tp; ids of other ranks are looked up as row 0, zeroed, and
 //                         the partial embeddings summed by reduce_from_tp
@@ -23,6 +26,7 @@
 #pragma once
 #include <memory>
 
+#include "ops/fp8_linear.h"
 #include "runtime/nn/module.h"
 #include "runtime/parallel/tensor_parallel.h"
 
@@ -31,6 +35,11 @@ namespace st::runtime {
 // Smallest multiple of tp that is >= vocab.
 int64_t pad_vocab(int64_t vocab, int tp);
 
+// The local product of a projection: x (..., K) · w → (..., N) + b, w (K, N), or (N, K) when
+// out_in; through ops::fp8_linear when fp8 is set (an out_in weight is cast from its transpose),
+// else ops::linear / linear_nt. The one place a projection picks its GEMM's precision.
+Tensor local_linear(const Tensor& x, const Tensor& w, const Tensor& b, bool out_in, ops::Fp8LinearState* fp8);
+
 class ColumnParallelLinear : public Module {
  public:
   // Throws ValueError unless out_full divides by the group size.
@@ -38,6 +47,7 @@ class ColumnParallelLinear : public Module {
                        bool weight_out_in = false);
   Tensor forward(const Tensor& x) const;  // x (..., in) → (..., out/tp), or (..., out) gathered
   Tensor weight, bias;                    // (in, out/tp) or (out/tp, in); (out/tp) or undefined
+  std::shared_ptr<ops::Fp8LinearState> fp8;  // set: the local GEMM in FP8 (see above)
   int64_t in, out_full, out_local;
   bool gather_output, out_in;
 
@@ -52,6 +62,7 @@ class RowParallelLinear : public Module {
                     bool weight_out_in = false);
   Tensor forward(const Tensor& x) const;  // x (..., in/tp) → (..., out)
   Tensor weight, bias;                    // (in/tp, out) or (out, in/tp); (out) replicated or undefined
+  std::shared_ptr<ops::Fp8LinearState> fp8;  // set: the local GEMM in FP8 (see above)
   int64_t in_full, in_local, out;
   bool input_is_parallel, out_in;
 

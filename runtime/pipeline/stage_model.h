@@ -36,6 +36,10 @@ class StageModel : public LanguageModel {
   Tensor loss(const Tensor& logits, const Tensor& targets) const override { return part_->loss(logits, targets); }
   void set_chunked_head(bool on) override { part_->set_chunked_head(on); }
   bool chunked_head() const override { return part_->chunked_head(); }
+  void set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device) override {
+    part_->set_fp8(options, device);
+  }
+  std::vector<std::shared_ptr<ops::Fp8LinearState>> fp8_states() const override { return part_->fp8_states(); }
   void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict) override;
   ShardRule shard_rule() const override { return part_->shard_rule(); }
   std::shared_ptr<comm::Communicator> tensor_parallel_group() const override { return part_->tensor_parallel_group(); }

@@ -52,6 +52,11 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
   BlockActivations b;
   // the norms' f32 statistics per token: LayerNorm mean and rstd, RMSNorm rstd; two per block
   const double norm_stats = shape.rmsnorm ? 2 : 4;
+  // fp8: each GEMM's E4M3 weight (1 byte an element: qkv, o, up (SwiGLU: gate|up), down; 12·C²/tp
+  // for GPT-2's four) kept for its backward's dgrad, per micro-batch in flight: per token of it
+  const double fp8_weights = precision == Precision::fp8 && tokens > 0
+                                 ? ((A + 2 * Akv) * C + A * C + (shape.swiglu ? 2 : 1) * F * C + F * C) / tokens
+                                 : 0;
   if (classic_block(shape)) {
     // multi-head attention without rope, GELU MLP with biases: the GPT-2 block (DecoderBlock's
     // packed c_attn, the composed attention under tp, ops::mlp_gelu at tp 1)
@@ -71,7 +76,24 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
     b.attention = (fused ? 3 : 6) + (b.packed_attention ? 1 : 8);
     // (B, T, F) tensors: c_fc's output (unfused also its GEMM before the bias) and GELU's
     b.mlp = fused ? 2 : 3;
-    b.bytes_per_token = (b.replicated * C + b.attention * A + b.mlp * F) * e + (norm_stats + H) * 4;
+    double fp8_copies = 0;
+    if (precision == Precision::fp8) {
+      // the blocks' GEMMs through ops::fp8_linear: each keeps its input's E4M3 transpose (1 byte an
+      // element: C for qkv and up, A for o, F for down) beside the input itself (its autograd
+      // edge), and adds its bias in the forward outside autograd, so an unfused bias add keeps no
+      // second tensor: on the CPU c_attn's output counts once (−3A), the MLP is up → GELU → down
+      // with the bias adds gone (−1 F; at tp 1 also the two output projections' pre-bias
+      // products: −2 C; tp > 1 adds the row-parallel bias after the all-reduce, as before).
+      // CUDA's fused bf16 path already keeps one tensor per projection: the same counts.
+      fp8_copies = 2 * C + A + F;
+      if (!fused) {
+        b.attention -= 3;
+        b.mlp -= 1;
+        if (tp == 1) b.replicated -= 2;
+      }
+    }
+    b.bytes_per_token =
+        (b.replicated * C + b.attention * A + b.mlp * F) * e + (norm_stats + H) * 4 + fp8_copies + fp8_weights;
     return b;
   }
   // the grouped-query block (DecoderBlock with rotary positions or fewer key/value heads, no
@@ -89,8 +111,10 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
   // the concatenated weights the two GEMMs keep for their backward ([q|k|v]ᵀ and [gate|up]ᵀ, made
   // per micro-batch in the forward): per token of a micro-batch of `tokens`
   const double cat_weights = ((A + 2 * Akv) * C + (shape.swiglu ? 2 * F * C : 0)) * e;
+  // fp8: each GEMM input's E4M3 copy (C for q|k|v and gate|up, A for o, F for down)
+  const double fp8_copies = precision == Precision::fp8 ? 2 * C + A + F : 0;
   b.bytes_per_token = (b.replicated * C + b.attention * A + b.mlp * F) * e + (norm_stats + H) * 4 +
-                      (tokens > 0 ? cat_weights / tokens : 0);
+                      (tokens > 0 ? cat_weights / tokens : 0) + fp8_copies + fp8_weights;
   return b;
 }
 

@@ -41,6 +41,11 @@
 //                              attention's output (2A + 2A_kv), f 3 with SwiGLU (gate|up, their
 //                              product), and per micro-batch the two concatenated weights the
 //                              GEMMs keep, ((A + 2A_kv)·C + 2F·C)·e (spread over its B·T tokens)
+//                              fp8 (--precision fp8, e 2): + (2C + A + F) bytes (each GEMM
+//                              input's E4M3 copy) + the E4M3 weights per micro-batch over its B·T
+//                              tokens (12·C²/tp for GPT-2; any block: its four GEMMs' weights);
+//                              GPT-2 on the CPU a 3 fewer, f 1 fewer, r 2 fewer at tp 1 (the FP8
+//                              linear adds its bias outside autograd)
 //                              recompute: C·e (its input)
 //                  embedding   C·e
 //                  loss        saved per micro-batch: V/tp·l + (C + 2)·4 (the logits, ln_f's

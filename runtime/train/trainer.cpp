@@ -202,6 +202,9 @@ void Trainer::init(const std::string& resume_path) {
   model_->set_recompute(cfg_.recompute);
   // the chunked head's loss reads wte outside the head's forward, where ZeRO-3 has released it
   model_->set_chunked_head(cfg_.chunked_head && w_.params->parameters_resident());
+  // fp8: the blocks' GEMMs through ops::fp8_linear, their scaling states on the run's device
+  // (ValueError for a family without the FP8 path)
+  if (cfg_.precision == Precision::fp8) model_->set_fp8(fp8_training_recipe(), cfg_.device);
   if (eval_interval(cfg_) > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
   // --cuda-graph 1 (the default) where it applies: decided once, from the config and what the
   // wiring supports (TrainStep::capture_refusal; on CUDA a note says why not). The CPU has no

@@ -123,8 +123,9 @@ TEST(LaunchConfig, BadValuesNameTheKeyAndTheFile) {
   expect_usage_error({"--config", y}, {y, "key 'lr'", "expected a finite number, got 'fast'"});
   y = temp_yaml("badint.yaml", "layers: 2.5\n");
   expect_usage_error({"--config", y}, {y, "key 'layers'", "expected an integer, got '2.5'"});
-  y = temp_yaml("badenum.yaml", "precision: fp8\n");
-  expect_usage_error({"--config", y}, {y, "key 'precision'", "expected one of fp32|fp16|bf16, got 'fp8'"});
+  y = temp_yaml("badenum.yaml", "precision: fp4\n");
+  expect_usage_error({"--config", y}, {y, "key 'precision'", "expected one of fp32|fp16|bf16|fp8, got 'fp4'"});
+  expect_usage_error({"--grad-comm-dtype", "fp8"}, {"--grad-comm-dtype", "fp8 is a compute precision"});
   expect_usage_error({"--micro-batch", "8x"}, {"flag --micro-batch", "expected an integer, got '8x'"});
   expect_usage_error({"--zero", "maybe"}, {"flag --zero", "expected an integer, got 'maybe'"});
   expect_usage_error({"--zero", "4"}, {"--zero", "must be 0, 1, 2 or 3", "got 4"});

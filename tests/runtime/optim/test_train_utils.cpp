@@ -106,7 +106,7 @@ TEST(Precision, Names) {
   EXPECT_EQ(compute_dtype(parse_enum<Precision>("fp16", "precision")), DType::f16);
   EXPECT_EQ(compute_dtype(parse_enum<Precision>("bf16", "precision")), DType::bf16);
   EXPECT_EQ(compute_dtype(parse_enum<Precision>("fp32", "precision")), DType::f32);
-  EXPECT_THROW(parse_enum<Precision>("fp8", "precision"), ValueError);
+  EXPECT_THROW(parse_enum<Precision>("fp4", "precision"), ValueError);
 }
 
 TEST(Metrics, JsonLineHasTheContractKeysInOrder) {

@@ -3,10 +3,10 @@
 // optimizer state, activations and the total (tensor/memory_category.h's counters, the same
 // numbers as the metrics' mem_* fields and the end-of-run table; rank 0's JSONL line is checked
 // to carry them) — against the plan's numbers for that rank's stage. Run at np 1, 2 and 4; each
-// world size runs the layouts of its size (np 1: fp32, bf16, recompute, grad accumulation;
-// np 2: dp, ZeRO-1, ZeRO-3, tp, pp GPipe and 1F1B; np 4: pp 4 1F1B, dp 2 × pp 2 and ZeRO-3 in
-// bf16 with f32 gradient communication; Llama: np 1 fp32, bf16, recompute; np 2 tp 2, pp 2 1F1B,
-// ZeRO-3). ZeRO-2's closed form is in the planner but not here.
+// world size runs the layouts of its size (np 1: fp32, bf16, fp8, recompute, grad accumulation;
+// np 2: dp, ZeRO-1, ZeRO-3, tp, pp GPipe and 1F1B (and in fp8); np 4: pp 4 1F1B, dp 2 × pp 2 and
+// ZeRO-3 in bf16 with f32 gradient communication; Llama: np 1 fp32, bf16, recompute; np 2 tp 2,
+// pp 2 1F1B, ZeRO-3). ZeRO-2's closed form is in the planner but not here.
 //
 // Tolerance 5 % (the planner's stated accuracy) plus 64 bytes for tiny categories. The model: a
 // GPT of 4 blocks, C = 64, 4 heads, V = 256, T = 32, micro-batch 8 (256 tokens), AdamW; a Llama
@@ -100,6 +100,8 @@ std::vector<Case> cases() {
   };
   add(1, "np 1 fp32", [](TrainConfig&) {});
   add(1, "np 1 bf16", [](TrainConfig& c) { c.precision = Precision::bf16; });
+  add(1, "np 1 fp8", [](TrainConfig& c) { c.precision = Precision::fp8; });
+  add(2, "pp 2 1f1b m 4 fp8", [](TrainConfig& c) { c.pp = 2, c.grad_accum = 4, c.precision = Precision::fp8; });
   add(1, "np 1 recompute", [](TrainConfig& c) { c.recompute = true; });
   add(1, "np 1 grad-accum 4", [](TrainConfig& c) { c.grad_accum = 4; });
   add(2, "dp 2", [](TrainConfig& c) { c.dp = 2; });

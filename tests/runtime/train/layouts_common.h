@@ -5,7 +5,7 @@
 // Under mpirun -np N the tests run `shardtrain train`'s code path (run_parallel_training) in
 // several layouts of N ranks and compare each step's loss and global grad norm with a
 // single-process Trainer on every rank. The files, one concept each:
-//   test_layouts_data_parallel.cpp   dp, ZeRO-1/2, bf16 gradient communication
+//   test_layouts_data_parallel.cpp   dp, ZeRO-1/2, bf16 gradient communication, fp8 (dp, ZeRO-1/3, recompute, tp)
 //   test_layouts_zero3.cpp           ZeRO-3 alone and composed (tp, pp, interleaved, fp16, bf16)
 //   test_layouts_pipeline.cpp        GPipe, 1F1B, interleaved, recompute, dp × pp
 //   test_layouts_model_parallel.cpp  tp, the Hugging Face fixture, every axis at once (np 8)
