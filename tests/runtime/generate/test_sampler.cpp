@@ -115,6 +115,9 @@ TEST(Sampler, LoadsOurCheckpointLayoutFromItsParent) {
     std::string tmp = ck.begin(step);
     save_safetensors(tmp + "/model.safetensors", hf->named_parameters());
     write_state(tmp, {{"step", step}, {"model", {{"family", hf->family()}, {"config", hf->config_json()}}}});
+    // the rest of what a complete step holds (runtime/io/checkpoint_dir.h): config.json, optimizer state
+    std::ofstream(tmp + "/config.json") << hf->config_json().dump();
+    save_safetensors(tmp + "/optimizer.safetensors", {{"step", Tensor::zeros({1})}});
     ck.commit(step);
   }
   std::string from;
