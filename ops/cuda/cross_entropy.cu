@@ -19,7 +19,7 @@ namespace {
 
 constexpr int kThreads = 512;
 
-// online_merge, load8, store8: ops/cuda/softmax_rows.cuh
+// online_merge, load8, store8, block_row_max_sumexp: ops/cuda/softmax_rows.cuh
 
 // kernels
 
@@ -31,40 +31,9 @@ __global__ void cross_entropy_fwd_kernel(const T* logits, const I* targets, int6
   __shared__ float sm[32], ss[32];
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const T* xr = logits + n * V;
-    // each thread takes runs of 8 consecutive logits (one 16-byte load when rows are aligned,
-    // kVec: a warp then reads 512 contiguous bytes per instruction), one rescale per run
-    float m = -INFINITY, s = 0.f;
-    for (int64_t c = threadIdx.x * 8LL; c < V; c += blockDim.x * 8LL) {
-      float x[8];
-      float lm = -INFINITY;
-      if constexpr (kVec) {
-        load8(xr + c, x);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) x[j] = c + j < V ? to_float(xr[c + j]) : -INFINITY;
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) lm = fmaxf(lm, x[j]);
-      if (lm > m) {
-        s *= __expf(m - lm);
-        m = lm;
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) s += __expf(x[j] - m);
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-      online_merge(m, s, m2, s2);
-    }
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    if (lane == 0) {
-      sm[warp] = m;
-      ss[warp] = s;
-    }
-    __syncthreads();
+    const float2 ms = block_row_max_sumexp<T, kVec>(xr, V, sm, ss);  // (max, Σ exp(x − max)) in thread 0
     if (threadIdx.x == 0) {
-      float M = sm[0], S = ss[0];
-      for (int w = 1; w < nw; ++w) online_merge(M, S, sm[w], ss[w]);
+      const float M = ms.x, S = ms.y;
       const float ls = logf(S);
       lse[n] = M + ls;
       const int64_t t = static_cast<int64_t>(targets[n]);

@@ -22,7 +22,7 @@ namespace {
 
 constexpr int kThreads = 512;
 
-// online_merge, load8, store8: ops/cuda/softmax_rows.cuh
+// online_merge, load8, store8, block_row_max_sumexp: ops/cuda/softmax_rows.cuh
 
 // x (n, V) one chunk's logits, targets (n); rows r of the chunk are rows row0 + r of the call.
 // Writes row_loss, valid (n) (0 on ignored and bad rows), bad[0..1] = (row, target) of the first
@@ -35,38 +35,9 @@ __global__ void lm_head_ce_kernel(T* x, const I* targets, int64_t n, int64_t V, 
   __shared__ int64_t s_t;  // the row's target, or −1: a row of zeros (ignored or bad)
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
     T* xr = x + r * V;
-    float m = -INFINITY, s = 0.f;
-    for (int64_t c = threadIdx.x * 8LL; c < V; c += blockDim.x * 8LL) {
-      float v[8];
-      float lm = -INFINITY;
-      if constexpr (kVec) {
-        load8(xr + c, v);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = c + j < V ? to_float(xr[c + j]) : -INFINITY;
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) lm = fmaxf(lm, v[j]);
-      if (lm > m) {
-        s *= __expf(m - lm);
-        m = lm;
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) s += __expf(v[j] - m);
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-      online_merge(m, s, m2, s2);
-    }
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    if (lane == 0) {
-      sm[warp] = m;
-      ss[warp] = s;
-    }
-    __syncthreads();
+    const float2 ms = block_row_max_sumexp<T, kVec>(xr, V, sm, ss);  // (max, Σ exp(x − max)) in thread 0
     if (threadIdx.x == 0) {
-      float M = sm[0], S = ss[0];
-      for (int w = 1; w < nw; ++w) online_merge(M, S, sm[w], ss[w]);
+      const float M = ms.x, S = ms.y;
       const float ls = logf(S);
       const int64_t t = static_cast<int64_t>(targets[r]);
       float loss = 0.f, ok = 0.f;
