@@ -330,8 +330,8 @@ TEST(ShardedSave, PipelineTimesTensorParallelCheckpointResumesAsDataParallelAndO
   if (world_rank() == 0) {
     // every rank wrote a file (tp rank 0: its stage's replicated tensors and half the split
     // ones, tp rank 1 the other half); the index names each parameter once, in bytes the model's
-    std::set<std::string> want_files{"config.json", "state.json", "model.safetensors.index.json",
-                                     "optimizer.safetensors.index.json"};
+    std::set<std::string> want_files{"config.json", "generation_config.json", "state.json",
+                                     "model.safetensors.index.json", "optimizer.safetensors.index.json"};
     for (int k = 1; k <= 4; ++k)
       for (const char* base : {"model", "optimizer"}) want_files.insert(shard_file_name(base, k, 4));
     EXPECT_EQ(files_in(step3), want_files);
@@ -410,8 +410,8 @@ TEST(ShardedSave, ACrashBeforeTheRenameLeavesThePreviousCheckpointAndItsLeftover
   d.checkpoint_every = 1;
   expect_same(run_layout(d, "crash_d"), want, 2, "dp 4 resumed after the crash");
   if (world_rank() == 0) {
-    EXPECT_EQ(files_in(root + "/step_00000003"), (std::set<std::string>{"config.json", "state.json", "model.safetensors",
-                                                                        "optimizer.safetensors"}));
+    EXPECT_EQ(files_in(root + "/step_00000003"), (std::set<std::string>{"config.json", "generation_config.json", "state.json",
+                                                                        "model.safetensors", "optimizer.safetensors"}));
     EXPECT_TRUE(CheckpointDir(root).stale().empty());  // the .tmp-* and .gather-* are gone
     TrainConfig one = c;  // step 3 as dp 4 wrote it continues the one-process curve
     one.resume = true;
