@@ -153,11 +153,12 @@ int64_t parameter_count(const runtime::ModelDescription& d) {
   return n;
 }
 
-// The largest rank's bytes by kind in `plan`.
+// The largest rank's bytes by kind in `plan` (a reference into it: a temporary plan is refused).
 const runtime::StageMemory& largest_stage(const runtime::MemoryPlan& plan) {
   return *std::max_element(plan.stages.begin(), plan.stages.end(),
                            [](const runtime::StageMemory& a, const runtime::StageMemory& b) { return a.peak < b.peak; });
 }
+const runtime::StageMemory& largest_stage(const runtime::MemoryPlan&& plan) = delete;
 
 std::string layout_words(const runtime::PlanLayout& l) {
   return "dp " + std::to_string(l.dp) + " tp " + std::to_string(l.tp) + " pp " + std::to_string(l.pp) + " zero " +
@@ -283,7 +284,8 @@ int cmd_plan(const std::vector<std::string>& args) {
   for (size_t i = 0; i < shown; ++i) {
     const auto& r = ranked[i];
     const auto& l = r.layout;
-    const runtime::StageMemory& m = largest_stage(runtime::plan_memory(entry, seq_len, l));
+    const runtime::MemoryPlan plan = runtime::plan_memory(entry, seq_len, l);
+    const runtime::StageMemory& m = largest_stage(plan);
     std::snprintf(row, sizeof row,
                   "%3zu %4lld %4lld %4lld %4d %9d %10lld %8s %9s %9s %9s %9s %8s %9s %9.2f %8.2f %8.2f %8.2f %8.2f\n", i + 1,
                   static_cast<long long>(l.dp), static_cast<long long>(l.tp), static_cast<long long>(l.pp), l.zero,
