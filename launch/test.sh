@@ -20,7 +20,7 @@ if [[ $SANITIZE -eq 0 ]]; then
   cmake --build "$BUILD" -j"$(nproc)"
   # Two tests at a time on 2 cores: a test that starts n ranks declares PROCESSORS n
   # (tests/CMakeLists.txt), so ctest runs it alone when n fills the cores and ranks never starve
-  # each other; one-process tests pair up (docs/testing.md, "What it costs").
+  # each other; one-process tests pair up (docs/testing.md, "What CI costs").
   ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)" -L 'cpu|mpi|slurm'
   exit 0
 fi
