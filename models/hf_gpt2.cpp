@@ -7,6 +7,7 @@
 #include <iostream>
 #include <set>
 
+#include "models/hf_config_fields.h"
 #include "runtime/common/json_io.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/parallel/state_io.h"
@@ -14,22 +15,6 @@
 
 namespace st::models {
 namespace {
-
-template <class T>
-T get_or(const nlohmann::json& j, const char* key, T dflt, const std::string& where) {
-  if (!j.contains(key) || j.at(key).is_null()) return dflt;
-  try {
-    return j.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    ST_THROW(ValueError, where << ": \"" << key << "\" has the wrong type (" << j.at(key).dump() << ")");
-  }
-}
-
-int64_t required_int(const nlohmann::json& j, const char* key, const std::string& where) {
-  ST_CHECK(j.contains(key) && j.at(key).is_number_integer(), ValueError,
-           where << ": \"" << key << "\" is missing or not an integer");
-  return j.at(key).get<int64_t>();
-}
 
 }  // namespace
 

@@ -6,27 +6,12 @@
 #include <filesystem>
 #include <set>
 
+#include "models/hf_config_fields.h"
 #include "runtime/io/safetensors_index.h"
 #include "tensor/error.h"
 
 namespace st::models {
 namespace {
-
-template <class T>
-T get_or(const nlohmann::json& j, const char* key, T dflt, const std::string& where) {
-  if (!j.contains(key) || j.at(key).is_null()) return dflt;
-  try {
-    return j.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    ST_THROW(ValueError, where << ": \"" << key << "\" has the wrong type (" << j.at(key).dump() << ")");
-  }
-}
-
-int64_t required_int(const nlohmann::json& j, const char* key, const std::string& where) {
-  ST_CHECK(j.contains(key) && j.at(key).is_number_integer(), ValueError,
-           where << ": \"" << key << "\" is missing or not an integer");
-  return j.at(key).get<int64_t>();
-}
 
 // The rope settings in either spelling: transformers 5's rope_parameters {rope_type, rope_theta,
 // ...}, or transformers 4's rope_theta + rope_scaling {rope_type (or type), ...}.
