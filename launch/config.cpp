@@ -79,7 +79,7 @@ OptionTable train_options(TrainConfig& c) {
   // layout
   I("dp", "layout", c.dp, "N", "data-parallel replicas; 0: world / (tp * pp)");
   I("tp", "layout", c.tp, "N",
-    "tensor-parallel ranks per layer; gpt only (simple-transformer and mlp have no tensor-parallel form)");
+    "tensor-parallel ranks per layer; gpt and llama (simple-transformer and mlp have no tensor-parallel form)");
   I("pp", "layout", c.pp, "N", "pipeline stages");
   E("schedule", "layout", c.schedule, "pipeline schedule (interleaved: 1F1B over --virtual-stages chunks per stage)");
   I("virtual-stages", "layout", c.virtual_stages, "V",

@@ -49,6 +49,7 @@ class MlpLm : public runtime::LanguageModel {
   std::string family() const override { return "mlp"; }
   int64_t vocab_size() const override { return cfg_.vocab; }
   int64_t context_length() const override { return cfg_.max_len; }
+  int64_t depth() const override { return cfg_.layers; }
   nlohmann::json config_json() const override;
   static MlpConfig config_from_json(const nlohmann::json& j);
   static nlohmann::json config_to_json(const MlpConfig& c);  // what config_json() returns

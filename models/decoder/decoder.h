@@ -40,6 +40,7 @@ class DecoderModel : public runtime::LanguageModel {
   std::string family() const override { return spec_.family; }
   int64_t vocab_size() const override { return spec_.vocab; }
   int64_t context_length() const override { return spec_.context; }
+  int64_t depth() const override { return spec_.layers; }
   nlohmann::json config_json() const override { return spec_.hf_config; }  // the family's Hugging Face config.json
 
   // Chunked head (one rank): forward returns the final norm's output (B, T, C) and loss() is

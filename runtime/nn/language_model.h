@@ -119,6 +119,9 @@ class LanguageModel : public Module {
   virtual std::string family() const = 0;    // the registry's name (models/register.cpp)
   virtual int64_t vocab_size() const = 0;
   virtual int64_t context_length() const = 0;  // longest sequence the model accepts
+  // The repeated layers a user counts (--layers): the decoders' blocks, the MLP's hidden layers.
+  // Default: every layer of the full model.
+  virtual int64_t depth() const { return total_layers(); }
   // What rebuilds the model: for the decoders the Hugging Face config.json, else our own fields.
   virtual nlohmann::json config_json() const = 0;
   // Full names of parameters held by more than one layer.

@@ -28,6 +28,7 @@ class StageModel : public LanguageModel {
   std::string family() const override { return part_->family(); }
   int64_t vocab_size() const override { return part_->vocab_size(); }
   int64_t context_length() const override { return part_->context_length(); }
+  int64_t depth() const override { return part_->depth(); }
   nlohmann::json config_json() const override { return part_->config_json(); }
   void init_weights(uint64_t seed) override { part_->init_weights(seed); }
   void init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t first) const override {

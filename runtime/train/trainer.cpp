@@ -423,9 +423,7 @@ void Trainer::run() {
   }
   const int64_t params = whole_model_parameters(*model_, w_.roles, w_.layout, w_.world.get());  // collective
   if (lead) {
-    const nlohmann::json mc = model_->config_json();
-    const int64_t blocks = mc.value("n_layer", mc.value("layers", cfg_.layers));  // GPT's HF name, or ours
-    std::cout << "model " << model_->family() << ": " << params << " parameters, " << blocks
+    std::cout << "model " << model_->family() << ": " << params << " parameters, " << model_->depth()
               << (model_->family() == "mlp" ? " hidden layers" : " blocks") << " | " << to_string(cfg_.precision)
               << " | global batch " << w_.source->global_batch() << " × " << w_.source->seq_len() << " tokens | "
               << to_string(cfg_.optimizer) << " lr " << cfg_.lr << " (" << to_string(cfg_.lr_schedule);

@@ -138,7 +138,8 @@ TEST(CheckpointFaults, ResumeHoldsLlamasFlagsToTheCheckpoint) {
   // no model flag: the checkpoint's llama; the same values given explicitly agree
   r = run(resume + "--steps 3");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_TRUE(has(r.out, "model llama")) << r.out;
+  // the start line counts the checkpoint's blocks (its config.json says num_hidden_layers)
+  EXPECT_TRUE(has(r.out, "model llama: ") && has(r.out, " parameters, 1 blocks | ")) << r.out;
   r = run(resume + "--steps 4 --model llama --kv-heads 2 --ffn 64 --rope-theta 10000 --tie-embeddings 0");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(steps_in(d), (std::vector<std::string>{"step_00000002", "step_00000003", "step_00000004"}));
