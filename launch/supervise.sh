@@ -111,11 +111,14 @@ metrics=$(flag_value metrics)
 [[ -n "$ckpt_dir" ]] || fail "--checkpoint-dir DIR must be among the train flags: a restart resumes from it"
 
 layout_flags=(--dp --tp --pp --zero --recompute --grad-accum --schedule --virtual-stages)
-# The layout flags of `shardtrain plan`'s best line for W ranks (the global batch of the flags kept),
-# or nothing when no layout of W ranks keeps it (the planner's line on stderr).
+# The layout flags of `shardtrain plan`'s best line for W ranks, or nothing when no layout of W
+# ranks keeps the global batch (the planner's line on stderr). The global batch is the first
+# launch's: its dp, tp, pp as rank 0's layout line printed them (dp may be 0 = auto in the flags).
+first_layout=()
 plan_for() {
   local w="$1" out line words i
-  out=$("$bin" plan "${train[@]}" --world "$w" --gpu-memory "$gpu_memory" --top 1 2>&1) || {
+  out=$("$bin" plan "${train[@]}" ${first_layout[@]+"${first_layout[@]}"} --world "$w" --gpu-memory "$gpu_memory" \
+    --top 1 2>&1) || {
     say "no layout of $w ranks: ${out##*$'\n'}"
     return 1
   }
@@ -198,6 +201,9 @@ run_job() {
         from="${from:-0}"
       fi
       [[ "$line" == "model "* ]] && seen_model=1
+      if [[ ${#first_layout[@]} -eq 0 && "$line" =~ ^layout:\ world\ [0-9]+\ =\ dp\ ([0-9]+)\ x\ tp\ ([0-9]+)\ x\ pp\ ([0-9]+) ]]; then
+        first_layout=(--dp "${BASH_REMATCH[1]}" --tp "${BASH_REMATCH[2]}" --pp "${BASH_REMATCH[3]}")
+      fi
       if [[ "$line" =~ ^step\ +([0-9]+)/ ]]; then
         from="${from:-0}"
         [[ -n "$metrics" ]] || note_step "${BASH_REMATCH[1]}" "$(now)"  # the metrics see every step
@@ -315,5 +321,5 @@ while :; do
   # --resume 1 from the same directory (made if the job died before making it: a fresh start)
   args+=(--resume 1)
   mkdir -p "$ckpt_dir"
-  pending="restart $restarts/$max_restarts: the job exited $RC after step ${LAST_STEP:-?} ($cause); relaunched on $ranks ranks ($layout)"
+  pending="restart $restarts/$max_restarts: the job exited $RC after step ${LAST_STEP:-?} ($cause); relaunched on $ranks rank$( ((ranks == 1)) || echo s) ($layout)"
 done
