@@ -309,6 +309,9 @@ while :; do
   if ((avail == np)); then
     ranks="$np" layout="the flags' layout"
     without args --resume
+  elif ((avail < min_ranks)); then
+    say "gave up: $avail rank(s) left, fewer than --min-ranks $min_ranks (the job exited $RC after step ${LAST_STEP:-?}: $cause)"
+    exit "$RC"
   else
     ranks=""
     for ((w = avail; w >= min_ranks; w--)); do

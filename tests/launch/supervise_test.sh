@@ -26,7 +26,8 @@ BIN="$3"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 SUP="$HERE/../../launch/supervise.sh"
 export SHARDTRAIN_PROGRESS=0 SHARDTRAIN_BIN="$BIN"
-export PATH="$(dirname "$MPIEXEC"):$PATH"  # launch/mpirun.sh runs the mpirun of this build's MPI
+PATH="$(dirname "$MPIEXEC"):$PATH"  # launch/mpirun.sh runs the mpirun of this build's MPI
+export PATH
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 die() { echo "FAIL ($MODE, seed $SEED): $*"; for f in "$W"/*.out; do echo "--- $f"; tail -n 40 "$f"; done; exit 1; }
