@@ -1,7 +1,11 @@
 // The documented test variables → TrainSeams (see the header).
 #include "launch/test_seams.h"
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "launch/options.h"
@@ -47,6 +51,25 @@ runtime::TrainSeams train_seams_from_environment() {
     const char* r = var("SHARDTRAIN_TEST_INF_RANK");
     const int rank = r ? static_cast<int>(whole_number(r, "SHARDTRAIN_TEST_INF_RANK")) : -1;
     seams.after_gradients = runtime::infinite_gradient(from, onward, rank);
+  }
+  if (const char* at = var("SHARDTRAIN_TEST_KILL_STEP")) {
+    const int64_t step = whole_number(at, "SHARDTRAIN_TEST_KILL_STEP");
+    const char* r = var("SHARDTRAIN_TEST_KILL_RANK");
+    const int64_t rank = r ? whole_number(r, "SHARDTRAIN_TEST_KILL_RANK") : 0;
+    const char* m = var("SHARDTRAIN_TEST_KILL_MARK");
+    const std::string mark = m ? m : "";
+    auto before = seams.after_gradients;
+    seams.after_gradients = [=](int64_t s, int rk, std::vector<Tensor>& grads) {
+      if (before) before(s, rk, grads);
+      if (s != step || rk != rank) return;
+      if (!mark.empty()) {
+        if (std::filesystem::exists(mark)) return;  // killed once already: a restart runs on
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::system_clock::now().time_since_epoch());
+        std::ofstream(mark) << ns.count() << "\n";  // closed (flushed) before the kill
+      }
+      std::raise(SIGKILL);
+    };
   }
   seams.crash_before_commit = flag("SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT");
   seams.skip_grad_comm = flag("SHARDTRAIN_TEST_SKIP_GRAD_COMM");

@@ -4,7 +4,10 @@
 # of 2 nodes × 1 task × 2 CPUs training a tiny GPT on the CPU for a few steps. Passes when both
 # jobs end COMPLETED 0:0 on nodes n[1-2], rank 0 reports one rank per node (the MPI shared-memory
 # split: the ranks ran under different slurmds), the final checkpoint says dp = 2, and each job's
-# losses equal one process's on the same global batch (--grad-accum 2) to 1e-5.
+# losses equal one process's on the same global batch (--grad-accum 2) to 1e-5. Then two jobs of
+# launch/supervise.sh --launcher srun: rank 1 SIGKILLed at the last step, relaunched inside the
+# allocation from the checkpoint before it, on 2 tasks (losses = the srun job's bit for bit) and,
+# with --min-ranks 1, on 1 (= one process's to 1e-5); about 10 s more.
 #
 # Nodes: two network namespaces (ip netns) joined by a bridge, 10.213.X.0/24: slurmctld in this
 # namespace at .1, slurmd n1 at .2 and n2 at .3, each under its own UTS namespace (hostname n1,
@@ -194,6 +197,60 @@ for r, q in zip(rows, ref):
 state = json.load(open(os.path.join(ckpt, f"step_{steps:08d}", "state.json")))
 assert state["layout"]["dp"] == 2, f"checkpoint layout {state['layout']}: not one dp=2 job"
 print(f"{path}: {steps} steps, loss {rows[0]['loss']:.6f} -> {rows[-1]['loss']:.6f} (one process: {ref[-1]['loss']:.6f})")
+PY
+done
+
+# ---- launch/supervise.sh inside the allocation: rank 1 (on n2) SIGKILLs itself at the last step;
+# the supervisor relaunches with srun --mpi=pmix in the same allocation, from the checkpoint of
+# step STEPS-1: on both nodes ("same": the losses equal the srun job's bit for bit, same layout),
+# and with --min-ranks 1 --ranks-cmd 'echo 1' on one task ("fewer": the planner's dp 1 x
+# grad-accum 2 = the one-process reference's layout, within its 1e-5)
+declare -A SUP
+for v in same fewer; do
+  extra=""
+  [[ $v == fewer ]] && extra="--min-ranks 1 --ranks-cmd 'echo 1'"
+  SUP[$v]=$(sbatch --parsable --nodes=2 --ntasks-per-node=1 --cpus-per-task=2 --gpus-per-node=0 --time=5 \
+    --chdir="$REPO" --output="$D/job-sup-$v.out" --job-name="st-mn-sup-$v" \
+    --export=ALL,SHARDTRAIN_PROGRESS=0,SHARDTRAIN_TEST_KILL_STEP="$STEPS",SHARDTRAIN_TEST_KILL_RANK=1,SHARDTRAIN_TEST_KILL_MARK="$D/killed-$v",OMPI_MCA_btl_tcp_if_include="$NET.0/24",OMPI_MCA_oob_tcp_if_include="$NET.0/24" \
+    --wrap="$REPO/launch/supervise.sh --launcher srun --mpi=pmix --cpu-bind=none --report $D/sup-$v.jsonl $extra -- $BIN train ${MODEL[*]} --grad-accum 1 --device cpu --checkpoint-every $((STEPS - 1)) --checkpoint-dir $D/ckpt-sup-$v --metrics $D/metrics-sup-$v.jsonl" \
+    2>"$D/sbatch-sup-$v.out") || fail "sbatch (supervise $v) was refused: $(cat "$D/sbatch-sup-$v.out")"
+  echo "submitted job ${SUP[$v]} (launch/supervise.sh, $v)"
+done
+for v in same fewer; do
+  id=${SUP[$v]}
+  while :; do
+    info=$(timeout 5 scontrol show job "$id" 2>/dev/null)
+    st=$(grep -oE 'JobState=[A-Z_]+' <<<"$info" | cut -d= -f2)
+    case "$st" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE|PREEMPTED) break ;; esac
+    [[ $(left) -gt 5 ]] || { scancel "$id" 2>/dev/null; fail "job $id (supervise $v) still '$st' at the deadline of $DEADLINE s"; }
+    sleep 1
+  done
+  ec=$(grep -oE ' ExitCode=[0-9]+:[0-9]+' <<<"$info" | cut -d= -f2)
+  echo "job $id (supervise $v): $st, exit code $ec"
+  grep '^supervise: ' "$D/job-sup-$v.out"
+  [[ "$st" == "COMPLETED" && "$ec" == "0:0" ]] || fail "job $id (supervise $v) ended $st with exit code $ec"
+  [[ -s "$D/killed-$v" ]] || fail "job $id (supervise $v): the seam killed no rank"
+  ranks=2
+  [[ $v == fewer ]] && ranks=1
+  python3 - "$D/metrics-sup-$v.jsonl" "$D/metrics-srun.jsonl" "$D/metrics-ref.jsonl" "$STEPS" "$D/sup-$v.jsonl" "$ranks" \
+    "$D/killed-$v" <<'PY' || fail "job $id (supervise $v): metrics or restart report wrong"
+import json, sys
+path, srun_path, ref_path, steps, report, ranks, killed = sys.argv[1:8]
+steps, ranks = int(steps), int(ranks)
+rows = [json.loads(l) for l in open(path) if l.strip()]
+assert [r["step"] for r in rows] == list(range(1, steps + 1)), f"{path}: steps {[r['step'] for r in rows]}"
+rep = [json.loads(l) for l in open(report)]
+assert len(rep) == 1 and rep[0]["ranks"] == ranks and rep[0]["resumed_step"] == steps - 1, rep
+if ranks == 2:  # the srun job's layout: the same bits
+    same = [json.loads(l) for l in open(srun_path) if l.strip()]
+    assert [r["loss"] for r in rows] == [q["loss"] for q in same], (rows, same)
+else:  # steps 1..STEPS-1 on 2 ranks, the last on one: the reference's 1e-5 (see above)
+    ref = [json.loads(l) for l in open(ref_path) if l.strip()]
+    for r, q in zip(rows, ref):
+        assert abs(r["loss"] - q["loss"]) <= 1e-5 * abs(q["loss"]), (r["step"], r["loss"], q["loss"])
+k = int(open(killed).read()) / 1e9
+print(f"supervise {sys.argv[6]} rank(s) after the kill: kill -> step {rep[0]['first_step']} of the relaunch "
+      f"{rep[0]['first_step_at'] - k:.2f} s (srun's exit seen after {rep[0]['failed_at'] - k:.2f} s)")
 PY
 done
 echo "slurm multinode test passed in $(($(date +%s) - START)) s"
