@@ -15,6 +15,6 @@ python3 tests/fixtures/make_hf_llama_tiny.py "$FX" --check
 D=$(mktemp -d)
 mpirun -np 4 --oversubscribe --allow-run-as-root "$BUILD/shardtrain" train --model llama --init-from "$FX" \
   --data "$FX/tokens.bin" --device cpu --tp 2 --pp 2 --micro-batch 1 --grad-accum 4 --seq-len 32 --steps 2 \
-  --lr 1e-3 --lr-schedule constant --warmup 0 --checkpoint-dir "$D/ckpt" --metrics "$D/metrics.jsonl" --progress 0
+  --lr 1e-3 --lr-schedule const --warmup 0 --checkpoint-dir "$D/ckpt" --metrics "$D/metrics.jsonl" --progress 0
 python3 tests/fixtures/make_hf_llama_tiny.py --load-ours "$D/ckpt/step_00000002"
 rm -rf "$D"

@@ -12,10 +12,6 @@
 namespace st::models {
 namespace {
 
-std::string join(const std::string& scope, const std::string& name) {
-  return scope.empty() ? name : scope + "." + name;
-}
-
 // The local name of a parameter of scope `full`'s layer, relative to that layer's scope.
 std::string relative(const std::string& full, const std::string& scope) {
   if (scope.empty()) return full;

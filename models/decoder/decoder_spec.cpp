@@ -7,14 +7,6 @@
 #include "tensor/error.h"
 
 namespace st::models {
-namespace {
-
-std::string join(const std::string& scope, const std::string& name) {
-  return scope.empty() ? name : scope + "." + name;
-}
-
-}  // namespace
-
 void DecoderSpec::check() const {
   ST_CHECK(layers >= 1 && d_model >= 1 && heads >= 1 && kv_heads >= 1 && head_dim >= 1 && ffn >= 1 && vocab >= 1 &&
                context >= 1,

@@ -30,6 +30,11 @@
 
 namespace st::models {
 
+// A parameter's full name under a layer's scope ("" at the top): "transformer.h.3" + "attn.c_attn.weight".
+inline std::string join(const std::string& scope, const std::string& name) {
+  return scope.empty() ? name : scope + "." + name;
+}
+
 enum class NormKind { layernorm, rmsnorm };
 enum class PositionKind { learned, rotary };
 enum class MlpKind { gelu, swiglu };
