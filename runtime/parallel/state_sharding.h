@@ -22,6 +22,11 @@
 #include "comm/communicator.h"
 #include "runtime/common/named_tensors.h"
 #include "runtime/common/shard_spec.h"
+#include "runtime/io/safetensors.h"
+
+namespace st::cuda {
+class PinnedBuffer;
+}
 
 namespace st::runtime {
 
@@ -43,5 +48,51 @@ std::vector<std::string> write_parts(const std::string& dir, const std::string& 
                                      const ShardRule& rule, const WrittenElsewhere& elsewhere,
                                      const StateSharding& sharding,
                                      const std::map<std::string, std::string>& metadata = {});
+
+// Asynchronous saving (docs/checkpoints.md "--async-checkpoint"): the same share, copied into host
+// memory by snapshot_parts on the calling thread (the collectives: the file names' all-gather, the
+// tp groups' assemblies), then written by write_snapshot, which makes no collective call and
+// touches no tensor, so a background thread may run it while training goes on.
+
+// Host memory a snapshot is copied into, kept from one save to the next (the sizes repeat; grown
+// when short): page-locked (st::cuda::PinnedBuffer) when the tensors are on CUDA, whose copies then
+// run asynchronously on the current stream, after the step that made the values and before the
+// next one's kernels; plain host memory for CPU tensors (a memcpy at once).
+class HostStaging {
+ public:
+  HostStaging();
+  ~HostStaging();
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+  void reserve(size_t bytes, bool pinned);  // at least `bytes`; drops what was held (nothing in flight)
+  void copy_in(const Tensor& t, size_t offset);  // t's bytes → [offset, offset + nbytes)
+  void wait();  // until every copy_in is in the block (CUDA: the fence; any thread)
+  const unsigned char* data() const;
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::unique_ptr<cuda::PinnedBuffer> pinned_;
+  std::unique_ptr<unsigned char[]> plain_;
+  size_t bytes_ = 0;
+};
+
+// One part's share of this rank, in host memory.
+struct PartSnapshot {
+  std::vector<std::string> files;  // every writing rank's file (relative to the directory), as write_parts returns
+  std::string file;                // this rank's; "" when it writes nothing
+  std::vector<SafetensorsWriter::Spec> specs;  // its tensors, in the file's order
+  std::vector<size_t> offsets;     // where each one's bytes start in `host`
+  std::map<std::string, std::string> metadata;
+  std::shared_ptr<HostStaging> host;
+};
+
+// Collective exactly as write_parts (the same calls, in the same order): this rank's share of
+// `state` copied into `host` (reserved here). Nothing is written.
+PartSnapshot snapshot_parts(const std::string& base, const NamedTensors& state, const ShardRule& rule,
+                            const WrittenElsewhere& elsewhere, const StateSharding& sharding,
+                            std::shared_ptr<HostStaging> host, const std::map<std::string, std::string>& metadata = {});
+// Writes and fsyncs this rank's file of `snap` into DIR (nothing when it writes none); waits for
+// the host copies first. No collective, no tensor: safe on a background thread.
+void write_snapshot(const std::string& dir, const PartSnapshot& snap);
 
 }  // namespace st::runtime
