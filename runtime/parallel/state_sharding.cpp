@@ -117,6 +117,7 @@ HostStaging::HostStaging() = default;
 HostStaging::~HostStaging() = default;
 
 void HostStaging::reserve(size_t bytes, bool pinned) {
+  release();
   const size_t want = std::max<size_t>(bytes, 1);
   if (want <= bytes_ && (pinned == (pinned_ != nullptr))) return;
   pinned_.reset();
@@ -135,7 +136,9 @@ void HostStaging::copy_in(const Tensor& t, size_t offset) {
   if (c.nbytes() == 0) return;
   if (c.is_cuda()) {
     ST_CHECK(pinned_ != nullptr, Error, "HostStaging: a CUDA tensor into plain host memory");
-    pinned_->download_async(c.data_ptr(), c.nbytes(), offset);  // the current stream, after the step
+    Tensor copy = c.clone();  // the current stream, after the step; nothing else writes it
+    pinned_->download_async_behind(copy.data_ptr(), copy.nbytes(), offset);
+    held_.push_back(std::move(copy));
   } else {
     std::memcpy(const_cast<unsigned char*>(data()) + offset, c.data_ptr(), c.nbytes());
   }
@@ -143,6 +146,11 @@ void HostStaging::copy_in(const Tensor& t, size_t offset) {
 
 void HostStaging::wait() {
   if (pinned_) pinned_->wait();
+}
+
+void HostStaging::release() {
+  wait();
+  held_.clear();
 }
 
 const unsigned char* HostStaging::data() const {

@@ -55,9 +55,11 @@ std::vector<std::string> write_parts(const std::string& dir, const std::string& 
 // touches no tensor, so a background thread may run it while training goes on.
 
 // Host memory a snapshot is copied into, kept from one save to the next (the sizes repeat; grown
-// when short): page-locked (st::cuda::PinnedBuffer) when the tensors are on CUDA, whose copies then
-// run asynchronously on the current stream, after the step that made the values and before the
-// next one's kernels; plain host memory for CPU tensors (a memcpy at once).
+// when short). CPU tensors: plain host memory, a memcpy at once. CUDA tensors: page-locked
+// (st::cuda::PinnedBuffer); each tensor is first copied on the device (on the current stream, after
+// the step that made it: the next step may change the original) and that copy goes to the host on
+// the block's own copy stream, overlapping the steps that follow; the device copies (one of this
+// rank's share) are held until release().
 class HostStaging {
  public:
   HostStaging();
@@ -67,10 +69,12 @@ class HostStaging {
   void reserve(size_t bytes, bool pinned);  // at least `bytes`; drops what was held (nothing in flight)
   void copy_in(const Tensor& t, size_t offset);  // t's bytes → [offset, offset + nbytes)
   void wait();  // until every copy_in is in the block (CUDA: the fence; any thread)
+  void release();  // wait(), then the device copies go (the thread that made them)
   const unsigned char* data() const;
   size_t bytes() const { return bytes_; }
 
  private:
+  std::vector<Tensor> held_;  // the device copies being downloaded (destroyed after pinned_)
   std::unique_ptr<cuda::PinnedBuffer> pinned_;
   std::unique_ptr<unsigned char[]> plain_;
   size_t bytes_ = 0;

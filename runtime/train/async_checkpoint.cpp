@@ -71,12 +71,16 @@ std::string AsyncCheckpointer::poll(bool wait) {
   if (std::any_of(states.begin(), states.end(), [](int64_t s) { return s == kRunning; })) return "";
   if (writer_.joinable()) writer_.join();
   in_flight_ = false;  // whatever the commit does, this save is over
+  model_host_->release();  // the device copies of a CUDA snapshot go (this thread made them)
+  optimizer_host_->release();
   return commit_train_checkpoint(snap_, keep_, crash_before_commit_);
 }
 
 void AsyncCheckpointer::fail(int failed) {
   if (writer_.joinable()) writer_.join();
   in_flight_ = false;
+  model_host_->release();
+  optimizer_host_->release();
   const int n = world_ ? world_->size() : 1, rank = world_ ? world_->rank() : 0;
   std::string cause = error_;
   if (n > 1) {  // the failed rank's cause, so every rank throws the same line (printed once)
