@@ -34,14 +34,22 @@ void AsyncCheckpointer::start(CheckpointSnapshot snap) {
   ST_CHECK(!in_flight_, Error, "AsyncCheckpointer: a save of step " << snap_.state.step << " is still in flight");
   snap_ = std::move(snap);
   in_flight_ = true;
+  committing_ = false;
+  const int rank = world_ ? world_->rank() : 0;
+  run_in_background([this, rank] {
+    write_snapshot(snap_.tmp, snap_.model);
+    if (between_parts_) between_parts_(snap_.state.step, rank);
+    write_snapshot(snap_.tmp, snap_.optimizer);
+  });
+}
+
+void AsyncCheckpointer::run_in_background(std::function<void()> work) {
+  if (writer_.joinable()) writer_.join();
   state_.store(kRunning);
   error_.clear();
-  const int rank = world_ ? world_->rank() : 0;
-  writer_ = std::thread([this, rank] {
+  writer_ = std::thread([this, work = std::move(work)] {
     try {
-      write_snapshot(snap_.tmp, snap_.model);
-      if (between_parts_) between_parts_(snap_.state.step, rank);
-      write_snapshot(snap_.tmp, snap_.optimizer);
+      work();
       state_.store(kDone);
     } catch (const std::exception& e) {
       error_ = e.what();
@@ -53,9 +61,7 @@ void AsyncCheckpointer::start(CheckpointSnapshot snap) {
   });
 }
 
-std::string AsyncCheckpointer::poll(bool wait) {
-  if (!in_flight_) return "";
-  if (wait && writer_.joinable()) writer_.join();
+std::vector<int64_t> AsyncCheckpointer::exchange() {
   const int n = world_ ? world_->size() : 1, rank = world_ ? world_->rank() : 0;
   std::vector<int64_t> states(static_cast<size_t>(n), 0);
   states[static_cast<size_t>(rank)] = state_.load();
@@ -68,17 +74,43 @@ std::string AsyncCheckpointer::poll(bool wait) {
   }
   for (int r = 0; r < n; ++r)
     if (states[static_cast<size_t>(r)] == kFailed) fail(r);
-  if (std::any_of(states.begin(), states.end(), [](int64_t s) { return s == kRunning; })) return "";
-  if (writer_.joinable()) writer_.join();
-  in_flight_ = false;  // whatever the commit does, this save is over
-  model_host_->release();  // the device copies of a CUDA snapshot go (this thread made them)
-  optimizer_host_->release();
-  return commit_train_checkpoint(snap_, keep_, crash_before_commit_);
+  return states;
+}
+
+bool AsyncCheckpointer::poll(bool wait) {
+  if (!in_flight_) return false;
+  for (;;) {
+    if (wait && writer_.joinable()) writer_.join();
+    const std::vector<int64_t> states = exchange();
+    if (std::any_of(states.begin(), states.end(), [](int64_t s) { return s == kRunning; })) return false;
+    if (writer_.joinable()) writer_.join();
+    if (committing_) {  // rank 0 renamed: the save is over
+      in_flight_ = false;
+      return true;
+    }
+    // every rank's files are written and fsynced: the device copies go, and rank 0 commits in the
+    // background (indexes, config.json, state.json, the rename, retention); the others have
+    // nothing left to do
+    model_host_->release();
+    optimizer_host_->release();
+    if (crash_before_commit_) {
+      in_flight_ = false;
+      ST_THROW(Error, "test seam crash_before_commit (SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT): stopping before the rename of "
+                          << snap_.tmp);
+    }
+    committing_ = true;
+    if (snap_.lead)
+      run_in_background([this] { commit_train_checkpoint(snap_, keep_); });
+    else
+      state_.store(kDone);
+    if (!wait) return false;
+  }
 }
 
 void AsyncCheckpointer::fail(int failed) {
   if (writer_.joinable()) writer_.join();
   in_flight_ = false;
+  const char* what = committing_ ? "the commit" : "the writer";
   model_host_->release();
   optimizer_host_->release();
   const int n = world_ ? world_->size() : 1, rank = world_ ? world_->rank() : 0;
@@ -94,7 +126,7 @@ void AsyncCheckpointer::fail(int failed) {
     for (int64_t i = 0; i < kCauseChars && got.data<int32_t>()[i] != 0; ++i)
       cause += static_cast<char>(got.data<int32_t>()[i]);
   }
-  ST_THROW(IOError, "asynchronous checkpoint of step " << snap_.state.step << ": the writer of rank " << failed
+  ST_THROW(IOError, "asynchronous checkpoint of step " << snap_.state.step << ": " << what << " of rank " << failed
                                                        << " failed: " << cause);
 }
 

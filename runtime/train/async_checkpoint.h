@@ -1,15 +1,16 @@
-// AsyncCheckpointer: --async-checkpoint 1 (docs/checkpoints.md). At a step boundary the training
-// thread takes the snapshot (runtime/train/train_checkpoint.h: the temporary directory, this
-// rank's share copied to host memory — page-locked from CUDA — with every collective on this
-// thread), then a background thread writes and fsyncs this rank's files while training goes on.
-// At most one save is in flight. Every rank calls poll() at the same step boundaries while one is
-// (the trainer: after every step), which exchanges each rank's writer state over the world (one
-// small all-reduce): when every writer finished, rank 0 commits (indexes, config.json,
-// state.json, the one rename, retention) on the training thread; when any writer failed, every
-// rank throws the same IOError naming the lowest failed rank and its cause, so no rank hangs and
-// the job ends with one line. A crash before the commit leaves the previous checkpoint the
-// newest. The background thread makes no collective call and touches no tensor (MPI is initialised
-// FUNNELED; the CUDA copies were queued by the training thread).
+// AsyncCheckpointer: --async-checkpoint 1 (docs/design.md "Contract: checkpoints"). At a step
+// boundary the training thread takes the snapshot (runtime/train/train_checkpoint.h: the
+// temporary directory, this rank's share copied to host memory — from CUDA through a device copy
+// and pinned memory — with every collective on this thread); then a background thread writes and
+// fsyncs this rank's files while training goes on. At most one save is in flight. Every rank
+// calls poll() at the same step boundaries while one is (the trainer: after every step), which
+// exchanges each rank's state over the world (one small all-reduce): when every writer finished,
+// rank 0 commits (indexes, config.json, state.json, the one rename, retention) on its background
+// thread, and a later exchange ends the save; when any rank's work failed, every rank throws the
+// same IOError naming the lowest failed rank and its cause, so no rank hangs and the job ends with
+// one line. A crash before the rename leaves the previous checkpoint the newest. The background
+// thread makes no collective call and touches no tensor (MPI is initialised FUNNELED; the CUDA
+// copies were queued by the training thread, which also frees the device copies).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "runtime/train/train_checkpoint.h"
@@ -41,15 +43,19 @@ class AsyncCheckpointer {
   std::shared_ptr<HostStaging> optimizer_host() const { return optimizer_host_; }
   // Starts the writer of `snap` (none in flight: poll(true) first).
   void start(CheckpointSnapshot snap);
-  // Collective over the world while a save is in flight (a no-op otherwise). `wait`: this rank's
-  // writer is joined first (the next save is due, the run ends), so the save commits now; else
-  // it commits only when every rank's writer has finished. Throws IOError when any failed.
-  // Returns the committed directory on rank 0 ("" elsewhere, or when nothing committed).
-  std::string poll(bool wait);
+  // Collective over the world while a save is in flight (a no-op otherwise): every rank's state is
+  // exchanged; once every writer finished, rank 0 commits in the background (indexes,
+  // config.json, state.json, the rename, retention), and the next exchange that sees it done ends
+  // the save. `wait` (the next save is due, the run ends): this rank's work is joined first, so
+  // the save is over on return. Throws IOError when any rank's writer (or rank 0's commit) failed.
+  // True when the save ended here (committed).
+  bool poll(bool wait);
 
  private:
   enum : int64_t { kRunning = 0, kDone = 1, kFailed = 2 };
   [[noreturn]] void fail(int rank);  // every rank: the failed rank's cause, broadcast from it
+  void run_in_background(std::function<void()> work);  // on writer_, its outcome in state_ / error_
+  std::vector<int64_t> exchange();   // every rank's state_ (collective); throws through fail()
 
   std::shared_ptr<comm::Communicator> world_;
   int64_t keep_;
@@ -58,6 +64,7 @@ class AsyncCheckpointer {
   std::shared_ptr<HostStaging> model_host_, optimizer_host_;
   CheckpointSnapshot snap_;
   bool in_flight_ = false;
+  bool committing_ = false;  // every writer finished; rank 0's commit runs (or ran)
   std::thread writer_;
   std::atomic<int64_t> state_{kRunning};
   std::string error_;  // the writer's cause (read after state_ says kFailed)
