@@ -16,10 +16,11 @@
 # The end-of-run wait for the last asynchronous write is printed, not counted (the run is over).
 # → OUTDIR/summary.txt, OUTDIR/{none,sync,async}.{jsonl,log}
 # Env: BUILD (build), DEVICE (cuda; cpu with TINY=1 checks the command lines at tiny sizes),
-# STEPS (30), WARMUP (5), EVERY (10), MICRO (8), PRECISION (bf16; fp32 on the CPU), BUDGET_S (570).
+# STEPS (30), WARMUP (5), EVERY (10), MICRO (8), PRECISION (bf16; fp32 on the CPU), BUDGET_S (570),
+# MODEL (the model flags instead of GPT-2 124M's, with --seq-len: docs/PERFORMANCE.md's CPU run).
 set -u
 cd "$(dirname "$0")/../.."
-[ $# -ge 1 ] || { sed -n 2,22p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,23p "$0"; exit 2; }
 OUT=$1
 BUILD=${BUILD:-build}
 DEVICE=${DEVICE:-cuda}
@@ -39,12 +40,14 @@ note "date $(date -u +%FT%TZ)  commit ${COMMIT:-$(git rev-parse --short HEAD 2>/
 ST="$BUILD/shardtrain"
 [ -x "$ST" ] || { echo "async_checkpoint_bench: no $ST (build the shardtrain target first)"; exit 1; }
 
-if [ "${TINY:-0}" = 1 ]; then
+if [ -n "${MODEL:-}" ]; then
+  GPT=$MODEL; T=$(echo "$MODEL" | sed -n 's/.*--seq-len \([0-9]*\).*/\1/p')
+elif [ "${TINY:-0}" = 1 ]; then
   GPT="--model gpt --layers 2 --d-model 64 --heads 2 --seq-len 32"; T=32; MICRO=2
 else
   GPT="--model gpt --layers 12 --d-model 768 --heads 12 --seq-len 1024"; T=1024
 fi
-GPT="$GPT --vocab 50304"  # GPT-2's vocabulary padded to a multiple of 128
+[ -n "${MODEL:-}" ] || GPT="$GPT --vocab 50304"  # GPT-2's vocabulary padded to a multiple of 128
 N=$((WARMUP + STEPS))
 source launch/gpu/tokens.sh
 TOK="$OUT/tokens.bin"
@@ -81,8 +84,9 @@ if len(base) != n:
     print("no baseline run"); sys.exit(0)
 med = statistics.median(r["step_ms"] for r in base[warm:])
 print("median step without saves: %.1f ms" % med)
-print("| mode | saves | boundary ms / save | slowdown ms / save | overhead / save | % of a step | last write at the end ms |")
-print("|---|---|---|---|---|---|---|")
+print("| mode | saves | boundary ms / save | slowdown ms / save | overhead / save | % of a step | median step ms | last write at the end ms |")
+print("|---|---|---|---|---|---|---|---|")
+print("| none | 0 | — | — | — | — | %.1f | — |" % med)
 in_run = len([s for s in range(warm + 1, n + 1) if s % every == 0 and s != n])  # saves inside the timed steps
 for mode in ("sync", "async"):
     rows, b = steps(mode), boundary(mode)
@@ -91,6 +95,7 @@ for mode in ("sync", "async"):
     saves, ms, end = b
     slow = (sum(r["step_ms"] for r in rows[warm:]) - sum(r["step_ms"] for r in base[warm:])) / max(in_run, 1)
     over = ms + slow
-    print("| %s | %d | %.1f | %.1f | %.1f | %.2f %% | %s |" % (mode, saves, ms, slow, over, 100 * over / med,
-                                                          "%.0f" % end if mode == "async" else "—"))
+    print("| %s | %d | %.1f | %.1f | %.1f | %.2f %% | %.1f | %s |" % (
+        mode, saves, ms, slow, over, 100 * over / med, statistics.median(r["step_ms"] for r in rows[warm:]),
+        "%.0f" % end if mode == "async" else "—"))
 PY
