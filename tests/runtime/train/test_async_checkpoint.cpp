@@ -12,7 +12,8 @@
 //       gradient norm (==) at steps 3-5 and the same step_5 files as the uninterrupted run;
 //   (3) a writer that fails on the last rank at step 4 ends run_parallel_training on every rank
 //       (none hangs: this binary would time out) with IOError naming that rank and the cause,
-//       and step 2 stays the newest checkpoint (4 was never committed).
+//       and step 2 stays the newest checkpoint (4 was never committed); so does a crash right
+//       before the rename (TrainSeams::crash_before_commit) in a run resumed from step 2.
 // Cost: about 3 s at np 1 and 6 s at np 2 on 2 cores.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -237,6 +238,20 @@ TEST(AsyncCheckpoint, AFailedWriterEndsEveryRankNamingItAndLeavesThePreviousChec
     barrier();
     if (world_rank() == 0) {
       EXPECT_EQ(CheckpointDir(c.checkpoint_dir).latest(), CheckpointDir(c.checkpoint_dir).path_for(2)) << layout;
+    }
+    barrier();
+    // a crash right before the rename (every rank throws once every writer finished): resumed
+    // from step 2, the run's step 4 is never renamed and step 2 stays the newest
+    TrainConfig r = c;
+    r.resume = true;
+    r.metrics.clear();
+    TrainSeams crash;
+    crash.crash_before_commit = true;
+    EXPECT_THROW(run_parallel_training(r, crash), Error) << layout;
+    barrier();
+    if (world_rank() == 0) {
+      EXPECT_EQ(CheckpointDir(c.checkpoint_dir).latest(), CheckpointDir(c.checkpoint_dir).path_for(2)) << layout;
+      EXPECT_TRUE(fs::exists(CheckpointDir(c.checkpoint_dir).temp_path_for(4))) << layout << ": the crash's leftover";
     }
     barrier();
   }
