@@ -159,6 +159,10 @@ OptionTable train_options(TrainConfig& c) {
     "--resume also one step folder DIR/step_N (resumed; it must be DIR's newest)");
   I("checkpoint-every", "run", c.checkpoint_every, "N", "checkpoint every N steps; 0: only at the end if a dir is set");
   I("keep-checkpoints", "run", c.keep_checkpoints, "N", "keep the newest N checkpoints; 0: all");
+  B("async-checkpoint", "run", c.async_checkpoint,
+    "write checkpoints in the background: the step boundary copies each rank's share to host memory, a "
+    "thread writes it while training goes on (at most one save in flight; committed at a later step "
+    "boundary, the same files); 0: written at the step boundary");
   B("resume", "run", c.resume,
     "continue from the newest complete checkpoint in --checkpoint-dir, or the step folder it names (a dir that "
     "exists and holds none: start fresh, and say so; a dir that does not exist: an error)");

@@ -72,6 +72,14 @@ runtime::TrainSeams train_seams_from_environment() {
     };
   }
   seams.crash_before_commit = flag("SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT");
+  if (const char* r = var("SHARDTRAIN_TEST_CHECKPOINT_WRITER_FAIL")) {
+    const int fail = static_cast<int>(whole_number(r, "SHARDTRAIN_TEST_CHECKPOINT_WRITER_FAIL"));
+    seams.checkpoint_writer = [fail](int64_t step, int rank) {
+      if (rank == fail)
+        ST_THROW(IOError, "test seam SHARDTRAIN_TEST_CHECKPOINT_WRITER_FAIL: rank " << rank
+                              << "'s writer stops after the model part of step " << step);
+    };
+  }
   seams.skip_grad_comm = flag("SHARDTRAIN_TEST_SKIP_GRAD_COMM");
   return seams;
 }

@@ -26,6 +26,11 @@ class PinnedBuffer {
   // on it before), asynchronous, ordered on the device after the block's previous copy; records
   // the fence: the bytes are in the block once it passed (query() or wait()).
   void download_async(const void* src, size_t bytes, size_t offset = 0);
+  // The same copy on the block's own copy stream (made at first use), after everything queued on
+  // the current stream so far: the current stream goes on at once, so the copy overlaps the work
+  // queued after it. `src` must hold its bytes, unchanged and allocated, until the fence passed
+  // (a copy made for it: runtime/parallel/state_sharding.h's HostStaging).
+  void download_async_behind(const void* src, size_t bytes, size_t offset = 0);
   // data()[offset, offset + bytes) → device `dst` on the current stream, asynchronous; records the
   // fence after the copy (the block must not be written until it has passed).
   void upload_async(void* dst, size_t bytes, size_t offset = 0);
@@ -41,6 +46,8 @@ class PinnedBuffer {
   size_t bytes_ = 0;
   void* fence_ = nullptr;  // cudaEvent_t, created with the block (null in CPU builds)
   bool pending_ = false;   // a copy recorded on fence_ may still read or write the block
+  void* copy_stream_ = nullptr;  // cudaStream_t of download_async_behind (null until used)
+  void* mark_ = nullptr;         // cudaEvent_t: the current stream's point the copy stream waits for
 };
 
 // Page-locked blocks allocated by PinnedBuffer since the process started (for tests: a staging

@@ -14,6 +14,9 @@ struct CheckpointOptions {
   int64_t keep_checkpoints = 3;  // 0: all
   bool resume = false;
   bool overwrite_checkpoints = false;  // a fresh run may write into a dir holding checkpoints
+  // The files written by a background thread while training goes on (the step boundary copies
+  // this rank's share to host memory; at most one save in flight): runtime/train/async_checkpoint.h.
+  bool async_checkpoint = false;
   // Not a flag: --checkpoint-dir named one step folder (ROOT/step_N); launch/ then sets
   // checkpoint_dir to ROOT and this to N, the step --resume continues (-1: ROOT's newest).
   int64_t resume_step = -1;

@@ -514,10 +514,18 @@ void SafetensorsWriter::write(const Tensor& t) {
   Tensor c = t.detach();
   if (c.is_cuda()) c = c.to(Device::cpu);
   c = c.contiguous();
-  if (c.nbytes() > 0) write_all(fd_, c.data_ptr(), c.nbytes(), path_);
-  const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
-  for (uint64_t at = 0; at < c.nbytes(); at += kChecksumChunkBytes)  // one checksum per chunk
-    chunks_ += checksum_hex(checksum64(bytes + at, std::min<uint64_t>(kChecksumChunkBytes, c.nbytes() - at)));
+  write_bytes(c.data_ptr(), c.nbytes());
+}
+
+void SafetensorsWriter::write_bytes(const void* data, size_t n) {
+  if (next_ >= specs_.size()) ST_FILE_ERROR(path_, "more tensors than the header lists (" << specs_.size() << ")");
+  const Spec& s = specs_[next_];
+  const uint64_t want = static_cast<uint64_t>(shape_numel(s.shape)) * dtype_size(s.dtype);
+  if (n != want) ST_FILE_ERROR(path_, "tensor '" << s.name << "' is " << n << " bytes, the header says " << want);
+  if (n > 0) write_all(fd_, data, n, path_);
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (uint64_t at = 0; at < n; at += kChecksumChunkBytes)  // one checksum per chunk
+    chunks_ += checksum_hex(checksum64(bytes + at, std::min<uint64_t>(kChecksumChunkBytes, n - at)));
   ++next_;
 }
 

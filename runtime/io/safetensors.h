@@ -144,6 +144,9 @@ class SafetensorsWriter {
   SafetensorsWriter(const SafetensorsWriter&) = delete;
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
   void write(const Tensor& t);  // the next tensor of the header's order; its dtype and shape
+  // The next tensor's bytes, contiguous, as many as its dtype and shape take (what write() does
+  // after its copy to the host; touches no tensor, so a writer thread may call it).
+  void write_bytes(const void* data, size_t bytes);
   void finish();                // after the last tensor: fsync, close
 
  private:

@@ -1,12 +1,16 @@
 // Writing a checkpoint's parts: a plan (what this rank writes, in order), one all-gather of the
-// per-rank counts (file names), then a streaming write with the tp groups' assemblies in turn.
+// per-rank counts (file names), then a streaming write with the tp groups' assemblies in turn —
+// or, for an asynchronous save, the same plan and assemblies copied into host memory
+// (snapshot_parts) and written later without collectives (write_snapshot).
 #include "runtime/parallel/state_sharding.h"
 
+#include <cstring>
 #include <filesystem>
 
 #include "runtime/io/safetensors.h"
 #include "runtime/io/safetensors_index.h"
 #include "tensor/autograd.h"
+#include "tensor/pinned.h"
 
 namespace st::runtime {
 namespace {
@@ -47,14 +51,18 @@ Tensor assemble(const Item& it, comm::Communicator& tp) {
   return full;
 }
 
-}  // namespace
+// What this rank writes of `state`, in order, and the file names (one all-gather of the counts).
+struct Plan {
+  std::vector<Item> items;
+  std::vector<SafetensorsWriter::Spec> specs;  // the items this rank writes
+  std::vector<std::string> files;              // every writing rank's
+  int mine = -1;                               // this rank's index into files; −1: none
+};
 
-std::vector<std::string> write_parts(const std::string& dir, const std::string& base, const NamedTensors& state,
-                                     const ShardRule& rule, const WrittenElsewhere& elsewhere,
-                                     const StateSharding& sharding, const std::map<std::string, std::string>& metadata) {
-  NoGradGuard ng;
+Plan make_plan(const std::string& base, const NamedTensors& state, const ShardRule& rule,
+               const WrittenElsewhere& elsewhere, const StateSharding& sharding) {
+  Plan p;
   const int tp = sharding.tp ? sharding.tp->size() : 1;
-  std::vector<Item> plan;
   int turn = 0;  // split tensors round-robin over the tp group
   for (auto& [name, t] : state) {
     if (!sharding.writes || (elsewhere && elsewhere(name))) continue;
@@ -62,40 +70,130 @@ std::vector<std::string> write_parts(const std::string& dir, const std::string& 
     it.split = it.spec.kind == ShardSpec::Kind::split && !t.shape().empty();
     it.full = it.split ? full_shape(t.shape(), it.spec, tp) : t.shape();
     if (it.split) it.writes = turn++ % tp == sharding.tp->rank();
-    plan.push_back(std::move(it));
+    p.items.push_back(std::move(it));
   }
-  std::vector<SafetensorsWriter::Spec> specs;
-  for (const Item& it : plan)
-    if (it.writes) specs.push_back({it.name, it.local.dtype(), it.full});
+  for (const Item& it : p.items)
+    if (it.writes) p.specs.push_back({it.name, it.local.dtype(), it.full});
 
   // every rank's count → the file names
   const int world = sharding.world ? sharding.world->size() : 1;
-  std::vector<int64_t> counts{static_cast<int64_t>(specs.size())};
+  std::vector<int64_t> counts{static_cast<int64_t>(p.specs.size())};
   if (world > 1) {
     Tensor all = Tensor::empty({world}, DType::i64);  // (world)
     sharding.world->all_gather(Tensor::from_vector(counts, {1}), all)->wait();
-    const int64_t* p = all.data<int64_t>();
-    counts.assign(p, p + world);
+    const int64_t* c = all.data<int64_t>();
+    counts.assign(c, c + world);
   }
-  int n = 0, mine = -1;
+  int n = 0;
   for (int r = 0; r < world; ++r)
     if (counts[static_cast<size_t>(r)] > 0) {
-      if (r == sharding.rank()) mine = n;
+      if (r == sharding.rank()) p.mine = n;
       ++n;
     }
-  std::vector<std::string> files;
-  for (int k = 0; k < n; ++k) files.push_back(n == 1 ? base + ".safetensors" : shard_file_name(base, k + 1, n));
+  for (int k = 0; k < n; ++k) p.files.push_back(n == 1 ? base + ".safetensors" : shard_file_name(base, k + 1, n));
+  return p;
+}
 
+}  // namespace
+
+std::vector<std::string> write_parts(const std::string& dir, const std::string& base, const NamedTensors& state,
+                                     const ShardRule& rule, const WrittenElsewhere& elsewhere,
+                                     const StateSharding& sharding, const std::map<std::string, std::string>& metadata) {
+  NoGradGuard ng;
+  const Plan plan = make_plan(base, state, rule, elsewhere, sharding);
   std::unique_ptr<SafetensorsWriter> out;
-  if (mine >= 0)
-    out = std::make_unique<SafetensorsWriter>((std::filesystem::path(dir) / files[static_cast<size_t>(mine)]).string(),
-                                              specs, metadata);
-  for (const Item& it : plan) {
+  if (plan.mine >= 0)
+    out = std::make_unique<SafetensorsWriter>(
+        (std::filesystem::path(dir) / plan.files[static_cast<size_t>(plan.mine)]).string(), plan.specs, metadata);
+  for (const Item& it : plan.items) {
     const Tensor t = it.split ? assemble(it, *sharding.tp) : it.local;
     if (it.writes) out->write(t);
   }
   if (out) out->finish();
-  return files;
+  return plan.files;
+}
+
+HostStaging::HostStaging() = default;
+HostStaging::~HostStaging() = default;
+
+void HostStaging::reserve(size_t bytes, bool pinned) {
+  release();
+  const size_t want = std::max<size_t>(bytes, 1);
+  if (want <= bytes_ && (pinned == (pinned_ != nullptr))) return;
+  pinned_.reset();
+  plain_.reset();
+  if (pinned)
+    pinned_ = std::make_unique<cuda::PinnedBuffer>(want);
+  else
+    plain_.reset(new unsigned char[want]);  // uninitialised: every byte read is copied in first
+  bytes_ = want;
+}
+
+void HostStaging::copy_in(const Tensor& t, size_t offset) {
+  const Tensor c = t.detach().contiguous();
+  ST_CHECK(offset + c.nbytes() <= bytes_, Error, "HostStaging: " << c.nbytes() << " bytes at " << offset
+                                                     << " past the block's " << bytes_);
+  if (c.nbytes() == 0) return;
+  if (c.is_cuda()) {
+    ST_CHECK(pinned_ != nullptr, Error, "HostStaging: a CUDA tensor into plain host memory");
+    Tensor copy = c.clone();  // the current stream, after the step; nothing else writes it
+    pinned_->download_async_behind(copy.data_ptr(), copy.nbytes(), offset);
+    held_.push_back(std::move(copy));
+  } else {
+    std::memcpy(const_cast<unsigned char*>(data()) + offset, c.data_ptr(), c.nbytes());
+  }
+}
+
+void HostStaging::wait() {
+  if (pinned_) pinned_->wait();
+}
+
+void HostStaging::release() {
+  wait();
+  held_.clear();
+}
+
+const unsigned char* HostStaging::data() const {
+  return pinned_ ? static_cast<const unsigned char*>(pinned_->data()) : plain_.get();
+}
+
+PartSnapshot snapshot_parts(const std::string& base, const NamedTensors& state, const ShardRule& rule,
+                            const WrittenElsewhere& elsewhere, const StateSharding& sharding,
+                            std::shared_ptr<HostStaging> host, const std::map<std::string, std::string>& metadata) {
+  NoGradGuard ng;
+  const Plan plan = make_plan(base, state, rule, elsewhere, sharding);
+  PartSnapshot snap;
+  snap.files = plan.files;
+  if (plan.mine >= 0) snap.file = plan.files[static_cast<size_t>(plan.mine)];
+  snap.specs = plan.specs;
+  snap.metadata = metadata;
+  snap.host = std::move(host);
+  size_t total = 0;
+  bool on_cuda = false;
+  for (const SafetensorsWriter::Spec& s : plan.specs) {
+    snap.offsets.push_back(total);
+    total += static_cast<size_t>(shape_numel(s.shape)) * dtype_size(s.dtype);
+  }
+  for (const Item& it : plan.items) on_cuda = on_cuda || it.local.is_cuda();
+  snap.host->reserve(total, on_cuda);
+  size_t k = 0;
+  for (const Item& it : plan.items) {
+    const Tensor t = it.split ? assemble(it, *sharding.tp) : it.local;  // every tp rank takes part
+    if (it.writes) snap.host->copy_in(t, snap.offsets[k++]);
+  }
+  return snap;
+}
+
+void write_snapshot(const std::string& dir, const PartSnapshot& snap) {
+  if (snap.file.empty()) return;
+  SafetensorsWriter out((std::filesystem::path(dir) / snap.file).string(), snap.specs, snap.metadata);
+  snap.host->wait();
+  const unsigned char* base = snap.host->data();
+  for (size_t k = 0; k < snap.specs.size(); ++k) {
+    const SafetensorsWriter::Spec& s = snap.specs[k];
+    out.write_bytes(base + snap.offsets[k], static_cast<size_t>(shape_numel(s.shape)) * dtype_size(s.dtype));
+  }
+  out.finish();
 }
 
 }  // namespace st::runtime

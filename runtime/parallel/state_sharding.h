@@ -22,6 +22,11 @@
 #include "comm/communicator.h"
 #include "runtime/common/named_tensors.h"
 #include "runtime/common/shard_spec.h"
+#include "runtime/io/safetensors.h"
+
+namespace st::cuda {
+class PinnedBuffer;
+}
 
 namespace st::runtime {
 
@@ -43,5 +48,55 @@ std::vector<std::string> write_parts(const std::string& dir, const std::string& 
                                      const ShardRule& rule, const WrittenElsewhere& elsewhere,
                                      const StateSharding& sharding,
                                      const std::map<std::string, std::string>& metadata = {});
+
+// Asynchronous saving (docs/checkpoints.md "--async-checkpoint"): the same share, copied into host
+// memory by snapshot_parts on the calling thread (the collectives: the file names' all-gather, the
+// tp groups' assemblies), then written by write_snapshot, which makes no collective call and
+// touches no tensor, so a background thread may run it while training goes on.
+
+// Host memory a snapshot is copied into, kept from one save to the next (the sizes repeat; grown
+// when short). CPU tensors: plain host memory, a memcpy at once. CUDA tensors: page-locked
+// (st::cuda::PinnedBuffer); each tensor is first copied on the device (on the current stream, after
+// the step that made it: the next step may change the original) and that copy goes to the host on
+// the block's own copy stream, overlapping the steps that follow; the device copies (one of this
+// rank's share) are held until release().
+class HostStaging {
+ public:
+  HostStaging();
+  ~HostStaging();
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+  void reserve(size_t bytes, bool pinned);  // at least `bytes`; drops what was held (nothing in flight)
+  void copy_in(const Tensor& t, size_t offset);  // t's bytes → [offset, offset + nbytes)
+  void wait();  // until every copy_in is in the block (CUDA: the fence; any thread)
+  void release();  // wait(), then the device copies go (the thread that made them)
+  const unsigned char* data() const;
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::vector<Tensor> held_;  // the device copies being downloaded (destroyed after pinned_)
+  std::unique_ptr<cuda::PinnedBuffer> pinned_;
+  std::unique_ptr<unsigned char[]> plain_;
+  size_t bytes_ = 0;
+};
+
+// One part's share of this rank, in host memory.
+struct PartSnapshot {
+  std::vector<std::string> files;  // every writing rank's file (relative to the directory), as write_parts returns
+  std::string file;                // this rank's; "" when it writes nothing
+  std::vector<SafetensorsWriter::Spec> specs;  // its tensors, in the file's order
+  std::vector<size_t> offsets;     // where each one's bytes start in `host`
+  std::map<std::string, std::string> metadata;
+  std::shared_ptr<HostStaging> host;
+};
+
+// Collective exactly as write_parts (the same calls, in the same order): this rank's share of
+// `state` copied into `host` (reserved here). Nothing is written.
+PartSnapshot snapshot_parts(const std::string& base, const NamedTensors& state, const ShardRule& rule,
+                            const WrittenElsewhere& elsewhere, const StateSharding& sharding,
+                            std::shared_ptr<HostStaging> host, const std::map<std::string, std::string>& metadata = {});
+// Writes and fsyncs this rank's file of `snap` into DIR (nothing when it writes none); waits for
+// the host copies first. No collective, no tensor: safe on a background thread.
+void write_snapshot(const std::string& dir, const PartSnapshot& snap);
 
 }  // namespace st::runtime

@@ -152,6 +152,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"checkpoint-every", num(c.checkpoint_every)},
       {"resume", flag(c.resume)},
       {"overwrite-checkpoints", flag(c.overwrite_checkpoints)},
+      {"async-checkpoint", flag(c.async_checkpoint)},
       {"trace", path_or_none(c.trace)},
   };
 }

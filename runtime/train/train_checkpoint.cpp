@@ -66,33 +66,32 @@ void index_if_sharded(const std::string& dir, const std::string& base, const std
   if (files.size() > 1) write_safetensors_index(dir, base, files);
 }
 
-}  // namespace
-
-std::string save_train_checkpoint(const std::string& root, const TrainState& state, const nlohmann::json& model_config,
-                                  const NamedTensors& weights, const NamedTensors& optimizer_state,
-                                  const ShardRule& rule, const WrittenElsewhere& elsewhere,
-                                  const StateSharding& sharding, int64_t keep, bool crash_before_commit) {
+// Rank 0 creates the temporary directory (removing stale ones first); a barrier: it exists,
+// empty, for every rank. Returns its path.
+std::string begin_temp(const std::string& root, int64_t step, const StateSharding& sharding) {
   CheckpointDir dir(root);
-  const bool lead = sharding.rank() == 0;
-  if (lead) {
+  if (sharding.rank() == 0) {
     dir.remove_stale();
-    dir.begin(state.step);
+    dir.begin(step);
   }
-  barrier(sharding);  // the temporary directory exists, empty, for every rank
-  const std::string tmp = dir.temp_path_for(state.step);
-  const std::vector<std::string> model_files =
-      write_parts(tmp, "model", weights, rule, elsewhere, sharding, {{"format", "pt"}});
-  // optimizer keys: "step" is rank 0's; "<slot>.<param>" goes with its parameter
-  const ShardRule state_rule = rule ? optimizer_state_shard_rule(rule) : nullptr;
-  const WrittenElsewhere state_elsewhere = [&](const std::string& key) {
+  barrier(sharding);
+  return dir.temp_path_for(step);
+}
+
+// optimizer keys: "step" is rank 0's; "<slot>.<param>" goes with its parameter
+WrittenElsewhere optimizer_elsewhere(const WrittenElsewhere& elsewhere, bool lead) {
+  return [elsewhere, lead](const std::string& key) {
     if (key == "step") return !lead;
     const size_t dot = key.find('.');
     return dot != std::string::npos && elsewhere && elsewhere(key.substr(dot + 1));
   };
-  const std::vector<std::string> state_files =
-      write_parts(tmp, "optimizer", optimizer_state, state_rule, state_elsewhere, sharding);
-  barrier(sharding);  // every rank's files are written and fsynced
-  std::string final_path;
+}
+
+// After every rank's files are written and fsynced (the caller's barrier): rank 0 writes the
+// indexes, config.json and state.json; the seam; rank 0 renames and keeps the newest `keep`.
+std::string commit(const std::string& root, const std::string& tmp, const TrainState& state,
+                   const nlohmann::json& model_config, const std::vector<std::string>& model_files,
+                   const std::vector<std::string>& state_files, bool lead, int64_t keep, bool crash_before_commit) {
   if (lead) {
     index_if_sharded(tmp, "model", model_files);
     index_if_sharded(tmp, "optimizer", state_files);
@@ -109,11 +108,59 @@ std::string save_train_checkpoint(const std::string& root, const TrainState& sta
   }
   if (crash_before_commit)
     ST_THROW(Error, "test seam crash_before_commit (SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT): stopping before the rename of " << tmp);
+  std::string final_path;
   if (lead) {
+    CheckpointDir dir(root);
     final_path = dir.commit(state.step);
     dir.keep_last(keep);
   }
   return final_path;
+}
+
+}  // namespace
+
+std::string save_train_checkpoint(const std::string& root, const TrainState& state, const nlohmann::json& model_config,
+                                  const NamedTensors& weights, const NamedTensors& optimizer_state,
+                                  const ShardRule& rule, const WrittenElsewhere& elsewhere,
+                                  const StateSharding& sharding, int64_t keep, bool crash_before_commit) {
+  const bool lead = sharding.rank() == 0;
+  const std::string tmp = begin_temp(root, state.step, sharding);
+  const std::vector<std::string> model_files =
+      write_parts(tmp, "model", weights, rule, elsewhere, sharding, {{"format", "pt"}});
+  const ShardRule state_rule = rule ? optimizer_state_shard_rule(rule) : nullptr;
+  const std::vector<std::string> state_files = write_parts(tmp, "optimizer", optimizer_state, state_rule,
+                                                           optimizer_elsewhere(elsewhere, lead), sharding);
+  barrier(sharding);  // every rank's files are written and fsynced
+  return commit(root, tmp, state, model_config, model_files, state_files, lead, keep, crash_before_commit);
+}
+
+CheckpointSnapshot snapshot_train_checkpoint(const std::string& root, const TrainState& state,
+                                             const nlohmann::json& model_config, const NamedTensors& weights,
+                                             const NamedTensors& optimizer_state, const ShardRule& rule,
+                                             const WrittenElsewhere& elsewhere, const StateSharding& sharding,
+                                             std::shared_ptr<HostStaging> model_host,
+                                             std::shared_ptr<HostStaging> optimizer_host) {
+  CheckpointSnapshot s;
+  s.root = root;
+  s.state = state;
+  s.model_config = model_config;
+  s.lead = sharding.rank() == 0;
+  s.tmp = begin_temp(root, state.step, sharding);
+  s.model = snapshot_parts("model", weights, rule, elsewhere, sharding, std::move(model_host), {{"format", "pt"}});
+  const ShardRule state_rule = rule ? optimizer_state_shard_rule(rule) : nullptr;
+  s.optimizer = snapshot_parts("optimizer", optimizer_state, state_rule, optimizer_elsewhere(elsewhere, s.lead),
+                               sharding, std::move(optimizer_host));
+  return s;
+}
+
+void write_checkpoint_snapshot(const CheckpointSnapshot& s) {
+  write_snapshot(s.tmp, s.model);
+  write_snapshot(s.tmp, s.optimizer);
+}
+
+std::string commit_train_checkpoint(const CheckpointSnapshot& s, int64_t keep, bool crash_before_commit) {
+  return commit(s.root, s.tmp, s.state, s.model_config, s.model.files, s.optimizer.files, s.lead, keep,
+                crash_before_commit);
 }
 
 OpenedCheckpoint open_train_checkpoint(const std::string& path) {

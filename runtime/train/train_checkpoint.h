@@ -60,6 +60,34 @@ std::string save_train_checkpoint(const std::string& root, const TrainState& sta
                                   const ShardRule& rule, const WrittenElsewhere& elsewhere,
                                   const StateSharding& sharding, int64_t keep, bool crash_before_commit = false);
 
+// The same save in three parts, for --async-checkpoint (runtime/train/async_checkpoint.h):
+//   snapshot_train_checkpoint   collective, on the training thread: the temporary directory as
+//                               above, then this rank's share copied into host memory
+//                               (`model_host`, `optimizer_host`: kept by the caller from one save
+//                               to the next); the same collectives, in the same order, as the save
+//   write_checkpoint_snapshot   this rank's files written and fsynced: no collective, no tensor
+//                               (a background thread runs it while training goes on)
+//   commit_train_checkpoint     after every rank's write has finished (the caller's collective
+//                               says so): rank 0 writes the indexes, config.json, state.json and
+//                               renames, keeps the newest `keep`; the seam as above
+// The files are byte for byte those save_train_checkpoint writes for the same tensors.
+struct CheckpointSnapshot {
+  std::string root, tmp;  // the checkpoints' directory and this save's temporary one
+  TrainState state;
+  nlohmann::json model_config;
+  bool lead = false;      // rank 0
+  PartSnapshot model, optimizer;
+};
+CheckpointSnapshot snapshot_train_checkpoint(const std::string& root, const TrainState& state,
+                                             const nlohmann::json& model_config, const NamedTensors& weights,
+                                             const NamedTensors& optimizer_state, const ShardRule& rule,
+                                             const WrittenElsewhere& elsewhere, const StateSharding& sharding,
+                                             std::shared_ptr<HostStaging> model_host,
+                                             std::shared_ptr<HostStaging> optimizer_host);
+void write_checkpoint_snapshot(const CheckpointSnapshot& s);
+// Returns the final directory on rank 0, "" elsewhere.
+std::string commit_train_checkpoint(const CheckpointSnapshot& s, int64_t keep, bool crash_before_commit = false);
+
 // A checkpoint opened for reading: its state, and its weights and optimizer state as stores
 // (headers read; tensors read on request, each rank its part: runtime/parallel/state_io.h).
 struct OpenedCheckpoint {

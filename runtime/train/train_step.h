@@ -79,6 +79,11 @@ struct TrainSeams {
   // Every rank throws right before a checkpoint's rename, its files written (a crash mid-save;
   // SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT).
   bool crash_before_commit = false;
+  // Called with (the checkpoint's step, this rank of the world) on the asynchronous checkpoint
+  // writer's thread (--async-checkpoint 1) between its model and optimizer files: a throw is the
+  // writer failing mid-save (SHARDTRAIN_TEST_CHECKPOINT_WRITER_FAIL=RANK), a wait holds the write
+  // while training goes on (tests/runtime/train/test_async_checkpoint.cpp).
+  std::function<void(int64_t step, int rank)> checkpoint_writer;
   // The DP / ZeRO reducer skips its collectives and does everything else (the peer of
   // tests/bench/bench_dp_overlap; SHARDTRAIN_TEST_SKIP_GRAD_COMM).
   bool skip_grad_comm = false;

@@ -24,6 +24,7 @@
 #include "runtime/parallel/state_sharding.h"
 #include "runtime/parallel/parameter_sharding.h"
 #include "runtime/setup/train_config.h"
+#include "runtime/train/async_checkpoint.h"
 #include "runtime/train/gradient_source.h"
 #include "runtime/train/divergence.h"
 #include "runtime/train/nonfinite.h"
@@ -95,6 +96,10 @@ class Trainer {
   StepMetrics complete_step(const Pending& p);  // waits for its report
   bool sync_due(int64_t step) const;  // after `step` (from 1): a checkpoint, validation or the end
   void emit(const StepMetrics& m, MetricsWriter& metrics, Progress& bar);  // run()'s per-step work
+  // run()'s checkpoint work at a step boundary (collective): with --async-checkpoint 1 the save
+  // in flight commits once every rank's writer finished (`due`: waited for), then a due save
+  // starts in the background; else a due save is written here. Times the training thread's part.
+  void checkpoint_boundary(bool due);
   void record_memory(StepMetrics& m, Device device) const;   // the mem_* fields from the allocators
   // Collective (several ranks): the largest rank's mem_bytes and that rank, for the step line.
   void largest_memory(StepMetrics& m) const;
@@ -118,6 +123,10 @@ class Trainer {
   std::unique_ptr<TrainStep> runner_;    // made at the first step, from the scaler and optimizer as they are then
   StepMetrics step_memory_;              // mem_* of the last step that allocated (replays allocate nothing)
   Clock::time_point last_done_{};        // when the host saw the last step complete
+  std::unique_ptr<AsyncCheckpointer> async_;  // --async-checkpoint 1: made at the first save
+  int64_t saves_ = 0;                    // checkpoints started by run()
+  double save_stall_ms_ = 0;             // the training thread's time in checkpoint_boundary()
+  double end_wait_ms_ = 0;               // run()'s wait for the last asynchronous save
 };
 
 // One process (cfg.dp = tp = pp = 1; cfg.data required): trains, returns 0. Errors throw. Under

@@ -53,7 +53,30 @@ PinnedBuffer::~PinnedBuffer() {
   // process exit the CUDA runtime may already be gone).
   cudaEventSynchronize(fence_of(fence_));
   cudaEventDestroy(fence_of(fence_));
+  if (mark_) cudaEventDestroy(fence_of(mark_));
+  if (copy_stream_) cudaStreamDestroy(static_cast<cudaStream_t>(copy_stream_));
   cudaFreeHost(data_);
+}
+
+void PinnedBuffer::download_async_behind(const void* src, size_t bytes, size_t offset) {
+  ST_CHECK(fence_, DeviceError, "PinnedBuffer: device-to-host copy, but no CUDA device is visible");
+  ST_CHECK(offset + bytes <= bytes_, ValueError,
+           "PinnedBuffer: copy of " << bytes << " bytes at " << offset << " into a block of " << bytes_);
+  if (!copy_stream_) {
+    cudaStream_t cs = nullptr;
+    CHECK_CUDA(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    copy_stream_ = cs;
+    cudaEvent_t ev = nullptr;
+    CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    mark_ = ev;
+  }
+  cudaStream_t cs = static_cast<cudaStream_t>(copy_stream_);
+  CHECK_CUDA(cudaEventRecord(fence_of(mark_), current_stream()));  // what made src's bytes
+  CHECK_CUDA(cudaStreamWaitEvent(cs, fence_of(mark_), 0));
+  if (pending_) CHECK_CUDA(cudaStreamWaitEvent(cs, fence_of(fence_), 0));  // the block's last copy
+  CHECK_CUDA(cudaMemcpyAsync(static_cast<char*>(data_) + offset, src, bytes, cudaMemcpyDeviceToHost, cs));
+  CHECK_CUDA(cudaEventRecord(fence_of(fence_), cs));
+  pending_ = true;
 }
 
 void PinnedBuffer::download_async(const void* src, size_t bytes, size_t offset) {

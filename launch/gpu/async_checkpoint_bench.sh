@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Issue 33 item 5: what a checkpoint costs the training, GPT-2 124M (T 1024) on one GPU, with
+# --async-checkpoint 0 (the files written at the step boundary) and 1 (copied to pinned host
+# memory at the boundary, written by a background thread while training goes on), against no
+# checkpoint. Builds nothing: BUILD must hold a built `shardtrain`.
+#   usage: launch/gpu/async_checkpoint_bench.sh OUTDIR
+# Three runs of WARMUP + STEPS steps (B MICRO × T, fp32 masters, --precision PRECISION), the two
+# saving ones with --checkpoint-every EVERY into OUTDIR/ckpt_{sync,async} (the end's save too):
+#   boundary ms  the training thread's time at the step boundaries per save ("checkpoints:" line
+#                of `shardtrain train`): the whole save synchronously; the snapshot (and a commit)
+#                asynchronously
+#   slowdown ms  (Σ step_ms of the run − Σ step_ms of the run without saves) / saves in the run:
+#                what the background write (copies, disk, CPU) takes from the steps
+#   overhead     boundary + slowdown, per save, as % of the median step of the run without saves
+#                (issue 33 asks ≤ 5 % for the asynchronous save)
+# The end-of-run wait for the last asynchronous write is printed, not counted (the run is over).
+# → OUTDIR/summary.txt, OUTDIR/{none,sync,async}.{jsonl,log}
+# Env: BUILD (build), DEVICE (cuda; cpu with TINY=1 checks the command lines at tiny sizes),
+# STEPS (30), WARMUP (5), EVERY (10), MICRO (8), PRECISION (bf16; fp32 on the CPU), BUDGET_S (570),
+# MODEL (the model flags instead of GPT-2 124M's, with --seq-len: docs/PERFORMANCE.md's CPU run).
+set -u
+cd "$(dirname "$0")/../.."
+[ $# -ge 1 ] || { sed -n 2,23p "$0"; exit 2; }
+OUT=$1
+BUILD=${BUILD:-build}
+DEVICE=${DEVICE:-cuda}
+STEPS=${STEPS:-30}
+WARMUP=${WARMUP:-5}
+EVERY=${EVERY:-10}
+MICRO=${MICRO:-8}
+BUDGET_S=${BUDGET_S:-570}
+if [ "$DEVICE" = cuda ]; then PRECISION=${PRECISION:-bf16}; else PRECISION=${PRECISION:-fp32}; fi
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+note() { echo "$*" | tee -a "$OUT/summary.txt"; }
+cap() { local c=$(( BUDGET_S - SECONDS )); [ "$1" -lt "$c" ] && c=$1; echo $(( c > 5 ? c : 5 )); }
+: > "$OUT/summary.txt"
+note "date $(date -u +%FT%TZ)  commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}  device $DEVICE"
+[ "$DEVICE" = cuda ] && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | tee -a "$OUT/summary.txt"
+ST="$BUILD/shardtrain"
+[ -x "$ST" ] || { echo "async_checkpoint_bench: no $ST (build the shardtrain target first)"; exit 1; }
+
+if [ -n "${MODEL:-}" ]; then
+  GPT=$MODEL; T=$(echo "$MODEL" | sed -n 's/.*--seq-len \([0-9]*\).*/\1/p')
+elif [ "${TINY:-0}" = 1 ]; then
+  GPT="--model gpt --layers 2 --d-model 64 --heads 2 --seq-len 32"; T=32; MICRO=2
+else
+  GPT="--model gpt --layers 12 --d-model 768 --heads 12 --seq-len 1024"; T=1024
+fi
+[ -n "${MODEL:-}" ] || GPT="$GPT --vocab 50304"  # GPT-2's vocabulary padded to a multiple of 128
+N=$((WARMUP + STEPS))
+source launch/gpu/tokens.sh
+TOK="$OUT/tokens.bin"
+[ -f "$TOK" ] || tokens "$TOK" 50257 $(( N * MICRO * T + 1 ))
+note "GPT: $GPT  B $MICRO  $PRECISION  $N steps (the first $WARMUP not counted), a save every $EVERY"
+
+for mode in none sync async; do
+  extra=()
+  case $mode in
+    sync) extra=(--checkpoint-dir "$OUT/ckpt_sync" --checkpoint-every "$EVERY" --keep-checkpoints 2 --async-checkpoint 0) ;;
+    async) extra=(--checkpoint-dir "$OUT/ckpt_async" --checkpoint-every "$EVERY" --keep-checkpoints 2 --async-checkpoint 1) ;;
+  esac
+  rm -rf "$OUT/ckpt_$mode" "$OUT/$mode.jsonl"
+  t0=$SECONDS
+  timeout "$(cap 300)" "$ST" train $GPT --device "$DEVICE" --data "$TOK" --precision "$PRECISION" --micro-batch "$MICRO" \
+    --steps "$N" --lr 3e-4 --log-every 1000 --progress 0 --metrics "$OUT/$mode.jsonl" "${extra[@]}" > "$OUT/$mode.log" 2>&1
+  rc=$?
+  note "$mode rc=$rc ($((SECONDS - t0)) s) $(grep '^checkpoints:' "$OUT/$mode.log")"
+  [ $rc -eq 0 ] || tail -3 "$OUT/$mode.log" | tee -a "$OUT/summary.txt"
+done
+
+python3 - "$OUT" "$WARMUP" "$EVERY" "$N" <<'PY' | tee -a "$OUT/summary.txt"
+import json, os, re, statistics, sys
+out, warm, every, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+def steps(mode):
+    p = os.path.join(out, mode + ".jsonl")
+    return [json.loads(l) for l in open(p)] if os.path.exists(p) else []
+def boundary(mode):
+    m = re.search(r"^checkpoints: (\d+) \w+, ([\d.]+) ms per save at the step boundary(?:, ([\d.]+) ms for the last write)?",
+                  open(os.path.join(out, mode + ".log")).read(), re.M)
+    return (int(m.group(1)), float(m.group(2)), float(m.group(3) or 0)) if m else None
+base = steps("none")
+if len(base) != n:
+    print("no baseline run"); sys.exit(0)
+med = statistics.median(r["step_ms"] for r in base[warm:])
+print("median step without saves: %.1f ms" % med)
+print("| mode | saves | boundary ms / save | slowdown ms / save | overhead / save | % of a step | median step ms | last write at the end ms |")
+print("|---|---|---|---|---|---|---|---|")
+print("| none | 0 | — | — | — | — | %.1f | — |" % med)
+in_run = len([s for s in range(warm + 1, n + 1) if s % every == 0 and s != n])  # saves inside the timed steps
+for mode in ("sync", "async"):
+    rows, b = steps(mode), boundary(mode)
+    if len(rows) != n or not b:
+        print("| %s | failed |" % mode); continue
+    saves, ms, end = b
+    slow = (sum(r["step_ms"] for r in rows[warm:]) - sum(r["step_ms"] for r in base[warm:])) / max(in_run, 1)
+    over = ms + slow
+    print("| %s | %d | %.1f | %.1f | %.1f | %.2f %% | %.1f | %s |" % (
+        mode, saves, ms, slow, over, 100 * over / med, statistics.median(r["step_ms"] for r in rows[warm:]),
+        "%.0f" % end if mode == "async" else "—"))
+PY

@@ -1,0 +1,67 @@
+// The asynchronous checkpoint's CUDA path (runtime/parallel/state_sharding.h's HostStaging): a
+// snapshot of CUDA tensors, taken and then followed at once by kernels that overwrite the
+// originals (what the next training step does to weights and moments), is written with the values
+// the tensors held at the snapshot, bit for bit — the device copy is ordered after the values and
+// before the overwrite, the download on the copy stream waits for it, and the writer waits for
+// the download. Sizes from 4 bytes to 64 MiB (the large ones keep the copy stream busy while the
+// overwrites run). A second snapshot into the same staging (reused, as from one save to the next)
+// likewise. Fails without the device copy (the download would race the overwrite) or the fence.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "runtime/io/safetensors.h"
+#include "runtime/parallel/state_sharding.h"
+#include "tensor/cuda/runtime.h"
+#include "tensor/rng.h"
+#include "tensor/tensor.h"
+
+using namespace st;
+using namespace st::runtime;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Normal values on the CPU (seeded), moved to CUDA.
+Tensor cuda_normal(const Shape& shape, uint64_t seed) {
+  Tensor t = Tensor::empty(shape);
+  Generator gen(seed);
+  fill_normal(t, gen);
+  return t.to(Device::cuda);
+}
+
+void expect_bits(const Tensor& got, const Tensor& want, const std::string& name) {
+  ASSERT_EQ(got.shape(), want.shape()) << name;
+  ASSERT_EQ(got.nbytes(), want.nbytes()) << name;
+  EXPECT_EQ(std::memcmp(got.data_ptr(), want.data_ptr(), want.nbytes()), 0) << name << " differs";
+}
+
+}  // namespace
+
+TEST(GpuAsyncCheckpoint, TheSnapshotHoldsTheValuesOfItsStepWhileTheNextStepOverwritesThem) {
+  const std::string dir = (fs::temp_directory_path() / "st_gpu_async_checkpoint").string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto host = std::make_shared<HostStaging>();
+  for (int save = 0; save < 2; ++save) {
+    NamedTensors state;  // on CUDA, f32
+    state.push_back({"scalar", cuda_normal({1}, 10 + save)});
+    state.push_back({"small", cuda_normal({3, 5}, 20 + save)});
+    state.push_back({"large", cuda_normal({4096, 4096}, 30 + save)});  // 64 MiB
+    state.push_back({"odd", cuda_normal({1023, 17}, 40 + save)});
+    std::vector<Tensor> want;
+    for (auto& [name, t] : state) want.push_back(t.to(Device::cpu));
+    const PartSnapshot snap = snapshot_parts("model", state, nullptr, nullptr, StateSharding{}, host);
+    for (int k = 0; k < 20; ++k)  // the next steps: kernels on the current stream over the originals
+      for (auto& [name, t] : state) t.fill_(static_cast<double>(k + 1));
+    const std::string sub = dir + "/save" + std::to_string(save);
+    fs::create_directories(sub);
+    write_snapshot(sub, snap);  // waits for the downloads first
+    host->release();
+    const auto got = load_safetensors(sub + "/model.safetensors");
+    for (size_t i = 0; i < state.size(); ++i) expect_bits(got.at(state[i].first), want[i], state[i].first);
+    EXPECT_EQ(state[2].second.to(Device::cpu).data<float>()[0], 20.0f);  // the overwrite did run
+  }
+  fs::remove_all(dir);
+}
