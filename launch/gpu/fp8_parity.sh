@@ -103,7 +103,7 @@ parity() {
     local m="$OUT/parity_$p.jsonl" t0=$SECONDS
     rm -f "$m"
     timeout "$(cap 240)" "$ST" train $GPT --device "$DEVICE" --data "$tok" --precision $p --micro-batch $PB \
-      --steps "$PARITY_STEPS" --lr 6e-4 --warmup 100 --weight-decay 0.1 --clip 1 --seed 1 --shuffle 1 \
+      --steps "$PARITY_STEPS" --lr 6e-4 --lr-schedule cosine --warmup 100 --weight-decay 0.1 --clip 1 --seed 1 --shuffle 1 \
       --log-every 100 --progress 0 --metrics "$m" > "$OUT/parity_$p.log" 2>&1
     note "parity $p rc=$? ($((SECONDS - t0)) s)"
   done
