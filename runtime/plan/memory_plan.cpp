@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ops/lm_head_loss.h"
+#include "runtime/parallel/grad_reducer.h"
 #include "runtime/parallel/parameter_sharding.h"
 #include "runtime/parallel/tp_shard.h"
 #include "runtime/pipeline/stage_model.h"
@@ -154,6 +155,8 @@ HeadLossBytes head_loss_bytes(double C, double V, const PlanLayout& l, double to
 struct ActivationCoefficients {
   double block = 0, block_recompute = 0, replay = 0, embedding = 0, loss_saved = 0, loss_transient = 0;
   double block_backward = 0;  // a block's backward beyond what it saved (its gradients' buffers)
+  double block_end = 0;         // per token at the end of a block's backward (what is still held)
+  double block_end_weight = 0;  // and, once, its first GEMM's weight gradient before .grad takes it (bytes)
   double logits = 0;          // of loss_saved: the logits, gone once the loss's backward ran
   double head_backward = 0;   // the head's backward: the logits' gradient and its input's (per token)
   double head_weight_grad = 0;  // and, once, its weight's gradient (V/tp · C · e bytes)
@@ -173,6 +176,17 @@ ActivationCoefficients decoder_activations(const DecoderShape& shape, double V, 
   // measured on the CPU: 12·C bytes in fp32; 52·C in fp16/bf16, where the CPU kernels stage
   // operands in f32 (kept for CUDA: not measured there on a stage without the loss)
   a.block_backward = (e == 4 ? 12 : 52) * C;
+  // the end of a block's backward, its first GEMM's weight gradient made (the block's last but
+  // the first norm's): the block's input and the first norm's output and statistics, the
+  // gradient flowing into the GEMM (q|k|v) and out of it, the residual's gradient; measured on
+  // the CPU in fp32: 9·C·4 + 8 for the GPT-2 block (pp 4 1F1B, C 256, 32 tokens)
+  a.block_end = 9 * C * 4 + 8;
+  {
+    const double t = static_cast<double>(l.tp), Ddim = static_cast<double>(shape.head_dim > 0 ? shape.head_dim : shape.d_model / std::max<int64_t>(shape.heads, 1));
+    const double A = static_cast<double>(shape.heads) / t * Ddim,
+                 Akv = static_cast<double>(shape.kv_heads > 0 ? shape.kv_heads : shape.heads) / t * Ddim;
+    a.block_end_weight = (A + 2 * Akv) * C * e;  // c_attn (3C·C/tp) / [q|k|v]
+  }
   a.embedding = C * e;
   // the logits (saved per micro-batch) and their gradient (once), each in e; on the CPU under
   // fp16/bf16 plus an f32 copy of each (its cross-entropy kernels work in f32; the CUDA ones read
@@ -199,6 +213,7 @@ ActivationCoefficients decoder_activations(const DecoderShape& shape, double V, 
 // prefetched one), besides that tied weight.
 struct Zero3Gathers {
   double gathered = 0, tied = 0, largest_unit = 0;
+  std::vector<double> own;  // per layer of the stage, in order: its own unit (the tied weight apart)
 };
 Zero3Gathers zero3_gathers(const ModelDescription& d, const Partition& part, int s, const PlanLayout& l,
                            const ShardRule& rule) {
@@ -228,8 +243,48 @@ Zero3Gathers zero3_gathers(const ModelDescription& d, const Partition& part, int
     for (const auto& [name, n] : now) sum += n;
     g.gathered = std::max(g.gathered, sum);
     g.largest_unit = std::max(g.largest_unit, own);
+    g.own.push_back(own);
   }
   return g;
+}
+
+// The DP reducer's buckets over a stage's parameters (`sizes`: elements in registration order,
+// a tied weight once), as GradReducer::lay_out cuts them: reverse registration order, the first
+// bucket ≤ 1 MiB, the others ≤ --bucket-mb, and under ZeRO never two owners' parameters in one
+// (Zero1: contiguous runs balanced by bytes, partition_balanced; fewer parameters than ranks:
+// one each). `e` the gradients' bytes.
+struct Buckets {
+  double count = 0, largest = 0;  // buckets; the largest's elements
+  double own = 0;                 // ZeRO: the largest owner's run, elements
+};
+Buckets reducer_buckets(const std::vector<double>& sizes, double e, const PlanLayout& l) {
+  const int n = static_cast<int>(sizes.size()), dp = l.zero >= 1 ? static_cast<int>(l.dp) : 1;
+  std::vector<int> owner(static_cast<size_t>(n), 0);
+  if (dp > 1 && n >= dp) {
+    std::vector<double> costs;
+    for (double x : sizes) costs.push_back(x * e);
+    const Partition part = partition_balanced(costs, dp);
+    for (int r = 0; r < dp; ++r)
+      for (int k = part.begin(r); k < part.end(r); ++k) owner[static_cast<size_t>(k)] = r;
+  } else if (dp > 1) {
+    for (int k = 0; k < n; ++k) owner[static_cast<size_t>(k)] = k;
+  }
+  Buckets b;
+  std::map<int, double> runs;
+  double bytes = 0, numel = 0, cap = 1024.0 * 1024;
+  int head = -1;
+  for (int k = n; k-- > 0;) {
+    const double nb = sizes[static_cast<size_t>(k)] * e;
+    runs[owner[static_cast<size_t>(k)]] += sizes[static_cast<size_t>(k)];
+    if (head < 0 || bytes + nb > cap || owner[static_cast<size_t>(head)] != owner[static_cast<size_t>(k)]) {
+      if (head >= 0) cap = l.bucket_mb * 1024 * 1024;
+      b.count += 1, head = k, bytes = 0, numel = 0;
+    }
+    bytes += nb, numel += sizes[static_cast<size_t>(k)];
+    b.largest = std::max(b.largest, numel);
+  }
+  for (const auto& [r, x] : runs) b.own = std::max(b.own, x);
+  return b;
 }
 
 }  // namespace
@@ -285,22 +340,29 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
   for (int s = 0; s < l.pp; ++s) {
     StageMemory m;
     m.stage = s;
-    // per layer of the stage, in order: its elements and its saved bytes per token of one micro-batch
-    std::vector<double> elems, saved;
-    std::vector<bool> replayed;
+    // per layer of the stage, in order: its elements and its saved bytes per token of one
+    // micro-batch; `sizes` each parameter's elements in registration order (the DP buckets)
+    std::vector<double> elems, saved, sizes;
+    std::vector<bool> replayed, blocks;
     bool holds_loss = false, holds_embedding = false;
     std::set<std::string> seen;
     for (const LayerRange& r : stage_chunks(part, s, static_cast<int>(l.pp)))
       for (int i = r.begin; i < r.end; ++i) {
-        elems.push_back(layer_elements(d.layers[static_cast<size_t>(i)], rule, l.tp, seen));
+        const LayerInfo& layer = d.layers[static_cast<size_t>(i)];
+        for (const auto& [name, shape] : layer.params)
+          if (!seen.count(name))
+            sizes.push_back(rule && l.tp > 1 ? numel(shard_shape(shape, rule(name), static_cast<int>(l.tp))) : numel(shape));
+        elems.push_back(layer_elements(layer, rule, l.tp, seen));
         const bool block = i != 0 && i != last_layer;
         holds_loss = holds_loss || i == last_layer;
         holds_embedding = holds_embedding || i == 0;
         replayed.push_back(block && l.recompute);
+        blocks.push_back(block);
         saved.push_back(i == 0 ? (l.recompute ? 0 : a.embedding) : !block ? 0 : l.recompute ? a.block_recompute : a.block);
       }
+    const size_t L = elems.size();
     double elements = 0, saved_all = 0;
-    for (size_t i = 0; i < elems.size(); ++i) elements += elems[i], saved_all += saved[i];
+    for (size_t i = 0; i < L; ++i) elements += elems[i], saved_all += saved[i];
     const Zero3Gathers z3 = l.zero >= 3 ? zero3_gathers(d, part, s, l, rule) : Zero3Gathers{};
     // a stage before the last keeps its output per micro-batch for the backward of what it sent;
     // the last keeps the loss's saved tensors
@@ -308,47 +370,85 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     saved_all += holds_loss ? a.loss_saved : 0;
     const double comm_e = static_cast<double>(dtype_size(compute_dtype(l.grad_comm_dtype)));
     m.params = elements * e * (l.zero >= 3 ? 1 / dp : 1) + z3.gathered * e;
-    // ZeRO-3: the shards, and in backward the tied weight's full gradient, one unit's full
-    // gradient, its comm buffer and the received shard (cast to e when the comm dtype differs)
+    // ZeRO-3 (runtime/parallel/zero3.h): beside the shards, the tied weight's full gradient (made
+    // in the head's backward, held to the embedding's), the full gradients of the unit whose
+    // backward runs, and the unit reduced before it still in flight — its comm buffer and
+    // received shard in the comm dtype — until this unit's own reduce completes it (then the
+    // received shard cast to e when the comm dtype differs)
+    auto z3_in_flight = [&](double unit) { return unit * (1 + 1 / dp) * comm_e; };
+    const double z3_shards = elements * e / dp;
     const double z3_backward =
-        l.zero >= 3 ? (z3.tied + z3.largest_unit) * e + z3.largest_unit * (1 + 1 / dp) * comm_e +
+        l.zero >= 3 ? (z3.tied + z3.largest_unit) * e + z3_in_flight(z3.largest_unit) +
                           (comm_e != e ? z3.largest_unit / dp * e : 0)
                     : 0;
-    m.grads = elements * e * (l.zero >= 2 ? 1 / dp : 1) + z3_backward;
+    // the DP reducer (zero < 3): its buckets (grad_reducer.h), cut by owner under ZeRO-1/2
+    const Buckets bk = l.dp > 1 && l.zero < 3 ? reducer_buckets(sizes, e, l) : Buckets{};
+    // ZeRO-2 (shard_gradients): a rank keeps its own run's buckets; another owner's gradients are
+    // the engine's while backward makes them (with grad-accum > 1 all of them, kept to the last
+    // micro-batch), then a bucket of their own while reduced, kShardWindow at most in flight
+    const double z2_own = l.zero == 2 ? bk.own * e : 0;
+    const double z2_forward = l.grad_accum > 1 ? elements * e : z2_own;
+    const double z2_backward =
+        l.grad_accum > 1 ? elements * e + bk.largest * e
+                         : z2_own + std::min(elements - bk.own, (static_cast<double>(kShardWindow) + 1) * bk.largest) * e;
+    m.grads = l.zero >= 3 ? z3_shards + z3_backward : l.zero == 2 ? z2_backward : elements * e;
     m.optim = elements * (master + state) * (l.zero >= 1 ? 1 / dp : 1);
     m.in_flight = l.pp > 1 ? in_flight_bound(l.schedule, s, static_cast<int>(l.pp), static_cast<int>(l.grad_accum),
                                              static_cast<int>(l.virtual_stages))
                            : 1;
     const double chunk_share = l.virtual_stages > 1 ? 1.0 / static_cast<double>(l.virtual_stages) : 1.0;
     const double n = static_cast<double>(m.in_flight) * chunk_share;  // micro-batches' worth of this stage held
-    if (l.dp > 1 && l.zero < 3 && compute_dtype(l.grad_comm_dtype) != compute_dtype(l.precision)) {
-      // the reducer's cast buffers: min(2, buckets) of the largest bucket (the first is ≤ 1 MiB)
-      const double g = elements * e, bucket = l.bucket_mb * 1024 * 1024, first = std::min(bucket, 1024.0 * 1024);
-      const double buckets = g <= first ? 1 : 1 + std::ceil((g - first) / bucket);
-      const double largest_bucket = std::min(g, buckets > 1 ? std::max(first, bucket) : g);
-      m.comm_dp = std::min(2.0, buckets) * largest_bucket / e * comm_e;
-    }
+    // the reducer's cast buffers, made with its buckets: min(2, buckets) of the largest bucket
+    if (l.dp > 1 && l.zero < 3 && compute_dtype(l.grad_comm_dtype) != compute_dtype(l.precision))
+      m.comm_dp = std::min(2.0, bk.count) * bk.largest * comm_e;
     if (l.pp > 1 && s + 1 < l.pp) m.comm_p2p = tokens * C * e;  // p2p: the gradient of its output, received
     m.comm = m.comm_dp + m.comm_p2p;
     const bool grads_early = l.dp > 1 || l.grad_accum > 1;  // buckets from the start, or an earlier micro-batch
     const double fixed = m.params + m.optim + m.comm;
-    // the end of the forward (the loss and its gradient on the last stage), no gradient yet
-    m.activations = tokens * (n * saved_all + (holds_loss ? a.loss_transient : 0));
-    // the head's backward: the logits gone, their gradient, its input's and (once) the tied
-    // weight's gradient — the larger moment when C is large against the micro-batch's tokens
-    // (the unfused head; the chunked head's backward moment is below)
+    // each moment: its activations and the gradients in existence then; the peak is the largest
+    m.activations = 0, m.peak = 0;
+    auto moment = [&](double act, double grads) {
+      m.activations = std::max(m.activations, act);
+      m.peak = std::max(m.peak, fixed + act + grads);
+    };
+    // the gradients during the forward (ZeRO-3: the shards; ZeRO-2: its own buckets)
+    const double g_forward =
+        !grads_early ? 0 : l.zero >= 3 ? z3_shards : l.zero == 2 ? z2_forward : elements * e;
+    // the gradients while layer j's backward runs: `made`, once it made its own
+    auto g_backward = [&](size_t j, bool made) {
+      if (l.zero >= 3)
+        return z3_shards + z3.tied * e + (j + 1 < L ? z3_in_flight(z3.own[j + 1]) : 0) + (made ? z3.own[j] * e : 0);
+      if (l.zero == 2) return std::min(z2_backward, g_forward + (l.grad_accum > 1 ? bk.largest * e : z2_backward - z2_own));
+      if (grads_early) return elements * e;
+      double g = made ? elems[j] * e : 0;
+      for (size_t i = j + 1; i < L; ++i) g += elems[i] * e;
+      return g;
+    };
+    const double out_saved = s + 1 < l.pp ? C * e : 0;  // the stage's output, until its backward is over
+    // the end of the forward (the loss and its gradient on the last stage)
+    moment(tokens * (n * saved_all + (holds_loss ? a.loss_transient : 0)), g_forward);
+    // the head's backward: the logits gone, their gradient, its input's and (once) the head
+    // weight's gradient before it is copied into .grad — the larger moment when C is large
+    // against the micro-batch's tokens (the unfused head; the chunked head's is below)
     if (holds_loss && decoder && a.head.grad == 0)
-      m.activations = std::max(m.activations, tokens * (n * saved_all - a.logits + a.head_backward) + a.head_weight_grad);
-    // the backward of its last block, the loss's saved tensors of that micro-batch gone
-    const bool holds_block = std::find(saved.begin(), saved.end(), a.block) != saved.end();
-    if (holds_block && !l.recompute)
-      m.activations = std::max(m.activations, tokens * (n * saved_all - (holds_loss ? a.loss_saved : 0) + a.block_backward));
-    // (ZeRO-3's backward transient is not there at the end of the forward: the shards only)
-    m.peak = fixed + m.activations + (grads_early ? m.grads - z3_backward : 0);
+      moment(tokens * (n * saved_all - a.logits + a.head_backward) + a.head_weight_grad,
+             l.zero >= 3 ? z3_shards + z3.tied * e : std::max(g_forward, g_backward(L - 1, true)));
+    // each block's backward, from its start (the loss's saved tensors of that micro-batch gone
+    // on the last stage, the stage's later layers' saved tensors gone) to its end: its first
+    // GEMM's weight gradient made (the block's last; a temporary beside the .grad it is copied
+    // into), the block's own saved tensors gone but its input's edge and the gradient flowing
+    double before = 0;  // saved bytes per token of the layers before j in this micro-batch
+    for (size_t j = 0; j < L; ++j) {
+      if (blocks[j]) {
+        const double others = (n - chunk_share) * saved_all;
+        if (!replayed[j]) moment(tokens * (others + out_saved + before + saved[j] + a.block_backward), g_backward(j, false));
+        moment(tokens * (others + out_saved + before + a.block_end) + a.block_end_weight, g_backward(j, true));
+      }
+      before += saved[j];
+    }
     // the chunked head's backward: wte's gradient made beside the one the loss hands out
     if (holds_loss && a.head.grad > 0)
-      m.peak = std::max(m.peak, fixed + tokens * (n * saved_all + a.head.backward) +
-                                    (grads_early ? m.grads - z3_backward : a.head.grad));
+      moment(tokens * (n * saved_all + a.head.backward), grads_early ? g_forward : a.head.grad);
     // the end of the backward: every gradient made, and the embedding's gradient of the tied wte
     // before it is added to the head's — the peak when the activations are small against the
     // weights (few tokens per micro-batch); ZeRO-3's gradient term already holds wte's
@@ -358,21 +458,14 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     }
     // recompute: each block's replay in backward, its inputs up to it held, the gradients of the
     // layers after it made
-    double inputs = 0, grads_after = 0;
-    for (size_t i = 0; i < elems.size(); ++i) grads_after += elems[i] * e;
-    for (size_t i = 0; i < elems.size(); ++i) {
-      grads_after -= elems[i] * e;
-      if (!replayed[i]) continue;
-      inputs += a.block_recompute;
-    }
-    for (size_t i = elems.size(); i-- > 0;) {  // backward order: the last layer first
+    double inputs = 0;
+    for (size_t i = 0; i < L; ++i)
+      if (replayed[i]) inputs += a.block_recompute;
+    for (size_t i = L; i-- > 0;) {  // backward order: the last layer first
       if (replayed[i]) {
-        const double act = tokens * ((n - chunk_share) * saved_all + inputs + a.replay);
-        m.activations = std::max(m.activations, act);
-        m.peak = std::max(m.peak, fixed + act + (grads_early ? m.grads : grads_after));
+        moment(tokens * ((n - chunk_share) * saved_all + inputs + a.replay), g_backward(i, false));
         inputs -= a.block_recompute;
       }
-      grads_after += elems[i] * e;
     }
     plan.stages.push_back(m);
   }
