@@ -157,6 +157,7 @@ struct ActivationCoefficients {
   double block_backward = 0;  // a block's backward beyond what it saved (its gradients' buffers)
   double block_end = 0;         // per token at the end of a block's backward (what is still held)
   double block_end_weight = 0;  // and, once, its first GEMM's weight gradient before .grad takes it (bytes)
+  double block_start_weight = 0;  // the first weight gradient its backward makes (its last GEMM's), bytes
   double logits = 0;          // of loss_saved: the logits, gone once the loss's backward ran
   double head_backward = 0;   // the head's backward: the logits' gradient and its input's (per token)
   double head_weight_grad = 0;  // and, once, its weight's gradient (V/tp · C · e bytes)
@@ -171,8 +172,9 @@ ActivationCoefficients decoder_activations(const DecoderShape& shape, double V, 
   a.block_recompute = C * e;
   // the replay's moment: the replayed block and its backward's transient — 5·C·4 for the GPT-2
   // block; the grouped-query block's backward has freed two of its (B, T, C) tensors by its peak
-  // (measured on the CPU in fp32: np 1, C 64, 4 blocks, 256 tokens, within 0.5 %)
-  a.replay = a.block + (classic_block(shape) ? 5 : 3) * C * 4;
+  // (measured on the CPU in fp32: np 1, C 64, 4 blocks, 256 tokens, within 0.5 %); under tp one
+  // fewer (C 64, 2 blocks, 128 tokens, tp 2 and 4: 4·C·4 within 1.5 % of the peak, 5·C·4 over by 3-5 %)
+  a.replay = a.block + ((classic_block(shape) ? 5 : 3) - (l.tp > 1 ? 1 : 0)) * C * 4;
   // measured on the CPU: 12·C bytes in fp32; 52·C in fp16/bf16, where the CPU kernels stage
   // operands in f32 (kept for CUDA: not measured there on a stage without the loss)
   a.block_backward = (e == 4 ? 12 : 52) * C;
@@ -186,6 +188,9 @@ ActivationCoefficients decoder_activations(const DecoderShape& shape, double V, 
     const double A = static_cast<double>(shape.heads) / t * Ddim,
                  Akv = static_cast<double>(shape.kv_heads > 0 ? shape.kv_heads : shape.heads) / t * Ddim;
     a.block_end_weight = (A + 2 * Akv) * C * e;  // c_attn (3C·C/tp) / [q|k|v]
+    // the MLP's down projection (c_proj 4C/tp × C, Llama's down F/tp × C): made first, while
+    // the block's saved tensors are all held
+    a.block_start_weight = static_cast<double>(shape.ffn > 0 ? shape.ffn : 4 * shape.d_model) / t * C * e;
   }
   a.embedding = C * e;
   // the logits (saved per micro-batch) and their gradient (once), each in e; on the CPU under
@@ -344,14 +349,17 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     // micro-batch; `sizes` each parameter's elements in registration order (the DP buckets)
     std::vector<double> elems, saved, sizes;
     std::vector<bool> replayed, blocks;
+    double tied_elems = 0;  // a weight two of the stage's layers share (the GPT's wte), elements
     bool holds_loss = false, holds_embedding = false;
     std::set<std::string> seen;
     for (const LayerRange& r : stage_chunks(part, s, static_cast<int>(l.pp)))
       for (int i = r.begin; i < r.end; ++i) {
         const LayerInfo& layer = d.layers[static_cast<size_t>(i)];
-        for (const auto& [name, shape] : layer.params)
-          if (!seen.count(name))
-            sizes.push_back(rule && l.tp > 1 ? numel(shard_shape(shape, rule(name), static_cast<int>(l.tp))) : numel(shape));
+        for (const auto& [name, shape] : layer.params) {
+          const double k = rule && l.tp > 1 ? numel(shard_shape(shape, rule(name), static_cast<int>(l.tp))) : numel(shape);
+          if (!seen.count(name)) sizes.push_back(k);
+          else tied_elems += k;  // its gradient is made at this later layer's backward already
+        }
         elems.push_back(layer_elements(layer, rule, l.tp, seen));
         const bool block = i != 0 && i != last_layer;
         holds_loss = holds_loss || i == last_layer;
@@ -385,12 +393,15 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     const Buckets bk = l.dp > 1 && l.zero < 3 ? reducer_buckets(sizes, e, l) : Buckets{};
     // ZeRO-2 (shard_gradients): a rank keeps its own run's buckets; another owner's gradients are
     // the engine's while backward makes them (with grad-accum > 1 all of them, kept to the last
-    // micro-batch), then a bucket of their own while reduced, kShardWindow at most in flight
+    // micro-batch), then a bucket of their own while reduced, kShardWindow at most in flight.
+    // Beside its own run a rank so holds at most the window's buckets and the engine's gradients
+    // of the one launching: on the CPU (MPI, polled from the hooks) the oldest's reduce is done
+    // by the next launch, kShardWindow buckets in all (measured: C 256, dp 4, bf16 with f32
+    // communication, within 3 % of the gradients' peak); CUDA's NCCL keeps one more (not measured)
     const double z2_own = l.zero == 2 ? bk.own * e : 0;
-    const double z2_forward = l.grad_accum > 1 ? elements * e : z2_own;
+    const double z2_window = static_cast<double>(kShardWindow) + (l.device == Device::cuda ? 1 : 0);
     const double z2_backward =
-        l.grad_accum > 1 ? elements * e + bk.largest * e
-                         : z2_own + std::min(elements - bk.own, (static_cast<double>(kShardWindow) + 1) * bk.largest) * e;
+        l.grad_accum > 1 ? elements * e : z2_own + std::min(elements - bk.own, z2_window * bk.largest) * e;
     m.grads = l.zero >= 3 ? z3_shards + z3_backward : l.zero == 2 ? z2_backward : elements * e;
     m.optim = elements * (master + state) * (l.zero >= 1 ? 1 / dp : 1);
     m.in_flight = l.pp > 1 ? in_flight_bound(l.schedule, s, static_cast<int>(l.pp), static_cast<int>(l.grad_accum),
@@ -403,7 +414,10 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
       m.comm_dp = std::min(2.0, bk.count) * bk.largest * comm_e;
     if (l.pp > 1 && s + 1 < l.pp) m.comm_p2p = tokens * C * e;  // p2p: the gradient of its output, received
     m.comm = m.comm_dp + m.comm_p2p;
-    const bool grads_early = l.dp > 1 || l.grad_accum > 1;  // buckets from the start, or an earlier micro-batch
+    // an earlier micro-batch's backward ran before the forward's peak: without a pipeline, or
+    // under 1F1B / interleaved once the micro-batches outnumber those in flight (GPipe runs
+    // every forward first)
+    const bool accumulated = l.grad_accum > 1 && (l.pp == 1 || (l.schedule != Schedule::gpipe && l.grad_accum > m.in_flight));
     const double fixed = m.params + m.optim + m.comm;
     // each moment: its activations and the gradients in existence then; the peak is the largest
     m.activations = 0, m.peak = 0;
@@ -411,61 +425,88 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
       m.activations = std::max(m.activations, act);
       m.peak = std::max(m.peak, fixed + act + grads);
     };
-    // the gradients during the forward (ZeRO-3: the shards; ZeRO-2: its own buckets)
-    const double g_forward =
-        !grads_early ? 0 : l.zero >= 3 ? z3_shards : l.zero == 2 ? z2_forward : elements * e;
-    // the gradients while layer j's backward runs: `made`, once it made its own
-    auto g_backward = [&](size_t j, bool made) {
+    // the gradients during the forward: the DP buckets (dp > 1, from the step's start), ZeRO-2's
+    // own run, ZeRO-3's shards; all of them once an earlier micro-batch's backward made them
+    const double all = elements * e;
+    const double g_forward = l.zero >= 3   ? (l.dp > 1 ? z3_shards : 0)
+                             : l.zero == 2 ? z2_own + (accumulated ? all - z2_own : 0)
+                                           : (l.dp > 1 || accumulated ? all : 0);
+    // the gradients while layer j's backward runs (`made`: once it made its own), in the first
+    // micro-batch's backward or (`later`) a later one's, when every gradient exists
+    auto g_backward = [&](size_t j, bool made, bool later) {
       if (l.zero >= 3)
         return z3_shards + z3.tied * e + (j + 1 < L ? z3_in_flight(z3.own[j + 1]) : 0) + (made ? z3.own[j] * e : 0);
-      if (l.zero == 2) return std::min(z2_backward, g_forward + (l.grad_accum > 1 ? bk.largest * e : z2_backward - z2_own));
-      if (grads_early) return elements * e;
-      double g = made ? elems[j] * e : 0;
-      for (size_t i = j + 1; i < L; ++i) g += elems[i] * e;
-      return g;
+      // made by this micro-batch's backward so far (a tied weight's at its later layer)
+      double so_far = made ? elems[j] * e : 0;
+      for (size_t i = j + 1; i < L; ++i) so_far += elems[i] * e;
+      if (j + 1 < L && !(j == 0 && made)) so_far += tied_elems * e;
+      if (l.zero == 2)
+        return later || accumulated ? z2_backward
+               : l.grad_accum > 1   ? std::min(all, z2_own + so_far)
+                                    : z2_own + std::min(so_far, z2_backward - z2_own);
+      return l.dp > 1 || later || accumulated ? all : so_far;
+    };
+    // the start of block j's backward: its first weight gradient made beside its temporary (a
+    // .grad of its own where the gradients are not all there already)
+    auto g_start = [&](size_t j, bool later) {
+      const bool there = l.zero < 2 && (l.dp > 1 || later || accumulated);
+      return g_backward(j, false, later) + (there ? 0 : a.block_start_weight);
     };
     const double out_saved = s + 1 < l.pp ? C * e : 0;  // the stage's output, until its backward is over
     // the end of the forward (the loss and its gradient on the last stage)
     moment(tokens * (n * saved_all + (holds_loss ? a.loss_transient : 0)), g_forward);
-    // the head's backward: the logits gone, their gradient, its input's and (once) the head
-    // weight's gradient before it is copied into .grad — the larger moment when C is large
-    // against the micro-batch's tokens (the unfused head; the chunked head's is below)
-    if (holds_loss && decoder && a.head.grad == 0)
-      moment(tokens * (n * saved_all - a.logits + a.head_backward) + a.head_weight_grad,
-             l.zero >= 3 ? z3_shards + z3.tied * e : std::max(g_forward, g_backward(L - 1, true)));
-    // each block's backward, from its start (the loss's saved tensors of that micro-batch gone
-    // on the last stage, the stage's later layers' saved tensors gone) to its end: its first
-    // GEMM's weight gradient made (the block's last; a temporary beside the .grad it is copied
-    // into), the block's own saved tensors gone but its input's edge and the gradient flowing
-    double before = 0;  // saved bytes per token of the layers before j in this micro-batch
-    for (size_t j = 0; j < L; ++j) {
-      if (blocks[j]) {
-        const double others = (n - chunk_share) * saved_all;
-        if (!replayed[j]) moment(tokens * (others + out_saved + before + saved[j] + a.block_backward), g_backward(j, false));
-        moment(tokens * (others + out_saved + before + a.block_end) + a.block_end_weight, g_backward(j, true));
+    // the backward, at its largest occupancy (the micro-batches' worth of the stage held, the
+    // one in backward included) in the first micro-batch's backward, and with grad-accum > 1 in
+    // the next one's, every gradient made (one micro-batch fewer held unless the forward's peak
+    // came after a backward already)
+    struct Pass {
+      double held;
+      bool later;
+    };
+    std::vector<Pass> passes{{n, false}};
+    if (l.grad_accum > 1) passes.push_back({accumulated ? n : std::max(n - chunk_share, chunk_share), true});
+    for (const Pass& p : passes) {
+      const double others = (p.held - chunk_share) * saved_all;
+      // the head's backward: the logits gone, their gradient, its input's and (once) the head
+      // weight's gradient before it is copied into .grad — the larger moment when C is large
+      // against the micro-batch's tokens (the unfused head; the chunked head's is below)
+      if (holds_loss && decoder && a.head.grad == 0)
+        moment(tokens * (p.held * saved_all - a.logits + a.head_backward) + a.head_weight_grad,
+               l.zero >= 3 ? z3_shards + z3.tied * e : std::max(g_forward, g_backward(L - 1, true, p.later)));
+      // the chunked head's backward: wte's gradient made beside the one the loss hands out
+      if (holds_loss && a.head.grad > 0)
+        moment(tokens * (p.held * saved_all + a.head.backward),
+               std::max(g_forward, p.later ? g_backward(L - 1, true, true) : a.head.grad));
+      // each block's backward, from its start (the loss's saved tensors of that micro-batch gone
+      // on the last stage, the stage's later layers' saved tensors gone) to its end: its first
+      // GEMM's weight gradient made (the block's last; a temporary beside the .grad it is copied
+      // into), the block's own saved tensors gone but its input's edge and the gradient flowing
+      double before = 0;  // saved bytes per token of the layers before j in this micro-batch
+      for (size_t j = 0; j < L; ++j) {
+        if (blocks[j]) {
+          if (!replayed[j])
+            moment(tokens * (others + out_saved + before + saved[j] + a.block_backward), g_backward(j, false, p.later));
+          moment(tokens * (others + out_saved + before + a.block_end) + a.block_end_weight, g_backward(j, true, p.later));
+        }
+        before += saved[j];
       }
-      before += saved[j];
+      // recompute: each block's replay in backward, its inputs up to it held, the gradients of
+      // the layers after it made
+      double inputs = 0;
+      for (size_t i = 0; i < L; ++i)
+        if (replayed[i]) inputs += a.block_recompute;
+      for (size_t i = L; i-- > 0;) {  // backward order: the last layer first
+        if (!replayed[i]) continue;
+        moment(tokens * (others + inputs + a.replay) + a.block_start_weight, g_start(i, p.later));
+        inputs -= a.block_recompute;
+      }
     }
-    // the chunked head's backward: wte's gradient made beside the one the loss hands out
-    if (holds_loss && a.head.grad > 0)
-      moment(tokens * (n * saved_all + a.head.backward), grads_early ? g_forward : a.head.grad);
     // the end of the backward: every gradient made, and the embedding's gradient of the tied wte
     // before it is added to the head's — the peak when the activations are small against the
     // weights (few tokens per micro-batch); ZeRO-3's gradient term already holds wte's
     if (decoder && holds_embedding && l.zero < 3) {
       m.activations = std::max(m.activations, a.embedding_grad);  // made in the backward's scope
       m.peak = std::max(m.peak, fixed + m.grads + a.embedding_grad);
-    }
-    // recompute: each block's replay in backward, its inputs up to it held, the gradients of the
-    // layers after it made
-    double inputs = 0;
-    for (size_t i = 0; i < L; ++i)
-      if (replayed[i]) inputs += a.block_recompute;
-    for (size_t i = L; i-- > 0;) {  // backward order: the last layer first
-      if (replayed[i]) {
-        moment(tokens * ((n - chunk_share) * saved_all + inputs + a.replay), g_backward(i, false));
-        inputs -= a.block_recompute;
-      }
     }
     plan.stages.push_back(m);
   }
