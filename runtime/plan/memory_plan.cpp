@@ -156,8 +156,9 @@ struct ActivationCoefficients {
   double block = 0, block_recompute = 0, replay = 0, embedding = 0, loss_saved = 0, loss_transient = 0;
   double block_backward = 0;  // a block's backward beyond what it saved (its gradients' buffers)
   double block_end = 0;         // per token at the end of a block's backward (what is still held)
-  double block_end_weight = 0;  // and, once, its first GEMM's weight gradient before .grad takes it (bytes)
-  double block_start_weight = 0;  // the first weight gradient its backward makes (its last GEMM's), bytes
+  double block_end_weight = 0;    // and, once, its first GEMM's weight gradient before .grad takes it (elements)
+  double block_start_weight = 0;  // the first weight gradient its backward makes (its last GEMM's), elements
+  double weight_temp = 0;         // bytes an element of a weight gradient's temporaries
   double logits = 0;          // of loss_saved: the logits, gone once the loss's backward ran
   double head_backward = 0;   // the head's backward: the logits' gradient and its input's (per token)
   double head_weight_grad = 0;  // and, once, its weight's gradient (V/tp · C · e bytes)
@@ -177,21 +178,30 @@ ActivationCoefficients decoder_activations(const DecoderShape& shape, double V, 
   a.replay = a.block + ((classic_block(shape) ? 5 : 3) - (l.tp > 1 ? 1 : 0)) * C * 4;
   // measured on the CPU: 12·C bytes in fp32; 52·C in fp16/bf16, where the CPU kernels stage
   // operands in f32 (kept for CUDA: not measured there on a stage without the loss)
-  a.block_backward = (e == 4 ? 12 : 52) * C;
+  // a block's backward at its start: its last GEMM's weight gradient made (the MLP's down
+  // projection, F/tp × C: the first weight gradient of the block), a temporary in e — on the CPU
+  // in fp16/bf16 also its f32 product, cast (the CPU kernels stage bf16 operands in f32) — beside
+  // the .grad it is copied into; and per token the gradients' buffers beyond what the block
+  // saved: measured on the CPU (C 64, 256 tokens) 12·C bytes in fp32, 52·C in fp16/bf16 with
+  // that weight's temporaries, 8·C and 46·C without them (kept for CUDA: not measured there on a
+  // stage without the loss)
+  const double wt = l.device == Device::cpu && e != 4 ? 4 + e : e;  // a weight gradient's temporary, bytes an element
+  {
+    const double t = static_cast<double>(l.tp);
+    const double Ddim = static_cast<double>(shape.head_dim > 0 ? shape.head_dim : shape.d_model / std::max<int64_t>(shape.heads, 1));
+    const double A = static_cast<double>(shape.heads) / t * Ddim,
+                 Akv = static_cast<double>(shape.kv_heads > 0 ? shape.kv_heads : shape.heads) / t * Ddim;
+    const double F = static_cast<double>(shape.ffn > 0 ? shape.ffn : 4 * shape.d_model) / t;
+    a.block_start_weight = F * C;   // elements
+    a.block_end_weight = (A + 2 * Akv) * C;  // c_attn (3C·C/tp) / [q|k|v], elements
+  }
+  a.weight_temp = wt;
+  a.block_backward = (e == 4 ? 8 : 46) * C;
   // the end of a block's backward, its first GEMM's weight gradient made (the block's last but
   // the first norm's): the block's input and the first norm's output and statistics, the
   // gradient flowing into the GEMM (q|k|v) and out of it, the residual's gradient; measured on
   // the CPU in fp32: 9·C·4 + 8 for the GPT-2 block (pp 4 1F1B, C 256, 32 tokens)
   a.block_end = 9 * C * 4 + 8;
-  {
-    const double t = static_cast<double>(l.tp), Ddim = static_cast<double>(shape.head_dim > 0 ? shape.head_dim : shape.d_model / std::max<int64_t>(shape.heads, 1));
-    const double A = static_cast<double>(shape.heads) / t * Ddim,
-                 Akv = static_cast<double>(shape.kv_heads > 0 ? shape.kv_heads : shape.heads) / t * Ddim;
-    a.block_end_weight = (A + 2 * Akv) * C * e;  // c_attn (3C·C/tp) / [q|k|v]
-    // the MLP's down projection (c_proj 4C/tp × C, Llama's down F/tp × C): made first, while
-    // the block's saved tensors are all held
-    a.block_start_weight = static_cast<double>(shape.ffn > 0 ? shape.ffn : 4 * shape.d_model) / t * C * e;
-  }
   a.embedding = C * e;
   // the logits (saved per micro-batch) and their gradient (once), each in e; on the CPU under
   // fp16/bf16 plus an f32 copy of each (its cross-entropy kernels work in f32; the CUDA ones read
@@ -270,7 +280,7 @@ Buckets reducer_buckets(const std::vector<double>& sizes, double e, const PlanLa
     for (double x : sizes) costs.push_back(x * e);
     const Partition part = partition_balanced(costs, dp);
     for (int r = 0; r < dp; ++r)
-      for (int k = part.begin(r); k < part.end(r); ++k) owner[static_cast<size_t>(k)] = r;
+      for (int k = part.begin(r); k < (r + 1 < dp ? part.begin(r + 1) : n); ++k) owner[static_cast<size_t>(k)] = r;
   } else if (dp > 1) {
     for (int k = 0; k < n; ++k) owner[static_cast<size_t>(k)] = k;
   }
@@ -421,9 +431,15 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     const double fixed = m.params + m.optim + m.comm;
     // each moment: its activations and the gradients in existence then; the peak is the largest
     m.activations = 0, m.peak = 0;
-    auto moment = [&](double act, double grads) {
+    // ZeRO-3's gathered units while layer j's backward runs: its own, the one before it
+    // (prefetched) and the tied weight — fewer than the largest pair the parameters' peak counts
+    auto params_at = [&](size_t j) {
+      if (l.zero < 3) return m.params;
+      return elements * e / dp + (z3.tied + z3.own[j] + (j > 0 ? z3.own[j - 1] : 0)) * e;
+    };
+    auto moment = [&](double act, double grads, double params) {
       m.activations = std::max(m.activations, act);
-      m.peak = std::max(m.peak, fixed + act + grads);
+      m.peak = std::max(m.peak, fixed - m.params + params + act + grads);
     };
     // the gradients during the forward: the DP buckets (dp > 1, from the step's start), ZeRO-2's
     // own run, ZeRO-3's shards; all of them once an earlier micro-batch's backward made them
@@ -443,18 +459,19 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
       if (l.zero == 2)
         return later || accumulated ? z2_backward
                : l.grad_accum > 1   ? std::min(all, z2_own + so_far)
-                                    : z2_own + std::min(so_far, z2_backward - z2_own);
+                                    : z2_own + (made ? std::min(so_far, z2_backward - z2_own) : 0);
       return l.dp > 1 || later || accumulated ? all : so_far;
     };
     // the start of block j's backward: its first weight gradient made beside its temporary (a
     // .grad of its own where the gradients are not all there already)
     auto g_start = [&](size_t j, bool later) {
       const bool there = l.zero < 2 && (l.dp > 1 || later || accumulated);
-      return g_backward(j, false, later) + (there ? 0 : a.block_start_weight);
+      return g_backward(j, false, later) + (there ? 0 : a.block_start_weight * e);
     };
     const double out_saved = s + 1 < l.pp ? C * e : 0;  // the stage's output, until its backward is over
     // the end of the forward (the loss and its gradient on the last stage)
-    moment(tokens * (n * saved_all + (holds_loss ? a.loss_transient : 0)), g_forward);
+    moment(tokens * (n * saved_all + (holds_loss ? a.loss_transient : 0)), g_forward,
+           l.zero >= 3 ? elements * e / dp + (z3.tied + z3.own[L - 1]) * e : m.params);  // ZeRO-3: the last layer's unit
     // the backward, at its largest occupancy (the micro-batches' worth of the stage held, the
     // one in backward included) in the first micro-batch's backward, and with grad-accum > 1 in
     // the next one's, every gradient made (one micro-batch fewer held unless the forward's peak
@@ -472,11 +489,13 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
       // against the micro-batch's tokens (the unfused head; the chunked head's is below)
       if (holds_loss && decoder && a.head.grad == 0)
         moment(tokens * (p.held * saved_all - a.logits + a.head_backward) + a.head_weight_grad,
-               l.zero >= 3 ? z3_shards + z3.tied * e : std::max(g_forward, g_backward(L - 1, true, p.later)));
+               l.zero >= 3 ? z3_shards + (z3.tied + z3.own[L - 1]) * e + (p.later ? z3_in_flight(z3.own[0]) : 0)
+                           : std::max(g_forward, g_backward(L - 1, true, p.later)),
+               params_at(L - 1));
       // the chunked head's backward: wte's gradient made beside the one the loss hands out
       if (holds_loss && a.head.grad > 0)
         moment(tokens * (p.held * saved_all + a.head.backward),
-               std::max(g_forward, p.later ? g_backward(L - 1, true, true) : a.head.grad));
+               std::max(g_forward, p.later ? g_backward(L - 1, true, true) : a.head.grad), params_at(L - 1));
       // each block's backward, from its start (the loss's saved tensors of that micro-batch gone
       // on the last stage, the stage's later layers' saved tensors gone) to its end: its first
       // GEMM's weight gradient made (the block's last; a temporary beside the .grad it is copied
@@ -485,8 +504,10 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
       for (size_t j = 0; j < L; ++j) {
         if (blocks[j]) {
           if (!replayed[j])
-            moment(tokens * (others + out_saved + before + saved[j] + a.block_backward), g_backward(j, false, p.later));
-          moment(tokens * (others + out_saved + before + a.block_end) + a.block_end_weight, g_backward(j, true, p.later));
+            moment(tokens * (others + out_saved + before + saved[j] + a.block_backward) + a.block_start_weight * a.weight_temp,
+                   g_start(j, p.later), params_at(j));
+          moment(tokens * (others + out_saved + before + a.block_end) + a.block_end_weight * a.weight_temp,
+                 g_backward(j, true, p.later), params_at(j));
         }
         before += saved[j];
       }
@@ -497,7 +518,7 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
         if (replayed[i]) inputs += a.block_recompute;
       for (size_t i = L; i-- > 0;) {  // backward order: the last layer first
         if (!replayed[i]) continue;
-        moment(tokens * (others + inputs + a.replay) + a.block_start_weight, g_start(i, p.later));
+        moment(tokens * (others + inputs + a.replay) + a.block_start_weight * a.weight_temp, g_start(i, p.later), params_at(i));
         inputs -= a.block_recompute;
       }
     }
