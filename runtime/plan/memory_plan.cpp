@@ -386,6 +386,10 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     // the last keeps the loss's saved tensors
     saved_all += s + 1 < l.pp ? C * e : 0;
     saved_all += holds_loss ? a.loss_saved : 0;
+    // a later stage's received input is its first block's saved input; a stage of the Llama head
+    // alone keeps it for the final RMSNorm's backward beside the norm's output the loss counts
+    // (measured: pp 4 GPipe m 4, C 32, its last stage; GPT-2's head stage is exact without it)
+    saved_all += s > 0 && L > 0 && !blocks[0] && decoder && !classic_block(*d.decoder) ? C * e : 0;
     const double comm_e = static_cast<double>(dtype_size(compute_dtype(l.grad_comm_dtype)));
     m.params = elements * e * (l.zero >= 3 ? 1 / dp : 1) + z3.gathered * e;
     // ZeRO-3 (runtime/parallel/zero3.h): beside the shards, the tied weight's full gradient (made
@@ -404,14 +408,16 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     // ZeRO-2 (shard_gradients): a rank keeps its own run's buckets; another owner's gradients are
     // the engine's while backward makes them (with grad-accum > 1 all of them, kept to the last
     // micro-batch), then a bucket of their own while reduced, kShardWindow at most in flight.
-    // Beside its own run a rank so holds at most the window's buckets and the engine's gradients
-    // of the one launching: on the CPU (MPI, polled from the hooks) the oldest's reduce is done
-    // by the next launch, kShardWindow buckets in all (measured: C 256, dp 4, bf16 with f32
-    // communication, within 3 % of the gradients' peak); CUDA's NCCL keeps one more (not measured)
+    // Beside its own run a rank so holds, once backward has made gradients for other owners:
+    // the window's buckets, the one launching with the engine's gradients copied into it, and
+    // the tied wte's gradient (made at the head, its bucket final only at the embedding); with a
+    // comm dtype of its own the cast buffers stand in for the window (two buckets in all beside
+    // them). Measured on the CPU: C 64 fp32 dp 4 (window + 1), C 256 bf16 over f32 dp 4 (2).
     const double z2_own = l.zero == 2 ? bk.own * e : 0;
-    const double z2_window = static_cast<double>(kShardWindow) + (l.device == Device::cuda ? 1 : 0);
+    const bool z2_cast = compute_dtype(l.grad_comm_dtype) != compute_dtype(l.precision);
+    const double z2_window = z2_cast ? 2 : static_cast<double>(kShardWindow) + 1;
     const double z2_backward =
-        l.grad_accum > 1 ? elements * e : z2_own + std::min(elements - bk.own, z2_window * bk.largest) * e;
+        l.grad_accum > 1 ? elements * e : z2_own + std::min(elements - bk.own, z2_window * bk.largest + tied_elems) * e;
     m.grads = l.zero >= 3 ? z3_shards + z3_backward : l.zero == 2 ? z2_backward : elements * e;
     m.optim = elements * (master + state) * (l.zero >= 1 ? 1 / dp : 1);
     m.in_flight = l.pp > 1 ? in_flight_bound(l.schedule, s, static_cast<int>(l.pp), static_cast<int>(l.grad_accum),
@@ -459,7 +465,7 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
       if (l.zero == 2)
         return later || accumulated ? z2_backward
                : l.grad_accum > 1   ? std::min(all, z2_own + so_far)
-                                    : z2_own + (made ? std::min(so_far, z2_backward - z2_own) : 0);
+                                    : z2_own + std::min(so_far, z2_backward - z2_own);
       return l.dp > 1 || later || accumulated ? all : so_far;
     };
     // the start of block j's backward: its first weight gradient made beside its temporary (a
