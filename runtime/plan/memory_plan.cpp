@@ -412,7 +412,9 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     // the window's buckets, the one launching with the engine's gradients copied into it, and
     // the tied wte's gradient (made at the head, its bucket final only at the embedding); with a
     // comm dtype of its own the cast buffers stand in for the window (two buckets in all beside
-    // them). Measured on the CPU: C 64 fp32 dp 4 (window + 1), C 256 bf16 over f32 dp 4 (2).
+    // them), and only around a bucket's launch: by the next block's backward its reduce is done
+    // (the cast path) — without the cast the buffers stay until a later hook retires them.
+    // Measured on the CPU: C 64 fp32 dp 4 (window + 1), C 256 bf16 over f32 dp 4 (2).
     const double z2_own = l.zero == 2 ? bk.own * e : 0;
     const bool z2_cast = compute_dtype(l.grad_comm_dtype) != compute_dtype(l.precision);
     const double z2_window = z2_cast ? 2 : static_cast<double>(kShardWindow) + 1;
@@ -465,7 +467,7 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
       if (l.zero == 2)
         return later || accumulated ? z2_backward
                : l.grad_accum > 1   ? std::min(all, z2_own + so_far)
-                                    : z2_own + std::min(so_far, z2_backward - z2_own);
+                                    : z2_own + (made || !z2_cast ? std::min(so_far, z2_backward - z2_own) : 0);
       return l.dp > 1 || later || accumulated ? all : so_far;
     };
     // the start of block j's backward: its first weight gradient made beside its temporary (a
