@@ -3,21 +3,30 @@
 // (dp, tp, pp, ZeRO stage, schedule, micro-batch, grad-accum, recompute, precision) — before
 // anything is built. `shardtrain plan` prints it, `--max-memory`'s error quotes it, and
 // tests/runtime/plan/test_memory_plan.cpp holds it to the allocator's measured peaks (within 5 %
-// for the layouts of its table; docs/memory.md has the table and where it is weaker).
+// for the layouts of its table and for a seeded random sweep of layouts and sizes; docs/memory.md
+// has the tables and where it is weaker).
 //
 // Per rank of pipeline stage s (every dp × tp rank of a stage holds the same, up to ZeRO's
 // split by whole tensors), with P_s its parameters (its layers' tensors, each its tp shard by the
 // family's shard rule), e the compute dtype's bytes (fp32 4, fp16/bf16 2):
 //   parameters   P_s · e
-//   gradients    P_s · e                              ZeRO-2/3: / dp
+//   gradients    P_s · e                              ZeRO-2: its own run (below); ZeRO-3: / dp
 //   optimizer    P_s · (master + state)               ZeRO-1/2/3: / dp
 //                  master 4 under fp16/bf16 (f32 copy), 0 under fp32; state AdamW 8, SGD 4
+//   ZeRO-2       gradients: the largest owner's run of buckets (Zero1's cut: contiguous runs of
+//                whole tensors balanced by bytes), plus in backward the other owners' gradients
+//                the engine holds until their bucket is final, at most the window's buckets and
+//                the launching one (kShardWindow + 1 of the largest bucket; 2 where cast buffers
+//                carry them) and the tied wte's gradient; with grad-accum > 1 all of them
 //   ZeRO-3       parameters / dp too, plus the gathered units in e: the tied weight (a unit of
 //                its own, gathered from the head's backward to the embedding's) and the largest
 //                two consecutive layers (the running one and the prefetched one); gradients / dp
 //                plus the transient of a unit's reduce-scatter: the tied weight's and the largest
 //                unit's full gradients in e, its comm buffer and received shard in the comm dtype
-//                (runtime/parallel/zero3.h); no DP cast buffers
+//                (runtime/parallel/zero3.h); no DP cast buffers. At a moment of layer j's backward
+//                the gathered units are j's, the one before it and the tied weight, and the
+//                gradients the shards, the tied weight's, j's own and the unit after it still in
+//                flight (its comm buffer and received shard)
 //   activations  the schedule's in-flight micro-batches n_s (GPipe m, 1F1B min(m, pp − s),
 //                interleaved its bound; one process or no pipeline: 1) × the stage's saved bytes
 //                per micro-batch, plus the last stage's loss transient. Per token of a
@@ -66,23 +75,34 @@
 //                              backward (a peak of its own, below): the token batch, dh and dw
 //                              cast to e in place of their f32 buffers, and wte's gradient V·C·e
 //                  a stage before the last: its output, C·e per micro-batch (its backward)
-//                  block backward (peak of a stage whose loss is not the largest moment, e.g.
-//                              a first pipeline stage): 12·C bytes in fp32, 52·C in fp16/bf16
-//                              (measured on the CPU, whose kernels stage bf16 operands in f32;
-//                              the same on CUDA, not measured there)
+//                  block backward, at its start: the block's saved tensors and 8·C bytes a token
+//                              in fp32, 46·C in fp16/bf16 (measured on the CPU, whose kernels stage
+//                              bf16 operands in f32; the same on CUDA, not measured there), and its
+//                              first weight gradient (the MLP's down projection, F/tp·C) as a
+//                              temporary (e; CPU fp16/bf16 also its f32 product) beside its .grad;
+//                              at its end: the layers before it, 9·C·4 + 8 a token (its input, the
+//                              first norm's output, the gradients around its first GEMM) and that
+//                              GEMM's weight gradient ((A + 2·A_kv)·C) likewise
 //                recompute: at each block's replay in backward, the inputs of the blocks up to
 //                it, the replayed block and its backward's transient (block + 5·C·4 per token)
 //   comm         DP/ZeRO gradient buckets are the gradients themselves (no copy); a
 //                --grad-comm-dtype other than the gradients' adds min(2, buckets) cast buffers
-//                of the largest bucket (the first bucket ≤ 1 MiB, the others --bucket-mb);
+//                of the largest bucket (GradReducer's cut: reverse registration order, the first
+//                ≤ 1 MiB, the others --bucket-mb, under ZeRO-1/2 never two owners' tensors);
 //                a pipeline stage before the last adds its p2p buffer: the received gradient
 //                of its output, (B, T, C) in e (a stage's received input is its first block's
 //                saved input, counted there)
-//   peak         parameters + optimizer + activations + comm, plus the gradients when they exist
-//                during the forward (dp > 1: the buckets are allocated at the step's start;
-//                grad-accum > 1: from the first micro-batch's backward on); with recompute, the
-//                largest of that and each replay's moment (the gradients of the layers after it);
-//                with the chunked head, also its backward's moment on the last stage
+//   peak         the largest over the step's moments of parameters + optimizer + comm + that
+//                moment's activations and gradients: the end of the forward (gradients: dp > 1
+//                the buckets from the step's start, ZeRO-2 its own run, ZeRO-3 the shards; all of
+//                them once an earlier micro-batch's backward ran first — grad-accum > 1 without a
+//                pipeline, or 1F1B with more micro-batches than in flight; GPipe none); the head's
+//                backward (unfused or chunked); each block's backward start and end and, with
+//                recompute, each replay — in the first micro-batch's backward (the gradients of
+//                the layers after it, the tied wte's from the head's backward on) and, with
+//                grad-accum > 1, a later one's (every gradient, one micro-batch fewer held unless
+//                the forward's peak already had them); the end of the backward on the embedding's
+//                stage (every gradient and the embedding's wte gradient before it is added)
 // The CPU coefficients are held to the allocator by tests/runtime/plan/test_memory_plan.cpp; the
 // CUDA ones are derived from the ops' code (tests/runtime/plan/test_memory_plan_device.cpp holds
 // the closed form) and checked on the GPU by launch/gpu/run_memory_gpu.sh. Models without a
