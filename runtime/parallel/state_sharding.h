@@ -49,7 +49,7 @@ std::vector<std::string> write_parts(const std::string& dir, const std::string& 
                                      const StateSharding& sharding,
                                      const std::map<std::string, std::string>& metadata = {});
 
-// Asynchronous saving (docs/checkpoints.md "--async-checkpoint"): the same share, copied into host
+// Asynchronous saving (docs/design.md, "--async-checkpoint 1"): the same share, copied into host
 // memory by snapshot_parts on the calling thread (the collectives: the file names' all-gather, the
 // tp groups' assemblies), then written by write_snapshot, which makes no collective call and
 // touches no tensor, so a background thread may run it while training goes on.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <iostream>
 #include <limits>
 
@@ -303,7 +304,8 @@ StepReport TrainStep::wait(int64_t step) {
     report_buf_[slot]->wait();
     h = static_cast<const int64_t*>(report_buf_[slot]->data());
   }
-  std::memcpy(&last_, h, sizeof last_);
+  static_assert(std::is_trivially_copyable_v<ops::DeviceStepState>);
+  std::memcpy(static_cast<void*>(&last_), h, sizeof last_);  // the words the step wrote, as laid out on the device
   // a replay's deferred checks (the warm-up ran them inline); a failed one throws the op's error
   if (checks_[slot]) graph_.run_checks(h + kStateWords);
   StepReport r;

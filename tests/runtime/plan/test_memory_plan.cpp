@@ -238,7 +238,7 @@ std::vector<SweepCase> sweep_cases(int np, int count) {
                   static_cast<unsigned long long>(i), c.model.c_str(), static_cast<long long>(c.d_model),
                   static_cast<long long>(c.layers), static_cast<long long>(c.seq_len),
                   static_cast<long long>(c.micro_batch), static_cast<long long>(c.grad_accum),
-                  static_cast<long long>(c.dp), static_cast<long long>(c.tp), static_cast<long long>(c.pp), c.zero,
+                  static_cast<long long>(c.dp), static_cast<long long>(c.tp), static_cast<long long>(c.pp), static_cast<int>(c.zero),
                   c.precision == Precision::bf16 ? "bf16" : "fp32", c.recompute ? " recompute" : "",
                   c.chunked_head ? " chunked-head" : "",
                   c.pp == 1 ? "" : c.schedule == Schedule::gpipe ? " gpipe" : c.schedule == Schedule::interleaved ? " interleaved" : " 1f1b");
