@@ -97,7 +97,7 @@ TEST(LaunchConfig, ShuffleOverwriteEvalIntervalAndTpFamilies) {
   v.eval_every = 3;
   EXPECT_EQ(runtime::eval_interval(v), 3);
   const std::string help = train_usage();
-  for (const char* needle : {"gpt only (simple-transformer and mlp have no tensor-parallel form)",
+  for (const char* needle : {"gpt and llama (simple-transformer and mlp have no tensor-parallel form)",
                              "0: with --val-data every max(1, steps / 10) steps", "only when stdout is a terminal (isatty)",
                              "--overwrite-checkpoints 0|1", "--shuffle 0|1"})
     EXPECT_NE(help.find(needle), std::string::npos) << needle;
