@@ -33,6 +33,7 @@
 #include "runtime/train/parallel_training.h"
 #include "runtime/train/train_checkpoint.h"
 #include "tensor/philox.h"
+#include "tests/support/mpi_world.h"
 
 using namespace st;
 using namespace st::runtime;
@@ -40,17 +41,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int world_rank() {
-  int r;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-void barrier() { MPI_Barrier(MPI_COMM_WORLD); }
+using st::testing::barrier;
+using st::testing::world_rank;
+using st::testing::world_size;
 
 std::string work_dir() {
   static std::string dir = [] {

@@ -30,6 +30,7 @@
 #include "runtime/train/trainer.h"
 #include "tensor/philox.h"
 #include "tests/support/sharded_fixture.h"
+#include "tests/support/mpi_world.h"
 
 using namespace st;
 using namespace st::runtime;
@@ -37,17 +38,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int world_rank() {
-  int r;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-void barrier() { MPI_Barrier(MPI_COMM_WORLD); }
+using st::testing::barrier;
+using st::testing::world_rank;
+using st::testing::world_size;
 
 const std::string kFixture = ST_FIXTURE_DIR;
 
