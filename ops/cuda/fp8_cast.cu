@@ -34,11 +34,13 @@
 //   dequantize_kernel     q (n) → out (n) = f32(q) · s⁻¹            grid-stride, one element a thread
 // The s a cast multiplies by and the s⁻¹ it reports are read from the state in device memory by
 // the kernel itself, so a captured CUDA graph replays them with the state's current values.
-// Where the amax pass could go (current scaling reads x twice: amax_kernel, then the cast): every
-// tensor fp8_linear casts is made by a kernel of ours — the block's norm output (add_layernorm.cu,
-// qkv and up), the attention output (flash_attention.cu, o), the GELU (activation.cu, down) and,
-// backward, the residual gradient (add_layernorm_bwd), the GELU gradient and dqkv — each could
-// max-accumulate |y| into the state's amax slot with the block_amax below as it stores y.
+// Where the amax pass could go (current scaling reads x twice: amax_kernel, then the cast): of the
+// tensors fp8_linear casts, these are written by kernels of ours, which could max-accumulate |y|
+// into the scaling state's amax slot (block_amax below) as they store y: the norm outputs (qkv, up:
+// ops/cuda/layernorm_rows.cuh), the GELU (down: ops/cuda/activation.cu through pointwise.cuh), and
+// backward the residual gradient (o, down: add_layernorm's backward dx sink) and the GELU gradient
+// (up). The attention output (o) and dqkv (qkv) are cuDNN's under the default backend
+// (ops/attention_backend.h).
 #include <algorithm>
 
 #include "ops/cuda/common.cuh"
