@@ -168,8 +168,8 @@ int main(int argc, char** argv) {
   // 4C): fp8_amax (x read), the plain cast (x → q), the transposing cast (x → q, qt), and the whole
   // current-scaling quantize of --precision fp8 (zero, amax, scale, transposing cast: x read twice);
   // bytes as each moves them. Peers in the same run: the one-element kernels the launchers fall
-  // back to (R = BT − 4 or − 3, not a multiple of 8: the 32 × 32 transposing kernel; a view one element
-  // off alignment: the scalar cast).
+  // back to (R = BT − 4 or − 3, not a multiple of 8: the 32 × 32 transposing kernel; a view one
+  // element off alignment: the scalar cast).
   if (want("fp8")) {
     ops::Fp8Scaling sc = ops::fp8_scaling({}, Device::cuda);
     float* state = ops::fp8_state_ptr(sc, "bench_ops_cuda");
