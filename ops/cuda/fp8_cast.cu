@@ -1,69 +1,233 @@
 // FP8 casts, amax and the scaling state's updates on CUDA (ops/fp8_quantize.h, ops/fp8_scaling.h),
 // every value as ops/cpu/fp8_cast.cpp computes it:
 //   cast      q = cvt.rn.satfinite(x · s): __fmul_rn (one rounding, never contracted) then the
-//             hardware conversion (sm_89+), which rounds to nearest even and saturates as
-//             tensor/dtype.h does (tests/gpu/test_gpu_fp8.cpp holds the two bit for bit).
+//             hardware conversion (sm_89+; two values an instruction, the same cvt.rn.satfinite
+//             .e4m3x2/.e5m2x2.f32 that the one-value intrinsic issues), which rounds to nearest even
+//             and saturates as tensor/dtype.h does (tests/gpu/test_gpu_fp8.cpp holds the two bit
+//             for bit).
 //   amax      max over |x|'s bit patterns (unsigned max: order-free, so bit-equal to the CPU's
-//             loop): per warp __reduce_max_sync, then one atomicMax per warp on the state's slot.
+//             loop): per block (warps by __reduce_max_sync, then the warps' maxima through shared
+//             memory), then ONE atomicMax per block on the state's slot (none when the block's max
+//             is 0): a few thousand same-address atomics a call at most, not one per warp.
 //   the rule  fp8_scale_from_amax (ops/fp8_scaling.h), the same function on the host and the device.
-// Kernels:
-//   amax_kernel           x (n) → *amax max= max |x|                grid-stride
-//   cast_kernel           x (n) → q (n), records amax               grid-stride
-//   cast_transpose_kernel x (R, C) → q (R, C), qt (C, R)            32×32 tiles through shared
-//                         memory (block 32 × 8, 4 rows a thread): reads and both writes coalesced
+// Memory access: a "pack" is 16 bytes of x (N = 8 bf16 / f16 or 4 f32: st::cuda::Pack) loaded as
+// one int4; its N fp8 bytes are stored as one N-byte word (uint2 / uint32). The launchers take the
+// pack paths where the pointers and shapes allow and fall back to one element a thread otherwise
+// (same values: the cast is elementwise, the amax a max).
+// Kernels (256 threads a block):
+//   amax_kernel        x (n) → *amax max= max |x|         packs from x's first 16-byte boundary
+//                      (scalar head and tail); grid-stride, 4 packs in flight a thread, ≤ 4096 blocks
+//   cast_kernel        x (n) → q (n), records amax        packs when x is 16-byte and q N-byte
+//                      aligned (scalar tail), else one element a thread; grid-stride, ≤ 4096 blocks
+//   cast_transpose_kernel         x (R, C) → q (R, C), qt (C, R): tiles of 256 rows × 8N columns,
+//                      block 8 × 32; thread (tx, ty) converts the 8 × N chunk at rows 8ty …,
+//                      columns N·tx …: 8 pack loads, 8 N-byte q stores, then its N columns
+//                      transposed in registers (byte permutes, no shared memory) into N 8-byte qt
+//                      stores. A warp (8 × 4 threads) reads 4 rows × 128 contiguous bytes a load,
+//                      writes 4 rows × 8N bytes a q store and 8 qt rows × 32 contiguous bytes a qt
+//                      store: whole 32-byte sectors throughout. Needs R % 8 = 0, C % N = 0, x
+//                      16-byte, q N-byte and qt 8-byte aligned.
+//   cast_transpose_scalar_kernel  the same for any shape: 32 × 32 tiles through shared memory
+//                      (block 32 × 8, 4 rows a thread, one byte a store), reads and writes coalesced
 //   scale_current_kernel  state: s from amax                        one thread
 //   update_kernel         state: history ← amax, s from its max     one block, history in shared memory
-//   dequantize_kernel     q (n) → out (n) = f32(q) · s⁻¹            grid-stride
+//   dequantize_kernel     q (n) → out (n) = f32(q) · s⁻¹            grid-stride, one element a thread
 // The s a cast multiplies by and the s⁻¹ it reports are read from the state in device memory by
 // the kernel itself, so a captured CUDA graph replays them with the state's current values.
+// Where the amax pass could go (current scaling reads x twice: amax_kernel, then the cast): of the
+// tensors fp8_linear casts, these are written by kernels of ours, which could max-accumulate |y|
+// into the scaling state's amax slot (block_amax below) as they store y: the norm outputs (qkv, up:
+// ops/cuda/layernorm_rows.cuh), the GELU (down: ops/cuda/activation.cu through pointwise.cuh), and
+// backward the residual gradient (o, down: add_layernorm's backward dx sink) and the GELU gradient
+// (up). The attention output (o) and dqkv (qkv) are cuDNN's under the default backend
+// (ops/attention_backend.h).
+#include <algorithm>
+
 #include "ops/cuda/common.cuh"
 #include "ops/fp8_quantize.h"
 
 namespace st::ops::cuda {
 namespace {
 
+using st::cuda::aligned16;
+using st::cuda::load_pack;
+using st::cuda::Pack;
+
 constexpr int kThreads = 256;
-constexpr int kTile = 32, kTileRows = 8;  // cast_transpose: 32 × 32 tile, 32 × 8 threads
+constexpr int64_t kMaxBlocks = 4096;           // grid-stride kernels: at most this many atomics a call
+constexpr int kTile = 32, kTileRows = 8;        // scalar cast_transpose: 32 × 32 tile, 32 × 8 threads
+constexpr int kCtRows = 8;                      // cast_transpose: rows a thread (one 8-byte qt store)
+constexpr int kCtTx = 8, kCtTy = kThreads / kCtTx;  // its block: 8 column × 32 row threads
+constexpr int64_t kCtTileRows = kCtTy * kCtRows;    // 256 rows a tile
 
 template <__nv_fp8_interpretation_t F>
 __device__ inline uint8_t encode(float v) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, F));
 }
 
+// four values → four fp8 bytes, a in byte 0 (the same cvt as encode, two values an instruction)
+template <__nv_fp8_interpretation_t F>
+__device__ inline uint32_t encode4(float a, float b, float c, float d) {
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, F);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, F);
+  return lo | (hi << 16);
+}
+
 __device__ inline uint32_t abs_bits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
 
-// the warp's max of m; lane 0 max-accumulates it into *slot (a float's bits, ≥ 0)
-__device__ inline void warp_amax(uint32_t m, float* slot) {
+// The block's max of m; thread 0 max-accumulates it into *slot (a float's bits, ≥ 0) with one
+// atomic. Every thread of the block calls it (it has a barrier); blocks of whole warps, ≤ 1024.
+__device__ inline void block_amax(uint32_t m, float* slot) {
+  __shared__ uint32_t warp_max[32];
+  const int t = threadIdx.x + threadIdx.y * blockDim.x, nwarps = (blockDim.x * blockDim.y) >> 5;
   m = __reduce_max_sync(0xffffffffu, m);
-  if ((threadIdx.x & 31) == 0 && m != 0) atomicMax(reinterpret_cast<unsigned int*>(slot), m);
+  if ((t & 31) == 0) warp_max[t >> 5] = m;
+  __syncthreads();
+  if (t == 0) {
+    for (int w = 1; w < nwarps; ++w) m = max(m, warp_max[w]);
+    if (m != 0) atomicMax(reinterpret_cast<unsigned int*>(slot), m);
+  }
 }
 
+// max |v| bits over a pack
 template <class T>
-__global__ void amax_kernel(const T* x, int64_t n, float* amax) {
+__device__ inline uint32_t pack_amax(const Pack<T>& p) {
   uint32_t m = 0;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    m = max(m, abs_bits(to_float(x[i])));
-  warp_amax(m, amax);
+#pragma unroll
+  for (int k = 0; k < Pack<T>::N; ++k) m = max(m, abs_bits(to_float(p.v[k])));
+  return m;
 }
 
-template <class T, __nv_fp8_interpretation_t F>
-__global__ void cast_kernel(const T* x, uint8_t* q, int64_t n, float* state, bool record, float* scale_inv) {
-  const float s = state[kFp8Scale];
+// a pack's N fp8 bytes (x · s each) as N/4 words, byte j of word k = element 4k + j; m max= |x|
+template <__nv_fp8_interpretation_t F, class T>
+__device__ inline void encode_pack(const Pack<T>& p, float s, uint32_t (&w)[Pack<T>::N / 4], uint32_t& m) {
+#pragma unroll
+  for (int k = 0; k < Pack<T>::N / 4; ++k) {
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[j] = to_float(p.v[4 * k + j]);
+      m = max(m, abs_bits(v[j]));
+    }
+    w[k] = encode4<F>(__fmul_rn(v[0], s), __fmul_rn(v[1], s), __fmul_rn(v[2], s), __fmul_rn(v[3], s));
+  }
+}
+
+// W words to q (4W-byte aligned)
+template <int W>
+__device__ inline void store_words(uint8_t* q, const uint32_t (&w)[W]) {
+  static_assert(W == 1 || W == 2);
+  if constexpr (W == 1)
+    *reinterpret_cast<uint32_t*>(q) = w[0];
+  else
+    *reinterpret_cast<uint2*>(q) = make_uint2(w[0], w[1]);
+}
+
+// rows a, b, c, d of a 4 × 4 byte block (byte j of a word = column j) → col[j] = column j (byte i = row i)
+__device__ inline void transpose4x4(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t (&col)[4]) {
+  const uint32_t ab01 = __byte_perm(a, b, 0x5140), ab23 = __byte_perm(a, b, 0x7362);  // a0 b0 a1 b1, a2 b2 a3 b3
+  const uint32_t cd01 = __byte_perm(c, d, 0x5140), cd23 = __byte_perm(c, d, 0x7362);
+  col[0] = __byte_perm(ab01, cd01, 0x5410);  // a0 b0 c0 d0
+  col[1] = __byte_perm(ab01, cd01, 0x7632);
+  col[2] = __byte_perm(ab23, cd23, 0x5410);
+  col[3] = __byte_perm(ab23, cd23, 0x7632);
+}
+
+// x (n): elements [head, head + packs·N) as packs (x + head 16-byte aligned), the others one by one
+template <class T>
+__global__ void __launch_bounds__(kThreads) amax_kernel(const T* x, int64_t n, int64_t head, int64_t packs,
+                                                        float* amax) {
+  constexpr int N = Pack<T>::N;
+  const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+  const T* xp = x + head;
   uint32_t m = 0;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const float v = to_float(x[i]);
-    q[i] = encode<F>(__fmul_rn(v, s));
+  int64_t i = t0;
+  for (; i + 3 * stride < packs; i += 4 * stride) {  // four 16-byte loads in flight
+    Pack<T> p[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) p[u] = load_pack(xp + (i + u * stride) * N);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) m = max(m, pack_amax(p[u]));
+  }
+  for (; i < packs; i += stride) m = max(m, pack_amax(load_pack(xp + i * N)));
+  const int64_t end = head + packs * N, rest = head + (n - end);  // [0, head) and [end, n)
+  for (int64_t j = t0; j < rest; j += stride) m = max(m, abs_bits(to_float(x[j < head ? j : end + (j - head)])));
+  block_amax(m, amax);
+}
+
+// x (n) → q (n): elements [0, packs·N) as packs (x 16-byte, q N-byte aligned), [packs·N, n) one by one
+template <class T, __nv_fp8_interpretation_t F>
+__global__ void __launch_bounds__(kThreads) cast_kernel(const T* x, uint8_t* q, int64_t n, int64_t packs,
+                                                        float* state, bool record, float* scale_inv) {
+  constexpr int N = Pack<T>::N;
+  const float s = state[kFp8Scale];
+  const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+  uint32_t m = 0;
+  int64_t i = t0;
+  for (; i + 3 * stride < packs; i += 4 * stride) {  // four 16-byte loads in flight
+    Pack<T> p[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) p[u] = load_pack(x + (i + u * stride) * N);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      uint32_t w[N / 4];
+      encode_pack<F>(p[u], s, w, m);
+      store_words(q + (i + u * stride) * N, w);
+    }
+  }
+  for (; i < packs; i += stride) {
+    uint32_t w[N / 4];
+    encode_pack<F>(load_pack(x + i * N), s, w, m);
+    store_words(q + i * N, w);
+  }
+  for (int64_t j = packs * N + t0; j < n; j += stride) {
+    const float v = to_float(x[j]);
+    q[j] = encode<F>(__fmul_rn(v, s));
     m = max(m, abs_bits(v));
   }
-  if (record) warp_amax(m, state + kFp8Amax);
+  if (record) block_amax(m, state + kFp8Amax);
   if (blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = state[kFp8ScaleInv];
+}
+
+// block (kCtTx, kCtTy), tile (bx, by) of x (R, C): rows 256·bx …, columns 8N·by … (rows on x: up to
+// 2^31 tiles). R % 8 = 0 and C % N = 0, so a thread's 8 × N chunk is wholly inside x or outside.
+template <class T, __nv_fp8_interpretation_t F>
+__global__ void __launch_bounds__(kThreads) cast_transpose_kernel(const T* x, uint8_t* q, uint8_t* qt, int64_t R,
+                                                                  int64_t C, float* state, bool record,
+                                                                  float* scale_inv) {
+  constexpr int N = Pack<T>::N, W = N / 4;
+  const float s = state[kFp8Scale];
+  const int64_t r = blockIdx.x * kCtTileRows + threadIdx.y * kCtRows;            // the chunk's first row
+  const int64_t c = static_cast<int64_t>(blockIdx.y) * (kCtTx * N) + threadIdx.x * N;  // and column
+  uint32_t m = 0;
+  if (r < R && c < C) {
+    Pack<T> p[kCtRows];
+#pragma unroll
+    for (int i = 0; i < kCtRows; ++i) p[i] = load_pack(x + (r + i) * C + c);
+    uint32_t w[kCtRows][W];  // row i of the chunk: N fp8 bytes
+#pragma unroll
+    for (int i = 0; i < kCtRows; ++i) {
+      encode_pack<F>(p[i], s, w[i], m);
+      store_words(q + (r + i) * C + c, w[i]);
+    }
+#pragma unroll
+    for (int k = 0; k < W; ++k) {  // columns c + 4k … c + 4k + 3
+      uint32_t lo[4], hi[4];       // rows 0–3 and 4–7 of each
+      transpose4x4(w[0][k], w[1][k], w[2][k], w[3][k], lo);
+      transpose4x4(w[4][k], w[5][k], w[6][k], w[7][k], hi);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) *reinterpret_cast<uint2*>(qt + (c + 4 * k + j) * R + r) = make_uint2(lo[j], hi[j]);
+    }
+  }
+  if (record) block_amax(m, state + kFp8Amax);
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *scale_inv = state[kFp8ScaleInv];
 }
 
 // block (kTile, kTileRows): tile (bx, by) of x (R, C) (rows on x: up to 2^31 tiles); threads read
 // rows r0 + ty + 8j, column c0 + tx
 template <class T, __nv_fp8_interpretation_t F>
-__global__ void cast_transpose_kernel(const T* x, uint8_t* q, uint8_t* qt, int64_t R, int64_t C, float* state,
-                                      bool record, float* scale_inv) {
+__global__ void cast_transpose_scalar_kernel(const T* x, uint8_t* q, uint8_t* qt, int64_t R, int64_t C,
+                                             float* state, bool record, float* scale_inv) {
   __shared__ uint8_t tile[kTile][kTile + 4];
   const float s = state[kFp8Scale];
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kTile, c0 = static_cast<int64_t>(blockIdx.y) * kTile;
@@ -86,7 +250,7 @@ __global__ void cast_transpose_kernel(const T* x, uint8_t* q, uint8_t* qt, int64
     const int64_t c = c0 + ty + j, r = r0 + tx;  // qt row c, column r
     if (r < R && c < C) qt[c * R + r] = tile[tx][ty + j];
   }
-  if (record) warp_amax(m, state + kFp8Amax);
+  if (record) block_amax(m, state + kFp8Amax);
   if (blockIdx.x == 0 && blockIdx.y == 0 && tx == 0 && ty == 0) *scale_inv = state[kFp8ScaleInv];
 }
 
@@ -148,8 +312,14 @@ void fp8_amax(const Tensor& x, float* amax) {
   if (n == 0) return;
   visit_float_dtype(x.dtype(), "fp8_amax", [&](auto tag) {
     using T = decltype(tag);
-    amax_kernel<T><<<grid_for(n, kThreads, 4096), kThreads, 0, current_stream()>>>(
-        static_cast<const T*>(x.data_ptr()), n, amax);
+    constexpr int64_t N = Pack<T>::N;
+    const T* px = static_cast<const T*>(x.data_ptr());
+    // packs from x's first 16-byte boundary (a T-aligned x reaches one within N − 1 elements)
+    const uintptr_t a = reinterpret_cast<uintptr_t>(px);
+    const int64_t head = a % sizeof(T) ? n : std::min<int64_t>(n, ((16 - (a & 15)) & 15) / sizeof(T));
+    const int64_t packs = (n - head) / N, units = packs + (n - packs * N);  // threads' work items
+    amax_kernel<T><<<grid_for(units, kThreads * 4, kMaxBlocks), kThreads, 0, current_stream()>>>(px, n, head, packs,
+                                                                                                 amax);
     CHECK_LAUNCH();
   });
 }
@@ -177,17 +347,28 @@ void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record,
   }
   visit_float_dtype(x.dtype(), "fp8_quantize", [&](auto tag) {
     using T = decltype(tag);
+    constexpr int64_t N = Pack<T>::N;
     const T* px = static_cast<const T*>(x.data_ptr());
+    auto aligned = [](const void* p, uintptr_t b) { return reinterpret_cast<uintptr_t>(p) % b == 0; };
     visit_fp8(q.dtype(), [&](auto fmt) {
       constexpr __nv_fp8_interpretation_t F = decltype(fmt)::value;
-      if (pqt) {
+      if (pqt && R % kCtRows == 0 && C % N == 0 && aligned16(px) && aligned(pq, N) && aligned(pqt, 8)) {
+        const int64_t tiles_r = (R + kCtTileRows - 1) / kCtTileRows, tiles_c = (C + kCtTx * N - 1) / (kCtTx * N);
+        ST_CHECK(tiles_r <= INT32_MAX && tiles_c <= 65535, ShapeError,
+                 "fp8_quantize: (" << R << ", " << C << ") is too large for the transposing cast");
+        const dim3 grid(static_cast<unsigned>(tiles_r), static_cast<unsigned>(tiles_c));
+        cast_transpose_kernel<T, F><<<grid, dim3(kCtTx, kCtTy), 0, stream>>>(px, pq, pqt, R, C, state, record,
+                                                                             scale_inv);
+      } else if (pqt) {  // any shape or alignment: one element a thread
         ST_CHECK((R + kTile - 1) / kTile <= INT32_MAX && (C + kTile - 1) / kTile <= 65535, ShapeError,
                  "fp8_quantize: (" << R << ", " << C << ") is too large for the transposing cast");
         const dim3 grid(static_cast<unsigned>((R + kTile - 1) / kTile), static_cast<unsigned>((C + kTile - 1) / kTile));
-        cast_transpose_kernel<T, F><<<grid, dim3(kTile, kTileRows), 0, stream>>>(px, pq, pqt, R, C, state, record,
-                                                                                 scale_inv);
+        cast_transpose_scalar_kernel<T, F><<<grid, dim3(kTile, kTileRows), 0, stream>>>(px, pq, pqt, R, C, state,
+                                                                                        record, scale_inv);
       } else {
-        cast_kernel<T, F><<<grid_for(n, kThreads), kThreads, 0, stream>>>(px, pq, n, state, record, scale_inv);
+        const int64_t packs = aligned16(px) && aligned(pq, N) ? n / N : 0, units = packs + (n - packs * N);
+        cast_kernel<T, F><<<grid_for(units, kThreads * 4, kMaxBlocks), kThreads, 0, stream>>>(px, pq, n, packs, state,
+                                                                                              record, scale_inv);
       }
       CHECK_LAUNCH();
     });

@@ -1,6 +1,7 @@
 // CUDA op benchmark (a program, not a test): ceilings first (device-to-device copy, an 8192³
 // cuBLAS bf16 product), then GEMM on GPT-2 124M shapes, the elementwise kernels of the step
-// (bias add, bias-gradient column sum, add, add_, fill_, transpose and cast copies), layernorm
+// (bias add, bias-gradient column sum, add, add_, fill_, transpose and cast copies), the FP8 casts
+// and amax of --precision fp8 (against their one-element fallbacks), layernorm
 // (also fused with the residual add, against the unfused ops) / Llama's rmsnorm (the same) and
 // swiglu (against silu and mul) / cross-entropy / AdamW as GB/s against the copy (AdamW also over GPT-2's 148 tensors, per-tensor
 // launches against the multi-tensor op), and causal attention fwd+bwd time (compare with
@@ -10,7 +11,7 @@
 // Shapes are issue 3's: B·T = 16384 tokens, C = 768, V = 50304 (padded; 50257 shown too), and
 // attention B=16, 12 heads, T=1024, D=64 in f16 (bf16 and f32 too).
 // Usage: bench_ops_cuda [B=16] [T=1024] [sections=all]
-//   sections: a comma list of ceil, gemm, elem, layernorm, llama, ce, adamw, attn (the copy ceiling
+//   sections: a comma list of ceil, gemm, elem, fp8, layernorm, llama, ce, adamw, attn (the copy ceiling
 //   always runs: the GB/s rows are shown against it)
 #include <algorithm>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include "ops/cuda/sdpa_cudnn.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
+#include "ops/fp8_quantize.h"
 #include "ops/matmul.h"
 #include "ops/layernorm.h"
 #include "ops/optim.h"
@@ -160,6 +162,42 @@ int main(int argc, char** argv) {
            time_ms([&] { qt.copy_(q.permute({0, 2, 1, 3})); }), copy_gbs);
     Tensor q32 = Tensor::empty({B, T, H, D}, DType::f32, Device::cuda);
     bw_row("cast copy f16 -> f32 (BT,768)", n1 * (es + 4), time_ms([&] { q32.copy_(q); }), copy_gbs);
+  }
+
+  // ---- FP8 casts (ops/fp8_quantize.h) of bf16 activations at the widths fp8_linear casts (C, 3C,
+  // 4C): fp8_amax (x read), the plain cast (x → q), the transposing cast (x → q, qt), and the whole
+  // current-scaling quantize of --precision fp8 (zero, amax, scale, transposing cast: x read twice);
+  // bytes as each moves them. Peers in the same run: the one-element kernels the launchers fall
+  // back to (R = BT − 4 or − 3, not a multiple of 8: the 32 × 32 transposing kernel; a view one
+  // element off alignment: the scalar cast).
+  if (want("fp8")) {
+    ops::Fp8Scaling sc = ops::fp8_scaling({}, Device::cuda);
+    float* state = ops::fp8_state_ptr(sc, "bench_ops_cuda");
+    Tensor si = Tensor::empty({1}, DType::f32, Device::cuda), none;
+    for (int64_t Cx : {C, 3 * C, 4 * C}) {
+      const int64_t R = BT, Rr = BT - (BT % 8 == 4 ? 3 : 4);  // Rr % 8 ≠ 0
+      Tensor x = rnd({R, Cx}, DType::bf16), q = Tensor::empty({R, Cx}, DType::f8e4m3, Device::cuda);
+      Tensor qt = Tensor::empty({Cx, R}, DType::f8e4m3, Device::cuda);
+      const double n = static_cast<double>(R * Cx), nr = static_cast<double>(Rr * Cx);
+      char name[80];
+      std::snprintf(name, sizeof name, "fp8 amax (BT,%ld) bf16 (x)", (long)Cx);
+      bw_row(name, 2 * n, time_ms([&] { ops::cuda::fp8_amax(x, state + ops::kFp8Amax); }), copy_gbs);
+      std::snprintf(name, sizeof name, "fp8 cast (BT,%ld) bf16 (x, q)", (long)Cx);
+      bw_row(name, 3 * n, time_ms([&] { ops::cuda::fp8_cast(x, q, none, state, true, si.data<float>()); }),
+             copy_gbs);
+      Tensor xm = x.view({R * Cx}).narrow(0, 1, R * Cx - 1).view({1, R * Cx - 1});
+      Tensor qm = Tensor::empty({1, R * Cx - 1}, DType::f8e4m3, Device::cuda);
+      bw_row("  the same, x misaligned (one element a thread)", 3 * n,
+             time_ms([&] { ops::cuda::fp8_cast(xm, qm, none, state, true, si.data<float>()); }), copy_gbs);
+      std::snprintf(name, sizeof name, "fp8 cast+transpose (BT,%ld) bf16 (x, q, qt)", (long)Cx);
+      bw_row(name, 4 * n, time_ms([&] { ops::cuda::fp8_cast(x, q, qt, state, true, si.data<float>()); }), copy_gbs);
+      Tensor xr = x.narrow(0, 0, Rr), qr = Tensor::empty({Rr, Cx}, DType::f8e4m3, Device::cuda);
+      Tensor qtr = Tensor::empty({Cx, Rr}, DType::f8e4m3, Device::cuda);
+      bw_row("  the same, R % 8 != 0 (32x32 one-element kernel)", 4 * nr,
+             time_ms([&] { ops::cuda::fp8_cast(xr, qr, qtr, state, true, si.data<float>()); }), copy_gbs);
+      std::snprintf(name, sizeof name, "fp8 quantize, current, transposed (BT,%ld)", (long)Cx);
+      bw_row(name, 6 * n, time_ms([&] { ops::fp8_quantize(x, sc, true); }), copy_gbs);
+    }
   }
 
   // ---- layernorm (BT, C)

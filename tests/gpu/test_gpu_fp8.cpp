@@ -2,8 +2,11 @@
 //   - the cast bit for bit over 2^28 f32 inputs (every 16th bit pattern, all low nibbles among
 //     them: NaN, ±inf, subnormals, both signs), both formats, with s = 1, and the amax bits; the
 //     tensor core's Tensor::to(f8) the same;
-//   - the cast with a power-of-two and a non-power-of-two s, f32 and bf16 inputs, with the
-//     transposed copy, delayed recording and updates: data, data_t and the state bit for bit;
+//   - the cast with a power-of-two and a non-power-of-two s, f32, f16 and bf16 inputs, with the
+//     transposed copy (shapes for the tiled and the one-element kernel), delayed recording and
+//     updates: data, data_t and the state bit for bit;
+//   - the one-dimensional cast and fp8_amax of misaligned views and ragged lengths (the kernels'
+//     16-byte packs, their scalar heads and tails): data and amax bit for bit;
 //   - fp8_matmul against the CPU emulation within the accumulation-order tolerance, on the
 //     cuBLASLt path (aligned shapes: it must run) and the fallback (K not a multiple of 16);
 //   - fp8_linear forward and backward against the CPU op (scales bit for bit, products within the
@@ -11,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -82,31 +86,74 @@ TEST(GpuFp8, CastEqualsTheCpuBitForBitOverASweepOfF32) {
 }
 
 TEST(GpuFp8, ScaledTransposingCastsAndUpdatesEqualTheCpu) {
-  const int64_t R = 100, C = 72;  // not multiples of the 32-wide tile
+  // Shapes for both transposing kernels of ops/cuda/fp8_cast.cu: the tiled one needs R % 8 = 0 and
+  // C % N = 0 (N = 8 for f16 / bf16, 4 for f32), else the one-element 32 × 32 kernel runs.
+  //   (100, 72)  R % 8 ≠ 0: the one-element kernel for every dtype
+  //   (264, 200) the tiled kernel, both dims ending in a partial tile (256 × 64 / 256 × 32 tiles)
+  //   (48, 36)   f32: the tiled kernel; f16 / bf16: the one-element kernel (36 % 8 ≠ 0)
+  const int64_t shapes[][2] = {{100, 72}, {264, 200}, {48, 36}};
+  for (const auto& [R, C] : shapes) {
+    std::vector<float> xv = normal(R * C, 3.f, 5);
+    xv[7] = 900.f;           // saturates at s ≥ 1
+    xv[R * C - 3] = -950.f;  // the amax, in the last row and column tile (partial tiles are read)
+    for (Fp8Format f : {Fp8Format::e4m3, Fp8Format::e5m2})
+      for (float s : {0.5f, 0.7f, 3.f})
+        for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+          char trace[96];
+          std::snprintf(trace, sizeof trace, "(%ld, %ld) %s s %g %s", static_cast<long>(R), static_cast<long>(C),
+                        fp8_format_name(f), s, dtype_name(dt));
+          SCOPED_TRACE(trace);
+          Tensor x = Tensor::from_vector(xv, {R, C}, dt);
+          Fp8Scaling sc = fixed_scale(f, s, Device::cpu), sg = fixed_scale(f, s, Device::cuda);
+          Fp8Tensor qc = fp8_quantize(x, sc, true), qg = fp8_quantize(x.to(Device::cuda), sg, true);
+          EXPECT_EQ(first_diff(bytes(qc.data), bytes(qg.data)), -1);
+          EXPECT_EQ(first_diff(bytes(qc.data_t), bytes(qg.data_t)), -1);
+          EXPECT_EQ(bytes(qc.scale_inv), bytes(qg.scale_inv));
+          EXPECT_EQ(bytes(sc.state), bytes(sg.state));  // the recorded amax
+          fp8_scaling_update(sc);
+          fp8_scaling_update(sg);
+          EXPECT_EQ(bytes(sc.state), bytes(sg.state));  // history, s, s⁻¹ after the update
+          EXPECT_EQ(first_diff(bytes(fp8_dequantize(qc, dt)), bytes(fp8_dequantize(qg, dt))), -1);
+        }
+  }
+  const int64_t R = 100, C = 72;
   std::vector<float> xv = normal(R * C, 3.f, 5);
-  xv[7] = 900.f;  // saturates at s ≥ 1
-  for (Fp8Format f : {Fp8Format::e4m3, Fp8Format::e5m2})
-    for (float s : {0.5f, 0.7f, 3.f})
-      for (DType dt : {DType::f32, DType::bf16}) {
-        SCOPED_TRACE(std::string(fp8_format_name(f)) + " s " + std::to_string(s) + " " + dtype_name(dt));
-        Tensor x = Tensor::from_vector(xv, {R, C}, dt);
-        Fp8Scaling sc = fixed_scale(f, s, Device::cpu), sg = fixed_scale(f, s, Device::cuda);
-        Fp8Tensor qc = fp8_quantize(x, sc, true), qg = fp8_quantize(x.to(Device::cuda), sg, true);
-        EXPECT_EQ(first_diff(bytes(qc.data), bytes(qg.data)), -1);
-        EXPECT_EQ(first_diff(bytes(qc.data_t), bytes(qg.data_t)), -1);
-        EXPECT_EQ(bytes(qc.scale_inv), bytes(qg.scale_inv));
-        EXPECT_EQ(bytes(sc.state), bytes(sg.state));  // the recorded amax
-        fp8_scaling_update(sc);
-        fp8_scaling_update(sg);
-        EXPECT_EQ(bytes(sc.state), bytes(sg.state));  // history, s, s⁻¹ after the update
-        EXPECT_EQ(first_diff(bytes(fp8_dequantize(qc, dt)), bytes(fp8_dequantize(qg, dt))), -1);
-      }
+  xv[7] = 900.f;
   // current scaling with pow2 off and a margin: the rule on the device gives the host's bits
   Fp8Scaling sc = fp8_scaling({.margin = 1, .pow2 = false}), sg = fp8_scaling({.margin = 1, .pow2 = false}, Device::cuda);
   Tensor x = Tensor::from_vector(xv, {R, C});
   Fp8Tensor qc = fp8_quantize(x, sc, true), qg = fp8_quantize(x.to(Device::cuda), sg, true);
   EXPECT_EQ(bytes(sc.state), bytes(sg.state));
   EXPECT_EQ(first_diff(bytes(qc.data_t), bytes(qg.data_t)), -1);
+}
+
+// The one-dimensional cast and the amax take 16-byte packs from the first aligned element and the
+// rest one by one (ops/cuda/fp8_cast.cu): views starting 0 … 3 elements past an aligned address,
+// lengths with and without a ragged tail (8005: enough packs that the kernels' four-loads-in-flight
+// loop runs too), the largest |x| at the first, a middle and the last element in turn (so a head,
+// body or tail left unread changes the amax), every input dtype.
+TEST(GpuFp8, CastAndAmaxOfUnalignedViewsEqualTheCpu) {
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
+    for (int64_t off : {0, 1, 3})
+      for (int64_t n : {1, 5, 64, 8005}) {
+        const std::vector<int64_t> peaks = {0, n / 2, n - 1};
+        for (int64_t peak : peaks) {
+          char trace[96];
+          std::snprintf(trace, sizeof trace, "%s offset %ld n %ld peak %ld", dtype_name(dt), static_cast<long>(off),
+                        static_cast<long>(n), static_cast<long>(peak));
+          SCOPED_TRACE(trace);
+          std::vector<float> xv = normal(static_cast<size_t>(off + n), 1.f, static_cast<uint32_t>(n + off));
+          xv[off + peak] = -40.f;  // |x| ≤ ~5 elsewhere
+          Tensor base = Tensor::from_vector(xv, {off + n}, dt), baseg = base.to(Device::cuda);
+          Tensor x = base.narrow(0, off, n), xg = baseg.narrow(0, off, n);  // views: a misaligned start
+          EXPECT_EQ(bytes(fp8_amax(x)), bytes(fp8_amax(xg)));
+          Fp8Scaling sc = fixed_scale(Fp8Format::e4m3, 0.7f, Device::cpu),
+                     sg = fixed_scale(Fp8Format::e4m3, 0.7f, Device::cuda);
+          Fp8Tensor qc = fp8_quantize(x, sc), qg = fp8_quantize(xg, sg);
+          EXPECT_EQ(first_diff(bytes(qc.data), bytes(qg.data)), -1);
+          EXPECT_EQ(bytes(sc.state), bytes(sg.state));  // the recorded amax
+        }
+      }
 }
 
 // c on CUDA against the CPU emulation. Both sum exact products (two FP8 values multiply exactly in
