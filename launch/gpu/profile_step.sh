@@ -6,8 +6,9 @@
 #      its kernels summed per op family (GEMM, attention, layernorm, cross-entropy, ...).
 # The table: kernel time per family against the wall time; wall − Σ kernels is the time the GPU
 # waited for the host (launch gaps, host reads) — what the graph exists to remove.
-#   usage: launch/gpu/profile_step.sh OUTDIR [gpt-fp16 gpt-bf16 gpt-fp8 gpt-bf16-b64 seed-fp16 seed-fp32 ...]
+#   usage: launch/gpu/profile_step.sh OUTDIR [gpt-fp16 gpt-bf16 gpt-fp8 gpt-bf16-b64 llama-bf16 seed-fp16 seed-fp32 ...]
 # Workloads (the peers' shapes, launch/gpu/bench_peers.sh): gpt-* GPT-2 124M, T 1024, B 16 (b64: 64);
+# llama-bf16 Llama-3.2-1B's shapes, T 2048, B 4;
 # seed-* the seed's Transformer (vocab 10000, d 256, 8 heads, 6 layers, B 32, T 128, dropout 0.1).
 # Env: BUILD (build; a built shardtrain), STEPS (10 timed after 4 warm-up), TINY=1 (tiny shapes on
 # the CPU: checks the command lines and the parser, no ncu). Writes OUTDIR/profile_<w>.txt, and
@@ -30,9 +31,12 @@ if [ "${TINY:-0}" = 1 ]; then
   DEVICE=cpu
   GPT="--layers 2 --d-model 64 --heads 2 --vocab 512 --seq-len 32"; GV=512; GT=32; GB=2
   SEED="--layers 2 --d-model 64 --heads 2 --vocab 1000 --seq-len 16"; SV=1000; ST_T=16; SB=4
+  LLAMA="--layers 2 --d-model 64 --heads 4 --kv-heads 2 --ffn 128 --vocab 512 --seq-len 32"; LV=512; LT=32; LB=2
 else
   GPT="--layers 12 --d-model 768 --heads 12 --vocab 50304 --seq-len 1024"; GV=50257; GT=1024; GB=16
   SEED="--layers 6 --d-model 256 --heads 8 --vocab 10000 --seq-len 128"; SV=10000; ST_T=128; SB=32
+  # Llama-3.2-1B's shapes (bench_peers.sh llama); token ids < 65535, the .bin format's uint16
+  LLAMA="--layers 16 --d-model 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256 --seq-len 2048"; LV=65535; LT=2048; LB=4
 fi
 : > "$OUT/profile.md"
 
@@ -50,6 +54,7 @@ for w in $works; do
     gpt-bf16) args="--model gpt $GPT --micro-batch $GB --precision bf16 --lr 3e-4 --weight-decay 0.1 --clip 1"; tok=$OUT/gpt_tokens.bin; v=$GV; n=$((GB * GT * 40)) ;;
     gpt-bf16-b64) args="--model gpt $GPT --micro-batch $((GB * 4)) --precision bf16 --lr 3e-4 --weight-decay 0.1 --clip 1"; tok=$OUT/gpt_tokens_b64.bin; v=$GV; n=$((GB * 4 * GT * 40)) ;;
     gpt-fp8) args="--model gpt $GPT --micro-batch $GB --precision fp8 --lr 3e-4 --weight-decay 0.1 --clip 1"; tok=$OUT/gpt_tokens.bin; v=$GV; n=$((GB * GT * 40)) ;;
+    llama-bf16) args="--model llama $LLAMA --tie-embeddings 1 --micro-batch $LB --precision bf16 --lr 3e-4 --weight-decay 0.1 --clip 1"; tok=$OUT/llama_tokens.bin; v=$LV; n=$((LB * LT * 40)) ;;
     seed-fp16) args="--model simple-transformer $SEED --micro-batch $SB --precision fp16 --lr 1e-3 --weight-decay 0 --clip 0"; tok=$OUT/seed_tokens.bin; v=$SV; n=$((SB * ST_T * 40)) ;;
     seed-fp32) args="--model simple-transformer $SEED --micro-batch $SB --precision fp32 --lr 1e-3 --weight-decay 0 --clip 0"; tok=$OUT/seed_tokens.bin; v=$SV; n=$((SB * ST_T * 40)) ;;
     *) echo "profile_step: unknown workload $w"; exit 2 ;;
