@@ -126,6 +126,8 @@ class Trainer {
   std::unique_ptr<AsyncCheckpointer> async_;  // --async-checkpoint 1: made at the first save
   int64_t saves_ = 0;                    // checkpoints started by run()
   double save_stall_ms_ = 0;             // the training thread's time in checkpoint_boundary()
+  double save_first_ms_ = 0;             // of it, the first save's (it reserves the host memory)
+  double save_wait_ms_ = 0;              // of it, due saves waiting for the previous asynchronous one
   double end_wait_ms_ = 0;               // run()'s wait for the last asynchronous save
 };
 
