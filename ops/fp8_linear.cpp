@@ -2,7 +2,6 @@
 #include "ops/fp8_linear.h"
 
 #include "ops/check.h"
-#include "ops/elementwise.h"
 #include "ops/fp8_matmul.h"
 #include "ops/fp8_quantize.h"
 #include "ops/reduce.h"
@@ -48,8 +47,7 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Fp8Linea
     NoGradGuard ng;
     qx = fp8_quantize(x2, state.x, /*transpose=*/gw);  // x8 (M, K), x8ᵀ (K, M) for wgrad
     qw = fp8_quantize(w, state.w, /*transpose=*/true);  // w8 (K, N) for dgrad, w8ᵀ (N, K)
-    y = fp8_matmul(qx.data, qx.scale_inv, qw.data_t, qw.scale_inv, xdt);  // (M, N)
-    if (bias.defined()) y = add(y, contiguous_as(bias, xdt));
+    y = fp8_matmul(qx.data, qx.scale_inv, qw.data_t, qw.scale_inv, xdt, Tensor(), bias);  // (M, N), + bias in the epilogue
   }
   Fp8Scaling gscaling = state.grad;  // shares the state buffer
   attach_grad_fn(y, op, {x2, w, bias},

@@ -2,7 +2,8 @@
 //
 //   fp8_linear(x, w, bias, state)
 //     x (..., K) f32/bf16/f16 · w (K, N) (in, out: ops/matmul.h's layout) + bias (N) → y (..., N) of x's dtype
-//   forward   y  = deq(q4(x)) · deq(q4(w)) + bias                  (E4M3 · E4M3)
+//   forward   y  = deq(q4(x)) · deq(q4(w)) + bias                  (E4M3 · E4M3; bias in x's dtype, added
+//                                                                   in f32 by the GEMM: one rounding)
 //   backward  g (..., N) the gradient of y:
 //             dx = deq(qg(g)) · deq(q4(w))ᵀ                         (=, x's dtype)
 //             dw = deq(q4(x))ᵀ · deq(qg(g))                         (=, w's dtype)

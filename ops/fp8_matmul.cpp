@@ -9,7 +9,7 @@
 namespace st::ops {
 
 Tensor fp8_matmul(const Tensor& a, const Tensor& a_scale_inv, const Tensor& b, const Tensor& b_scale_inv,
-                  DType out_dtype, const Tensor& amax) {
+                  DType out_dtype, const Tensor& amax, const Tensor& bias) {
   const char* op = "fp8_matmul";
   check_defined(op, {a, a_scale_inv, b, b_scale_inv});
   check_dtype(op, a, {DType::f8e4m3, DType::f8e5m2});
@@ -30,14 +30,20 @@ Tensor fp8_matmul(const Tensor& a, const Tensor& a_scale_inv, const Tensor& b, c
              op << ": amax must be a one-element contiguous f32 tensor, got " << amax.describe());
     check_same_device(op, {a, amax});
   }
+  if (bias.defined()) {
+    ST_CHECK(bias.dim() == 1 && bias.size(0) == b.size(0), ShapeError,
+             op << ": bias " << shape_str(bias.shape()) << " for an output of " << b.size(0) << " columns");
+    check_same_device(op, {a, bias});
+  }
   NoGradGuard ng;
+  const Tensor bc_ = bias.defined() ? contiguous_as(bias.detach(), out_dtype) : Tensor();  // (N) out_dtype
   Tensor ac = a.contiguous(), bc = b.contiguous(), sa = a_scale_inv.contiguous(), sb = b_scale_inv.contiguous();
   Tensor c = Tensor::empty({a.size(0), b.size(0)}, out_dtype, a.device());  // (M, N)
   if (a.is_cuda()) {
-    cuda::fp8_gemm(ac, sa.data<float>(), bc, sb.data<float>(), c);
+    cuda::fp8_gemm(ac, sa.data<float>(), bc, sb.data<float>(), c, bc_);
     if (amax.defined()) cuda::fp8_amax(c, amax.data<float>());
   } else {
-    cpu::fp8_gemm(ac, sa.data<float>(), bc, sb.data<float>(), c);
+    cpu::fp8_gemm(ac, sa.data<float>(), bc, sb.data<float>(), c, bc_);
     if (amax.defined()) cpu::fp8_amax(c, amax.data<float>());
   }
   return c;

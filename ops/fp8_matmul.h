@@ -3,16 +3,18 @@
 // requirements). A row-major product that needs another layout takes the operand's transposed
 // FP8 copy, made in the same pass as its cast (ops/fp8_quantize.h, `transpose`).
 //
-//   fp8_matmul(a, a_scale_inv, b, b_scale_inv, out_dtype, amax)
-//     a (M, K) fp8 · b (N, K)ᵀ fp8 → c (M, N) out_dtype (f32, bf16, f16)
-//     c = (a_scale_inv · b_scale_inv) · Σ_k f32(a[m,k]) · f32(b[n,k])
+//   fp8_matmul(a, a_scale_inv, b, b_scale_inv, out_dtype, amax, bias)
+//     a (M, K) fp8 · b (N, K)ᵀ fp8 (+ bias (N)) → c (M, N) out_dtype (f32, bf16, f16)
+//     c = (a_scale_inv · b_scale_inv) · Σ_k f32(a[m,k]) · f32(b[n,k]) + f32(bias[n]), rounded once
+//     bias (optional): taken in out_dtype (cuBLASLt's bias type for a bf16 / f16 D), added in f32
+//     by the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS), not by a pass over c
 //     a_scale_inv, b_scale_inv: (1) f32 on the operands' device (the s⁻¹ of their casts)
 //     formats: e4m3 · e4m3, e4m3 · e5m2, e5m2 · e4m3 (cuBLASLt has no e5m2 · e5m2 kernel on Hopper)
 //     amax (optional, (1) f32): max-accumulates max |c| (by bits, ops/fp8_scaling.h)
 //
 // CPU: the emulation — decode both operands to f32 exactly, one sgemm (ops/cpu/sgemm.h: every
 // product of two FP8 values is exact in f32, so only the order of the f32 sums is the CPU's own),
-// then c · (a_scale_inv · b_scale_inv), rounded once to out_dtype.
+// then c · (a_scale_inv · b_scale_inv) + bias, rounded once to out_dtype.
 // CUDA: cublasLtMatmul with CUDA_R_8F_E4M3 / E5M2 operands, CUBLAS_COMPUTE_32F, the two s⁻¹ as
 // CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER (device pointers: a CUDA graph reads them at replay),
 // FAST_ACCUM off (partial sums promoted to f32 periodically), D = C in out_dtype. cuBLASLt computes
@@ -26,14 +28,17 @@
 namespace st::ops {
 
 Tensor fp8_matmul(const Tensor& a, const Tensor& a_scale_inv, const Tensor& b, const Tensor& b_scale_inv,
-                  DType out_dtype = DType::bf16, const Tensor& amax = Tensor());
+                  DType out_dtype = DType::bf16, const Tensor& amax = Tensor(), const Tensor& bias = Tensor());
 
 namespace cpu {
-// a (M, K), b (N, K) fp8 contiguous; c (M, N) contiguous f32/bf16/f16, overwritten
-void fp8_gemm(const Tensor& a, const float* a_scale_inv, const Tensor& b, const float* b_scale_inv, Tensor& c);
+// a (M, K), b (N, K) fp8 contiguous; c (M, N) contiguous f32/bf16/f16, overwritten; bias (N) of c's
+// dtype, contiguous, or undefined
+void fp8_gemm(const Tensor& a, const float* a_scale_inv, const Tensor& b, const float* b_scale_inv, Tensor& c,
+              const Tensor& bias = Tensor());
 }  // namespace cpu
 namespace cuda {
-void fp8_gemm(const Tensor& a, const float* a_scale_inv, const Tensor& b, const float* b_scale_inv, Tensor& c);
+void fp8_gemm(const Tensor& a, const float* a_scale_inv, const Tensor& b, const float* b_scale_inv, Tensor& c,
+              const Tensor& bias = Tensor());
 int64_t fp8_gemm_lt_launches();  // FP8 GEMMs cuBLASLt ran so far (tests: the fast path is taken)
 }  // namespace cuda
 

@@ -1,7 +1,8 @@
 // The FP8 GEMM's CPU emulation (ops/fp8_matmul.h): both operands decoded to f32 exactly, one
 // sgemm (fixed blocking, ops/cpu/sgemm.h) of a (M, K) by b (N, K) read transposed — every product
 // of two FP8 values is exact in f32 — then the scales applied to the sums as cuBLASLt applies
-// them, α = a_scale_inv · b_scale_inv, c = α · Σ, rounded once to c's dtype.
+// them, α = a_scale_inv · b_scale_inv, c = α · Σ + bias (the epilogue's order, in f32), rounded once
+// to c's dtype.
 #include <array>
 #include <vector>
 
@@ -23,7 +24,8 @@ void decode(const Tensor& q, float* out) {
 
 }  // namespace
 
-void fp8_gemm(const Tensor& a, const float* a_scale_inv, const Tensor& b, const float* b_scale_inv, Tensor& c) {
+void fp8_gemm(const Tensor& a, const float* a_scale_inv, const Tensor& b, const float* b_scale_inv, Tensor& c,
+              const Tensor& bias) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(0);
   std::vector<float> a32(static_cast<size_t>(M * K)), b32(static_cast<size_t>(N * K));  // (M, K), (N, K)
   decode(a, a32.data());
@@ -33,6 +35,11 @@ void fp8_gemm(const Tensor& a, const float* a_scale_inv, const Tensor& b, const 
   sgemm(a32.data(), false, b32.data(), true, pc, M, N, K);
   const float alpha = *a_scale_inv * *b_scale_inv;
   for (int64_t i = 0; i < M * N; ++i) pc[i] = alpha * pc[i];
+  if (bias.defined()) {
+    const std::vector<float> bv = bias.to_float();  // (N), exact: bf16 / f16 / f32 → f32
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) pc[m * N + n] += bv[static_cast<size_t>(n)];
+  }
   if (!c32.same(c)) c.copy_(c32);
 }
 

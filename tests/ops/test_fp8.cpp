@@ -230,26 +230,39 @@ TEST(Fp8Matmul, EqualsTheScaledProductOfTheDecodedOperands) {
   const int64_t M = 7, N = 9, K = 40;
   for (auto [fa, fb] : {std::pair{Fp8Format::e4m3, Fp8Format::e4m3}, std::pair{Fp8Format::e5m2, Fp8Format::e4m3},
                         std::pair{Fp8Format::e4m3, Fp8Format::e5m2}})
-    for (DType out : {DType::f32, DType::bf16}) {
-      Fp8Scaling sa = fp8_scaling({.format = fa, .pow2 = false}), sb = fp8_scaling({.format = fb});
-      std::vector<float> av = normal(M * K, 3.f, 1), bv = normal(N * K, 0.02f, 2);
-      Fp8Tensor qa = fp8_quantize(Tensor::from_vector(av, {M, K}), sa);
-      Fp8Tensor qb = fp8_quantize(Tensor::from_vector(bv, {N, K}), sb);
-      Tensor amax = Tensor::zeros({1});
-      Tensor c = fp8_matmul(qa.data, qa.scale_inv, qb.data, qb.scale_inv, out, amax);
-      ASSERT_EQ(c.shape(), (Shape{M, N}));
-      ASSERT_EQ(c.dtype(), out);
-      const float alpha = at(qa.scale_inv, 0) * at(qb.scale_inv, 0);
-      const RefProduct r = ref_matmul_nt(ref_values(bytes(qa.data), fa), ref_values(bytes(qb.data), fb), M, N, K, alpha);
-      const std::vector<double> cv = c.to_double();
-      float cmax = 0;
-      for (int64_t i = 0; i < M * N; ++i) {
-        const double tol = r.bound[i] + (out == DType::bf16 ? std::ldexp(std::fabs(r.c[i]), -8) : 0.0);
-        EXPECT_NEAR(cv[i], r.c[i], tol) << i;
-        cmax = std::max(cmax, static_cast<float>(std::fabs(cv[i])));
+    for (DType out : {DType::f32, DType::bf16})
+      for (bool with_bias : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(out)) + (with_bias ? " + bias" : ""));
+        Fp8Scaling sa = fp8_scaling({.format = fa, .pow2 = false}), sb = fp8_scaling({.format = fb});
+        std::vector<float> av = normal(M * K, 3.f, 1), bv = normal(N * K, 0.02f, 2);
+        Fp8Tensor qa = fp8_quantize(Tensor::from_vector(av, {M, K}), sa);
+        Fp8Tensor qb = fp8_quantize(Tensor::from_vector(bv, {N, K}), sb);
+        // the bias is taken in the output's dtype (f32 values → bf16 first), then added in f32
+        const Tensor bias = with_bias ? Tensor::from_vector(normal(N, 0.5f, 3), {N}) : Tensor();
+        const std::vector<double> bias_out = with_bias ? bias.to(out).to_double() : std::vector<double>(N, 0.0);
+        Tensor amax = Tensor::zeros({1});
+        Tensor c = fp8_matmul(qa.data, qa.scale_inv, qb.data, qb.scale_inv, out, amax, bias);
+        ASSERT_EQ(c.shape(), (Shape{M, N}));
+        ASSERT_EQ(c.dtype(), out);
+        const float alpha = at(qa.scale_inv, 0) * at(qb.scale_inv, 0);
+        const RefProduct r = ref_matmul_nt(ref_values(bytes(qa.data), fa), ref_values(bytes(qb.data), fb), M, N, K, alpha);
+        const std::vector<double> cv = c.to_double();
+        float cmax = 0;
+        for (int64_t i = 0; i < M * N; ++i) {
+          const double want = r.c[i] + bias_out[static_cast<size_t>(i % N)];
+          // the sums' bound; bf16: the one rounding (half an ulp ≤ |c|·2⁻⁸); f32: the bias's add (2⁻²⁴)
+          const double tol = r.bound[i] + std::ldexp(std::fabs(want), out == DType::bf16 ? -8 : -23);
+          EXPECT_NEAR(cv[i], want, tol) << i;
+          cmax = std::max(cmax, static_cast<float>(std::fabs(cv[i])));
+        }
+        EXPECT_EQ(at(amax, 0), cmax);
       }
-      EXPECT_EQ(at(amax, 0), cmax);
-    }
+  {  // a bias of another length
+    Fp8Scaling s = fp8_scaling({});
+    Fp8Tensor q = fp8_quantize(Tensor::ones({4, 16}), s);
+    EXPECT_THROW(fp8_matmul(q.data, q.scale_inv, q.data, q.scale_inv, DType::f32, Tensor(), Tensor::ones({5})),
+                 ShapeError);
+  }
   Fp8Scaling s5 = fp8_scaling({.format = Fp8Format::e5m2});
   Fp8Tensor q5 = fp8_quantize(Tensor::ones({4, 16}), s5);
   EXPECT_THROW(fp8_matmul(q5.data, q5.scale_inv, q5.data, q5.scale_inv), DTypeError);  // e5m2 · e5m2
