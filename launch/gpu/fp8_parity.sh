@@ -16,7 +16,7 @@
 # English) tokenized here with VOCAB (default $BUILD/gpt2-cache/gpt2: vocab.json + merges.txt,
 # docs/launch.md "GPT-2 text"). The GPU machine has no network: carry TOKENS or VOCAB.
 # Env: BUILD (build), DEVICE (cuda; cpu with TINY=1 checks the command lines at tiny sizes),
-# STEPS (20), WARMUP (5), PARITY_STEPS (1000), BUDGET_S (570).
+# STEPS (20), WARMUP (5), PARITY_STEPS (1000), SEED (1: the parity runs' --seed), BUDGET_S (570).
 set -u
 cd "$(dirname "$0")/../.."
 [ $# -ge 1 ] || { sed -n 2,21p "$0"; exit 2; }
@@ -103,7 +103,7 @@ parity() {
     local m="$OUT/parity_$p.jsonl" t0=$SECONDS
     rm -f "$m"
     timeout "$(cap 240)" "$ST" train $GPT --device "$DEVICE" --data "$tok" --precision $p --micro-batch $PB \
-      --steps "$PARITY_STEPS" --lr 6e-4 --lr-schedule cosine --warmup 100 --weight-decay 0.1 --clip 1 --seed 1 --shuffle 1 \
+      --steps "$PARITY_STEPS" --lr 6e-4 --lr-schedule cosine --warmup 100 --weight-decay 0.1 --clip 1 --seed "${SEED:-1}" --shuffle 1 \
       --log-every 100 --progress 0 --metrics "$m" > "$OUT/parity_$p.log" 2>&1
     note "parity $p rc=$? ($((SECONDS - t0)) s)"
   done
