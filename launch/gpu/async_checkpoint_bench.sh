@@ -21,7 +21,7 @@
 # The end-of-run wait for the last asynchronous write is printed, not counted (the run is over).
 # → OUTDIR/summary.txt, OUTDIR/{none,sync,async}.{jsonl,log}
 # Env: BUILD (build), DEVICE (cuda; cpu with TINY=1 checks the command lines at tiny sizes),
-# STEPS (500), WARMUP (5), EVERY (250), MICRO (8), PRECISION (bf16; fp32 on the CPU), BUDGET_S (570),
+# STEPS (495: WARMUP + STEPS a multiple of EVERY, so the end's save is a due one, not a second save 5 steps after the last), WARMUP (5), EVERY (250), MICRO (8), PRECISION (bf16; fp32 on the CPU), BUDGET_S (570),
 # MODEL (the model flags instead of GPT-2 124M's, with --seq-len: docs/PERFORMANCE.md's CPU run).
 set -u
 cd "$(dirname "$0")/../.."
@@ -29,7 +29,7 @@ cd "$(dirname "$0")/../.."
 OUT=$1
 BUILD=${BUILD:-build}
 DEVICE=${DEVICE:-cuda}
-STEPS=${STEPS:-500}
+STEPS=${STEPS:-495}
 WARMUP=${WARMUP:-5}
 EVERY=${EVERY:-250}
 MICRO=${MICRO:-8}
