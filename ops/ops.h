@@ -15,6 +15,7 @@
 #include "ops/matmul.h"
 #include "ops/mlp.h"
 #include "ops/optim.h"
+#include "ops/mean.h"
 #include "ops/reduce.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"

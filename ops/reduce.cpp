@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "ops/check.h"
-#include "ops/elementwise.h"
 #include "tensor/autograd.h"
 
 namespace st::ops {
@@ -56,15 +55,6 @@ Tensor sum(const Tensor& x) {
   for (int64_t i = 0; i < x.dim(); ++i) all[i] = i;
   return sum(x, all, false);
 }
-
-Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
-  dims = normalise(x, dims, "mean");
-  int64_t count = 1;
-  for (int64_t d : dims) count *= x.shape()[d];
-  return scale(sum(x, dims, keepdim), 1.0 / static_cast<double>(count));
-}
-
-Tensor mean(const Tensor& x) { return scale(sum(x), 1.0 / static_cast<double>(x.numel())); }
 
 Tensor argmax(const Tensor& x) {
   check_defined("argmax", {x});

@@ -1,6 +1,5 @@
 // Reductions and broadcasting views.
-//   sum(x, dims, keepdim)  x (...) → (...) with `dims` removed (or kept as 1)
-//   mean(x, dims, keepdim) likewise, divided by the number of reduced elements
+//   sum(x, dims, keepdim)  x (...) → (...) with `dims` removed (or kept as 1) (the mean: ops/mean.h)
 //   expand(x, shape)       x broadcast to `shape` (NumPy rules); backward sums back
 //   argmax(x)              x (..., V) → (...) i64: the first index of the largest value along the
 //                          last dim, NaN skipped (0 for a row of NaN); no gradient. Greedy decoding
@@ -17,8 +16,6 @@ Tensor sum(const Tensor& x, std::vector<int64_t> dims, bool keepdim = false);
 Tensor sum(const Tensor& x);  // all elements → shape ()
 // g (shaped like a broadcast result) summed down to `shape` (the backward of broadcasting)
 Tensor sum_to_shape(const Tensor& g, const Shape& shape);
-Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim = false);
-Tensor mean(const Tensor& x);
 Tensor expand(const Tensor& x, const Shape& shape);
 Tensor argmax(const Tensor& x);
 

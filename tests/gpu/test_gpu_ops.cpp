@@ -8,6 +8,7 @@
 
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
+#include "ops/mean.h"
 #include "ops/reduce.h"
 #include "tensor/rng.h"
 #include "tests/gpu/gpu_cases.h"

@@ -5,6 +5,7 @@
 
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
+#include "ops/mean.h"
 #include "ops/reduce.h"
 #include "tests/ops/harness.h"
 #include "tests/ops/reference.h"
