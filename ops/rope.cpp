@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "ops/check.h"
-#include "ops/cpu/elementary.h"
+#include "ops/cpu_math/elementary.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "tensor/graph.h"

@@ -20,7 +20,7 @@
 //   backward             x' = R·x with R a rotation (up to rounding) ⇒ dx = Rᵀ·dx':
 //                        dx[d] = c·dx'[d] + s·dx'[d + D/2], dx[d + D/2] = c·dx'[d + D/2] − s·dx'[d]
 //
-// CPU-model independence: pow, sin and cos come from ops/cpu/elementary.h (no libm: glibc picks FMA
+// CPU-model independence: pow, sin and cos come from ops/cpu_math/elementary.h (no libm: glibc picks FMA
 // or SSE2 variants of sin/cos by the CPU), so a table has the same bits on every x86-64 machine; the
 // CUDA kernels read a copy uploaded once, so their values equal the CPU's bit for bit. Against HF:
 // torch's own f32 pow/cos/sin (Sleef on the CPU, cosf on CUDA) are within 1 ulp, not always the

@@ -17,7 +17,7 @@
 //   d(up)   = dy·s, rounded to T
 //   d(gate) = silu'(g, round(dy·u)),  silu'(g, d) = d·σ·(1 + g·(1 − σ)), σ = 1/(1 + exp(−g)),
 //             evaluated left to right in f32 (PyTorch's silu_backward), rounded to T
-// The CPU's exp is ops/cpu/elementary.h's exp_f32 (same bits on every CPU), CUDA's expf.
+// The CPU's exp is ops/cpu_math/elementary.h's exp_f32 (same bits on every CPU), CUDA's expf.
 #pragma once
 #include "tensor/tensor.h"
 

@@ -4,7 +4,7 @@
 
 #include "ops/activation.h"
 #include "ops/cpu/common.h"
-#include "ops/cpu/elementary.h"
+#include "ops/cpu_math/elementary.h"
 #include "ops/cpu/f32_out.h"
 #include "ops/cpu/silu.h"
 

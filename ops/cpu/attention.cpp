@@ -8,7 +8,7 @@
 
 #include "ops/attention.h"
 #include "ops/cpu/common.h"
-#include "ops/cpu/elementary.h"
+#include "ops/cpu_math/elementary.h"
 #include "ops/cpu/f32_out.h"
 #include "ops/cpu/sgemm.h"
 

@@ -1,6 +1,6 @@
 // Helpers shared by the CPU kernels. CPU kernels compute in f32: f16/bf16 operands are widened
 // once on entry and results rounded once on store (round-to-nearest-even), which is what lets
-// mixed precision run in CI without a GPU. exp, log and tanh come from ops/cpu/elementary.h and
+// mixed precision run in CI without a GPU. exp, log and tanh come from ops/cpu_math/elementary.h and
 // matrix products from ops/cpu/sgemm.h, never from libm or Eigen's own products, so that results
 // do not depend on the CPU (docs/testing.md "CPU numerics").
 #pragma once

@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "ops/cpu/common.h"
-#include "ops/cpu/elementary.h"
+#include "ops/cpu_math/elementary.h"
 #include "ops/cpu/f32_out.h"  // require_contiguous_cpu
 #include "ops/cpu/sgemm.h"
 #include "ops/lm_head_loss.h"

@@ -1,9 +1,9 @@
 // SiLU in f32 for the CPU kernels: one definition for ops::silu (ops/cpu/activation.cpp) and the
 // fused ops::swiglu (ops/cpu/swiglu.cpp), so that the two give the same bits. PyTorch's formulas
-// and order of operations (its silu / silu_backward kernels), with exp from ops/cpu/elementary.h
+// and order of operations (its silu / silu_backward kernels), with exp from ops/cpu_math/elementary.h
 // instead of libm (docs/testing.md "CPU numerics").
 #pragma once
-#include "ops/cpu/elementary.h"
+#include "ops/cpu_math/elementary.h"
 
 namespace st::ops::cpu {
 

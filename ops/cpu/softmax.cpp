@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "ops/cpu/common.h"
-#include "ops/cpu/elementary.h"
+#include "ops/cpu_math/elementary.h"
 #include "ops/cpu/f32_out.h"
 #include "ops/softmax.h"
 

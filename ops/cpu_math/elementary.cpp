@@ -1,4 +1,4 @@
-// exp, log, tanh without libm (ops/cpu/elementary.h). Textbook reductions evaluated in double:
+// exp, log, tanh without libm (ops/cpu_math/elementary.h). Textbook reductions evaluated in double:
 //   exp: x = (k/32)·ln2 + r (Cody–Waite, |r| ≤ ln2/64), eʳ by its Taylor series to r⁵
 //        (remainder < 3e-15 relative), times 2^((k mod 32)/32) from a table and 2^⌊k/32⌋ built
 //        from the exponent bits;
@@ -13,7 +13,7 @@
 //        mod 4. x − k·P1 is exact (Sterbenz), each later step rounds once near |r|.
 // Only +, −, ×, ÷ and exact conversions are used, with no fused multiply-add (the build pins the
 // ISA and -ffp-contract=off), so the bits are the same on every x86-64 CPU.
-#include "ops/cpu/elementary.h"
+#include "ops/cpu_math/elementary.h"
 
 #include <cmath>
 #include <cstdint>

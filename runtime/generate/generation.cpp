@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "ops/reduce.h"
-#include "ops/cpu/elementary.h"  // exp with the same bits on every CPU (docs/testing.md)
+#include "ops/cpu_math/elementary.h"  // exp with the same bits on every CPU (docs/testing.md)
 #include "runtime/parallel/tensor_parallel.h"
 #include "tensor/autograd.h"
 #include "tensor/error.h"

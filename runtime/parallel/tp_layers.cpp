@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "ops/cpu/elementary.h"  // exp/log with the same bits on every CPU (docs/testing.md)
+#include "ops/cpu_math/elementary.h"  // exp/log with the same bits on every CPU (docs/testing.md)
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/matmul.h"

@@ -1,4 +1,4 @@
-// ops/cpu/elementary.h: exp_f32, tanh_f32, log_f64, sincos_f64 and pow_f64 against long double
+// ops/cpu_math/elementary.h: exp_f32, tanh_f32, log_f64, sincos_f64 and pow_f64 against long double
 // (x87, 64-bit significand) on a sample of every float bit pattern (every 4099th one, ~1 M values of all
 // magnitudes), their special values, and the bits they give on fixed inputs (recorded here:
 // they use no libm, so any x86-64 machine must reproduce them).
@@ -10,7 +10,7 @@
 #include <limits>
 #include <utility>
 
-#include "ops/cpu/elementary.h"
+#include "ops/cpu_math/elementary.h"
 #include "tensor/error.h"
 
 using namespace st::ops::cpu;
