@@ -36,14 +36,14 @@ Tensor fp8_matmul(const Tensor& a, const Tensor& a_scale_inv, const Tensor& b, c
     check_same_device(op, {a, bias});
   }
   NoGradGuard ng;
-  const Tensor bc_ = bias.defined() ? contiguous_as(bias.detach(), out_dtype) : Tensor();  // (N) out_dtype
+  const Tensor bias_c = bias.defined() ? contiguous_as(bias.detach(), out_dtype) : Tensor();  // (N) out_dtype
   Tensor ac = a.contiguous(), bc = b.contiguous(), sa = a_scale_inv.contiguous(), sb = b_scale_inv.contiguous();
   Tensor c = Tensor::empty({a.size(0), b.size(0)}, out_dtype, a.device());  // (M, N)
   if (a.is_cuda()) {
-    cuda::fp8_gemm(ac, sa.data<float>(), bc, sb.data<float>(), c, bc_);
+    cuda::fp8_gemm(ac, sa.data<float>(), bc, sb.data<float>(), c, bias_c);
     if (amax.defined()) cuda::fp8_amax(c, amax.data<float>());
   } else {
-    cpu::fp8_gemm(ac, sa.data<float>(), bc, sb.data<float>(), c, bc_);
+    cpu::fp8_gemm(ac, sa.data<float>(), bc, sb.data<float>(), c, bias_c);
     if (amax.defined()) cpu::fp8_amax(c, amax.data<float>());
   }
   return c;

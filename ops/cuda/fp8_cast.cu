@@ -133,23 +133,30 @@ __device__ inline void transpose4x4(uint32_t a, uint32_t b, uint32_t c, uint32_t
   col[3] = __byte_perm(ab23, cd23, 0x7632);
 }
 
+// f(pack, i) for the packs i of x (packs · N elements, 16-byte aligned) in this thread's grid-stride
+// share (t0, t0 + stride, …), four 16-byte loads in flight
+template <class T, class Fn>
+__device__ inline void for_each_pack(const T* x, int64_t packs, int64_t t0, int64_t stride, Fn&& f) {
+  constexpr int N = Pack<T>::N;
+  int64_t i = t0;
+  for (; i + 3 * stride < packs; i += 4 * stride) {
+    Pack<T> p[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) p[u] = load_pack(x + (i + u * stride) * N);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) f(p[u], i + u * stride);
+  }
+  for (; i < packs; i += stride) f(load_pack(x + i * N), i);
+}
+
 // x (n): elements [head, head + packs·N) as packs (x + head 16-byte aligned), the others one by one
 template <class T>
 __global__ void __launch_bounds__(kThreads) amax_kernel(const T* x, int64_t n, int64_t head, int64_t packs,
                                                         float* amax) {
   constexpr int N = Pack<T>::N;
   const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
-  const T* xp = x + head;
   uint32_t m = 0;
-  int64_t i = t0;
-  for (; i + 3 * stride < packs; i += 4 * stride) {  // four 16-byte loads in flight
-    Pack<T> p[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) p[u] = load_pack(xp + (i + u * stride) * N);
-#pragma unroll
-    for (int u = 0; u < 4; ++u) m = max(m, pack_amax(p[u]));
-  }
-  for (; i < packs; i += stride) m = max(m, pack_amax(load_pack(xp + i * N)));
+  for_each_pack(x + head, packs, t0, stride, [&](const Pack<T>& p, int64_t) { m = max(m, pack_amax(p)); });
   const int64_t end = head + packs * N, rest = head + (n - end);  // [0, head) and [end, n)
   for (int64_t j = t0; j < rest; j += stride) m = max(m, abs_bits(to_float(x[j < head ? j : end + (j - head)])));
   block_amax(m, amax);
@@ -163,23 +170,11 @@ __global__ void __launch_bounds__(kThreads) cast_kernel(const T* x, uint8_t* q, 
   const float s = state[kFp8Scale];
   const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
   uint32_t m = 0;
-  int64_t i = t0;
-  for (; i + 3 * stride < packs; i += 4 * stride) {  // four 16-byte loads in flight
-    Pack<T> p[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) p[u] = load_pack(x + (i + u * stride) * N);
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      uint32_t w[N / 4];
-      encode_pack<F>(p[u], s, w, m);
-      store_words(q + (i + u * stride) * N, w);
-    }
-  }
-  for (; i < packs; i += stride) {
+  for_each_pack(x, packs, t0, stride, [&](const Pack<T>& p, int64_t i) {
     uint32_t w[N / 4];
-    encode_pack<F>(load_pack(x + i * N), s, w, m);
+    encode_pack<F>(p, s, w, m);
     store_words(q + i * N, w);
-  }
+  });
   for (int64_t j = packs * N + t0; j < n; j += stride) {
     const float v = to_float(x[j]);
     q[j] = encode<F>(__fmul_rn(v, s));

@@ -396,8 +396,8 @@ void Trainer::checkpoint_boundary(bool due) {
                                                    w_.seams.checkpoint_writer);
     const Clock::time_point w0 = Clock::now();
     async_->poll(/*wait=*/due);  // at most one in flight: a due save waits for the previous one
-    if (due) save_wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - w0).count();
     if (due) {
+      save_wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - w0).count();
       const std::set<std::string>& elsewhere = w_.roles.counted_elsewhere;
       const NamedTensors weights = w_.params->full_weights(opt_->master_weights());
       const NamedTensors opt_state = w_.params->full_optimizer_state(opt_->state_dict());
@@ -499,8 +499,8 @@ void Trainer::run() {
   if (lead && saves_ > 0)  // what a save cost the training (launch/gpu/async_checkpoint_bench.sh reads it)
     std::cout << "checkpoints: " << saves_ << (cfg_.async_checkpoint ? " asynchronous" : " synchronous") << ", "
               << save_stall_ms_ / static_cast<double>(saves_) << " ms per save at the step boundary (the first "
-              << save_first_ms_ << " ms, with the host memory's allocation; " << save_wait_ms_
-              << " ms in all waiting for a previous write)"
+              << save_first_ms_ << " ms" << (cfg_.async_checkpoint ? ", with the host memory's allocation" : "") << "; "
+              << save_wait_ms_ << " ms in all waiting for a previous write)"
               << (cfg_.async_checkpoint ? ", " + std::to_string(end_wait_ms_) + " ms for the last write at the end" : "")
               << "\n" << std::flush;
   if (!cfg_.trace.empty()) {
