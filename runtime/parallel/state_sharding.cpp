@@ -4,6 +4,7 @@
 // (snapshot_parts) and written later without collectives (write_snapshot).
 #include "runtime/parallel/state_sharding.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -136,12 +137,24 @@ void HostStaging::copy_in(const Tensor& t, size_t offset) {
   if (c.nbytes() == 0) return;
   if (c.is_cuda()) {
     ST_CHECK(pinned_ != nullptr, Error, "HostStaging: a CUDA tensor into plain host memory");
-    Tensor copy = c.clone();  // the current stream, after the step; nothing else writes it
-    pinned_->download_async_behind(copy.data_ptr(), copy.nbytes(), offset);
-    held_.push_back(std::move(copy));
+    pieces_.push_back({c.data_ptr(), offset, c.nbytes()});
+    queued_end_ = std::max(queued_end_, offset + c.nbytes());
+    queued_.push_back(c);  // alive until packed
   } else {
     std::memcpy(const_cast<unsigned char*>(data()) + offset, c.data_ptr(), c.nbytes());
   }
+}
+
+void HostStaging::flush() {
+  if (pieces_.empty()) return;
+  ST_CHECK(!device_.defined(), Error, "HostStaging: flush() while the previous device block is held");
+  // (ceil(bytes / 8)) i64 words: the caching allocator's block, 256-byte aligned
+  device_ = Tensor::empty({static_cast<int64_t>((queued_end_ + 7) / 8)}, DType::i64, Device::cuda);
+  cuda::pack_bytes(device_.data_ptr(), pieces_);
+  pinned_->download_async_behind(device_.data_ptr(), queued_end_, 0);
+  pieces_.clear();
+  queued_.clear();  // stream-ordered: their memory is reused only after the pack ran
+  queued_end_ = 0;
 }
 
 void HostStaging::wait() {
@@ -150,7 +163,10 @@ void HostStaging::wait() {
 
 void HostStaging::release() {
   wait();
-  held_.clear();
+  device_ = Tensor();
+  pieces_.clear();
+  queued_.clear();
+  queued_end_ = 0;
 }
 
 const unsigned char* HostStaging::data() const {
@@ -181,6 +197,7 @@ PartSnapshot snapshot_parts(const std::string& base, const NamedTensors& state, 
     const Tensor t = it.split ? assemble(it, *sharding.tp) : it.local;  // every tp rank takes part
     if (it.writes) snap.host->copy_in(t, snap.offsets[k++]);
   }
+  snap.host->flush();
   return snap;
 }
 

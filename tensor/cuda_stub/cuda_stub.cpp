@@ -19,6 +19,7 @@ void release_cached_blocks() {}
 void copy(const Tensor&, const Tensor&) { no_cuda("copy to/from a CUDA tensor"); }
 void fill(const Tensor&, double) { no_cuda("fill of a CUDA tensor"); }
 void add(const Tensor&, const Tensor&, double) { no_cuda("add_ on a CUDA tensor"); }
+void pack_bytes(void*, const std::vector<BytePiece>&) { no_cuda("packing CUDA memory"); }
 void fill_uniform(Tensor&, uint64_t, uint64_t, float, float) { no_cuda("random fill of a CUDA tensor"); }
 void fill_normal(Tensor&, uint64_t, uint64_t, float, float) { no_cuda("random fill of a CUDA tensor"); }
 void fill_normal_keyed(Tensor&, uint64_t, float, float, const ElementMap&) { no_cuda("random fill of a CUDA tensor"); }

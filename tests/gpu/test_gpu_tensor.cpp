@@ -1,13 +1,18 @@
 // The CUDA half of the tensor core: caching allocator (reuse, stats, OOM message), copies with
 // casts and strides across and on the device, fill, add_, and Philox fills that draw the same
 // numbers as the CPU. The contiguous and row fast paths are run on 16-byte aligned tensors and on
-// views at an odd element offset (their scalar fallbacks), with guard elements around each view.
+// views at an odd element offset (their scalar fallbacks), with guard elements around each view;
+// pack_bytes against a host memcpy.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "ops/reduce.h"
 #include "tensor/cuda/runtime.h"
+#include "tensor/device_ops.h"
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
 
@@ -260,4 +265,51 @@ TEST(GpuCopy, AddContiguousAlignedAndAtAnOffsetMatchesTheCpu) {
   Tensor cpu = hd.clone();
   cpu.narrow(1, 1, 256).add_(hs.transpose(0, 1));
   EXPECT_EQ(dd.to_double(), cpu.to_double());
+}
+
+// cuda::pack_bytes (the asynchronous checkpoint's one-launch snapshot): pieces whose source and
+// destination share their address modulo 16 (the 16-byte path), only modulo 4 (4-byte words),
+// neither (bytes); pieces of several 256 KiB chunks with a ragged tail, one byte, none. Every byte
+// of the block equals a host memcpy of the same table, the gaps between pieces still zero.
+TEST(GpuPackBytes, EveryPieceLandsWhereTheTableSaysAtEverySkew) {
+  const int64_t words = 1 << 20;  // a 4 MiB source of random i32
+  Generator gen(31);
+  Tensor hsrc = Tensor::empty({words});
+  fill_uniform(hsrc, gen, -1e9f, 1e9f);
+  hsrc = hsrc.to(DType::i32);
+  const Tensor dsrc = hsrc.to(Device::cuda);
+  const auto* hs = static_cast<const unsigned char*>(hsrc.data_ptr());
+  const auto* ds = static_cast<const unsigned char*>(dsrc.data_ptr());
+  struct P {
+    size_t from, to, bytes;
+  };
+  const size_t chunk = size_t{256} << 10;
+  const std::vector<P> table = {
+      {0, 0, 3 * chunk + 100},              // 16-byte path, three whole chunks and a tail
+      {16 * 3, 3 * chunk + 112, 5000},      // 16-byte path at another offset
+      {4, 3 * chunk + 5120 + 8, chunk + 12},  // skew 4 (src ≡ 4, dst ≡ 8 mod 16): 4-byte words
+      {1, 4 * chunk + 6000, chunk + 7},     // skew 1: bytes
+      {999, 5 * chunk + 8000, 1},           // one byte
+      {77, 5 * chunk + 8100, 0},            // none
+      {123, 5 * chunk + 8101, 15},          // shorter than a word, odd addresses
+  };
+  size_t end = 0;
+  std::vector<cuda::BytePiece> pieces;
+  for (const P& p : table) {
+    pieces.push_back({ds + p.from, p.to, p.bytes});
+    end = std::max(end, p.to + p.bytes);
+  }
+  Tensor block = Tensor::zeros({static_cast<int64_t>((end + 7) / 8)}, DType::i64, Device::cuda);
+  cuda::pack_bytes(block.data_ptr(), pieces);
+  const Tensor got = block.to(Device::cpu);
+  std::vector<unsigned char> want(static_cast<size_t>(got.nbytes()), 0);
+  for (const P& p : table) std::memcpy(want.data() + p.to, hs + p.from, p.bytes);
+  const auto* g = static_cast<const unsigned char*>(got.data_ptr());
+  size_t wrong = 0, first = want.size();
+  for (size_t i = 0; i < want.size(); ++i)
+    if (g[i] != want[i]) {
+      ++wrong;
+      first = std::min(first, i);
+    }
+  EXPECT_EQ(wrong, 0u) << "bytes differing from the host memcpy; the first at " << first;
 }
