@@ -8,7 +8,8 @@
 # waited for the host (launch gaps, host reads) — what the graph exists to remove.
 #   usage: launch/gpu/profile_step.sh OUTDIR [gpt-fp16 gpt-bf16 gpt-fp8 gpt-bf16-b64 llama-bf16 seed-fp16 seed-fp32 ...]
 # Workloads (the peers' shapes, launch/gpu/bench_peers.sh): gpt-* GPT-2 124M, T 1024, B 16 (b64: 64);
-# llama-bf16 Llama-3.2-1B's shapes, T 2048, B 4;
+# llama-bf16 Llama-3.2-1B's shapes, T 2048, B 4 (LLAMA_LAYERS of its 16 blocks: under Nsight Compute
+# the 16 took over 5 minutes; the blocks are alike, so 4 show the per-block mix);
 # seed-* the seed's Transformer (vocab 10000, d 256, 8 heads, 6 layers, B 32, T 128, dropout 0.1).
 # Env: BUILD (build; a built shardtrain), STEPS (10 timed after 4 warm-up), TINY=1 (tiny shapes on
 # the CPU: checks the command lines and the parser, no ncu). Writes OUTDIR/profile_<w>.txt, and
@@ -36,7 +37,7 @@ else
   GPT="--layers 12 --d-model 768 --heads 12 --vocab 50304 --seq-len 1024"; GV=50257; GT=1024; GB=16
   SEED="--layers 6 --d-model 256 --heads 8 --vocab 10000 --seq-len 128"; SV=10000; ST_T=128; SB=32
   # Llama-3.2-1B's shapes (bench_peers.sh llama); token ids < 65535, the .bin format's uint16
-  LLAMA="--layers 16 --d-model 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256 --seq-len 2048"; LV=65535; LT=2048; LB=4
+  LLAMA="--layers ${LLAMA_LAYERS:-16} --d-model 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256 --seq-len 2048"; LV=65535; LT=2048; LB=4
 fi
 : > "$OUT/profile.md"
 
