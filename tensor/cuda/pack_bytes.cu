@@ -1,11 +1,14 @@
 // cuda::pack_bytes (tensor/device_ops.h): many pieces of device memory into one device block in a
 // single launch. The pieces are cut into chunks of kChunk bytes, one thread block per chunk; the
 // table holds each piece's first chunk, so a block finds its piece by a binary search over it.
+// The table travels as the kernel's argument (up to kTable pieces in ~32 KB, the launch limit
+// since CUDA 12.1; more pieces take more launches): no upload, so no host wait — a pageable
+// host-to-device copy would wait for the stream to drain first.
 // Within a chunk, 16-byte words move when source and destination share their address modulo 16
 // (every piece of a checkpoint's f32 / bf16 tensors at the usual widths), else 4-byte words when
 // they share it modulo 4, else single bytes; the bytes before the first whole word and after the
 // last one move one at a time.
-#include <algorithm>
+#include <memory>
 
 #include "tensor/cuda/runtime.h"
 #include "tensor/device_ops.h"
@@ -15,12 +18,17 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr size_t kChunk = size_t{256} << 10;  // bytes per thread block (a multiple of 16)
+constexpr int kTable = 1000;                   // pieces per launch: 32 000 of the 32 764 argument bytes
 
 struct Entry {
   const unsigned char* src;
   size_t offset;           // into dst
   size_t bytes;
   unsigned long long first;  // the piece's first chunk (blocks before it: the earlier pieces')
+};
+struct Table {
+  Entry e[kTable];
+  int n;
 };
 
 // n bytes from s to d by this block's threads, in words of W where both share their address
@@ -37,14 +45,14 @@ __device__ void move(unsigned char* d, const unsigned char* s, size_t n) {
   for (size_t i = head + words * sizeof(W) + threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];
 }
 
-__global__ void pack_kernel(unsigned char* dst, const Entry* table, int pieces) {
+__global__ void pack_kernel(unsigned char* dst, const __grid_constant__ Table table) {
   const unsigned long long b = blockIdx.x;
-  int lo = 0, hi = pieces - 1;  // the last entry whose first chunk is ≤ b
+  int lo = 0, hi = table.n - 1;  // the last entry whose first chunk is ≤ b
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (table[mid].first <= b) lo = mid; else hi = mid - 1;
+    if (table.e[mid].first <= b) lo = mid; else hi = mid - 1;
   }
-  const Entry e = table[lo];
+  const Entry e = table.e[lo];
   const size_t at = static_cast<size_t>(b - e.first) * kChunk;
   const size_t n = e.bytes - at < kChunk ? e.bytes - at : kChunk;
   unsigned char* d = dst + e.offset + at;
@@ -61,25 +69,24 @@ __global__ void pack_kernel(unsigned char* dst, const Entry* table, int pieces) 
 }  // namespace
 
 void pack_bytes(void* dst, const std::vector<BytePiece>& pieces) {
-  std::vector<Entry> table;
-  unsigned long long chunks = 0;
-  for (const BytePiece& p : pieces) {
-    if (p.bytes == 0) continue;
-    table.push_back({static_cast<const unsigned char*>(p.src), p.offset, p.bytes, chunks});
-    chunks += (p.bytes + kChunk - 1) / kChunk;
-  }
-  if (table.empty()) return;
-  ST_CHECK(chunks <= 0x7fffffffULL, ValueError, "pack_bytes: " << chunks << " chunks of " << kChunk
-                                                                << " bytes exceed one launch's grid");
   cudaStream_t stream = current_stream();
-  const size_t table_bytes = table.size() * sizeof(Entry);
-  // the table on the device, from the caching allocator (stream-ordered: free to reuse once the
-  // kernel ran); a pageable source, so the copy has read it when cudaMemcpyAsync returns
-  Tensor on_device = Tensor::empty({static_cast<int64_t>((table_bytes + 7) / 8)}, DType::i64, Device::cuda);
-  CHECK_CUDA(cudaMemcpyAsync(on_device.data_ptr(), table.data(), table_bytes, cudaMemcpyHostToDevice, stream));
-  pack_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
-      static_cast<unsigned char*>(dst), static_cast<const Entry*>(on_device.data_ptr()), static_cast<int>(table.size()));
-  CHECK_LAUNCH();
+  auto table = std::make_unique<Table>();  // 32 KB: not on the stack
+  size_t k = 0;
+  while (k < pieces.size()) {
+    table->n = 0;
+    unsigned long long chunks = 0;
+    for (; k < pieces.size() && table->n < kTable; ++k) {
+      const BytePiece& p = pieces[k];
+      if (p.bytes == 0) continue;
+      table->e[table->n++] = {static_cast<const unsigned char*>(p.src), p.offset, p.bytes, chunks};
+      chunks += (p.bytes + kChunk - 1) / kChunk;
+    }
+    if (table->n == 0) continue;
+    ST_CHECK(chunks <= 0x7fffffffULL, ValueError, "pack_bytes: " << chunks << " chunks of " << kChunk
+                                                                  << " bytes exceed one launch's grid");
+    pack_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(static_cast<unsigned char*>(dst), *table);
+    CHECK_LAUNCH();
+  }
 }
 
 }  // namespace st::cuda
