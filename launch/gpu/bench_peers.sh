@@ -13,7 +13,7 @@
 #               torch-gpt and torch-seed run one half
 #         llmc  LLMC_RUN (run_llmc.sh) at B 16 and 64 (bf16)
 #         llama shardtrain Llama-3.2-1B's shapes (16 layers, C 2048, 32 heads, 8 key/value heads, FFN
-#               8192, vocabulary 128256, tied head) in bf16 at T 2048, B LLAMA_B (4), then LLAMA_BENCH
+#               8192, vocabulary 128256, tied head) in bf16 (graph, eager) and fp8 at T 2048, B LLAMA_B (4), then LLAMA_BENCH
 #               (torch_llama_bench.py: HF LlamaForCausalLM, eager and compile) on the same shapes
 # Peers are never part of the repository: their paths come from the environment (defaults under
 # .carry/). Env: BUILD (build), DEVICE (cuda; cpu with TINY=1 checks the shardtrain command lines
@@ -166,6 +166,8 @@ PY
     ours llama_bf16_b$LLAMA_B "llama-1b bf16 B$LLAMA_B" shardtrain $LLAMA_B $LT $COMMON --precision bf16
     ours llama_bf16_b${LLAMA_B}_eager "llama-1b bf16 B$LLAMA_B" "shardtrain --cuda-graph 0" $LLAMA_B $LT $COMMON \
       --precision bf16 --cuda-graph 0
+    # issue 32: the blocks' GEMMs in FP8 (the head, attention and norms bf16), against its own bf16 row
+    ours llama_fp8_b$LLAMA_B "llama-1b fp8 B$LLAMA_B" shardtrain $LLAMA_B $LT $COMMON --precision fp8
     if [ -f "$LLAMA_BENCH" ] && [ "$DEVICE" = cuda ]; then
       t0=$SECONDS
       timeout "$(cap 300)" python3 "$LLAMA_BENCH" --seq-len "$LT" --batch "$LLAMA_B" --dtype bf16 --modes eager,compile \
