@@ -27,14 +27,15 @@ The torch run (what shardtrain must equal, tests/fixtures/make_hf_llama_tiny.py'
     tokens, so no sequence wraps around.
   - mean cross-entropy over the G·T targets; torch.optim.AdamW(lr, betas (0.9, 0.95), eps 1e-8),
     weight decay 0.1 only on tensors of ≥ 2 dims (shardtrain's Optimizer::decays), the tied
-    embedding/head counted once; clip_grad_norm_ to 1.0 (its return value is the norm before
-    clipping, what shardtrain's metrics call grad_norm); constant learning rate, no warm-up.
+    embedding/head counted once; clip_grad_norm_ to 1.0 (coefficient 1.0 / (norm + 1e-6), as
+    runtime/optim/grad_clip.cpp); constant learning rate, no warm-up. The recorded grad_norm is
+    the global norm before clipping (shardtrain's metrics' grad_norm), summed in float64 (below).
   - tokens are drawn uniformly below min(vocab, 65536): the llm.c token file (version 1, the only
     one runtime/data/token_data.cpp reads) stores uint16, so ids ≥ 65536 of the 128 256-word
     vocabulary cannot be written. They still take part through the tied head's softmax.
 
 Bounds (compare):
-  loss       1e-6 relative, the issue's bound (GPT-2 124M: 2.4e-7). Both sides sum the same f32
+  loss       1e-6 relative, the issue's bound (it quotes GPT-2 124M at 2.4e-7). Both sides sum the same f32
              terms in different orders; a sum of n terms drifts by about ε·√n relative (ε 6e-8),
              and the loss is a mean over G·T = 2048 log-softmaxes of 128 256-word rows.
   grad norm  1e-5 relative, against the norm of torch's f32 gradients summed in float64 (the

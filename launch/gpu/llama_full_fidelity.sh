@@ -21,7 +21,7 @@
 # peak about 35 GiB; shardtrain about the same; a few minutes in all, most of it writing and
 # reading the 5 GB safetensors.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 BUILD=${1:-build}
 OUT=${2:-llama_fid_out}
 SHAPE=${SHAPE:-1b}
