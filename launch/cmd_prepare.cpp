@@ -22,8 +22,14 @@ int64_t prepare_tokens(const std::string& text_path, const std::string& out_path
     ST_THROW(UsageError, "prepare: --tokenizer gpt2 needs --vocab DIR (holding vocab.json and merges.txt)");
   const std::string text = read_text_file(text_path);
   if (text.empty()) ST_THROW(UsageError, "prepare: " << text_path << " is empty");
-  std::vector<uint16_t> tokens =
-      tokenizer == "byte" ? byte_encode(text) : BpeTokenizer::load(vocab_dir).encode_u16(text);
+  if (tokenizer == "byte") {
+    const std::vector<uint16_t> tokens = byte_encode(text);
+    runtime::write_token_file(out_path, tokens);
+    return static_cast<int64_t>(tokens.size());
+  }
+  // ids past 65 535 (a vocabulary larger than GPT-2's) make a version-2 file of uint32 tokens
+  const std::vector<int64_t> ids = BpeTokenizer::load(vocab_dir).encode(text);
+  std::vector<uint32_t> tokens(ids.begin(), ids.end());
   runtime::write_token_file(out_path, tokens);
   return static_cast<int64_t>(tokens.size());
 }
@@ -32,7 +38,7 @@ int cmd_prepare(const std::vector<std::string>& args) {
   std::string text, out, tokenizer = "byte", vocab;
   OptionTable t("prepare", false);
   t.add({"text", "prepare", "FILE", "text file to tokenize (required)", false, OptionTable::bind(text), nullptr});
-  t.add({"out", "prepare", "FILE.bin", "output token file, llm.c format (required)", false, OptionTable::bind(out), nullptr});
+  t.add({"out", "prepare", "FILE.bin", "output token file, llm.c format (uint16 tokens; uint32, version 2, when an id exceeds 65535) (required)", false, OptionTable::bind(out), nullptr});
   t.add({"tokenizer", "prepare", "byte",
          "tokenizer: byte (token = byte value, vocab 256) or gpt2 (byte-level BPE, needs --vocab)", false,
          OptionTable::bind_choice(tokenizer, {"byte", "gpt2"}), [&tokenizer] { return tokenizer; }});

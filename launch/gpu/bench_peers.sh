@@ -58,7 +58,7 @@ if [ "${TINY:-0}" = 1 ]; then
 else
   GPT="--layers 12 --d-model 768 --heads 12 --vocab 50304 --seq-len 1024"; GT=1024; GV=50257; GB_BIG=64; GB=16
   SEED="--layers 6 --d-model 256 --heads 8 --vocab 10000 --seq-len 128"; SV=10000; SB=32; STT=128
-  LLAMA="--layers 16 --d-model 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256 --seq-len 2048"; LT=2048; LV=65535
+  LLAMA="--layers 16 --d-model 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256 --seq-len 2048"; LT=2048; LV=128256
 fi
 
 # random tokens in llm.c's .bin format, enough for every step of the largest batch without
@@ -160,7 +160,7 @@ PY
     else note "no LLMC_RUN at $LLMC_RUN: llm.c rows skipped"; fi
     ;;
   llama)
-    # token ids < 65535 (the .bin format's uint16) over Llama 3's 128256-word vocabulary
+    # token ids over all of Llama 3's 128256-word vocabulary (a version-2 file: uint32 ids)
     [ -f "$LLAMA_TOK" ] || tokens "$LLAMA_TOK" "$LV" $(( (WARMUP + STEPS) * LLAMA_B * LT + 1 ))
     COMMON="--model llama $LLAMA --tie-embeddings 1 --data $LLAMA_TOK --lr 3e-4 --weight-decay 0.1 --clip 1"
     ours llama_bf16_b$LLAMA_B "llama-1b bf16 B$LLAMA_B" shardtrain $LLAMA_B $LT $COMMON --precision bf16

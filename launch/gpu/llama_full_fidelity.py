@@ -30,9 +30,9 @@ The torch run (what shardtrain must equal, tests/fixtures/make_hf_llama_tiny.py'
     embedding/head counted once; clip_grad_norm_ to 1.0 (coefficient 1.0 / (norm + 1e-6), as
     runtime/optim/grad_clip.cpp); constant learning rate, no warm-up. The recorded grad_norm is
     the global norm before clipping (shardtrain's metrics' grad_norm), summed in float64 (below).
-  - tokens are drawn uniformly below min(vocab, 65536): the llm.c token file (version 1, the only
-    one runtime/data/token_data.cpp reads) stores uint16, so ids ≥ 65536 of the 128 256-word
-    vocabulary cannot be written. They still take part through the tied head's softmax.
+  - tokens are drawn uniformly over the whole vocabulary, so ids ≥ 65536 of the 128 256-word one
+    are read too: the token file is version 2 (uint32 tokens, runtime/data/token_data.h) when an
+    id exceeds 65535, llm.c's version 1 (uint16) otherwise.
 
 Bounds (compare):
   loss       1e-6 relative, the issue's bound (it quotes GPT-2 124M at 2.4e-7). Both sides sum the same f32
@@ -66,8 +66,8 @@ SHAPES = {
     "1b": dict(layers=16, d_model=2048, heads=32, kv_heads=8, head_dim=64, ffn=8192, vocab=128256,
                max_positions=131072, batch=2, seq_len=1024, init_std=0.02),
     # the same model in miniature, for checking the flow on a CPU in seconds: every feature of the
-    # 1B shape (grouped-query 4:1, tied head, llama3 rope scaling), the vocabulary still above the
-    # 16-bit token ids so the "< 65536" draw is exercised, T 256 so that the scaled rope
+    # 1B shape (grouped-query 4:1, tied head, llama3 rope scaling), the vocabulary above 16-bit
+    # token ids so the version-2 token file is exercised, T 256 so that the scaled rope
     # frequencies turn by a measurable angle, and an initialisation std of 0.1 so that the logits
     # spread as the 1B's do (std ≈ init_std·√C: 0.8 here, 0.9 there; at 0.02 they would be 0.16
     # and the loss ln V whatever the weights: a missing rope scaling passed at T 64, std 0.02)
@@ -128,13 +128,15 @@ def check_rope(model, s):
 
 
 def write_tokens(path, tokens):
-    """llm.c's token file: 256 int32 (magic 20240520, version 1, count), then the tokens as uint16."""
+    """The token file: 256 little-endian int32 (magic 20240520, version, count), then the tokens —
+    version 1 (llm.c's) as uint16 when every id fits, else version 2 as uint32."""
     import numpy as np
-    header = np.zeros(256, dtype=np.int32)
-    header[0], header[1], header[2] = 20240520, 1, len(tokens)
+    wide = int(tokens.max()) > 65535
+    header = np.zeros(256, dtype="<i4")
+    header[0], header[1], header[2] = 20240520, 2 if wide else 1, len(tokens)
     with open(path, "wb") as f:
         f.write(header.tobytes())
-        f.write(tokens.astype(np.uint16).tobytes())
+        f.write(tokens.astype("<u4" if wide else "<u2").tobytes())
 
 
 def shardtrain_flags(s, out):
@@ -173,8 +175,7 @@ def reference(a):
           flush=True)
 
     G, T, steps = s["batch"], s["seq_len"], s["steps"]
-    high = min(s["vocab"], 65536)  # uint16 token ids (module docstring)
-    tokens = np.random.default_rng(s["seed"]).integers(0, high, steps * G * T + 1, dtype=np.int64)
+    tokens = np.random.default_rng(s["seed"]).integers(0, s["vocab"], steps * G * T + 1, dtype=np.int64)
     write_tokens(os.path.join(out, "tokens.bin"), tokens)
 
     model.to(device)

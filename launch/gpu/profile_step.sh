@@ -36,8 +36,8 @@ if [ "${TINY:-0}" = 1 ]; then
 else
   GPT="--layers 12 --d-model 768 --heads 12 --vocab 50304 --seq-len 1024"; GV=50257; GT=1024; GB=16
   SEED="--layers 6 --d-model 256 --heads 8 --vocab 10000 --seq-len 128"; SV=10000; ST_T=128; SB=32
-  # Llama-3.2-1B's shapes (bench_peers.sh llama); token ids < 65535, the .bin format's uint16
-  LLAMA="--layers ${LLAMA_LAYERS:-16} --d-model 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256 --seq-len 2048"; LV=65535; LT=2048; LB=4
+  # Llama-3.2-1B's shapes (bench_peers.sh llama); token ids over its whole vocabulary (uint32 file)
+  LLAMA="--layers ${LLAMA_LAYERS:-16} --d-model 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256 --seq-len 2048"; LV=128256; LT=2048; LB=4
 fi
 : > "$OUT/profile.md"
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 
@@ -69,10 +70,12 @@ TokenData::TokenData(const std::string& path, SequenceOrder order) : path_(path)
   };
   if (hdr[0] != kTokenMagic)
     fail("bad magic " + std::to_string(hdr[0]) + " (expected " + std::to_string(kTokenMagic) + "; not an llm.c .bin file)");
-  if (hdr[1] != kTokenVersion)
-    fail("unsupported version " + std::to_string(hdr[1]) + " (expected " + std::to_string(kTokenVersion) + ", uint16 tokens)");
+  if (hdr[1] != kTokenVersion && hdr[1] != kTokenVersion32)
+    fail("unsupported version " + std::to_string(hdr[1]) + " (expected " + std::to_string(kTokenVersion) +
+         ": uint16 tokens, or " + std::to_string(kTokenVersion32) + ": uint32 tokens)");
   if (hdr[2] < 0) fail("negative token count " + std::to_string(hdr[2]));
-  const uint64_t want = header_bytes + 2ull * static_cast<uint64_t>(hdr[2]);
+  width_ = hdr[1] == kTokenVersion32 ? 4 : 2;
+  const uint64_t want = header_bytes + static_cast<uint64_t>(width_) * static_cast<uint64_t>(hdr[2]);
   if (size < want)
     fail("header says " + std::to_string(hdr[2]) + " tokens (" + std::to_string(want) + " bytes) but the file has only " +
          std::to_string(size) + " bytes (truncated)");
@@ -80,7 +83,7 @@ TokenData::TokenData(const std::string& path, SequenceOrder order) : path_(path)
     fail("header says " + std::to_string(hdr[2]) + " tokens (" + std::to_string(want) + " bytes) but the file has " +
          std::to_string(size) + " bytes (trailing data)");
   count_ = hdr[2];
-  tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(m) + header_bytes);
+  tokens_ = static_cast<const unsigned char*>(m) + header_bytes;
   ::madvise(m, size, MADV_RANDOM);
 }
 
@@ -88,9 +91,24 @@ TokenData::~TokenData() {
   if (map_) ::munmap(map_, map_bytes_);
 }
 
-uint16_t TokenData::token(int64_t i) const {
+uint32_t TokenData::at(int64_t i) const {
+  const unsigned char* p = tokens_ + static_cast<size_t>(i) * static_cast<size_t>(width_);  // little-endian
+  return width_ == 2 ? uint32_t{p[0]} | uint32_t{p[1]} << 8
+                     : uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+uint32_t TokenData::token(int64_t i) const {
   if (i < 0 || i >= count_) ST_THROW(ValueError, "token file " << path_ << ": token " << i << " out of range [0, " << count_ << ")");
-  return tokens_[i];
+  return at(i);
+}
+
+std::vector<uint32_t> TokenData::tokens(int64_t first, int64_t count) const {
+  if (first < 0 || count < 0 || first + count > count_)
+    ST_THROW(ValueError, "token file " << path_ << ": tokens [" << first << ", " << first + count << ") out of range [0, "
+                                       << count_ << ")");
+  std::vector<uint32_t> out(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i)] = at(first + i);
+  return out;
 }
 
 int64_t TokenData::num_sequences(int64_t T) const {
@@ -98,9 +116,9 @@ int64_t TokenData::num_sequences(int64_t T) const {
   return count_ > 0 ? (count_ - 1) / T : 0;
 }
 
-uint16_t TokenData::max_token() const {
-  uint16_t m = 0;
-  for (int64_t i = 0; i < count_; ++i) m = std::max(m, tokens_[i]);
+uint32_t TokenData::max_token() const {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < count_; ++i) m = std::max(m, at(i));
   return m;
 }
 
@@ -113,10 +131,10 @@ TokenBatch TokenData::read(int64_t first, int64_t count, int64_t T) const {
   int64_t* x = b.inputs.data<int64_t>();   // (count, T)
   int64_t* y = b.targets.data<int64_t>();  // (count, T)
   for (int64_t r = 0; r < count; ++r) {
-    const uint16_t* seq = tokens_ + order_.index(first + r, n_seq) * T;  // T + 1 tokens
+    const int64_t seq = order_.index(first + r, n_seq) * T;  // its T + 1 tokens from here
     for (int64_t t = 0; t < T; ++t) {
-      x[r * T + t] = seq[t];
-      y[r * T + t] = seq[t + 1];
+      x[r * T + t] = at(seq + t);
+      y[r * T + t] = at(seq + t + 1);
     }
   }
   return b;
@@ -129,12 +147,18 @@ TokenBatch TokenData::sequences(int64_t step, int64_t global_batch, int64_t firs
   return read(step * global_batch + first_seq, count, T);
 }
 
-void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens) {
-  if (tokens.size() > static_cast<size_t>(INT32_MAX)) ST_TOKEN_ERROR(path, tokens.size() << " tokens exceed the format's int32 count");
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "token files are written in the machine's byte order");
+
+// The header, then `n` tokens of `width` bytes at `data` (little-endian on every machine this
+// builds for), atomically.
+void write_tokens(const std::string& path, int32_t version, const void* data, size_t n, size_t width) {
+  if (n > static_cast<size_t>(INT32_MAX)) ST_TOKEN_ERROR(path, n << " tokens exceed the format's int32 count");
   int32_t hdr[kTokenHeaderInts] = {};
   hdr[0] = kTokenMagic;
-  hdr[1] = kTokenVersion;
-  hdr[2] = static_cast<int32_t>(tokens.size());
+  hdr[1] = version;
+  hdr[2] = static_cast<int32_t>(n);
   const std::string tmp = temp_name_for(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) ST_TOKEN_ERROR(path, "cannot create " << tmp << ": " << std::strerror(errno));
@@ -154,7 +178,7 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
     }
   };
   put(hdr, sizeof(hdr));
-  put(tokens.data(), tokens.size() * sizeof(uint16_t));
+  put(data, n * width);
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
@@ -165,6 +189,20 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
     ::unlink(tmp.c_str());
     ST_TOKEN_ERROR(path, "rename from " << tmp << " failed: " << std::strerror(err));
   }
+}
+
+}  // namespace
+
+void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens) {
+  write_tokens(path, kTokenVersion, tokens.data(), tokens.size(), sizeof(uint16_t));
+}
+
+void write_token_file(const std::string& path, const std::vector<uint32_t>& tokens) {
+  if (std::all_of(tokens.begin(), tokens.end(), [](uint32_t t) { return t < 65536; })) {
+    const std::vector<uint16_t> narrow(tokens.begin(), tokens.end());
+    return write_token_file(path, narrow);
+  }
+  write_tokens(path, kTokenVersion32, tokens.data(), tokens.size(), sizeof(uint32_t));
 }
 
 }  // namespace st::runtime

@@ -1,6 +1,9 @@
 // Token files in llm.c's .bin format: a 256 × int32 little-endian header (magic 20240520,
-// version 1, token count, rest zero) followed by `count` uint16 tokens. The file is
-// memory-mapped; a step reads only the tokens of its own sequences.
+// version, token count, rest zero) followed by `count` tokens — version 1 (llm.c's own): uint16
+// tokens; version 2 (this project's extension, for vocabularies past 65 536 such as Llama 3's
+// 128 256): uint32 tokens. The writer picks version 1 whenever every id fits 16 bits, so files of
+// GPT-2-sized vocabularies stay llm.c's. The file is memory-mapped; a step reads only the tokens
+// of its own sequences.
 //
 // Batch order (docs/design.md): with global batch G = micro_batch × grad_accum × dp sequences and
 // sequence length T, step s (from 0) uses global sequences s·G + j for j = 0 … G−1, and
@@ -29,7 +32,8 @@
 namespace st::runtime {
 
 constexpr int32_t kTokenMagic = 20240520;
-constexpr int32_t kTokenVersion = 1;
+constexpr int32_t kTokenVersion = 1;    // uint16 tokens (llm.c)
+constexpr int32_t kTokenVersion32 = 2;  // uint32 tokens
 constexpr int64_t kTokenHeaderInts = 256;
 
 struct SequenceOrder {
@@ -57,12 +61,13 @@ class TokenData {
   const std::string& path() const { return path_; }
   const SequenceOrder& order() const { return order_; }
   int64_t num_tokens() const { return count_; }
-  uint16_t token(int64_t i) const;  // bounds-checked
-  const uint16_t* tokens() const { return tokens_; }
+  int token_bytes() const { return width_; }  // 2 (version 1) or 4 (version 2)
+  uint32_t token(int64_t i) const;  // bounds-checked
+  std::vector<uint32_t> tokens(int64_t first, int64_t count) const;  // bounds-checked
   // Whole sequences of length T in the file: (count − 1) / T. Throws ValueError if T < 1.
   int64_t num_sequences(int64_t T) const;
   // Largest token id (scans the file once; to check against the vocabulary).
-  uint16_t max_token() const;
+  uint32_t max_token() const;
 
   // Global sequences first … first+count−1 (each mapped by the order: mod num_sequences(T),
   // shuffled within its pass with --shuffle).
@@ -77,11 +82,15 @@ class TokenData {
   SequenceOrder order_;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
-  const uint16_t* tokens_ = nullptr;
+  const unsigned char* tokens_ = nullptr;  // count_ tokens of width_ bytes, little-endian
+  int width_ = 2;
   int64_t count_ = 0;
+  uint32_t at(int64_t i) const;  // unchecked
 };
 
-// Writes a token file atomically (to a temporary name beside it, fsync, rename).
+// Writes a token file atomically (to a temporary name beside it, fsync, rename): version 1 from
+// uint16 ids; from uint32 ids version 1 when every id < 65 536, else version 2.
 void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens);
+void write_token_file(const std::string& path, const std::vector<uint32_t>& tokens);
 
 }  // namespace st::runtime

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "launch/bpe_tokenizer.h"
 #include "launch/commands.h"
@@ -119,8 +120,23 @@ TEST(Bpe, Prepare) {
   runtime::TokenData td((d / "out.bin").string());
   ASSERT_EQ(td.num_tokens(), n);
   // "the" " world" " the" " world" "\n": t,he | Ġwor,l,d | Ġthe | Ġwor,l,d | Ċ
-  std::vector<uint16_t> want = {'t', 257, 263, 'l', 'd', 258, 263, 'l', 'd', '\n'};
-  EXPECT_EQ(std::vector<uint16_t>(td.tokens(), td.tokens() + n), want);
+  std::vector<uint32_t> want = {'t', 257, 263, 'l', 'd', 258, 263, 'l', 'd', '\n'};
+  EXPECT_EQ(td.tokens(0, n), want);
+  EXPECT_EQ(td.token_bytes(), 2);  // every id < 65536: llm.c's version 1
+  // a vocabulary past 65 535 (Llama 3's is 128 256): " wor" as id 70000 → a version-2 file of
+  // uint32 tokens that reads back the same ids
+  {
+    std::ifstream in(d / "vocab.json");
+    std::string v((std::istreambuf_iterator<char>(in)), {});
+    const std::string from = "\"\xc4\xa0wor\":263";  // Ġwor
+    ASSERT_NE(v.find(from), std::string::npos);
+    v.replace(v.find(from), from.size(), "\"\xc4\xa0wor\":70000");
+    std::ofstream(d / "vocab.json", std::ios::trunc) << v;
+  }
+  n = prepare_tokens((d / "in.txt").string(), (d / "big.bin").string(), "gpt2", d.string());
+  runtime::TokenData big((d / "big.bin").string());
+  EXPECT_EQ(big.token_bytes(), 4);
+  EXPECT_EQ(big.tokens(0, n), (std::vector<uint32_t>{'t', 257, 70000, 'l', 'd', 258, 70000, 'l', 'd', '\n'}));
   EXPECT_THROW(prepare_tokens((d / "in.txt").string(), (d / "x.bin").string(), "gpt2", ""), UsageError);
 }
 

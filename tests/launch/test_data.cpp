@@ -33,7 +33,8 @@ TEST(Prepare, RoundTrip) {
   EXPECT_EQ(n, static_cast<int64_t>(text.size()));
   runtime::TokenData td((d / "out.bin").string());
   ASSERT_EQ(td.num_tokens(), n);
-  std::vector<uint16_t> toks(td.tokens(), td.tokens() + n);
+  const std::vector<uint32_t> ids = td.tokens(0, n);
+  std::vector<uint16_t> toks(ids.begin(), ids.end());
   EXPECT_EQ(toks[0], 'H');
   EXPECT_EQ(toks[text.find('\xff')], 255);
   EXPECT_EQ(byte_decode(toks), text);
@@ -57,7 +58,8 @@ TEST(Corpus, BuiltinIsRealTextCachedOnce) {
     if (fs::is_regular_file(f)) expected += read_text_file(f) + "\n\n";
   ASSERT_EQ(td.num_tokens(), static_cast<int64_t>(expected.size()));
   EXPECT_GT(td.num_tokens(), 200000);  // a few hundred KB of English
-  std::string text = byte_decode(std::vector<uint16_t>(td.tokens(), td.tokens() + td.num_tokens()));
+  const std::vector<uint32_t> ids = td.tokens(0, td.num_tokens());
+  std::string text = byte_decode(std::vector<uint16_t>(ids.begin(), ids.end()));
   EXPECT_EQ(text, expected);
   EXPECT_NE(text.find("GNU GENERAL PUBLIC LICENSE"), std::string::npos);
   EXPECT_LT(td.max_token(), 256);

@@ -1,11 +1,13 @@
 // Token files: header validation (errors name the file), docs/design.md's sequence order in closed
 // form (token k of the file has value k mod 65536 … here k·7 mod 1000), DP slices that tile the
-// global batch, wrap-around, the fixture's tokens against its documented batch order, and the
-// --shuffle order: a permutation per pass, the same in every layout.
+// global batch, wrap-around, the fixture's tokens against its documented batch order, version 2's
+// uint32 ids, and the --shuffle order: a permutation per pass, the same in every layout.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 
 #include "runtime/data/token_data.h"
 
@@ -142,8 +144,11 @@ TEST(TokenData, BadFilesNameTheFile) {
   write_raw(p, 12345, 1, 4, 4);
   expect_error(p, "bad magic 12345");
   p = temp_file("version.bin");
+  write_raw(p, kTokenMagic, 3, 4, 4);
+  expect_error(p, "unsupported version 3 (expected 1: uint16 tokens, or 2: uint32 tokens)");
+  p = temp_file("v2short.bin");  // 4 uint16-sized tokens under version 2's 4 bytes each
   write_raw(p, kTokenMagic, 2, 4, 4);
-  expect_error(p, "unsupported version 2");
+  expect_error(p, "4 tokens (1040 bytes) but the file has only 1032 bytes (truncated)");
   p = temp_file("trunc.bin");
   write_raw(p, kTokenMagic, 1, 10, 4);
   expect_error(p, "truncated");
@@ -153,6 +158,47 @@ TEST(TokenData, BadFilesNameTheFile) {
   p = temp_file("neg.bin");
   write_raw(p, kTokenMagic, 1, -1, 0);
   expect_error(p, "negative token count");
+}
+
+// Version 2 (uint32 tokens): ids past 65 535 (Llama 3's vocabulary of 128 256) round-trip, every
+// byte of each id counts (ids whose low 16 bits collide read back apart), batches read them in
+// the same order as version 1; the writer keeps version 1 (llm.c's) while every id fits 16 bits.
+TEST(TokenData, Version2HoldsIdsPast65535) {
+  const int64_t n = 4001;
+  std::vector<uint32_t> ids(n);
+  for (int64_t k = 0; k < n; ++k) ids[k] = static_cast<uint32_t>((k * 7919) % 128256);
+  ids[5] = 65536 + 3;  // low 16 bits = 3 …
+  ids[6] = 3;          // … as this one's
+  ids[7] = 0x01020304u;  // four distinct bytes (a swapped pair would read another id)
+  const std::string p = temp_file("v2.bin");
+  write_token_file(p, ids);
+  EXPECT_EQ(fs::file_size(p), 1024u + 4 * n);
+  TokenData d(p);
+  EXPECT_EQ(d.token_bytes(), 4);
+  EXPECT_EQ(d.num_tokens(), n);
+  EXPECT_EQ(d.tokens(0, n), ids);
+  EXPECT_EQ(d.token(5), 65539u);
+  EXPECT_EQ(d.token(6), 3u);
+  EXPECT_EQ(d.max_token(), 0x01020304u);
+  const int64_t T = 10;
+  const TokenBatch b = d.read(3, 2, T);  // sequences 3 and 4: tokens [30, 41) and [40, 51)
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t t = 0; t < T; ++t) {
+      ASSERT_EQ(b.inputs.data<int64_t>()[r * T + t], static_cast<int64_t>(ids[(3 + r) * T + t]));
+      ASSERT_EQ(b.targets.data<int64_t>()[r * T + t], static_cast<int64_t>(ids[(3 + r) * T + t + 1]));
+    }
+  EXPECT_THROW(d.tokens(n - 1, 2), ValueError);
+  // every id < 65 536: the same ids written as uint32 make llm.c's version 1, byte for byte
+  std::vector<uint32_t> small(n);
+  std::vector<uint16_t> small16(n);
+  for (int64_t k = 0; k < n; ++k) small16[k] = static_cast<uint16_t>(small[k] = static_cast<uint32_t>(value(k)));
+  const std::string p32 = temp_file("v1_from_u32.bin"), p16 = temp_file("v1_from_u16.bin");
+  write_token_file(p32, small);
+  write_token_file(p16, small16);
+  EXPECT_EQ(fs::file_size(p32), 1024u + 2 * n);
+  std::ifstream a(p32, std::ios::binary), c(p16, std::ios::binary);
+  EXPECT_TRUE(std::equal(std::istreambuf_iterator<char>(a), {}, std::istreambuf_iterator<char>(c), {}));
+  EXPECT_EQ(TokenData(p32).token_bytes(), 2);
 }
 
 // --shuffle: every pass over the file is a permutation of its sequences, a different one per pass
