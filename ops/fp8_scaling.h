@@ -139,17 +139,14 @@ ST_HOST_DEVICE constexpr Fp8RangeBits fp8_range_bits(bool e4m3) {
   return e4m3 ? Fp8RangeBits{0x43e80000u, 0x3a800000u}           // 464, 2^-10
               : Fp8RangeBits{0x47700000u - 1u, 0x37000000u};      // just below 61440, 2^-17
 }
-// The per-element update, a few integer operations: ax, ay the bits of |x| and |x·s|. Underflow is
-// counted as (|x·s| ≤ bound) minus (x = 0) (an x = 0 always has |x·s| = 0 ≤ bound), so a thread
-// keeps three counters and subtracts once at the end.
+// The per-element count: ax, ay the bits of |x| and |x·s| (the CUDA kernels' packed paths call it
+// only for the rare pack that may hold an overflow or an underflow: ops/cuda/fp8_cast.cu).
 struct Fp8RangeCount {
-  uint32_t over = 0, small = 0, zero = 0;
+  uint32_t over = 0, under = 0;
   ST_HOST_DEVICE void add(uint32_t ax, uint32_t ay, Fp8RangeBits b) {
     over += (ay - (b.overflow_above + 1u)) <= (0x7f800000u - (b.overflow_above + 1u));  // b.over < ay ≤ inf
-    small += ay <= b.underflow_max;
-    zero += ax == 0u;
+    under += (ay <= b.underflow_max) & (ax != 0u);
   }
-  ST_HOST_DEVICE uint32_t underflow() const { return small - zero; }
 };
 
 namespace cpu {

@@ -94,7 +94,7 @@ void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record,
         n.add(a, f32_bits(y) & 0x7fffffffu, range);
       }
       over += n.over;
-      under += n.underflow();
+      under += n.under;
     }
     if (record) state[kFp8Amax] = fp8_amax_max(state[kFp8Amax], bits_f32(m));
     if (counts) counts[0] += over, counts[1] += under;

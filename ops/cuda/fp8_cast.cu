@@ -10,10 +10,12 @@
 //             memory), then ONE atomicMax per block on the state's slot (none when the block's max
 //             is 0): a few thousand same-address atomics a call at most, not one per warp.
 //   the rule  fp8_scale_from_amax (ops/fp8_scaling.h), the same function on the host and the device.
-//   counts    overflow / underflow of each x · s (ops/fp8_scaling.h's Fp8RangeCount: three integer
-//             compares and adds an element, on registers the cast holds anyway), summed per block
-//             beside the amax (__reduce_add_sync, then the warps' sums through shared memory, in
-//             the same barrier) and added with ONE 64-bit atomicAdd per block and counter (none
+//   counts    overflow / underflow of each x · s by the CPU's rule (ops/fp8_scaling.h's
+//             Fp8RangeCount), in the packed paths only for a pack that may hold one (encode_pack:
+//             one product of the pack's max |x| and a byte-wise zero test of its fp8 words, ~1.5
+//             integer operations an element; the scalar paths count every element), summed per
+//             block beside the amax (__reduce_add_sync, then the warps' sums through shared memory,
+//             in the same barrier) and added with ONE 64-bit atomicAdd per block and counter (none
 //             for 0) into the counts the caller gave (null: none). Order-free integer sums: the
 //             CPU's counts exactly.
 // Memory access: a "pack" is 16 bytes of x (N = 8 bf16 / f16 or 4 f32: st::cuda::Pack) loaded as
@@ -48,6 +50,8 @@
 // (up). The attention output (o) and dqkv (qkv) are cuDNN's under the default backend
 // (ops/attention_backend.h).
 #include <algorithm>
+#include <cstddef>
+#include <type_traits>
 
 #include "ops/cuda/common.cuh"
 #include "ops/fp8_quantize.h"
@@ -95,7 +99,7 @@ __device__ inline void block_finish(uint32_t m, float* slot, const Fp8RangeCount
   if (slot) m = __reduce_max_sync(0xffffffffu, m);
   if (counts) {
     over = __reduce_add_sync(0xffffffffu, n.over);
-    under = __reduce_add_sync(0xffffffffu, n.underflow());
+    under = __reduce_add_sync(0xffffffffu, n.under);
   }
   if ((t & 31) == 0) warp_max[t >> 5] = m, warp_over[t >> 5] = over, warp_under[t >> 5] = under;
   __syncthreads();
@@ -124,23 +128,45 @@ __device__ inline uint32_t pack_amax(const Pack<T>& p) {
 template <__nv_fp8_interpretation_t F>
 __device__ constexpr Fp8RangeBits range_of() { return fp8_range_bits(F == __NV_E4M3); }
 
-// a pack's N fp8 bytes (x · s each) as N/4 words, byte j of word k = element 4k + j; m max= |x|,
-// n counts their overflows and underflows
+// the rare case of encode_pack: the pack at src (read again) counted element by element. Callers
+// run it after a group of packs is converted and stored, so it holds none of their registers
+// (inside the group, the bf16 cast_kernel measured 63 registers a thread against 32 by ptxas).
 template <__nv_fp8_interpretation_t F, class T>
-__device__ inline void encode_pack(const Pack<T>& p, float s, uint32_t (&w)[Pack<T>::N / 4], uint32_t& m,
-                                   Fp8RangeCount& n) {
+__device__ inline void count_pack(const T* src, float s, Fp8RangeCount& n) {
+  const Pack<T> p = load_pack(src);
 #pragma unroll
-  for (int k = 0; k < Pack<T>::N / 4; ++k) {
+  for (int i = 0; i < Pack<T>::N; ++i) {
+    const float v = to_float(p.v[i]);
+    n.add(abs_bits(v), abs_bits(__fmul_rn(v, s)), range_of<F>());
+  }
+}
+
+// a pack's N fp8 bytes (x · s each) as N/4 words, byte j of word k = element 4k + j; m max= |x|.
+// Returns whether the pack may hold an overflow or an underflow, at a few operations a pack, not
+// an element: an element can overflow only if the pack's largest |x| does (|x|·s rounded is
+// monotone in |x|, s > 0: one product of the pack's max), and underflow only where a byte is ±0
+// (a byte-wise test of the words: (b & 0x7f) + 0x7f sets bit 7 exactly for a nonzero magnitude,
+// no carry between bytes). A pack for which it returns true (a zero of x, an underflow, a
+// saturation, inf or NaN: rare) is then counted by count_pack, by the CPU's own rule.
+template <__nv_fp8_interpretation_t F, class T>
+__device__ inline bool encode_pack(const Pack<T>& p, float s, uint32_t (&w)[Pack<T>::N / 4], uint32_t& m) {
+  constexpr int N = Pack<T>::N;
+  uint32_t pm = 0;            // the pack's max |x| bits
+  uint32_t nz = 0x80808080u;  // bit 7 of byte j: byte j of every word has a nonzero magnitude
+#pragma unroll
+  for (int k = 0; k < N / 4; ++k) {
     float y[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float v = to_float(p.v[4 * k + j]);
       y[j] = __fmul_rn(v, s);
-      m = max(m, abs_bits(v));
-      n.add(abs_bits(v), abs_bits(y[j]), range_of<F>());
+      pm = max(pm, abs_bits(v));
     }
     w[k] = encode4<F>(y[0], y[1], y[2], y[3]);
+    nz &= (w[k] & 0x7f7f7f7fu) + 0x7f7f7f7fu;
   }
+  m = max(m, pm);
+  return abs_bits(__fmul_rn(__uint_as_float(pm), s)) > range_of<F>().overflow_above || nz != 0x80808080u;
 }
 
 // W words to q (4W-byte aligned)
@@ -164,19 +190,37 @@ __device__ inline void transpose4x4(uint32_t a, uint32_t b, uint32_t c, uint32_t
 }
 
 // f(pack, i) for the packs i of x (packs · N elements, 16-byte aligned) in this thread's grid-stride
-// share (t0, t0 + stride, …), four 16-byte loads in flight
-template <class T, class Fn>
-__device__ inline void for_each_pack(const T* x, int64_t packs, int64_t t0, int64_t stride, Fn&& f) {
+// share (t0, t0 + stride, …), four 16-byte loads in flight. With `rare`: f returns a bool, and
+// rare(i) runs for the packs it flagged after their group of four (their registers free by then).
+template <class T, class Fn, class Rare = std::nullptr_t>
+__device__ inline void for_each_pack(const T* x, int64_t packs, int64_t t0, int64_t stride, Fn&& f,
+                                     Rare&& rare = nullptr) {
   constexpr int N = Pack<T>::N;
+  constexpr bool flags = !std::is_null_pointer_v<std::decay_t<Rare>>;
   int64_t i = t0;
   for (; i + 3 * stride < packs; i += 4 * stride) {
     Pack<T> p[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) p[u] = load_pack(x + (i + u * stride) * N);
+    if constexpr (flags) {
+      uint32_t flagged = 0;
 #pragma unroll
-    for (int u = 0; u < 4; ++u) f(p[u], i + u * stride);
+      for (int u = 0; u < 4; ++u) flagged |= static_cast<uint32_t>(f(p[u], i + u * stride)) << u;
+#pragma unroll 1
+      for (int u = 0; u < 4; ++u)
+        if ((flagged >> u) & 1u) rare(i + u * stride);
+    } else {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) f(p[u], i + u * stride);
+    }
   }
-  for (; i < packs; i += stride) f(load_pack(x + i * N), i);
+  for (; i < packs; i += stride) {
+    if constexpr (flags) {
+      if (f(load_pack(x + i * N), i)) rare(i);
+    } else {
+      f(load_pack(x + i * N), i);
+    }
+  }
 }
 
 // x (n): elements [head, head + packs·N) as packs (x + head 16-byte aligned), the others one by one
@@ -202,11 +246,15 @@ __global__ void __launch_bounds__(kThreads) cast_kernel(const T* x, uint8_t* q, 
   const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
   uint32_t m = 0;
   Fp8RangeCount c;
-  for_each_pack(x, packs, t0, stride, [&](const Pack<T>& p, int64_t i) {
-    uint32_t w[N / 4];
-    encode_pack<F>(p, s, w, m, c);
-    store_words(q + i * N, w);
-  });
+  for_each_pack(
+      x, packs, t0, stride,
+      [&](const Pack<T>& p, int64_t i) {
+        uint32_t w[N / 4];
+        const bool rare = encode_pack<F>(p, s, w, m);
+        store_words(q + i * N, w);
+        return rare;
+      },
+      [&](int64_t i) { count_pack<F>(x + i * N, s, c); });
   for (int64_t j = packs * N + t0; j < n; j += stride) {
     const float v = to_float(x[j]), y = __fmul_rn(v, s);
     q[j] = encode<F>(y);
@@ -229,6 +277,7 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(const T* x, ui
   const int64_t c = static_cast<int64_t>(blockIdx.y) * (kCtTx * N) + threadIdx.x * N;  // and column
   uint32_t m = 0;
   Fp8RangeCount cnt;
+  uint32_t rare = 0;  // bit i: row i's pack may hold an overflow or underflow (encode_pack)
   if (r < R && c < C) {
     Pack<T> p[kCtRows];
 #pragma unroll
@@ -236,7 +285,7 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(const T* x, ui
     uint32_t w[kCtRows][W];  // row i of the chunk: N fp8 bytes
 #pragma unroll
     for (int i = 0; i < kCtRows; ++i) {
-      encode_pack<F>(p[i], s, w[i], m, cnt);
+      rare |= static_cast<uint32_t>(encode_pack<F>(p[i], s, w[i], m)) << i;
       store_words(q + (r + i) * C + c, w[i]);
     }
 #pragma unroll
@@ -248,6 +297,9 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(const T* x, ui
       for (int j = 0; j < 4; ++j) *reinterpret_cast<uint2*>(qt + (c + 4 * k + j) * R + r) = make_uint2(lo[j], hi[j]);
     }
   }
+#pragma unroll 1
+  for (int i = 0; i < kCtRows; ++i)  // after the stores: the chunk's registers are free
+    if ((rare >> i) & 1u) count_pack<F>(x + (r + i) * C + c, s, cnt);
   if (record || counts) block_finish(m, record ? state + kFp8Amax : nullptr, cnt, counts);
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *scale_inv = state[kFp8ScaleInv];
 }
