@@ -93,7 +93,8 @@ OptionTable train_options(TrainConfig& c) {
   // numerics
   E("precision", "numerics", c.precision,
     "compute precision (fp32 master weights); fp8: bf16 plus the decoder blocks' linear GEMMs (qkv, o, MLP) in "
-    "FP8 E4M3 with per-tensor current scaling (gpt, llama; emulated on the CPU)");
+    "FP8 E4M3 with per-tensor current scaling (gpt, llama; emulated on the CPU); the metrics then count the "
+    "casts' overflows and underflows (fp8_overflow, fp8_underflow)");
   E("device", "numerics", c.device, "where the model runs");
   t.add({"seed", "numerics", "N", "random seed (initialisation, dropout, the --shuffle order)", false, OptionTable::bind(c.seed),
          [&c] { return std::to_string(c.seed); }});

@@ -45,17 +45,17 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Fp8Linea
   Tensor y;
   {
     NoGradGuard ng;
-    qx = fp8_quantize(x2, state.x, /*transpose=*/gw);  // x8 (M, K), x8ᵀ (K, M) for wgrad
-    qw = fp8_quantize(w, state.w, /*transpose=*/true);  // w8 (K, N) for dgrad, w8ᵀ (N, K)
+    qx = fp8_quantize(x2, state.x, /*transpose=*/gw, state.counts);  // x8 (M, K), x8ᵀ (K, M) for wgrad
+    qw = fp8_quantize(w, state.w, /*transpose=*/true, state.counts);  // w8 (K, N) for dgrad, w8ᵀ (N, K)
     y = fp8_matmul(qx.data, qx.scale_inv, qw.data_t, qw.scale_inv, xdt, Tensor(), bias);  // (M, N), + bias in the epilogue
   }
   Fp8Scaling gscaling = state.grad;  // shares the state buffer
   attach_grad_fn(y, op, {x2, w, bias},
-                 [xt = qx.data_t, xsi = qx.scale_inv, w8 = qw.data, wsi = qw.scale_inv, gscaling, gx, gw, gb,
-                  xdt, wdt, bdt](const Tensor& g_in) mutable {
+                 [xt = qx.data_t, xsi = qx.scale_inv, w8 = qw.data, wsi = qw.scale_inv, gscaling, counts = state.counts,
+                  gx, gw, gb, xdt, wdt, bdt](const Tensor& g_in) mutable {
                    NoGradGuard ng;
                    Tensor g = g_in.contiguous();                             // (M, N)
-                   Fp8Tensor qg = fp8_quantize(g, gscaling, /*transpose=*/gw);  // g8 (M, N), g8ᵀ (N, M)
+                   Fp8Tensor qg = fp8_quantize(g, gscaling, /*transpose=*/gw, counts);  // g8 (M, N), g8ᵀ (N, M)
                    Tensor dx, dw, db;
                    if (gx) dx = fp8_matmul(qg.data, qg.scale_inv, w8, wsi, xdt);        // (M, N)·(K, N)ᵀ → (M, K)
                    if (gw) dw = fp8_matmul(xt, xsi, qg.data_t, qg.scale_inv, wdt);      // (K, M)·(N, M)ᵀ → (K, N)

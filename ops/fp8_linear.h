@@ -20,6 +20,9 @@
 //
 // State: three Fp8Scaling on the layer's device; with delayed scaling, fp8_linear_update once per
 // optimizer step (after backward) moves each amax into its history and sets the next scales.
+// counts, when set: the three casts (x and w forward, g backward) add their overflow and underflow
+// counts into it (ops/fp8_quantize.h); several layers may share one (the trainer points every
+// layer's at its step state's two words, runtime/train/train_step.h).
 // The model integration (`--precision fp8`) is the runtime's.
 #pragma once
 #include "ops/fp8_scaling.h"
@@ -37,6 +40,7 @@ struct Fp8LinearOptions {
 
 struct Fp8LinearState {
   Fp8Scaling x, w, grad;  // x and w E4M3, grad in options.grad_format
+  Tensor counts;          // (2) i64 [overflow, underflow] on the layer's device, += by every cast; or undefined
 };
 
 Fp8LinearState fp8_linear_state(const Fp8LinearOptions& options, Device device = Device::cpu);

@@ -29,10 +29,17 @@ Tensor fp8_amax(const Tensor& x) {
   return amax;
 }
 
-Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose) {
+Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose, const Tensor& counts) {
   check_input("fp8_quantize", x);
   float* state = fp8_state_ptr(scaling, "fp8_quantize");
   check_device("fp8_quantize", x, scaling.state.device());
+  int64_t* cnt = nullptr;  // (2) [overflow, underflow], or none
+  if (counts.defined()) {
+    ST_CHECK(counts.dtype() == DType::i64 && counts.numel() == 2 && counts.is_contiguous(), ValueError,
+             "fp8_quantize: counts must be a contiguous (2) i64 tensor, got " << counts.describe());
+    check_device("fp8_quantize", counts, x.device());
+    cnt = counts.data<int64_t>();
+  }
   NoGradGuard ng;
   Tensor xc = x.detach().contiguous();
   const int64_t C = x.size(-1), R = C > 0 ? x.numel() / C : 0;
@@ -50,14 +57,14 @@ Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose) {
       cuda::fp8_amax(xc, state + kFp8Amax);
       cuda::fp8_scale_current(state, scaling.options);
     }
-    cuda::fp8_cast(x2, d2, q.data_t, state, !current, si);
+    cuda::fp8_cast(x2, d2, q.data_t, state, !current, si, cnt);
   } else {
     if (current) {
       state[kFp8Amax] = 0.f;
       cpu::fp8_amax(xc, state + kFp8Amax);
       cpu::fp8_scale_current(state, scaling.options);
     }
-    cpu::fp8_cast(x2, d2, q.data_t, state, !current, si);
+    cpu::fp8_cast(x2, d2, q.data_t, state, !current, si, cnt);
   }
   return q;
 }

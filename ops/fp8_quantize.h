@@ -13,6 +13,9 @@
 //                meaning of data)
 //     current scaling first sets amax ← max |x| and s from it; delayed scaling uses the state's s and
 //     max-accumulates max |x| into the state's amax in the same pass. Not differentiable.
+//     counts (2) i64 on x's device, when defined: += [overflow, underflow] of this cast, the
+//     elements whose x·s the cast saturated / rounded to zero (ops/fp8_scaling.h, "overflow and
+//     underflow"), counted by the cast kernel itself as it converts (no pass of its own).
 //   fp8_dequantize(q, dtype)    data · scale_inv → (..., C) of `dtype` (f32 exact)
 //   fp8_amax(x)                 (1) f32: max |x| (NaN if any element is NaN)
 #pragma once
@@ -27,7 +30,7 @@ struct Fp8Tensor {
   Tensor scale_inv;  // (1) f32 s⁻¹, on data's device
 };
 
-Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose = false);
+Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose = false, const Tensor& counts = Tensor());
 Tensor fp8_dequantize(const Fp8Tensor& q, DType dtype = DType::f32);
 Tensor fp8_amax(const Tensor& x);
 
@@ -37,15 +40,18 @@ void fp8_amax(const Tensor& x, float* amax);
 // s from state[amax] (current scaling)
 void fp8_scale_current(float* state, const Fp8ScalingOptions& options);
 // x (R, C) contiguous → q (R, C) and, when qt is defined, qt (C, R); s = state[0]; record: state[2]
-// max-accumulates max |x|; *scale_inv = state[1]
-void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv);
+// max-accumulates max |x|; *scale_inv = state[1]; counts (2), when not null: += [overflow, underflow]
+void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv,
+              int64_t* counts = nullptr);
 // out (n) = f32(q) · *scale_inv rounded to out's dtype
 void fp8_dequantize(const Tensor& q, const float* scale_inv, Tensor& out);
 }  // namespace cpu
 namespace cuda {
 void fp8_amax(const Tensor& x, float* amax);
 void fp8_scale_current(float* state, const Fp8ScalingOptions& options);
-void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv);
+// counts: as the CPU's, added with one atomic per block and counter (none for a zero)
+void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv,
+              int64_t* counts = nullptr);
 void fp8_dequantize(const Tensor& q, const float* scale_inv, Tensor& out);
 // *amax = 0 (on the stream; before a current-scaling amax pass)
 void fp8_zero(float* p);

@@ -118,6 +118,37 @@ ST_HOST_DEVICE inline float fp8_amax_max(float a, float b) {
   return fp8_float_bits(a) >= fp8_float_bits(b) ? a : b;
 }
 
+// ---- overflow and underflow of a cast (what the metrics' fp8_overflow / fp8_underflow count) ----
+// Of y = x · s (f32, as the cast computes it) and the bits a = |y|'s (f32_bits & 0x7fffffff):
+//   overflow   y rounds past the format's max, so the cast saturates it: round to nearest even
+//              without saturation would give more than max. E4M3: max 448 = 1.75·2^8, the next
+//              step up would be 480, their midpoint 464 rounds to 448 (even), so |y| > 464;
+//              E5M2: max 57344 = 1.75·2^15, the next step up 65536 (inf), the midpoint 61440
+//              rounds to it (even), so |y| ≥ 61440 (tensor/dtype.cpp's f32_to_fp8: the same
+//              bounds). ±inf counts; NaN does not (it is the canonical NaN, not a saturation).
+//              As bits: kOverflowAbove < a ≤ 0x7f800000.
+//   underflow  x ≠ 0 and y rounds to ±0: |y| ≤ half the smallest subnormal (2^-9 / 2 = 2^-10 for
+//              E4M3, 2^-16 / 2 = 2^-17 for E5M2; the tie rounds to 0, the even code), an x·s that
+//              is 0 in f32 included. As bits: a ≤ kUnderflowMax and |x| ≠ 0.
+// tests/ops/test_fp8.cpp holds these bounds to the cast itself (either side of each).
+struct Fp8RangeBits {
+  uint32_t overflow_above;  // a > this (and ≤ inf): overflow
+  uint32_t underflow_max;   // a ≤ this (and x ≠ 0): underflow
+};
+ST_HOST_DEVICE constexpr Fp8RangeBits fp8_range_bits(bool e4m3) {
+  return e4m3 ? Fp8RangeBits{0x43e80000u, 0x3a800000u}           // 464, 2^-10
+              : Fp8RangeBits{0x47700000u - 1u, 0x37000000u};      // just below 61440, 2^-17
+}
+// The per-element count: ax, ay the bits of |x| and |x·s| (the CUDA kernels' packed paths call it
+// only for the rare pack that may hold an overflow or an underflow: ops/cuda/fp8_cast.cu).
+struct Fp8RangeCount {
+  uint32_t over = 0, under = 0;
+  ST_HOST_DEVICE void add(uint32_t ax, uint32_t ay, Fp8RangeBits b) {
+    over += (ay - (b.overflow_above + 1u)) <= (0x7f800000u - (b.overflow_above + 1u));  // b.over < ay ≤ inf
+    under += (ay <= b.underflow_max) & (ax != 0u);
+  }
+};
+
 namespace cpu {
 void fp8_scaling_update(float* state, const Fp8ScalingOptions& options);
 }  // namespace cpu

@@ -2,6 +2,7 @@
 // the CPU (ops/cpu/step_state.cpp) or CUDA kernels (ops/cuda/step_state.cu, grad_stats.cu, optim.cu).
 #include "ops/step_state.h"
 
+#include <cstddef>
 #include <cstring>
 
 namespace st::ops {
@@ -42,6 +43,14 @@ DeviceStepState step_state_download(const Tensor& state) {
   DeviceStepState s;
   std::memcpy(&s, host.data_ptr(), sizeof s);
   return s;
+}
+
+Tensor step_state_fp8_counts(const Tensor& state) {
+  state_ptr(state);
+  static_assert(offsetof(DeviceStepState, fp8_overflow) % sizeof(int64_t) == 0 &&
+                    offsetof(DeviceStepState, fp8_underflow) == offsetof(DeviceStepState, fp8_overflow) + sizeof(int64_t),
+                "the FP8 counts are two consecutive 8-byte words");
+  return state.narrow(0, static_cast<int64_t>(offsetof(DeviceStepState, fp8_overflow) / sizeof(int64_t)), 2);
 }
 
 void step_state_begin(Tensor& state, Tensor& loss_factor) {

@@ -14,7 +14,10 @@
 //
 // A step in kernels, in order:
 //   step_state_begin      loss_factor ← float(scale / divisor), inv_scale ← float(1 / scale)
-//                         (1 without loss scaling), loss_sum ← 0
+//                         (1 without loss scaling), loss_sum ← 0, the FP8 counts ← 0
+//   (--precision fp8)     every FP8 cast of the step adds its overflow / underflow counts into
+//                         fp8_overflow / fp8_underflow (step_state_fp8_counts(): the model's
+//                         Fp8LinearState counts point there; ops/fp8_quantize.h)
 //   step_state_add_loss   loss_sum += double(loss)   (per micro-batch, in order)
 //   grad_stats_to_state   sumsq, found_inf of the raw gradients times inv_scale (ops/optim.h's
 //                         grad_stats, the same kernels and order; no host read)
@@ -54,6 +57,7 @@ struct DeviceStepState {
   // written by the step's kernels
   double loss_sum = 0;
   double sumsq = 0;
+  int64_t fp8_overflow = 0, fp8_underflow = 0;  // this rank's, over the step's FP8 casts (+= by the cast kernels)
   int32_t found_inf = 0;
   int32_t skip = 0;
   float loss_factor = 1, inv_scale = 1;
@@ -69,6 +73,9 @@ struct DeviceStepState {
 Tensor step_state_tensor(const DeviceStepState& init, Device device = Device::cuda);
 void step_state_upload(Tensor& state, const DeviceStepState& s);
 DeviceStepState step_state_download(const Tensor& state);
+// The state's two FP8 count words [fp8_overflow, fp8_underflow] as a (2) i64 view of `state`:
+// what the casts of a step add into (ops/fp8_linear.h's Fp8LinearState::counts).
+Tensor step_state_fp8_counts(const Tensor& state);
 
 // loss_factor: a () f32 device tensor receiving float(scale / divisor) (the loss multiplier).
 void step_state_begin(Tensor& state, Tensor& loss_factor);

@@ -35,7 +35,7 @@ for stage in $stages; do
     { cmake -S . -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release &&
       timeout "$(left)" cmake --build "$BUILD" -j"$JOBS" --target shardtrain test_gpu_tensor test_gpu_ops \
         test_gpu_ops_nn test_gpu_optim test_gpu_attention test_gpu_gemm_lt test_gpu_trainer test_gpu_cuda_graph \
-        test_gpu_lm_head test_gpu_add_layernorm test_gpu_rmsnorm test_gpu_swiglu bench_gpt_train bench_ops_cuda
+        test_gpu_lm_head test_gpu_add_layernorm test_gpu_rmsnorm test_gpu_swiglu test_gpu_fp8 bench_gpt_train bench_ops_cuda
     } > "$OUT/build.log" 2>&1
     rc=$?
     note "build rc=$rc ($((SECONDS - t0)) s)"

@@ -72,24 +72,32 @@ void fp8_scaling_update(float* state, const Fp8ScalingOptions& o) {
   state[kFp8ScaleInv] = 1.f / state[kFp8Scale];
 }
 
-void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv) {
+void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv, int64_t* counts) {
   const int64_t R = x.size(0), C = x.size(1);
   const float s = state[kFp8Scale];
   const DType dt = q.dtype();
+  const Fp8RangeBits range = fp8_range_bits(dt == DType::f8e4m3);
   uint8_t* d = static_cast<uint8_t*>(q.data_ptr());                                  // (R, C)
   uint8_t* dt_ptr = qt.defined() ? static_cast<uint8_t*>(qt.data_ptr()) : nullptr;   // (C, R)
   visit_input(x, [&](const auto* p) {
     uint32_t m = 0;
-    for (int64_t r = 0; r < R; ++r)
+    int64_t over = 0, under = 0;
+    for (int64_t r = 0; r < R; ++r) {
+      Fp8RangeCount n;  // this row's (the CUDA kernels' per-element update; 32-bit per row)
       for (int64_t c = 0; c < C; ++c) {
-        const float v = load(p[r * C + c]);
-        const uint8_t b = encode(v * s, dt);
+        const float v = load(p[r * C + c]), y = v * s;
+        const uint8_t b = encode(y, dt);
         d[r * C + c] = b;
         if (dt_ptr) dt_ptr[c * R + r] = b;
         const uint32_t a = f32_bits(v) & 0x7fffffffu;
         m = a > m ? a : m;
+        n.add(a, f32_bits(y) & 0x7fffffffu, range);
       }
+      over += n.over;
+      under += n.under;
+    }
     if (record) state[kFp8Amax] = fp8_amax_max(state[kFp8Amax], bits_f32(m));
+    if (counts) counts[0] += over, counts[1] += under;
   });
   *scale_inv = state[kFp8ScaleInv];
 }

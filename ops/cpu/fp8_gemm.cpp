@@ -6,6 +6,7 @@
 #include <array>
 #include <vector>
 
+#include "ops/check.h"
 #include "ops/cpu/sgemm.h"
 #include "ops/fp8_matmul.h"
 
@@ -36,9 +37,12 @@ void fp8_gemm(const Tensor& a, const float* a_scale_inv, const Tensor& b, const 
   const float alpha = *a_scale_inv * *b_scale_inv;
   for (int64_t i = 0; i < M * N; ++i) pc[i] = alpha * pc[i];
   if (bias.defined()) {
-    const std::vector<float> bv = bias.to_float();  // (N), exact: bf16 / f16 / f32 → f32
+    // (N), exact: bf16 / f16 / f32 → f32; a conversion, not a host read of a device value (to_float
+    // is one, which a graph step's rehearsal refuses: tests/runtime/train/test_fp8_train.cpp)
+    const Tensor b32 = contiguous_as(bias, DType::f32);
+    const float* bv = b32.data<float>();
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) pc[m * N + n] += bv[static_cast<size_t>(n)];
+      for (int64_t n = 0; n < N; ++n) pc[m * N + n] += bv[n];
   }
   if (!c32.same(c)) c.copy_(c32);
 }

@@ -19,6 +19,8 @@ void step_state_begin(double* state, float* loss_factor) {
   s->inv_scale = s->scaler_enabled ? static_cast<float>(1.0 / scale) : 1.f;
   s->loss_sum = 0.0;
   s->sumsq = 0.0;
+  s->fp8_overflow = 0;
+  s->fp8_underflow = 0;
   s->found_inf = 0;
 }
 

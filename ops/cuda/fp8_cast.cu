@@ -10,6 +10,14 @@
 //             memory), then ONE atomicMax per block on the state's slot (none when the block's max
 //             is 0): a few thousand same-address atomics a call at most, not one per warp.
 //   the rule  fp8_scale_from_amax (ops/fp8_scaling.h), the same function on the host and the device.
+//   counts    overflow / underflow of each x · s by the CPU's rule (ops/fp8_scaling.h's
+//             Fp8RangeCount), in the packed paths only for a pack that may hold one (encode_pack:
+//             one product of the pack's max |x| and a byte-wise zero test of its fp8 words, ~1.5
+//             integer operations an element; the scalar paths count every element), summed per
+//             block beside the amax (__reduce_add_sync, then the warps' sums through shared memory,
+//             in the same barrier) and added with ONE 64-bit atomicAdd per block and counter (none
+//             for 0) into the counts the caller gave (null: none). Order-free integer sums: the
+//             CPU's counts exactly.
 // Memory access: a "pack" is 16 bytes of x (N = 8 bf16 / f16 or 4 f32: st::cuda::Pack) loaded as
 // one int4; its N fp8 bytes are stored as one N-byte word (uint2 / uint32). The launchers take the
 // pack paths where the pointers and shapes allow and fall back to one element a thread otherwise
@@ -42,6 +50,8 @@
 // (up). The attention output (o) and dqkv (qkv) are cuDNN's under the default backend
 // (ops/attention_backend.h).
 #include <algorithm>
+#include <cstddef>
+#include <type_traits>
 
 #include "ops/cuda/common.cuh"
 #include "ops/fp8_quantize.h"
@@ -75,19 +85,35 @@ __device__ inline uint32_t encode4(float a, float b, float c, float d) {
 
 __device__ inline uint32_t abs_bits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
 
-// The block's max of m; thread 0 max-accumulates it into *slot (a float's bits, ≥ 0) with one
-// atomic. Every thread of the block calls it (it has a barrier); blocks of whole warps, ≤ 1024.
-__device__ inline void block_amax(uint32_t m, float* slot) {
-  __shared__ uint32_t warp_max[32];
+// The block's max of m and sums of n's overflow and underflow counts; thread 0 max-accumulates
+// the max into *slot (a float's bits, ≥ 0; when slot is set) and adds the sums to counts[0],
+// counts[1] (when counts is set): one atomic per block and destination, none for a max or a sum
+// of 0. Every thread of the block calls it (it has a barrier; slot and counts are the kernel's
+// arguments, the same for every thread); blocks of whole warps, ≤ 1024 threads. A block's sums
+// fit 32 bits: a block converts far fewer than 2^32 elements (≤ 4096 blocks share any tensor of
+// the grid-stride kernels; the tiled kernels convert ≤ 256 · 64 a block).
+__device__ inline void block_finish(uint32_t m, float* slot, const Fp8RangeCount& n, int64_t* counts) {
+  __shared__ uint32_t warp_max[32], warp_over[32], warp_under[32];
   const int t = threadIdx.x + threadIdx.y * blockDim.x, nwarps = (blockDim.x * blockDim.y) >> 5;
-  m = __reduce_max_sync(0xffffffffu, m);
-  if ((t & 31) == 0) warp_max[t >> 5] = m;
+  uint32_t over = 0, under = 0;
+  if (slot) m = __reduce_max_sync(0xffffffffu, m);
+  if (counts) {
+    over = __reduce_add_sync(0xffffffffu, n.over);
+    under = __reduce_add_sync(0xffffffffu, n.under);
+  }
+  if ((t & 31) == 0) warp_max[t >> 5] = m, warp_over[t >> 5] = over, warp_under[t >> 5] = under;
   __syncthreads();
   if (t == 0) {
-    for (int w = 1; w < nwarps; ++w) m = max(m, warp_max[w]);
-    if (m != 0) atomicMax(reinterpret_cast<unsigned int*>(slot), m);
+    for (int w = 1; w < nwarps; ++w) m = max(m, warp_max[w]), over += warp_over[w], under += warp_under[w];
+    if (slot && m != 0) atomicMax(reinterpret_cast<unsigned int*>(slot), m);
+    if (counts && over != 0) atomicAdd(reinterpret_cast<unsigned long long*>(counts), static_cast<unsigned long long>(over));
+    if (counts && under != 0)
+      atomicAdd(reinterpret_cast<unsigned long long*>(counts + 1), static_cast<unsigned long long>(under));
   }
 }
+
+// The block's max of m into *slot (block_finish without counts)
+__device__ inline void block_amax(uint32_t m, float* slot) { block_finish(m, slot, Fp8RangeCount{}, nullptr); }
 
 // max |v| bits over a pack
 template <class T>
@@ -98,19 +124,49 @@ __device__ inline uint32_t pack_amax(const Pack<T>& p) {
   return m;
 }
 
-// a pack's N fp8 bytes (x · s each) as N/4 words, byte j of word k = element 4k + j; m max= |x|
+// the overflow / underflow bounds of format F (ops/fp8_scaling.h)
+template <__nv_fp8_interpretation_t F>
+__device__ constexpr Fp8RangeBits range_of() { return fp8_range_bits(F == __NV_E4M3); }
+
+// the rare case of encode_pack: the pack at src (read again) counted element by element. Callers
+// run it after a group of packs is converted and stored, so it holds none of their registers
+// (inside the group, the bf16 cast_kernel measured 63 registers a thread against 32 by ptxas).
 template <__nv_fp8_interpretation_t F, class T>
-__device__ inline void encode_pack(const Pack<T>& p, float s, uint32_t (&w)[Pack<T>::N / 4], uint32_t& m) {
+__device__ inline void count_pack(const T* src, float s, Fp8RangeCount& n) {
+  const Pack<T> p = load_pack(src);
 #pragma unroll
-  for (int k = 0; k < Pack<T>::N / 4; ++k) {
-    float v[4];
+  for (int i = 0; i < Pack<T>::N; ++i) {
+    const float v = to_float(p.v[i]);
+    n.add(abs_bits(v), abs_bits(__fmul_rn(v, s)), range_of<F>());
+  }
+}
+
+// a pack's N fp8 bytes (x · s each) as N/4 words, byte j of word k = element 4k + j; m max= |x|.
+// Returns whether the pack may hold an overflow or an underflow, at a few operations a pack, not
+// an element: an element can overflow only if the pack's largest |x| does (|x|·s rounded is
+// monotone in |x|, s > 0: one product of the pack's max), and underflow only where a byte is ±0
+// (a byte-wise test of the words: (b & 0x7f) + 0x7f sets bit 7 exactly for a nonzero magnitude,
+// no carry between bytes). A pack for which it returns true (a zero of x, an underflow, a
+// saturation, inf or NaN: rare) is then counted by count_pack, by the CPU's own rule.
+template <__nv_fp8_interpretation_t F, class T>
+__device__ inline bool encode_pack(const Pack<T>& p, float s, uint32_t (&w)[Pack<T>::N / 4], uint32_t& m) {
+  constexpr int N = Pack<T>::N;
+  uint32_t pm = 0;            // the pack's max |x| bits
+  uint32_t nz = 0x80808080u;  // bit 7 of byte j: byte j of every word has a nonzero magnitude
+#pragma unroll
+  for (int k = 0; k < N / 4; ++k) {
+    float y[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      v[j] = to_float(p.v[4 * k + j]);
-      m = max(m, abs_bits(v[j]));
+      const float v = to_float(p.v[4 * k + j]);
+      y[j] = __fmul_rn(v, s);
+      pm = max(pm, abs_bits(v));
     }
-    w[k] = encode4<F>(__fmul_rn(v[0], s), __fmul_rn(v[1], s), __fmul_rn(v[2], s), __fmul_rn(v[3], s));
+    w[k] = encode4<F>(y[0], y[1], y[2], y[3]);
+    nz &= (w[k] & 0x7f7f7f7fu) + 0x7f7f7f7fu;
   }
+  m = max(m, pm);
+  return abs_bits(__fmul_rn(__uint_as_float(pm), s)) > range_of<F>().overflow_above || nz != 0x80808080u;
 }
 
 // W words to q (4W-byte aligned)
@@ -134,19 +190,37 @@ __device__ inline void transpose4x4(uint32_t a, uint32_t b, uint32_t c, uint32_t
 }
 
 // f(pack, i) for the packs i of x (packs · N elements, 16-byte aligned) in this thread's grid-stride
-// share (t0, t0 + stride, …), four 16-byte loads in flight
-template <class T, class Fn>
-__device__ inline void for_each_pack(const T* x, int64_t packs, int64_t t0, int64_t stride, Fn&& f) {
+// share (t0, t0 + stride, …), four 16-byte loads in flight. With `rare`: f returns a bool, and
+// rare(i) runs for the packs it flagged after their group of four (their registers free by then).
+template <class T, class Fn, class Rare = std::nullptr_t>
+__device__ inline void for_each_pack(const T* x, int64_t packs, int64_t t0, int64_t stride, Fn&& f,
+                                     Rare&& rare = nullptr) {
   constexpr int N = Pack<T>::N;
+  constexpr bool flags = !std::is_null_pointer_v<std::decay_t<Rare>>;
   int64_t i = t0;
   for (; i + 3 * stride < packs; i += 4 * stride) {
     Pack<T> p[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) p[u] = load_pack(x + (i + u * stride) * N);
+    if constexpr (flags) {
+      uint32_t flagged = 0;
 #pragma unroll
-    for (int u = 0; u < 4; ++u) f(p[u], i + u * stride);
+      for (int u = 0; u < 4; ++u) flagged |= static_cast<uint32_t>(f(p[u], i + u * stride)) << u;
+#pragma unroll 1
+      for (int u = 0; u < 4; ++u)
+        if ((flagged >> u) & 1u) rare(i + u * stride);
+    } else {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) f(p[u], i + u * stride);
+    }
   }
-  for (; i < packs; i += stride) f(load_pack(x + i * N), i);
+  for (; i < packs; i += stride) {
+    if constexpr (flags) {
+      if (f(load_pack(x + i * N), i)) rare(i);
+    } else {
+      f(load_pack(x + i * N), i);
+    }
+  }
 }
 
 // x (n): elements [head, head + packs·N) as packs (x + head 16-byte aligned), the others one by one
@@ -165,22 +239,29 @@ __global__ void __launch_bounds__(kThreads) amax_kernel(const T* x, int64_t n, i
 // x (n) → q (n): elements [0, packs·N) as packs (x 16-byte, q N-byte aligned), [packs·N, n) one by one
 template <class T, __nv_fp8_interpretation_t F>
 __global__ void __launch_bounds__(kThreads) cast_kernel(const T* x, uint8_t* q, int64_t n, int64_t packs,
-                                                        float* state, bool record, float* scale_inv) {
+                                                        float* state, bool record, float* scale_inv,
+                                                        int64_t* counts) {
   constexpr int N = Pack<T>::N;
   const float s = state[kFp8Scale];
   const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
   uint32_t m = 0;
-  for_each_pack(x, packs, t0, stride, [&](const Pack<T>& p, int64_t i) {
-    uint32_t w[N / 4];
-    encode_pack<F>(p, s, w, m);
-    store_words(q + i * N, w);
-  });
+  Fp8RangeCount c;
+  for_each_pack(
+      x, packs, t0, stride,
+      [&](const Pack<T>& p, int64_t i) {
+        uint32_t w[N / 4];
+        const bool rare = encode_pack<F>(p, s, w, m);
+        store_words(q + i * N, w);
+        return rare;
+      },
+      [&](int64_t i) { count_pack<F>(x + i * N, s, c); });
   for (int64_t j = packs * N + t0; j < n; j += stride) {
-    const float v = to_float(x[j]);
-    q[j] = encode<F>(__fmul_rn(v, s));
+    const float v = to_float(x[j]), y = __fmul_rn(v, s);
+    q[j] = encode<F>(y);
     m = max(m, abs_bits(v));
+    c.add(abs_bits(v), abs_bits(y), range_of<F>());
   }
-  if (record) block_amax(m, state + kFp8Amax);
+  if (record || counts) block_finish(m, record ? state + kFp8Amax : nullptr, c, counts);
   if (blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = state[kFp8ScaleInv];
 }
 
@@ -189,12 +270,14 @@ __global__ void __launch_bounds__(kThreads) cast_kernel(const T* x, uint8_t* q, 
 template <class T, __nv_fp8_interpretation_t F>
 __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(const T* x, uint8_t* q, uint8_t* qt, int64_t R,
                                                                   int64_t C, float* state, bool record,
-                                                                  float* scale_inv) {
+                                                                  float* scale_inv, int64_t* counts) {
   constexpr int N = Pack<T>::N, W = N / 4;
   const float s = state[kFp8Scale];
   const int64_t r = blockIdx.x * kCtTileRows + threadIdx.y * kCtRows;            // the chunk's first row
   const int64_t c = static_cast<int64_t>(blockIdx.y) * (kCtTx * N) + threadIdx.x * N;  // and column
   uint32_t m = 0;
+  Fp8RangeCount cnt;
+  uint32_t rare = 0;  // bit i: row i's pack may hold an overflow or underflow (encode_pack)
   if (r < R && c < C) {
     Pack<T> p[kCtRows];
 #pragma unroll
@@ -202,7 +285,7 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(const T* x, ui
     uint32_t w[kCtRows][W];  // row i of the chunk: N fp8 bytes
 #pragma unroll
     for (int i = 0; i < kCtRows; ++i) {
-      encode_pack<F>(p[i], s, w[i], m);
+      rare |= static_cast<uint32_t>(encode_pack<F>(p[i], s, w[i], m)) << i;
       store_words(q + (r + i) * C + c, w[i]);
     }
 #pragma unroll
@@ -214,7 +297,10 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(const T* x, ui
       for (int j = 0; j < 4; ++j) *reinterpret_cast<uint2*>(qt + (c + 4 * k + j) * R + r) = make_uint2(lo[j], hi[j]);
     }
   }
-  if (record) block_amax(m, state + kFp8Amax);
+#pragma unroll 1
+  for (int i = 0; i < kCtRows; ++i)  // after the stores: the chunk's registers are free
+    if ((rare >> i) & 1u) count_pack<F>(x + (r + i) * C + c, s, cnt);
+  if (record || counts) block_finish(m, record ? state + kFp8Amax : nullptr, cnt, counts);
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *scale_inv = state[kFp8ScaleInv];
 }
 
@@ -222,21 +308,23 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(const T* x, ui
 // rows r0 + ty + 8j, column c0 + tx
 template <class T, __nv_fp8_interpretation_t F>
 __global__ void cast_transpose_scalar_kernel(const T* x, uint8_t* q, uint8_t* qt, int64_t R, int64_t C,
-                                             float* state, bool record, float* scale_inv) {
+                                             float* state, bool record, float* scale_inv, int64_t* counts) {
   __shared__ uint8_t tile[kTile][kTile + 4];
   const float s = state[kFp8Scale];
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kTile, c0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const int tx = threadIdx.x, ty = threadIdx.y;
   uint32_t m = 0;
+  Fp8RangeCount cnt;
 #pragma unroll
   for (int j = 0; j < kTile; j += kTileRows) {
     const int64_t r = r0 + ty + j, c = c0 + tx;
     if (r < R && c < C) {
-      const float v = to_float(x[r * C + c]);
-      const uint8_t b = encode<F>(__fmul_rn(v, s));
+      const float v = to_float(x[r * C + c]), y = __fmul_rn(v, s);
+      const uint8_t b = encode<F>(y);
       q[r * C + c] = b;
       tile[ty + j][tx] = b;
       m = max(m, abs_bits(v));
+      cnt.add(abs_bits(v), abs_bits(y), range_of<F>());
     }
   }
   __syncthreads();
@@ -245,7 +333,7 @@ __global__ void cast_transpose_scalar_kernel(const T* x, uint8_t* q, uint8_t* qt
     const int64_t c = c0 + ty + j, r = r0 + tx;  // qt row c, column r
     if (r < R && c < C) qt[c * R + r] = tile[tx][ty + j];
   }
-  if (record) block_amax(m, state + kFp8Amax);
+  if (record || counts) block_finish(m, record ? state + kFp8Amax : nullptr, cnt, counts);
   if (blockIdx.x == 0 && blockIdx.y == 0 && tx == 0 && ty == 0) *scale_inv = state[kFp8ScaleInv];
 }
 
@@ -330,7 +418,7 @@ void fp8_scaling_update(float* state, const Fp8ScalingOptions& o) {
   CHECK_LAUNCH();
 }
 
-void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv) {
+void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv, int64_t* counts) {
   check_contiguous_cuda("fp8_quantize", {&x, &q, &qt});
   const int64_t R = x.size(0), C = x.size(1), n = R * C;
   cudaStream_t stream = current_stream();
@@ -353,17 +441,17 @@ void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record,
                  "fp8_quantize: (" << R << ", " << C << ") is too large for the transposing cast");
         const dim3 grid(static_cast<unsigned>(tiles_r), static_cast<unsigned>(tiles_c));
         cast_transpose_kernel<T, F><<<grid, dim3(kCtTx, kCtTy), 0, stream>>>(px, pq, pqt, R, C, state, record,
-                                                                             scale_inv);
+                                                                             scale_inv, counts);
       } else if (pqt) {  // any shape or alignment: one element a thread
         ST_CHECK((R + kTile - 1) / kTile <= INT32_MAX && (C + kTile - 1) / kTile <= 65535, ShapeError,
                  "fp8_quantize: (" << R << ", " << C << ") is too large for the transposing cast");
         const dim3 grid(static_cast<unsigned>((R + kTile - 1) / kTile), static_cast<unsigned>((C + kTile - 1) / kTile));
         cast_transpose_scalar_kernel<T, F><<<grid, dim3(kTile, kTileRows), 0, stream>>>(px, pq, pqt, R, C, state,
-                                                                                        record, scale_inv);
+                                                                                        record, scale_inv, counts);
       } else {
         const int64_t packs = aligned16(px) && aligned(pq, N) ? n / N : 0, units = packs + (n - packs * N);
         cast_kernel<T, F><<<grid_for(units, kThreads * 4, kMaxBlocks), kThreads, 0, stream>>>(px, pq, n, packs, state,
-                                                                                              record, scale_inv);
+                                                                                              record, scale_inv, counts);
       }
       CHECK_LAUNCH();
     });

@@ -15,6 +15,8 @@ __global__ void begin_kernel(DeviceStepState* s, float* loss_factor) {
   s->inv_scale = s->scaler_enabled ? static_cast<float>(__ddiv_rn(1.0, scale)) : 1.f;
   s->loss_sum = 0.0;
   s->sumsq = 0.0;
+  s->fp8_overflow = 0;
+  s->fp8_underflow = 0;
   s->found_inf = 0;
 }
 

@@ -48,6 +48,8 @@ nlohmann::ordered_json StepMetrics::to_json() const {
     j["mem_bytes_max"] = mem_max_bytes;
     j["mem_bytes_max_rank"] = mem_max_rank;
   }
+  if (fp8_overflow) j["fp8_overflow"] = *fp8_overflow;
+  if (fp8_underflow) j["fp8_underflow"] = *fp8_underflow;
   return j;
 }
 
@@ -70,6 +72,9 @@ std::string StepMetrics::line(int64_t total_steps) const {
     s += buf;
   }
   if (skipped) s += " | skipped (inf/nan)";
+  if (fp8_overflow.value_or(0) > 0 || fp8_underflow.value_or(0) > 0)
+    s += " | fp8 overflow " + std::to_string(fp8_overflow.value_or(0)) + ", underflow " +
+         std::to_string(fp8_underflow.value_or(0));
   if (val_loss) {
     std::snprintf(buf, sizeof buf, " | val loss %.6f", *val_loss);
     s += buf;

@@ -4,8 +4,13 @@
 //    "skipped": false, "tokens_per_s": 1234.5, "step_ms": 12.3, "mfu": 0.41, "mem_bytes": 123456,
 //    "mem_total_bytes": 150838624256, "mem_params": 1000, "mem_grads": 1000, "mem_optim": 2008,
 //    "mem_act_peak": 5000, "mem_peak": 9100}
-// plus "val_loss" on evaluation steps, and with several ranks "mem_bytes_max" and
-// "mem_bytes_max_rank": the largest rank's mem_bytes and that rank, which the step line shows. loss_scale is the scale the step ran with (1 unless fp16).
+// plus "val_loss" on evaluation steps, with several ranks "mem_bytes_max" and
+// "mem_bytes_max_rank": the largest rank's mem_bytes and that rank, which the step line shows, and
+// under --precision fp8 "fp8_overflow" and "fp8_underflow": of the elements the step's FP8 casts
+// converted (the blocks' GEMM inputs x and w, forward, and their output gradients, backward; every
+// micro-batch; every rank, summed), how many the cast saturated (|x·s| rounds past the format's
+// max) and how many nonzero ones it rounded to zero (ops/fp8_scaling.h); the step line shows them
+// when nonzero. loss_scale is the scale the step ran with (1 unless fp16).
 // mfu is null where the device has no known peak (the CPU; a GPU outside the table of
 // runtime/observe/device_capacity.h); mem_total_bytes is the device's memory (CPU: MemTotal),
 // 0 when unknown, and the step line shows mem_bytes as a fraction of it. mem_bytes: the
@@ -35,6 +40,8 @@ struct StepMetrics {
   int64_t mem_max_bytes = 0;
   int mem_max_rank = 0, ranks = 1;
   std::optional<double> val_loss;
+  // --precision fp8: the step's FP8 casts' overflow and underflow counts (every rank's; none otherwise)
+  std::optional<int64_t> fp8_overflow, fp8_underflow;
   nlohmann::ordered_json to_json() const;  // keys in the contract's order
   std::string line(int64_t total_steps) const;  // "step 3/10 | loss 5.5358 | lr 1.00e-03 | ..."
 };

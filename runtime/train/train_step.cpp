@@ -83,6 +83,11 @@ TrainStep::TrainStep(StepParts parts, const StepConstants& constants, const Loss
   s.eps = a.eps;
   state_ = ops::step_state_tensor(s, device_);
   last_ = s;
+  // --precision fp8: every FP8 cast of the model adds its overflow / underflow counts into the
+  // state's two count words, which step_state_begin zeroes and the report carries (a kernel's
+  // atomics into a fixed device address: a captured step's replays count again, nothing is baked)
+  const Tensor fp8_counts = ops::step_state_fp8_counts(state_);
+  for (const auto& fp8 : p_.model->fp8_states()) fp8->counts = fp8_counts;
   grow_tables(std::max<int64_t>(table_steps, p_.opt->steps_taken()));
   loss_factor_ = Tensor::zeros({}, DType::f32, device_);
   const int64_t K = p_.source->micro_batches();
@@ -316,6 +321,8 @@ StepReport TrainStep::wait(int64_t step) {
   r.skipped = last_.rep_skipped != 0;
   r.found_inf = last_.rep_found_inf != 0;
   r.at_floor = last_.rep_at_floor != 0;
+  r.fp8_overflow = last_.fp8_overflow;
+  r.fp8_underflow = last_.fp8_underflow;
   if (r.at_floor && !warned_) {  // LossScaler::update's warning
     std::cerr << "warning: fp16 loss scale is at its floor (" << last_.min_scale
               << ") and gradients still overflow; steps keep being skipped (try --precision bf16)\n";

@@ -120,6 +120,9 @@ struct StepReport {
   double loss = 0, grad_norm = 0;
   double loss_scale = 1;  // the scale the step ran with
   bool skipped = false, found_inf = false, at_floor = false;
+  // this rank's FP8 casts' overflow / underflow counts over the step (0 without FP8 GEMMs): every
+  // micro-batch, forward and backward, a recompute's casts again (ops/fp8_quantize.h)
+  int64_t fp8_overflow = 0, fp8_underflow = 0;
 };
 
 class TrainStep {

@@ -282,6 +282,10 @@ StepMetrics Trainer::complete_step(const Pending& p) {
   m.loss_scale = r.loss_scale;
   m.skipped = r.skipped;
   m.grad_norm = r.skipped ? std::numeric_limits<double>::quiet_NaN() : r.grad_norm;
+  if (cfg_.precision == Precision::fp8) {  // this rank's; emit() sums them over the ranks
+    m.fp8_overflow = r.fp8_overflow;
+    m.fp8_underflow = r.fp8_underflow;
+  }
   if (r.skipped) {  // skipped (fp16: the scale halved); a run that stays so stops here
     nonfinite_.nonfinite(m.step, m.loss, r.found_inf, r.at_floor);
   } else {
@@ -325,9 +329,13 @@ StepMetrics Trainer::finish_metrics(StepMetrics m, Clock::time_point t0, Device 
 
 void Trainer::largest_memory(StepMetrics& m) const {
   comm::Communicator& world = *w_.world;
-  std::vector<int64_t> mine(static_cast<size_t>(world.size()), 0);  // (world) i64: this rank's slot
+  // (world + 2) i64: this rank's slot of mem_bytes, then its fp8 counts (the same collective sums
+  // them, exactly: the step's count over every rank's casts)
+  std::vector<int64_t> mine(static_cast<size_t>(world.size()) + 2, 0);
   mine[static_cast<size_t>(world.rank())] = m.mem_bytes;
-  Tensor t = Tensor::from_vector(mine, {world.size()});
+  mine[static_cast<size_t>(world.size())] = m.fp8_overflow.value_or(0);
+  mine[static_cast<size_t>(world.size()) + 1] = m.fp8_underflow.value_or(0);
+  Tensor t = Tensor::from_vector(mine, {world.size() + 2});
   if (std::string(world.backend()) == "nccl") t = t.to(Device::cuda);  // NCCL takes device tensors
   world.all_reduce(t, comm::ReduceOp::sum)->wait();
   const Tensor all = t.to(Device::cpu);
@@ -336,6 +344,8 @@ void Trainer::largest_memory(StepMetrics& m) const {
   m.mem_max_bytes = b[top];
   m.mem_max_rank = static_cast<int>(top);
   m.ranks = world.size();
+  if (m.fp8_overflow) m.fp8_overflow = b[world.size()];
+  if (m.fp8_underflow) m.fp8_underflow = b[world.size() + 1];
 }
 
 double Trainer::evaluate(const TokenData& val, int64_t max_batches) {
@@ -416,7 +426,7 @@ void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Prog
   StepMetrics m = step_metrics;
   const bool lead = rank() == 0;
   if (val_data_ && m.step % eval_interval(cfg_) == 0) m.val_loss = evaluate(*val_data_);
-  if (w_.world && w_.world->size() > 1) largest_memory(m);  // collective: the step line shows the largest rank
+  if (w_.world && w_.world->size() > 1) largest_memory(m);  // collective: the step line shows the largest rank; fp8 counts summed
   // the step's line before its checkpoint: a crash in between leaves the line, which a resume
   // from the previous checkpoint cuts back
   if (lead) {

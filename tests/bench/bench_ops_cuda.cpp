@@ -169,11 +169,15 @@ int main(int argc, char** argv) {
   // current-scaling quantize of --precision fp8 (zero, amax, scale, transposing cast: x read twice);
   // bytes as each moves them. Peers in the same run: the one-element kernels the launchers fall
   // back to (R = BT − 4 or − 3, not a multiple of 8: the 32 × 32 transposing kernel; a view one
-  // element off alignment: the scalar cast).
+  // element off alignment: the scalar cast). "counting": the same with the overflow / underflow
+  // counts' block sums and atomics (the per-element counting runs in every row; against main's
+  // rows of the same machine it shows the whole cost of the counts).
   if (want("fp8")) {
     ops::Fp8Scaling sc = ops::fp8_scaling({}, Device::cuda);
     float* state = ops::fp8_state_ptr(sc, "bench_ops_cuda");
     Tensor si = Tensor::empty({1}, DType::f32, Device::cuda), none;
+    Tensor counts = Tensor::zeros({2}, DType::i64, Device::cuda);  // (2) [overflow, underflow]
+    int64_t* cnt = counts.data<int64_t>();
     for (int64_t Cx : {C, 3 * C, 4 * C}) {
       const int64_t R = BT, Rr = BT - (BT % 8 == 4 ? 3 : 4);  // Rr % 8 ≠ 0
       Tensor x = rnd({R, Cx}, DType::bf16), q = Tensor::empty({R, Cx}, DType::f8e4m3, Device::cuda);
@@ -185,18 +189,24 @@ int main(int argc, char** argv) {
       std::snprintf(name, sizeof name, "fp8 cast (BT,%ld) bf16 (x, q)", (long)Cx);
       bw_row(name, 3 * n, time_ms([&] { ops::cuda::fp8_cast(x, q, none, state, true, si.data<float>()); }),
              copy_gbs);
+      bw_row("  the same, counting", 3 * n,
+             time_ms([&] { ops::cuda::fp8_cast(x, q, none, state, true, si.data<float>(), cnt); }), copy_gbs);
       Tensor xm = x.view({R * Cx}).narrow(0, 1, R * Cx - 1).view({1, R * Cx - 1});
       Tensor qm = Tensor::empty({1, R * Cx - 1}, DType::f8e4m3, Device::cuda);
       bw_row("  the same, x misaligned (one element a thread)", 3 * n,
              time_ms([&] { ops::cuda::fp8_cast(xm, qm, none, state, true, si.data<float>()); }), copy_gbs);
       std::snprintf(name, sizeof name, "fp8 cast+transpose (BT,%ld) bf16 (x, q, qt)", (long)Cx);
       bw_row(name, 4 * n, time_ms([&] { ops::cuda::fp8_cast(x, q, qt, state, true, si.data<float>()); }), copy_gbs);
+      bw_row("  the same, counting", 4 * n,
+             time_ms([&] { ops::cuda::fp8_cast(x, q, qt, state, true, si.data<float>(), cnt); }), copy_gbs);
       Tensor xr = x.narrow(0, 0, Rr), qr = Tensor::empty({Rr, Cx}, DType::f8e4m3, Device::cuda);
       Tensor qtr = Tensor::empty({Cx, Rr}, DType::f8e4m3, Device::cuda);
       bw_row("  the same, R % 8 != 0 (32x32 one-element kernel)", 4 * nr,
              time_ms([&] { ops::cuda::fp8_cast(xr, qr, qtr, state, true, si.data<float>()); }), copy_gbs);
       std::snprintf(name, sizeof name, "fp8 quantize, current, transposed (BT,%ld)", (long)Cx);
       bw_row(name, 6 * n, time_ms([&] { ops::fp8_quantize(x, sc, true); }), copy_gbs);
+      bw_row("  the same, counting (what --precision fp8 runs)", 6 * n,
+             time_ms([&] { ops::fp8_quantize(x, sc, true, counts); }), copy_gbs);
     }
   }
 

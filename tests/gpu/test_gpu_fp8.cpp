@@ -10,7 +10,11 @@
 //   - fp8_matmul against the CPU emulation within the accumulation-order tolerance, on the
 //     cuBLASLt path (aligned shapes: it must run) and the fallback (K not a multiple of 16);
 //   - fp8_linear forward and backward against the CPU op (scales bit for bit, products within the
-//     same tolerance).
+//     same tolerance);
+//   - the casts' overflow / underflow counts (ops/fp8_quantize.h) equal the CPU's in every test
+//     above that casts: the sweep (the packed one-dimensional kernel: NaN, inf, subnormals),
+//     both transposing kernels, the scalar heads and tails and the one-element path of misaligned
+//     views, and fp8_linear's three casts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,6 +44,11 @@ int64_t first_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b)
   for (size_t i = 0; i < a.size(); ++i)
     if (a[i] != b[i]) return static_cast<int64_t>(i);
   return -1;
+}
+
+std::vector<int64_t> counts_of(const Tensor& counts) {  // (2) i64 [overflow, underflow]
+  const Tensor h = counts.to(Device::cpu);
+  return {h.data<int64_t>()[0], h.data<int64_t>()[1]};
 }
 
 std::vector<float> normal(size_t n, float std, uint32_t seed) {
@@ -73,7 +82,12 @@ TEST(GpuFp8, CastEqualsTheCpuBitForBitOverASweepOfF32) {
       Tensor xg = x.to(Device::cuda);
       // s = 1: x · s = x, a plain cast; the amax (NaN and inf among the inputs) is recorded
       Fp8Scaling sc = fixed_scale(f, 1.f, Device::cpu), sg = fixed_scale(f, 1.f, Device::cuda);
-      Fp8Tensor qc = fp8_quantize(x, sc), qg = fp8_quantize(xg, sg);
+      Tensor nc = Tensor::zeros({2}, DType::i64), ng = Tensor::zeros({2}, DType::i64, Device::cuda);
+      Fp8Tensor qc = fp8_quantize(x, sc, false, nc), qg = fp8_quantize(xg, sg, false, ng);
+      // every f32 above the bound saturates and every nonzero one below it underflows: millions of each
+      EXPECT_EQ(counts_of(nc), counts_of(ng)) << fp8_format_name(f) << " chunk " << ch << ": [overflow, underflow]";
+      EXPECT_GT(counts_of(nc)[0], 0);
+      EXPECT_GT(counts_of(nc)[1], 0);
       const std::vector<uint8_t> bc = bytes(qc.data), bg = bytes(qg.data);
       const int64_t d = first_diff(bc, bg);
       ASSERT_EQ(d, -1) << fp8_format_name(f) << ": input bits " << std::hex << (d >= 0 ? u[d] : 0) << " gives "
@@ -92,10 +106,13 @@ TEST(GpuFp8, ScaledTransposingCastsAndUpdatesEqualTheCpu) {
   //   (264, 200) the tiled kernel, both dims ending in a partial tile (256 × 64 / 256 × 32 tiles)
   //   (48, 36)   f32: the tiled kernel; f16 / bf16: the one-element kernel (36 % 8 ≠ 0)
   const int64_t shapes[][2] = {{100, 72}, {264, 200}, {48, 36}};
+  int64_t overflows = 0, underflows = 0;  // over every case (CPU's): the counts compared are not all 0
   for (const auto& [R, C] : shapes) {
     std::vector<float> xv = normal(R * C, 3.f, 5);
     xv[7] = 900.f;           // saturates at s ≥ 1
     xv[R * C - 3] = -950.f;  // the amax, in the last row and column tile (partial tiles are read)
+    xv[11] = 1e-6f;          // underflow at every s here (1e-6 · 3 < 2^-17), in f16 too (a subnormal)
+    xv[R * C - 5] = -3e-7f;  // and in the last tiles
     for (Fp8Format f : {Fp8Format::e4m3, Fp8Format::e5m2})
       for (float s : {0.5f, 0.7f, 3.f})
         for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
@@ -105,7 +122,11 @@ TEST(GpuFp8, ScaledTransposingCastsAndUpdatesEqualTheCpu) {
           SCOPED_TRACE(trace);
           Tensor x = Tensor::from_vector(xv, {R, C}, dt);
           Fp8Scaling sc = fixed_scale(f, s, Device::cpu), sg = fixed_scale(f, s, Device::cuda);
-          Fp8Tensor qc = fp8_quantize(x, sc, true), qg = fp8_quantize(x.to(Device::cuda), sg, true);
+          Tensor nc = Tensor::zeros({2}, DType::i64), ng = Tensor::zeros({2}, DType::i64, Device::cuda);
+          Fp8Tensor qc = fp8_quantize(x, sc, true, nc), qg = fp8_quantize(x.to(Device::cuda), sg, true, ng);
+          EXPECT_EQ(counts_of(nc), counts_of(ng)) << "[overflow, underflow]";
+          overflows += counts_of(nc)[0];
+          underflows += counts_of(nc)[1];
           EXPECT_EQ(first_diff(bytes(qc.data), bytes(qg.data)), -1);
           EXPECT_EQ(first_diff(bytes(qc.data_t), bytes(qg.data_t)), -1);
           EXPECT_EQ(bytes(qc.scale_inv), bytes(qg.scale_inv));
@@ -116,6 +137,8 @@ TEST(GpuFp8, ScaledTransposingCastsAndUpdatesEqualTheCpu) {
           EXPECT_EQ(first_diff(bytes(fp8_dequantize(qc, dt)), bytes(fp8_dequantize(qg, dt))), -1);
         }
   }
+  EXPECT_GT(overflows, 0);   // e4m3: 950 · 0.5, 900 · 0.7 and more past 464
+  EXPECT_GT(underflows, 0);  // xv[11], xv[R·C − 5]
   const int64_t R = 100, C = 72;
   std::vector<float> xv = normal(R * C, 3.f, 5);
   xv[7] = 900.f;
@@ -143,15 +166,21 @@ TEST(GpuFp8, CastAndAmaxOfUnalignedViewsEqualTheCpu) {
                         static_cast<long>(n), static_cast<long>(peak));
           SCOPED_TRACE(trace);
           std::vector<float> xv = normal(static_cast<size_t>(off + n), 1.f, static_cast<uint32_t>(n + off));
+          for (int64_t i = 3; i < n; i += 7) xv[off + i] = i % 2 ? 1e-7f : -1e-30f;  // underflows (f16: 1e-30 is 0)
           xv[off + peak] = -40.f;  // |x| ≤ ~5 elsewhere
           Tensor base = Tensor::from_vector(xv, {off + n}, dt), baseg = base.to(Device::cuda);
           Tensor x = base.narrow(0, off, n), xg = baseg.narrow(0, off, n);  // views: a misaligned start
           EXPECT_EQ(bytes(fp8_amax(x)), bytes(fp8_amax(xg)));
           Fp8Scaling sc = fixed_scale(Fp8Format::e4m3, 0.7f, Device::cpu),
                      sg = fixed_scale(Fp8Format::e4m3, 0.7f, Device::cuda);
-          Fp8Tensor qc = fp8_quantize(x, sc), qg = fp8_quantize(xg, sg);
+          Tensor nc = Tensor::zeros({2}, DType::i64), ng = Tensor::zeros({2}, DType::i64, Device::cuda);
+          Fp8Tensor qc = fp8_quantize(x, sc, false, nc), qg = fp8_quantize(xg, sg, false, ng);
           EXPECT_EQ(first_diff(bytes(qc.data), bytes(qg.data)), -1);
           EXPECT_EQ(bytes(sc.state), bytes(sg.state));  // the recorded amax
+          EXPECT_EQ(counts_of(nc), counts_of(ng)) << "[overflow, underflow]";
+          if (n >= 64) {
+            EXPECT_GT(counts_of(nc)[1], 0);  // the tiny values above
+          }
         }
       }
 }
@@ -227,12 +256,14 @@ TEST(GpuFp8, LinearForwardAndBackwardEqualTheCpu) {
                              gv = normal(M * N, 1e-3f, 6);
     Tensor outs[2][4];  // [cpu, cuda] × (y, dx, dw, db)
     Tensor states[2][3];
+    std::vector<int64_t> counts[2];  // [cpu, cuda]: the three casts' [overflow, underflow]
     for (int dev = 0; dev < 2; ++dev) {
       const Device d = dev ? Device::cuda : Device::cpu;
       Tensor x = Tensor::from_vector(xv, {B, T, K}, DType::f32, d).requires_grad_();
       Tensor w = Tensor::from_vector(wv, {K, N}, DType::f32, d).requires_grad_();
       Tensor b = Tensor::from_vector(bv, {N}, DType::f32, d).requires_grad_();
       Fp8LinearState st = fp8_linear_state({.grad_format = gf}, d);
+      st.counts = Tensor::zeros({2}, DType::i64, d);
       Tensor y = fp8_linear(x, w, b, st);
       y.backward(Tensor::from_vector(gv, {B, T, N}, DType::f32, d));
       outs[dev][0] = y.detach().to(Device::cpu);
@@ -242,7 +273,9 @@ TEST(GpuFp8, LinearForwardAndBackwardEqualTheCpu) {
       states[dev][0] = st.x.state.to(Device::cpu);
       states[dev][1] = st.w.state.to(Device::cpu);
       states[dev][2] = st.grad.state.to(Device::cpu);
+      counts[dev] = counts_of(st.counts);
     }
+    EXPECT_EQ(counts[0], counts[1]) << "[overflow, underflow] of x, w and g's casts";
     for (int j = 0; j < 3; ++j) EXPECT_EQ(bytes(states[0][j]), bytes(states[1][j])) << "scaling state " << j;
     // The scales and the FP8 operands are the same bits on both (the states above; the casts by
     // the tests before), so the products differ only by accumulation, as in

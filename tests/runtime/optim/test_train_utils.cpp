@@ -138,6 +138,28 @@ TEST(Metrics, JsonLineHasTheContractKeysInOrder) {
   std::string line = m.line(10);
   EXPECT_NE(line.find("step 2/10"), std::string::npos) << line;
   EXPECT_NE(line.find("skipped"), std::string::npos) << line;
+  EXPECT_EQ(line.find("fp8"), std::string::npos) << line;
+}
+
+// --precision fp8: the two counts after the contract's keys, integers; the step line names them
+// only when one is nonzero
+TEST(Metrics, Fp8CountsFollowTheContractKeys) {
+  StepMetrics m;
+  m.step = 3;
+  m.fp8_overflow = 0;
+  m.fp8_underflow = 0;
+  auto j = m.to_json();
+  ASSERT_TRUE(j.contains("fp8_overflow") && j.contains("fp8_underflow")) << j.dump();
+  EXPECT_TRUE(j["fp8_overflow"].is_number_integer() && j["fp8_underflow"].is_number_integer());
+  std::vector<std::string> keys;
+  for (auto& [k, v] : j.items()) keys.push_back(k);
+  EXPECT_EQ(keys[keys.size() - 2], "fp8_overflow");
+  EXPECT_EQ(keys.back(), "fp8_underflow");
+  EXPECT_EQ(m.line(10).find("fp8"), std::string::npos) << "zero counts are not shown";
+  m.fp8_underflow = 5000000000;  // past 32 bits
+  EXPECT_EQ(m.to_json()["fp8_underflow"].get<int64_t>(), 5000000000);
+  const std::string line = m.line(10);
+  EXPECT_NE(line.find("fp8 overflow 0, underflow 5000000000"), std::string::npos) << line;
 }
 
 }  // namespace

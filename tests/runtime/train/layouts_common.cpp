@@ -98,29 +98,38 @@ Curve one_process(TrainConfig c, const TrainSeams& seams) {
     r.grad_norm.push_back(m.grad_norm);
     r.loss_scale.push_back(m.loss_scale);
     r.skipped.push_back(m.skipped);
+    if (m.fp8_overflow) r.fp8_overflow.push_back(static_cast<double>(*m.fp8_overflow));
+    if (m.fp8_underflow) r.fp8_underflow.push_back(static_cast<double>(*m.fp8_underflow));
   }
   return r;
 }
 
 double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
 
-// `c` computed on rank `root` given to every rank (its steps' loss, grad norm, scale, skip flag);
-// `failed` on the root (its run threw) makes every rank throw, so none waits for it.
+// `c` computed on rank `root` given to every rank (its steps' loss, grad norm, scale, skip flag,
+// fp8 counts: −1 for none, exact in a double below 2^53); `failed` on the root (its run threw)
+// makes every rank throw, so none waits for it.
 static void share(Curve& c, int root, bool failed) {
   uint64_t n = failed ? UINT64_MAX : c.loss.size();
   MPI_Bcast(&n, 1, MPI_UINT64_T, root, MPI_COMM_WORLD);
   if (n == UINT64_MAX) throw std::runtime_error("a reference run threw on rank " + std::to_string(root));
-  std::vector<double> flat(4 * n);
+  std::vector<double> flat(6 * n);
   if (world_rank() == root)
-    for (size_t i = 0; i < n; ++i)
+    for (size_t i = 0; i < n; ++i) {
       std::tie(flat[i], flat[n + i], flat[2 * n + i], flat[3 * n + i]) =
           std::tuple(c.loss[i], c.grad_norm[i], c.loss_scale[i], c.skipped[i] ? 1.0 : 0.0);
+      flat[4 * n + i] = c.fp8_overflow.empty() ? -1.0 : c.fp8_overflow[i];
+      flat[5 * n + i] = c.fp8_underflow.empty() ? -1.0 : c.fp8_underflow[i];
+    }
   MPI_Bcast(flat.data(), static_cast<int>(flat.size()), MPI_DOUBLE, root, MPI_COMM_WORLD);
   c.loss.assign(flat.begin(), flat.begin() + n);
   c.grad_norm.assign(flat.begin() + n, flat.begin() + 2 * n);
   c.loss_scale.assign(flat.begin() + 2 * n, flat.begin() + 3 * n);
   c.skipped.assign(n, false);
   for (size_t i = 0; i < n; ++i) c.skipped[i] = flat[3 * n + i] != 0;
+  const bool fp8 = n > 0 && flat[4 * n] >= 0;
+  c.fp8_overflow.assign(fp8 ? flat.begin() + 4 * n : flat.end(), fp8 ? flat.begin() + 5 * n : flat.end());
+  c.fp8_underflow.assign(fp8 ? flat.begin() + 5 * n : flat.end(), fp8 ? flat.begin() + 6 * n : flat.end());
 }
 
 // The reference and its noise envelope (layouts_common.h, "The noise of a run"). Its three runs
@@ -180,6 +189,8 @@ Curve run_layout(TrainConfig c, const std::string& name, const TrainSeams& seams
     r.grad_norm.push_back(j["grad_norm"].is_number() ? j["grad_norm"].get<double>() : NAN);
     r.loss_scale.push_back(j["loss_scale"].get<double>());
     r.skipped.push_back(j["skipped"].get<bool>());
+    if (j.contains("fp8_overflow")) r.fp8_overflow.push_back(static_cast<double>(j["fp8_overflow"].get<int64_t>()));
+    if (j.contains("fp8_underflow")) r.fp8_underflow.push_back(static_cast<double>(j["fp8_underflow"].get<int64_t>()));
   }
   barrier();  // every rank has read the file before rank 0 may remove it for the next run
   return r;

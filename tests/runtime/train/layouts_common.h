@@ -69,6 +69,8 @@ runtime::TrainConfig base_config();
 struct Curve {
   std::vector<double> loss, grad_norm, loss_scale;
   std::vector<bool> skipped;
+  // --precision fp8: the steps' FP8 overflow / underflow counts (every rank's; empty otherwise)
+  std::vector<double> fp8_overflow, fp8_underflow;
   // reference curves only: the noise envelope per step (relative; see reference())
   std::vector<double> loss_noise, norm_noise;
 };

@@ -5,8 +5,10 @@
 //      measured for one FP8 linear, times the GEMMs a gradient crosses (see kGradTol);
 //   2. a tiny GPT and a tiny Llama train 20 AdamW steps under fp8: the loss falls, stays within
 //      kLossTol of the bf16 run's at every step, and is not bf16's bit for bit (the FP8 path runs);
-//      the model holds one scaling state per block GEMM (4 per block).
-// The layout property (dp n fp8 = one process) is in test_layouts_data_parallel.cpp.
+//      the model holds one scaling state per block GEMM (4 per block);
+//   3. the metrics lines carry fp8_overflow / fp8_underflow (eager and in the graph mode's late
+//      reports alike; none under bf16).
+// The layout property (dp n fp8 = one process, the counts too) is in test_layouts_data_parallel.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -180,6 +182,61 @@ void expect_trains(const std::string& family) {
 
 TEST(Fp8Train, TinyGptTrainsLikeBf16) { expect_trains("gpt"); }
 TEST(Fp8Train, TinyLlamaTrainsLikeBf16) { expect_trains("llama"); }
+
+// ---- 3. the overflow / underflow counts in the metrics -----------------------------------------
+
+// A run's metrics lines (and the Trainer's own StepMetrics) under `p`, eager or in the graph mode's
+// rehearsal (late reports from the step state, as a captured step's).
+std::vector<nlohmann::json> metrics_of(TrainConfig c, Precision p, bool rehearse, const std::string& name) {
+  c.precision = p;
+  c.steps = 4;
+  c.metrics = std::string(ST_TEST_BINARY_DIR) + "/fp8_train/" + name + ".jsonl";
+  fs::remove(c.metrics);
+  TrainSeams seams;
+  seams.rehearse_graph = rehearse;
+  if (rehearse) c.cuda_graph = true;
+  Trainer t(c, seams);
+  t.run();
+  EXPECT_EQ(t.cuda_graph(), rehearse) << "the rehearsal (late reports) ran: " << name;
+  return read_metrics(c.metrics);
+}
+
+// Every line of an fp8 run carries fp8_overflow and fp8_underflow as integers; a bf16 run's none.
+// Overflow: 0 at every step, in closed form: current scaling with pow2 gives amax·s ≤ 448 < 464
+// (ops/fp8_scaling.h), so no cast of the run can saturate. Underflow: the tiny GPT's gradients
+// span more than E4M3's 2^17.8 of range, so some of their values round to 0 (measured
+// 2026-12-05: 83, 129, 120, 144 over the 4 steps); a count that is never added up reads 0 here.
+// The graph mode's late reports (rehearsed on the CPU) give the same counts as the eager steps:
+// the counts travel in the step state the report reads, and step_state_begin resets them.
+TEST(Fp8Train, MetricsCarryTheCastCounts) {
+  const TrainConfig c = tiny("gpt");
+  const std::vector<nlohmann::json> eager = metrics_of(c, Precision::fp8, false, "counts_eager");
+  const std::vector<nlohmann::json> late = metrics_of(c, Precision::fp8, true, "counts_rehearsed");
+  ASSERT_EQ(eager.size(), 4u);
+  ASSERT_EQ(late.size(), 4u);
+  int64_t under = 0;
+  for (size_t i = 0; i < eager.size(); ++i) {
+    SCOPED_TRACE("step " + std::to_string(i + 1));
+    for (const char* k : {"fp8_overflow", "fp8_underflow"}) {
+      ASSERT_TRUE(eager[i].contains(k) && eager[i][k].is_number_integer()) << eager[i].dump();
+      ASSERT_TRUE(late[i].contains(k)) << late[i].dump();
+      EXPECT_EQ(late[i][k], eager[i][k]) << k;
+    }
+    EXPECT_EQ(eager[i]["fp8_overflow"].get<int64_t>(), 0);
+    EXPECT_GE(eager[i]["fp8_underflow"].get<int64_t>(), 0);
+    EXPECT_EQ(late[i]["loss"], eager[i]["loss"]);  // the same steps
+    under += eager[i]["fp8_underflow"].get<int64_t>();
+    std::printf("step %zu: fp8 overflow %lld, underflow %lld\n", i + 1,
+                static_cast<long long>(eager[i]["fp8_overflow"].get<int64_t>()),
+                static_cast<long long>(eager[i]["fp8_underflow"].get<int64_t>()));
+  }
+  EXPECT_GT(under, 0) << "no underflow counted in 4 steps (the counts are not added up)";
+  // per step, not a running total (step_state_begin zeroes them): step 3 counts fewer than step 2
+  // (measured 120 < 129; the CPU's numerics are the same on every CPU, docs/testing.md)
+  EXPECT_LT(eager[2]["fp8_underflow"].get<int64_t>(), eager[1]["fp8_underflow"].get<int64_t>());
+  for (const nlohmann::json& j : metrics_of(c, Precision::bf16, false, "counts_bf16"))
+    EXPECT_FALSE(j.contains("fp8_overflow") || j.contains("fp8_underflow")) << j.dump();
+}
 
 TEST(Fp8Train, FamilyWithoutFp8PathIsRefused) {
   TrainConfig c = tiny("mlp");

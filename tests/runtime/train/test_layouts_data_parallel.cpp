@@ -1,7 +1,7 @@
 // Data parallel and ZeRO-1/2 against one process on the same global batch (layouts_common.h: the
 // property, the tolerance): dp n with and without accumulation, ZeRO-1 and -2 (with pp 2, small
 // buckets, bf16 gradient communication, bf16), bf16 gradient communication within 1 %; fp8 under
-// dp and ZeRO-1, ZeRO-3, recompute and tp 2.
+// dp and ZeRO-1, ZeRO-3, recompute, pp 2 and tp 2 (the FP8 overflow / underflow counts too).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -132,6 +132,19 @@ TEST(Layouts, Fp8DataParallelEqualsOneProcess) {
     EXPECT_NEAR(got.grad_norm[i], want.grad_norm[i], kFp8LayoutTol * want.grad_norm[i]) << "fp8 dp " << n << " step " << i + 1;
   }
   if (world_rank() == 0) std::printf("fp8 dp %d: worst relative distance to one process %.3g\n", n, worst);
+  // the FP8 overflow / underflow counts, summed over the ranks, against one process's: the same
+  // casts of the same tensors (each rank's micro-batches are the reference's), so at step 1 the
+  // same counts exactly; later steps' weights and gradients differ by the sums' order (above),
+  // which can move a value across a bound
+  ASSERT_EQ(got.fp8_underflow.size(), got.loss.size()) << "the metrics lines carry the fp8 counts";
+  ASSERT_EQ(want.fp8_underflow.size(), want.loss.size());
+  for (size_t i = 0; i < got.loss.size(); ++i) {
+    if (world_rank() == 0)
+      std::printf("fp8 dp %d step %zu: overflow %.0f / %.0f, underflow %.0f / %.0f (one process)\n", n, i + 1,
+                  got.fp8_overflow[i], want.fp8_overflow[i], got.fp8_underflow[i], want.fp8_underflow[i]);
+  }
+  EXPECT_EQ(got.fp8_overflow[0], want.fp8_overflow[0]);
+  EXPECT_EQ(got.fp8_underflow[0], want.fp8_underflow[0]);
   c.precision = Precision::bf16;
   Curve bf = run_layout(c, "dp_fp8_bf16");
   bool differs = false;
@@ -140,7 +153,8 @@ TEST(Layouts, Fp8DataParallelEqualsOneProcess) {
 }
 
 // fp8 with the other axes: ZeRO-3 (weights gathered in bf16, cast to E4M3 at use), recompute
-// (the replay re-derives the same current-scaling s from the same tensors), and tp 2 where the
+// (the replay re-derives the same current-scaling s from the same tensors), pp 2 where the world
+// is even (the stages' counts summed), and tp 2 where the
 // world is even (each rank casts its own weight shard and, in the row-parallel GEMMs, its own
 // input shard, with a per-tensor scale of that shard: other scales than one process, so FP8's
 // own rounding differs, not only the order of sums). Each against one process under fp8: ZeRO-3
@@ -172,6 +186,9 @@ TEST(Layouts, Fp8ComposesWithZero3RecomputeAndTp) {
     TrainConfig tp = c;
     tp.tp = 2, tp.dp = n / 2;
     cases.push_back({"tp2", tp});
+    TrainConfig pp = c;
+    pp.pp = 2, pp.dp = n / 2;
+    cases.push_back({"pp2", pp});
   }
   for (const Case& k : cases) {
     const int64_t dp = k.c.dp;
@@ -182,6 +199,17 @@ TEST(Layouts, Fp8ComposesWithZero3RecomputeAndTp) {
       expect_same(got, want, "fp8 " + k.name);
       for (size_t i = 0; i < got.loss.size(); ++i)
         worst = std::max({worst, rel(got.loss[i], want.loss[i]), rel(got.grad_norm[i], want.grad_norm[i])});
+      // the FP8 counts, summed over the ranks (a pipeline's stages hold different blocks), equal
+      // one process's at step 1 (the same casts; see Fp8DataParallelEqualsOneProcess). Not under
+      // recompute: its replayed forward casts count again.
+      if (!k.c.recompute) {
+        ASSERT_FALSE(got.fp8_underflow.empty() || want.fp8_underflow.empty()) << k.name;
+        EXPECT_EQ(got.fp8_overflow[0], want.fp8_overflow[0]) << "fp8 " << k.name;
+        EXPECT_EQ(got.fp8_underflow[0], want.fp8_underflow[0]) << "fp8 " << k.name;
+        if (world_rank() == 0)
+          std::printf("fp8 %s (np %d) step 1: underflow %.0f, one process %.0f\n", k.name.c_str(), n,
+                      got.fp8_underflow[0], want.fp8_underflow[0]);
+      }
     } else {
       TrainConfig one = k.c;
       one.grad_accum *= dp;  // the same global batch, K·dp micro-batches of B
