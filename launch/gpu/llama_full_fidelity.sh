@@ -2,7 +2,7 @@
 # Issue 31, Deliver 6: shardtrain's Llama at the Llama-3.2-1B shape (16 layers, C 2048, 32 heads
 # over 8 key/value heads, FFN 8192, vocabulary 128256, tied head, rope theta 500000 with Llama 3's
 # scaling) against transformers' LlamaForCausalLM in fp32: 5 AdamW steps from the same random
-# weights on the same batches, each step's loss within 1e-6 relative and grad norm within 1e-5
+# weights on the same batches, each step's loss within 1e-6 relative, the grad norm within 1e-6 at step 1 and 1e-4 after
 # (launch/gpu/llama_full_fidelity.py says what each side runs and why the bounds).
 #   usage: launch/gpu/llama_full_fidelity.sh [BUILD] [OUT]        (defaults: build, ./llama_fid_out)
 # Builds nothing: BUILD must hold a built `shardtrain` (the CUDA build for DEVICE cuda). Needs
