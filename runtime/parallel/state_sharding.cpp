@@ -10,6 +10,7 @@
 
 #include "runtime/io/safetensors.h"
 #include "runtime/io/safetensors_index.h"
+#include "runtime/observe/trace.h"
 #include "tensor/autograd.h"
 #include "tensor/pinned.h"
 
@@ -138,7 +139,6 @@ void HostStaging::copy_in(const Tensor& t, size_t offset) {
   if (c.is_cuda()) {
     ST_CHECK(pinned_ != nullptr, Error, "HostStaging: a CUDA tensor into plain host memory");
     pieces_.push_back({c.data_ptr(), offset, c.nbytes()});
-    queued_end_ = std::max(queued_end_, offset + c.nbytes());
     queued_.push_back(c);  // alive until packed
   } else {
     std::memcpy(const_cast<unsigned char*>(data()) + offset, c.data_ptr(), c.nbytes());
@@ -147,14 +147,16 @@ void HostStaging::copy_in(const Tensor& t, size_t offset) {
 
 void HostStaging::flush() {
   if (pieces_.empty()) return;
+  trace::Scope ts("checkpoint pack", "optimizer");
   ST_CHECK(!device_.defined(), Error, "HostStaging: flush() while the previous device block is held");
-  // (ceil(bytes / 8)) i64 words: the caching allocator's block, 256-byte aligned
-  device_ = Tensor::empty({static_cast<int64_t>((queued_end_ + 7) / 8)}, DType::i64, Device::cuda);
+  size_t end = 0;  // the block's bytes in use: [0, the furthest piece's end)
+  for (const cuda::BytePiece& p : pieces_) end = std::max(end, p.offset + p.bytes);
+  // (ceil(end / 8)) i64 words: the caching allocator's block, 256-byte aligned
+  device_ = Tensor::empty({static_cast<int64_t>((end + 7) / 8)}, DType::i64, Device::cuda);
   cuda::pack_bytes(device_.data_ptr(), pieces_);
-  pinned_->download_async_behind(device_.data_ptr(), queued_end_, 0);
+  pinned_->download_async_behind(device_.data_ptr(), end, 0);
   pieces_.clear();
   queued_.clear();  // stream-ordered: their memory is reused only after the pack ran
-  queued_end_ = 0;
 }
 
 void HostStaging::wait() {
@@ -166,7 +168,6 @@ void HostStaging::release() {
   device_ = Tensor();
   pieces_.clear();
   queued_.clear();
-  queued_end_ = 0;
 }
 
 const unsigned char* HostStaging::data() const {

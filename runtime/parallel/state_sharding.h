@@ -80,7 +80,6 @@ class HostStaging {
  private:
   std::vector<Tensor> queued_;              // CUDA tensors given to copy_in since the last flush
   std::vector<cuda::BytePiece> pieces_;     // their bytes → the device block
-  size_t queued_end_ = 0;                   // the block's bytes in use
   Tensor device_;  // the device block being downloaded (destroyed after pinned_)
   std::unique_ptr<cuda::PinnedBuffer> pinned_;
   std::unique_ptr<unsigned char[]> plain_;

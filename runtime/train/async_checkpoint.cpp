@@ -8,7 +8,7 @@
 namespace st::runtime {
 namespace {
 
-// NCCL reduces device tensors only (as Trainer::largest_memory).
+// NCCL reduces device tensors only (as Trainer::reduce_step_metrics).
 Tensor on_comm_device(const Tensor& t, const comm::Communicator& world) {
   return std::string(world.backend()) == "nccl" ? t.to(Device::cuda) : t;
 }

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "runtime/io/checkpoint_dir.h"
+#include "runtime/observe/trace.h"
 #include "runtime/common/json_io.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/io/safetensors_index.h"
@@ -145,7 +146,11 @@ CheckpointSnapshot snapshot_train_checkpoint(const std::string& root, const Trai
   s.state = state;
   s.model_config = model_config;
   s.lead = sharding.rank() == 0;
-  s.tmp = begin_temp(root, state.step, sharding);
+  {
+    trace::Scope ts("checkpoint begin", "optimizer");
+    s.tmp = begin_temp(root, state.step, sharding);
+  }
+  trace::Scope ts("checkpoint snapshot", "optimizer");
   s.model = snapshot_parts("model", weights, rule, elsewhere, sharding, std::move(model_host), {{"format", "pt"}});
   const ShardRule state_rule = rule ? optimizer_state_shard_rule(rule) : nullptr;
   s.optimizer = snapshot_parts("optimizer", optimizer_state, state_rule, optimizer_elsewhere(elsewhere, s.lead),

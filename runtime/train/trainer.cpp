@@ -327,7 +327,7 @@ StepMetrics Trainer::finish_metrics(StepMetrics m, Clock::time_point t0, Device 
   return m;
 }
 
-void Trainer::largest_memory(StepMetrics& m) const {
+void Trainer::reduce_step_metrics(StepMetrics& m) const {
   comm::Communicator& world = *w_.world;
   // (world + 2) i64: this rank's slot of mem_bytes, then its fp8 counts (the same collective sums
   // them, exactly: the step's count over every rank's casts)
@@ -405,14 +405,19 @@ void Trainer::checkpoint_boundary(bool due) {
       async_ = std::make_unique<AsyncCheckpointer>(w_.world, cfg_.keep_checkpoints, w_.seams.crash_before_commit,
                                                    w_.seams.checkpoint_writer);
     const Clock::time_point w0 = Clock::now();
-    async_->poll(/*wait=*/due);  // at most one in flight: a due save waits for the previous one
+    {
+      trace::Scope tp("checkpoint poll", "optimizer");
+      async_->poll(/*wait=*/due);
+    }  // at most one in flight: a due save waits for the previous one
     if (due) {
       save_wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - w0).count();
       const std::set<std::string>& elsewhere = w_.roles.counted_elsewhere;
+      trace::Scope tg("checkpoint gather", "optimizer");
       const NamedTensors weights = w_.params->full_weights(opt_->master_weights());
       const NamedTensors opt_state = w_.params->full_optimizer_state(opt_->state_dict());
+      const TrainState now = state();
       async_->start(snapshot_train_checkpoint(
-          cfg_.checkpoint_dir, state(), model_->config_json(), weights, opt_state, model_->shard_rule(),
+          cfg_.checkpoint_dir, now, model_->config_json(), weights, opt_state, model_->shard_rule(),
           [&](const std::string& name) { return elsewhere.count(name) > 0; }, *w_.state, async_->model_host(),
           async_->optimizer_host()));
     }
@@ -426,7 +431,7 @@ void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Prog
   StepMetrics m = step_metrics;
   const bool lead = rank() == 0;
   if (val_data_ && m.step % eval_interval(cfg_) == 0) m.val_loss = evaluate(*val_data_);
-  if (w_.world && w_.world->size() > 1) largest_memory(m);  // collective: the step line shows the largest rank; fp8 counts summed
+  if (w_.world && w_.world->size() > 1) reduce_step_metrics(m);  // collective: the step line shows the largest rank; fp8 counts summed
   // the step's line before its checkpoint: a crash in between leaves the line, which a resume
   // from the previous checkpoint cuts back
   if (lead) {

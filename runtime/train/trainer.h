@@ -101,9 +101,9 @@ class Trainer {
   // starts in the background; else a due save is written here. Times the training thread's part.
   void checkpoint_boundary(bool due);
   void record_memory(StepMetrics& m, Device device) const;   // the mem_* fields from the allocators
-  // Collective (several ranks): the largest rank's mem_bytes and that rank, for the step line;
-  // in the same all-reduce, the fp8 counts summed over the ranks (set only under fp8).
-  void largest_memory(StepMetrics& m) const;
+  // Collective (several ranks), one all-reduce: the largest rank's mem_bytes and that rank, for
+  // the step line, and the fp8 counts summed over the ranks (set only under fp8).
+  void reduce_step_metrics(StepMetrics& m) const;
   // step time (t0 → t1), throughput, MFU
   StepMetrics finish_metrics(StepMetrics m, Clock::time_point t0, Device device, Clock::time_point t1 = Clock::now());
   int rank() const { return w_.world ? w_.world->rank() : 0; }
