@@ -32,7 +32,8 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fram
 # A unity build (16 sources a translation unit): the same code in half the compile time. Only
 # here: the plain pass above builds file by file as a user does, so a missing #include that a
 # unity batch would hide still fails CI there (docs/testing.md, "What CI costs").
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSHARDTRAIN_CUDA=OFF "-DCMAKE_CXX_FLAGS=$SAN" \
+# No benchmarks (no test runs one; the plain pass compiles them).
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSHARDTRAIN_CUDA=OFF -DSHARDTRAIN_BENCHMARKS=OFF "-DCMAKE_CXX_FLAGS=$SAN" \
   -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 \
   "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -g1 -DNDEBUG" "-DCMAKE_EXE_LINKER_FLAGS=$SAN" \
   "-DCMAKE_SHARED_LINKER_FLAGS=$SAN" >/dev/null
