@@ -1,6 +1,6 @@
 // merge_attention (ops/attention_merge.h): checks, then one loop over the query rows in a fixed
 // order; the weights in double from exp_f64 / log_f64 (ops/cpu_math/elementary.h), the output row
-// in f32. CPU only: CUDA tensors get a DeviceError until the ring's CUDA path is built.
+// in f32; CUDA tensors go to ops/cuda/attention_merge.cu.
 #include "ops/attention_merge.h"
 
 #include <cmath>
@@ -17,7 +17,6 @@ void merge_attention(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor
   const char* name = "merge_attention";
   check_defined(name, {out, lse, out_b, lse_b});
   check_same_device(name, {out, lse, out_b, lse_b});
-  if (out.is_cuda()) ST_THROW(DeviceError, name << ": the CUDA merge is not built yet (CPU only)");
   check_dtype(name, out, {DType::f32});
   check_dtype(name, lse, {DType::f32});
   check_dtype(name, lse_b, {DType::f32});
@@ -31,6 +30,7 @@ void merge_attention(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor
   ST_CHECK(out.is_contiguous() && lse.is_contiguous(), ValueError,
            name << ": out and lse are accumulators and must be contiguous");
   NoGradGuard ng;
+  if (out.is_cuda()) return cuda::merge_attention(out, lse, out_b, lse_b);
   Tensor ob32 = cpu::as_f32(out_b), lb32 = cpu::as_f32(lse_b);
   float *o = out.data<float>(), *l = lse.data<float>();            // (rows, D), (rows)
   const float *ob = ob32.data<float>(), *lb = lb32.data<float>();  // (rows, D), (rows)
@@ -61,9 +61,9 @@ void merge_attention(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor
   }
 }
 
-void empty_attention(int64_t B, int64_t H, int64_t T, int64_t D, Tensor& out, Tensor& lse) {
-  out = Tensor::zeros({B, H, T, D}, DType::f32, Device::cpu);
-  lse = Tensor::full({B, H, T}, -std::numeric_limits<double>::infinity(), DType::f32, Device::cpu);
+void empty_attention(int64_t B, int64_t H, int64_t T, int64_t D, Tensor& out, Tensor& lse, Device device) {
+  out = Tensor::zeros({B, H, T, D}, DType::f32, device);
+  lse = Tensor::full({B, H, T}, -std::numeric_limits<double>::infinity(), DType::f32, device);
 }
 
 }  // namespace st::ops

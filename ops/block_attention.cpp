@@ -1,6 +1,5 @@
 // Block attention's entry points (ops/block_attention.h): shape, dtype and device checks, then the
-// CPU kernels of ops/cpu/block_attention.cpp. CUDA tensors get a DeviceError until the flash
-// kernel's `full` variant exists (docs/design.md "Context parallelism: the block ops").
+// CPU kernels (ops/cpu/block_attention.cpp) or the CUDA ones (ops/cuda/block_attention.cu).
 #include "ops/block_attention.h"
 
 #include "ops/check.h"
@@ -12,19 +11,12 @@ const char* block_mask_name(BlockMask mask) { return mask == BlockMask::causal ?
 
 namespace {
 
-void require_cpu(const char* name, const Tensor& t) {
-  if (t.is_cuda())
-    ST_THROW(DeviceError, name << ": CUDA block attention is not built yet (the ring's block ops run on the CPU "
-                                  "only; the flash kernel needs a `full` variant with a softmax-statistics output)");
-}
-
 // q (B, H, Tq, D), k, v (B, Hkv, Tk, D), Hkv | H, causal ⇒ Tq = Tk
 void check_block(const char* name, const Tensor& q, const Tensor& k, const Tensor& v, BlockMask mask) {
   check_defined(name, {q, k, v});
   check_same_device(name, {q, k, v});
   check_same_dtype(name, {q, k, v});
   check_floating(name, q);
-  require_cpu(name, q);
   const bool ok = q.dim() == 4 && k.dim() == 4 && v.shape() == k.shape() && q.size(0) == k.size(0) &&
                   q.size(3) == k.size(3) && q.size(3) > 0 && k.size(1) > 0 && q.size(1) % k.size(1) == 0 &&
                   q.size(2) > 0 && k.size(2) > 0 && (mask == BlockMask::full || q.size(2) == k.size(2));
@@ -39,7 +31,7 @@ void check_block(const char* name, const Tensor& q, const Tensor& k, const Tenso
 void check_rows(const char* name, const char* what, const Tensor& s, const Tensor& q) {
   check_defined(name, {s});
   check_dtype(name, s, {DType::f32});
-  require_cpu(name, s);
+  check_device(name, s, q.device());
   ST_CHECK(s.shape() == Shape({q.size(0), q.size(1), q.size(2)}), ShapeError,
            name << ": " << what << " " << shape_str(s.shape()) << " for q " << shape_str(q.shape())
                 << " (expected (B, H, Tq))");
@@ -53,7 +45,10 @@ BlockAttention block_attention_fwd(const Tensor& q_in, const Tensor& k_in, const
   NoGradGuard ng;
   Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   BlockAttention r{q.empty_like(), Tensor::empty({q.size(0), q.size(1), q.size(2)}, DType::f32, q.device())};
-  cpu::block_attention_fwd(q, k, v, mask, r.out, r.lse);
+  if (q.is_cuda())
+    cuda::block_attention_fwd(q, k, v, mask, r.out, r.lse);
+  else
+    cpu::block_attention_fwd(q, k, v, mask, r.out, r.lse);
   return r;
 }
 
@@ -63,13 +58,15 @@ Tensor attention_delta(const Tensor& out_in, const Tensor& dout_in) {
   check_same_device(name, {out_in, dout_in});
   check_floating(name, out_in);
   check_floating(name, dout_in);
-  require_cpu(name, out_in);
   ST_CHECK(out_in.dim() == 4 && dout_in.shape() == out_in.shape(), ShapeError,
            name << ": out " << shape_str(out_in.shape()) << ", dout " << shape_str(dout_in.shape())
                 << " (expected two equal (B, H, T, D) shapes)");
   NoGradGuard ng;
   Tensor delta = Tensor::empty({out_in.size(0), out_in.size(1), out_in.size(2)}, DType::f32, out_in.device());
-  cpu::attention_delta(out_in.contiguous(), dout_in.contiguous(), delta);
+  if (out_in.is_cuda())
+    cuda::attention_delta(out_in.contiguous(), dout_in.contiguous(), delta);
+  else
+    cpu::attention_delta(out_in.contiguous(), dout_in.contiguous(), delta);
   return delta;
 }
 
@@ -83,14 +80,18 @@ BlockGrads block_attention_bwd(const Tensor& q_in, const Tensor& k_in, const Ten
            name << ": dout " << shape_str(dout_in.shape()) << ", dq " << shape_str(dq.shape()) << " for q "
                 << shape_str(q_in.shape()) << " (expected q's shape)");
   check_dtype(name, dq, {DType::f32});
-  require_cpu(name, dq);
+  check_device(name, dq, q_in.device());
   ST_CHECK(dq.is_contiguous(), ValueError, name << ": dq is an accumulator and must be contiguous");
   check_rows(name, "lse", lse, q_in);
   check_rows(name, "delta", delta, q_in);
   NoGradGuard ng;
-  Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), dout = dout_in.contiguous();
+  Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  Tensor dout = contiguous_as(dout_in, q.dtype());  // the kernels read it in q's dtype
   BlockGrads g{k.empty_like(), v.empty_like()};
-  cpu::block_attention_bwd(q, k, v, dout, lse.contiguous(), delta.contiguous(), mask, dq, g.dk, g.dv);
+  if (q.is_cuda())
+    cuda::block_attention_bwd(q, k, v, dout, lse.contiguous(), delta.contiguous(), mask, dq, g.dk, g.dv);
+  else
+    cpu::block_attention_bwd(q, k, v, dout, lse.contiguous(), delta.contiguous(), mask, dq, g.dk, g.dv);
   return g;
 }
 

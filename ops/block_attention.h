@@ -14,8 +14,9 @@
 //   and Δ = rowsum(dout ∘ out_global) (attention_delta, computed once per query chunk),
 //     P = exp(S − lse_global), dV = Pᵀ·dO, dS = P ∘ (dO·Vᵀ − Δ), dQ += dS·K/√D, dK = dSᵀ·Q/√D,
 //   which summed over all key blocks are the gradients of the whole attention.
-// CPU: sgemm products per (b, h) in f32, exp/log from ops/cpu_math (ops/cpu/block_attention.cpp).
-// CUDA: not built yet (a DeviceError says so); the flash kernel's `full` variant is the next step.
+// CPU: sgemm products per (b, h) in f32, exp/log from ops/cpu_math (ops/cpu/block_attention.cpp),
+// any float dtype and shape. CUDA: the own flash kernels' Full / Acc instantiations
+// (ops/cuda/block_attention.cu): f16/bf16, head dim 64, Tq = Tk; anything else a DeviceError.
 #pragma once
 #include "tensor/tensor.h"
 
@@ -46,12 +47,18 @@ struct BlockGrads {
 BlockGrads block_attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, const Tensor& lse,
                                const Tensor& delta, BlockMask mask, Tensor& dq);
 
-// Backend kernels: contiguous CPU tensors of the shapes above; out, dk, dv allocated by the caller.
+// Backend kernels: contiguous tensors of the shapes above; out, dk, dv allocated by the caller.
 namespace cpu {
 void block_attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, BlockMask mask, Tensor& out, Tensor& lse);
 void attention_delta(const Tensor& out, const Tensor& dout, Tensor& delta);
 void block_attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, const Tensor& lse,
                          const Tensor& delta, BlockMask mask, Tensor& dq, Tensor& dk, Tensor& dv);
 }  // namespace cpu
+namespace cuda {
+void block_attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, BlockMask mask, Tensor& out, Tensor& lse);
+void attention_delta(const Tensor& out, const Tensor& dout, Tensor& delta);
+void block_attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, const Tensor& lse,
+                         const Tensor& delta, BlockMask mask, Tensor& dq, Tensor& dk, Tensor& dv);
+}  // namespace cuda
 
 }  // namespace st::ops
