@@ -5,6 +5,7 @@
 //     mask) and 128: out, lse, then the backward against the same lse / Δ: dq, dk, dv;
 //   - dq accumulates: two backward calls into one accumulator give exactly twice one call's;
 //   - merge and Δ on CUDA against the CPU's;
+//   - the cases the flash kernels do not take (f32, head dim ≠ 64, Tq ≠ Tk) are DeviceErrors;
 //   - a ring of cp = 2 run on CUDA (block ops + merge, load-balanced split) against the CPU's whole
 //     causal attention (cpu::attention_fwd / attention_bwd on the key/value heads repeated).
 // Tolerances: the tests/gpu defaults (f16 1e-2, bf16 4e-2: relative norm error against the CPU f32
@@ -111,4 +112,15 @@ TEST(GpuRingAttention, RingOfTwoMatchesWholeAttention) {
     EXPECT_LE(rel_err(gr.dk, reduce_heads(dke, Hkv)), tol_of(dt)) << "dk";
     EXPECT_LE(rel_err(gr.dv, reduce_heads(dve, Hkv)), tol_of(dt)) << "dv";
   }
+}
+
+TEST(GpuRingAttention, UnsupportedCasesAreDeviceErrors) {
+  // the flash kernels take f16/bf16 at head dim 64 with Tq = Tk; the CPU op takes the rest
+  Tensor q32 = Tensor::zeros({1, 2, 64, 64}, DType::f32, Device::cuda);
+  EXPECT_THROW(block_attention_fwd(q32, q32, q32, BlockMask::full), DeviceError);
+  Tensor q = Tensor::zeros({1, 2, 64, 32}, DType::bf16, Device::cuda);
+  EXPECT_THROW(block_attention_fwd(q, q, q, BlockMask::causal), DeviceError);
+  Tensor qa = Tensor::zeros({1, 2, 64, 64}, DType::bf16, Device::cuda),
+         kb = Tensor::zeros({1, 2, 128, 64}, DType::bf16, Device::cuda);
+  EXPECT_THROW(block_attention_fwd(qa, kb, kb, BlockMask::full), DeviceError);
 }
