@@ -16,6 +16,10 @@
 // has landed (one extra barrier per tile), and the dQ, dK accumulators are turned back in registers
 // before they are stored (ops/cuda/flash_tiles.cuh); the instantiations without rope are the kernels
 // of before, unchanged.
+// Ring blocks (ops/block_attention.h, kernels instantiated with Full / Acc, never with rope): Full
+// drops the causal mask (every key of the block precedes every query: all key tiles, keys past T
+// masked), Acc adds dQ into an f32 (B, H, T, 64) accumulator instead of writing it; the causal
+// instantiations without them are the kernels of before.
 #include "ops/cuda/flash_tiles.cuh"
 
 namespace st::ops::cuda {
@@ -31,6 +35,7 @@ struct Args {
   const float* delta;
   float* delta_out;  // the Δ kernel's output (= delta)
   float* lse;
+  float* dq_acc;            // Acc: dq (B, H, T, 64) f32 contiguous, added to
   int64_t H, Hkv, rep, Tn;  // rep = H / Hkv query heads per key/value head
   AttnRope rope;
 };
@@ -44,7 +49,7 @@ struct Args {
 // backward keeps 16 rows per warp.
 constexpr int kFwdMT = 2;
 
-template <class T, int MT, bool Rope>
+template <class T, int MT, bool Rope, bool Full = false>
 __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(Args<T> a) {
   constexpr int kFwdRows = 64 * MT;
   __shared__ alignas(16) T sQ[kFwdRows * kD], sK[2][kTileElems], sV[2][kTileElems];  // 48 KB at MT = 2
@@ -54,7 +59,8 @@ __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(Args<T> a) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tq = lane & 3;
   const int64_t w0 = q0 + warp * 16 * MT;  // the warp's first query row
   // key tiles up to the one holding the block's last row (and below T)
-  const int last = static_cast<int>(((q0 + kFwdRows < Tn ? q0 + kFwdRows : Tn) - 1) / kTile);
+  // (Full: every key tile)
+  const int last = static_cast<int>(((Full || q0 + kFwdRows >= Tn ? Tn : q0 + kFwdRows) - 1) / kTile);
   load_tile<T, kFwdRows>(sQ, q, a.q.st, q0, Tn);
   load_tile(sK[0], k, a.k.st, 0, Tn);
   load_tile(sV[0], v, a.v.st, 0, Tn);
@@ -84,10 +90,19 @@ __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(Args<T> a) {
       for (int i = 0; i < MT; ++i) load_a(qf[i], sQ, warp * 16 * MT + 16 * i);
 
     const int64_t k0 = int64_t(kt) * kTile;
-    if (k0 <= w0 + 16 * MT - 1) {  // else every key of the tile is after every row of the warp
+    if (Full || k0 <= w0 + 16 * MT - 1) {  // else every key of the tile is after every row of the warp
       float s[MT][8][4] = {};
       mma_abt<MT, T>(s, qf, sK[buf]);
-      if (k0 + kTile - 1 > w0)  // some key after some row: mask key > row
+      if constexpr (Full) {
+        if (k0 + kTile > Tn)  // the last tile: mask keys ≥ T (zero-filled, they would score 0)
+#pragma unroll
+          for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+#pragma unroll
+              for (int e = 0; e < 4; ++e)
+                if (k0 + j * 8 + 2 * tq + (e & 1) >= Tn) s[i][j][e] = -INFINITY;
+      } else if (k0 + kTile - 1 > w0)  // some key after some row: mask key > row
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -167,7 +182,7 @@ __global__ void __launch_bounds__(8 * kDeltaRows) flash_delta_kernel(Args<T> a) 
   if (j == 0 && t < a.Tn) a.delta_out[bh * a.Tn + t] = s;
 }
 
-template <class T, bool Rope>
+template <class T, bool Rope, bool Full = false, bool Acc = false>
 __global__ void __launch_bounds__(kThreads) flash_bwd_dq_kernel(Args<T> a) {
   __shared__ alignas(16) T sQ[kTileElems], sG[kTileElems], sK[2][kTileElems], sV[2][kTileElems];  // 48 KB
   const int qb = gridDim.x - 1 - blockIdx.x;
@@ -190,9 +205,10 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_dq_kernel(Args<T> a) {
   uint32_t qf[4][4], gf[4][4];
   float dq[8][4] = {};
   const float sl2 = kScale * kLog2e;
-  for (int kt = 0; kt <= qb; ++kt) {
+  const int lastk = Full ? static_cast<int>((Tn - 1) / kTile) : qb;  // the last key tile
+  for (int kt = 0; kt <= lastk; ++kt) {
     const int buf = kt & 1;
-    if (kt < qb) {
+    if (kt < lastk) {
       load_tile(sK[buf ^ 1], k, a.k.st, int64_t(kt + 1) * kTile, Tn);
       load_tile(sV[buf ^ 1], v, a.v.st, int64_t(kt + 1) * kTile, Tn);
     }
@@ -216,7 +232,8 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_dq_kernel(Args<T> a) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1;
-        const bool masked = kt == qb && j * 8 + 2 * tq + (e & 1) > warp * 16 + gr + 8 * r;
+        const bool masked = Full ? kt * kTile + j * 8 + 2 * tq + (e & 1) >= Tn
+                                 : kt == qb && j * 8 + 2 * tq + (e & 1) > warp * 16 + gr + 8 * r;
         const float p = masked ? 0.f : exp2f(fmaf(s[j][e], sl2, -lse2[r]));
         s[j][e] = p * (dp[j][e] - dlt[r]);  // dS
       }
@@ -226,13 +243,16 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_dq_kernel(Args<T> a) {
     __syncthreads();
   }
   if constexpr (Rope) rope_back_acc<T>(dq, q0 + warp * 16, Tn, a.rope);  // dQ = Rᵀ·dQ'
-  store_rows(a.dq.at(b, h), a.dq.st, q0 + warp * 16, Tn, dq, kScale);
+  if constexpr (Acc)
+    add_rows_f32(a.dq_acc + bh * Tn * kD, kD, q0 + warp * 16, Tn, dq, kScale);
+  else
+    store_rows(a.dq.at(b, h), a.dq.st, q0 + warp * 16, Tn, dq, kScale);
 }
 
 // dynamic shared memory of the dkdv kernel: K, V, 2 × (Q, dO) tiles, 2 × (lse, Δ) rows
 constexpr size_t kDkdvSmem = 6 * kTileElems * 2 + 4 * kTile * sizeof(float);
 
-template <class T, bool Rope>
+template <class T, bool Rope, bool Full = false>
 __global__ void __launch_bounds__(kThreads, 3) flash_bwd_dkdv_kernel(Args<T> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* sK = reinterpret_cast<T*>(smem);
@@ -245,10 +265,11 @@ __global__ void __launch_bounds__(kThreads, 3) flash_bwd_dkdv_kernel(Args<T> a) 
   const int64_t bkv = blockIdx.y, b = bkv / a.Hkv, hk = bkv % a.Hkv, Tn = a.Tn, k0 = int64_t(kb) * kTile;
   const int nqt = static_cast<int>((Tn + kTile - 1) / kTile);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tq = lane & 3;
-  // iteration it: query head hk·rep + it / n of the group, query tile kb + it % n (n = nqt − kb)
-  const int n = nqt - kb, iters = static_cast<int>(a.rep) * n;
+  // iteration it: query head hk·rep + it / n of the group, query tile first + it % n (n = nqt − first;
+  // causal: the tiles from the key block's on, Full: all)
+  const int first = Full ? 0 : kb, n = nqt - first, iters = static_cast<int>(a.rep) * n;
   auto head_of = [&](int it) { return hk * a.rep + it / n; };
-  auto tile_of = [&](int it) { return kb + it % n; };
+  auto tile_of = [&](int it) { return first + it % n; };
 
   auto load_rows = [&](int it, int buf) {  // Q and dO tiles of iteration it
     const int64_t h = head_of(it), r0 = int64_t(tile_of(it)) * kTile;
@@ -297,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, 3) flash_bwd_dkdv_kernel(Args<T> a) 
     mma_abt<T>(s, kf, tq_);  // Sᵀ: rows keys, columns queries
     mma_abt<T>(dp, vf, tg);  // dPᵀ
     // masks only where they can bite: the diagonal tile (query < key) and the tile past T
-    const bool diag = qt == kb, tail = r0 + kTile > Tn;
+    const bool diag = !Full && qt == kb, tail = r0 + kTile > Tn;
     const int valid = static_cast<int>(Tn - r0);  // queries of this tile below T
 #pragma unroll
     for (int j = 0; j < 8; ++j)
@@ -410,6 +431,60 @@ void flash_attention_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t Tn
       flash_bwd_dq_kernel<T, kRope><<<dim3(tiles, BH), kThreads, 0, stream>>>(a);
       CHECK_LAUNCH();
     });
+  });
+}
+
+void flash_block_fwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t Tn, bool full, AttnOperand q, AttnOperand k,
+                     AttnOperand v, AttnOperand out, float* lse, cudaStream_t stream) {
+  if (B == 0 || H == 0 || Tn == 0) return;
+  const dim3 grid(static_cast<unsigned>((Tn + 64 * kFwdMT - 1) / (64 * kFwdMT)), static_cast<unsigned>(B * H));
+  visit_half(dt, [&](auto tag) {
+    using T = decltype(tag);
+    Args<T> a = make_args<T>(H, Hkv, Tn, {});
+    a.q = typed<const T>(q);
+    a.k = typed<const T>(k);
+    a.v = typed<const T>(v);
+    a.out = typed<T>(out);
+    a.lse = lse;
+    if (full)
+      flash_fwd_kernel<T, kFwdMT, false, true><<<grid, kThreads, 0, stream>>>(a);
+    else
+      flash_fwd_kernel<T, kFwdMT, false, false><<<grid, kThreads, 0, stream>>>(a);
+    CHECK_LAUNCH();
+  });
+}
+
+void flash_block_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t Tn, bool full, AttnOperand q, AttnOperand k,
+                     AttnOperand v, AttnOperand dout, const float* lse, const float* delta, float* dq_acc,
+                     AttnOperand dk, AttnOperand dv, cudaStream_t stream) {
+  if (B == 0 || H == 0 || Tn == 0) return;
+  const unsigned tiles = static_cast<unsigned>((Tn + kTile - 1) / kTile), BH = static_cast<unsigned>(B * H);
+  const unsigned BHkv = static_cast<unsigned>(B * Hkv);
+  visit_half(dt, [&](auto tag) {
+    using T = decltype(tag);
+    Args<T> a = make_args<T>(H, Hkv, Tn, {});
+    a.q = typed<const T>(q);
+    a.k = typed<const T>(k);
+    a.v = typed<const T>(v);
+    a.dout = typed<const T>(dout);
+    a.dk = typed<T>(dk);
+    a.dv = typed<T>(dv);
+    a.lse_in = lse;
+    a.delta = delta;
+    a.dq_acc = dq_acc;
+    auto run = [&](auto full_tag) {
+      constexpr bool kFull = decltype(full_tag)::value;
+      auto dkdv = flash_bwd_dkdv_kernel<T, false, kFull>;
+      CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDkdvSmem)));
+      dkdv<<<dim3(tiles, BHkv), kThreads, kDkdvSmem, stream>>>(a);
+      CHECK_LAUNCH();
+      flash_bwd_dq_kernel<T, false, kFull, true><<<dim3(tiles, BH), kThreads, 0, stream>>>(a);
+      CHECK_LAUNCH();
+    };
+    if (full)
+      run(std::true_type{});
+    else
+      run(std::false_type{});
   });
 }
 

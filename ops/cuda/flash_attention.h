@@ -35,4 +35,15 @@ void flash_attention_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T,
                          AttnOperand v, AttnOperand out, AttnOperand dout, const float* lse, AttnOperand dq,
                          AttnOperand dk, AttnOperand dv, const AttnRope& rope, cudaStream_t stream);
 
+// Ring blocks (ops/block_attention.h), no rope: q, out (B, H, T, 64), k, v (B, Hkv, T, 64) of one
+// key/value block of the same length T; full: no mask (every key precedes every query), else the
+// causal diagonal block. out normalised within the block, lse (B·H, T) f32 (=).
+void flash_block_fwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, bool full, AttnOperand q, AttnOperand k,
+                     AttnOperand v, AttnOperand out, float* lse, cudaStream_t stream);
+// Its backward against the global lse and Δ (B·H, T) f32: dq_acc (B, H, T, 64) f32 contiguous
+// += the block's dQ; dk, dv (B, Hkv, T, 64) written (=). Deterministic, no atomics.
+void flash_block_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, bool full, AttnOperand q, AttnOperand k,
+                     AttnOperand v, AttnOperand dout, const float* lse, const float* delta, float* dq_acc,
+                     AttnOperand dk, AttnOperand dv, cudaStream_t stream);
+
 }  // namespace st::ops::cuda

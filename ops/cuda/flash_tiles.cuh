@@ -186,6 +186,25 @@ __device__ inline void store_rows(T* g, int64_t st, int64_t row0, int64_t Tn, co
   }
 }
 
+// rows [row0, row0 + 16) of an f32 (T, 64) accumulator with row stride st (even, 8-byte aligned)
+// += the warp's 16 × 64 accumulator · s (rows ≥ T skipped); each element has one owner thread
+__device__ inline void add_rows_f32(float* g, int64_t st, int64_t row0, int64_t Tn, const float (&c)[8][4], float s) {
+  const int lane = threadIdx.x & 31, gr = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t row = row0 + gr + 8 * r;
+    if (row >= Tn) continue;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      float2* p = reinterpret_cast<float2*>(g + row * st + j * 8 + 2 * tq);
+      float2 v = *p;
+      v.x += c[j][2 * r] * s;
+      v.y += c[j][2 * r + 1] * s;
+      *p = v;
+    }
+  }
+}
+
 // ---- rotary embedding ---------------------------------------------------------------------------
 
 // Rows [row0, row0 + Rows) of a swizzled (Rows, 64) tile rotated in place, row r at position
