@@ -225,7 +225,7 @@ ActivationCoefficients decoder_activations(const DecoderShape& shape, double V, 
     return a;
   }
   a.logits = V / tp * l_bytes;
-  a.loss_saved = a.logits + (C + 2) * 4 + (sp ? C * e / shard : 0);  // sp: also ln_f's T-shard
+  a.loss_saved = a.logits + (C + 2) * 4;
   a.loss_transient = a.logits + (C + 5) * 4 + (l.tp > 1 ? 2 * C * 4 : 0);
   a.head_backward = V / tp * e + C * e;
   a.head_weight_grad = V / tp * C * e;

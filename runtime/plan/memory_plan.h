@@ -59,7 +59,9 @@
 //                              sequence parallel (--sequence-parallel 1, tp > 1): r = 4 + 8/tp
 //                              (GPT-2) or 4 + 6/tp (grouped-query), the norms' statistics / tp
 //                              (block_activations below); recompute's input, a stage's output and
-//                              its p2p buffer C·e/tp; the loss adds ln_f's T-shard C·e/tp
+//                              its p2p buffer C·e/tp; the head's terms unchanged (ln_f's
+//                              gathered output is the one tp keeps; its T-shard is not at the
+//                              stage's peak: measured, test_memory_plan's "sp" rows)
 //                  embedding   C·e
 //                  loss        saved per micro-batch: V/tp·l + (C + 2)·4 (the logits, ln_f's
 //                              output and statistics); once, at the end of the forward: V/tp·l
