@@ -104,7 +104,7 @@ TEST(Layouts, TensorParallelEqualsOneProcess) {
 // and the embedding/head edges on T/tp positions per rank: the same curve as tp 2 without it and as
 // one process, within the one-process noise (another summation order: the norm weights' gradients
 // summed over two halves of T, then over tp). np 2: tp 2, and with recompute; np 4: tp 2 × pp 2
-// (stage boundaries carry (B, T/tp, C); the strict-p2p twin runs it) and dp 2 × tp 2 with ZeRO-1;
+// (stage boundaries carry (B, T/tp, C); the strict-p2p twin runs it) and dp 2 × tp 2 with ZeRO-1, -3;
 // np 3: tp 3 does not divide T 16, refused by validate() before any rank starts.
 TEST(Layouts, SequenceParallelEqualsTensorParallel) {
   const int n = world_size();
@@ -141,7 +141,10 @@ TEST(Layouts, SequenceParallelEqualsTensorParallel) {
     c.pp = 1;
     c.dp = 2;
     c.zero = 1;
-    expect_same(run_layout(c, "dp2tp2zero_sp"), reference(c, 2), "dp 2 × tp 2, zero 1, sequence parallel");
+    const Curve want = reference(c, 2);
+    expect_same(run_layout(c, "dp2tp2zero_sp"), want, "dp 2 × tp 2, zero 1, sequence parallel");
+    c.zero = 3;  // the norms' weights gathered per layer, their gradients summed over tp, then reduce-scattered over dp
+    expect_same(run_layout(c, "dp2tp2zero3_sp"), want, "dp 2 × tp 2, zero 3, sequence parallel");
   }
 }
 
