@@ -52,8 +52,7 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
   const DType dt = compute_dtype(precision);
   const double e = static_cast<double>(dtype_size(dt));
   BlockActivations b;
-  // the norms' f32 statistics per token: LayerNorm mean and rstd, RMSNorm rstd; two per block
-  // (sequence parallel: of T/tp positions)
+  // the norms' f32 statistics per token: LayerNorm mean and rstd, RMSNorm rstd; two per block (sp: T/tp of them)
   const double norm_stats = (shape.rmsnorm ? 2 : 4) / (sp ? t : 1.0);
   // fp8: each GEMM's E4M3 weight (1 byte an element: qkv, o, up (SwiGLU: gate|up), down; 12·C²/tp
   // for GPT-2's four) kept for its backward's dgrad, per micro-batch in flight: per token of it
@@ -73,9 +72,7 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
     // and each output projection: c_proj's GEMM and its bias add (tp > 1: the GEMM, its all-reduce,
     // the bias add, in attention and in the MLP); a fused tp-1 projection is one tensor
     b.replicated = tp > 1 ? 10 : fused ? 6 : 8;
-    // sequence parallel: full T the two gathered GEMM inputs and the two partial sums; on T/tp
-    // ln_1's and ln_2's outputs, h, the block's output, each projection's reduce-scatter and bias add
-    if (sp) b.replicated = 4 + 8 / t;
+    if (sp) b.replicated = 4 + 8 / t;  // sequence parallel: the header of block_activations says which
     // (B, T, A) tensors: c_attn's output (3A; unfused also its GEMM before the bias, 3A); the
     // composed attention's reshape and head-major copies of q, k, v (6A), its output and the heads
     // joined (2A); the packed kernels read q, k, v inside c_attn's output and keep one (B, T, A)
@@ -110,9 +107,7 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
   // block's output (each op's inputs stay with its node until its backward); under tp also the
   // row-parallel GEMMs' partial sums beside their all-reduced copies (o and down)
   b.replicated = tp > 1 ? 8 : 6;
-  // sequence parallel: full T the two gathered GEMM inputs and the two partial sums; on T/tp
-  // norm1's output, o's reduce-scatter, norm2's sum and output, down's reduce-scatter, the output
-  if (sp) b.replicated = 4 + 6 / t;
+  if (sp) b.replicated = 4 + 6 / t;  // sequence parallel: the header of block_activations says which
   // the packed q/k/v (A + 2·A_kv) and the attention's output (A), counted in units of A
   b.attention = (A + (A + 2 * Akv)) / std::max(A, 1.0);
   // SwiGLU: [gate | up] (2F) and silu(gate)·up (F); GELU: the up projection and GELU's output
