@@ -40,6 +40,8 @@ std::vector<std::string> no_effect_notes(const runtime::TrainConfig& c, int64_t 
   else if (c.chunked_head && (c.tp > 1 || zero == 3))
     notes.push_back(std::string("--chunked-head 1: no effect under ") + (c.tp > 1 ? "tp > 1" : "ZeRO-3") +
                     " (it keeps the unfused head)");
+  if (c.sequence_parallel == 1 && c.tp == 1)
+    notes.push_back("--sequence-parallel 1: no effect at tp 1 (it splits the sequence over the tensor-parallel ranks)");
   return notes;
 }
 

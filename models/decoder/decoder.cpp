@@ -44,6 +44,21 @@ void DecoderModel::set_fp8(const std::optional<ops::Fp8LinearOptions>& options, 
     if (auto* b = dynamic_cast<DecoderBlock*>(layer.get())) b->set_fp8(options, device);
 }
 
+void DecoderModel::set_sequence_parallel(bool on) {
+  if (on) {
+    ST_CHECK(tp_size() > 1, ValueError, spec_.family << ": sequence parallelism needs tp > 1 (--tp), got tp " << tp_size());
+    ST_CHECK(spec_.embd_pdrop == 0.0 && spec_.resid_pdrop == 0.0, ValueError,
+             spec_.family << ": sequence parallelism runs without dropout (masks are drawn per whole sequence); "
+                          << "the model has dropout " << spec_.resid_pdrop << ": use --dropout 0");
+  }
+  sp_ = on;
+  for (const auto& layer : layers()) {
+    if (auto* e = dynamic_cast<DecoderEmbedding*>(layer.get())) e->set_sequence_parallel(on);
+    if (auto* b = dynamic_cast<DecoderBlock*>(layer.get())) b->set_sequence_parallel(on);
+    if (auto* h = dynamic_cast<DecoderHead*>(layer.get())) h->set_sequence_parallel(on);
+  }
+}
+
 std::vector<std::shared_ptr<ops::Fp8LinearState>> DecoderModel::fp8_states() const {
   std::vector<std::shared_ptr<ops::Fp8LinearState>> out;
   for (const auto& layer : layers())

@@ -52,6 +52,11 @@ class DecoderModel : public runtime::LanguageModel {
   // FP8: every block held here (DecoderBlock::set_fp8); the embedding and the head stay bf16
   void set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device) override;
   std::vector<std::shared_ptr<ops::Fp8LinearState>> fp8_states() const override;
+  // Sequence parallelism (decoder_layers.h): every layer held here switched. ValueError when on
+  // with dropout in the spec (its masks are drawn per whole sequence) or tp of one rank. The
+  // sequence length must divide by tp (the embedding checks it: ShapeError).
+  void set_sequence_parallel(bool on) override;
+  bool sequence_parallel() const { return sp_; }
   // logits (B, T, V or Vp/tp) — or with the chunked head hidden (B, T, C) — against targets
   // (B, T) → () f32, the mean over counted targets (-100 ignored); collective under tp.
   Tensor loss(const Tensor& out, const Tensor& targets) const override;
@@ -73,6 +78,7 @@ class DecoderModel : public runtime::LanguageModel {
   runtime::TpGroup tp_;
   std::shared_ptr<DecoderHead> head_;  // null when this range does not hold the head
   bool chunked_ = false;
+  bool sp_ = false;
 };
 
 // Every layer's names, full shapes and forward FLOPs at sequence length T, from the spec alone.

@@ -4,8 +4,10 @@
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
+#include "ops/layernorm.h"
 #include "ops/matmul.h"
 #include "ops/mlp.h"
+#include "ops/rmsnorm.h"
 #include "ops/swiglu.h"
 #include "tensor/autograd.h"
 
@@ -38,14 +40,29 @@ DecoderNorm::DecoderNorm(const DecoderSpec& s, int64_t c) {
     rms_ = register_module("", std::make_shared<RmsNorm>(c, s.norm_eps));
 }
 
-Tensor DecoderNorm::forward(const Tensor& x) const { return ln_ ? ln_->forward(x) : rms_->forward(x); }
+Tensor DecoderNorm::forward(const Tensor& x) const {
+  if (sp_) {  // x a T-shard: the weights through copy_to_tp (their gradients summed over tp)
+    if (ln_) return ops::layernorm(x, runtime::copy_to_tp(ln_->weight, sp_), runtime::copy_to_tp(ln_->bias, sp_),
+                                      static_cast<float>(ln_->eps));
+    return ops::rmsnorm(x, runtime::copy_to_tp(rms_->weight, sp_), static_cast<float>(rms_->eps));
+  }
+  return ln_ ? ln_->forward(x) : rms_->forward(x);
+}
 
 ops::ResidualNorm DecoderNorm::forward_residual(const Tensor& x, const Tensor& a) const {
+  if (sp_) {  // x a T-shard: the weights through copy_to_tp (their gradients summed over tp)
+    if (ln_)
+      return ops::add_layernorm(x, a, runtime::copy_to_tp(ln_->weight, sp_), runtime::copy_to_tp(ln_->bias, sp_),
+                                static_cast<float>(ln_->eps));
+    return ops::add_rmsnorm(x, a, runtime::copy_to_tp(rms_->weight, sp_), static_cast<float>(rms_->eps));
+  }
   return ln_ ? ln_->forward_residual(x, a) : rms_->forward_residual(x, a);
 }
 
 ops::ResidualNorm DecoderNorm::dropout_residual(const Tensor& x, const Tensor& a, const Dropout& drop,
                                                 bool training) const {
+  // sequence parallel runs without dropout (DecoderModel::set_sequence_parallel): drop is the identity
+  if (sp_) return forward_residual(x, drop.forward(a, training));
   if (ln_) return drop.add_layernorm(x, a, *ln_, training);
   return rms_->forward_residual(x, drop.forward(a, training));
 }
@@ -53,7 +70,7 @@ ops::ResidualNorm DecoderNorm::dropout_residual(const Tensor& x, const Tensor& a
 // ---- embedding --------------------------------------------------------------------------------
 
 DecoderEmbedding::DecoderEmbedding(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen)
-    : s_(s), drop_(s.embd_pdrop, std::move(gen), /*site=*/0) {
+    : s_(s), drop_(s.embd_pdrop, std::move(gen), /*site=*/0), tp_(tp) {
   if (runtime::tp_size(tp) > 1) {
     tok_tp_ = register_module(s.names.tok_embed, std::make_shared<runtime::VocabParallelEmbedding>(s.vocab, s.d_model, tp));
     tok_w_ = tok_tp_->weight;
@@ -72,6 +89,17 @@ Tensor DecoderEmbedding::forward(const Tensor& ids) {
   const int64_t T = ids.size(1);
   ST_CHECK(T <= s_.context, ShapeError,
            s_.family << ": sequence length " << T << " exceeds the context length " << s_.context);
+  if (sp_ && tok_tp_) {  // this rank's positions [r·T/tp, (r+1)·T/tp): the partial sums reduce-scattered along T
+    const int p = runtime::tp_size(tp_);
+    ST_CHECK(T % p == 0, ShapeError,
+             s_.family << ": sequence parallel needs the sequence length " << T << " to divide by tp " << p);
+    const int64_t n = T / p;
+    Tensor x = runtime::reduce_scatter_seq_to_sp(tok_tp_->forward_partial(ids), tp_);  // (B, T/tp, C)
+    // the whole table through copy_to_tp, then this rank's rows: each rank's gradient lands on its
+    // own positions (zeros elsewhere) and the sum over tp assembles the full one
+    if (pos_) x = ops::add(x, runtime::copy_to_tp(pos_->weight, tp_).narrow(0, runtime::tp_rank(tp_) * n, n));
+    return drop_.forward(x, is_training());  // p = 0 (DecoderModel::set_sequence_parallel)
+  }
   Tensor x = tokens(ids);                                                   // (B, T, C)
   if (pos_) x = ops::add(x, pos_->weight.narrow(0, 0, T));                  // (T, C), broadcast over B
   return drop_.forward(x, is_training());
@@ -122,12 +150,18 @@ DecoderBlock::DecoderBlock(const DecoderSpec& s, runtime::TpGroup tp, std::share
   down_ = row(n.down, F, s.mlp_bias);
 }
 
-Tensor DecoderBlock::qkv(const Tensor& h) const {
-  if (qkv_) return qkv_->forward(h);  // (B, T, 3A/tp)
+void DecoderBlock::set_sequence_parallel(bool on) {
+  sp_ = on;
+  norm1_->set_sequence_parallel(on ? tp_ : nullptr);
+  norm2_->set_sequence_parallel(on ? tp_ : nullptr);
+}
+
+Tensor DecoderBlock::qkv(const Tensor& h, bool sp) const {
+  if (qkv_) return qkv_->forward(h, sp);  // (B, T, 3A/tp)
   // q, k, v as one GEMM of their concatenated weights: (B, T, (Hl + 2·Hkv_l)·D)
   Tensor w = cat_out({q_->weight, k_->weight, v_->weight}, s_, false);
   Tensor b = s_.qkv_bias ? cat_out({q_->bias, k_->bias, v_->bias}, s_, true) : Tensor();
-  const Tensor x = runtime::copy_to_tp(h, tp_);
+  const Tensor x = runtime::column_input(h, tp_, sp);  // (B, T, C)
   return runtime::local_linear(x, w, b, s_.layout == WeightLayout::out_in, fp8_qkv_.get());
 }
 
@@ -150,30 +184,30 @@ std::vector<std::pair<std::string, std::shared_ptr<ops::Fp8LinearState>>> Decode
   return {{"qkv", fp8_qkv_}, {"o", fp8_o_}, {"up", fp8_up_}, {"down", fp8_down_}};
 }
 
-Tensor DecoderBlock::attention(const Tensor& h) const {
+Tensor DecoderBlock::attention(const Tensor& h, bool sp) const {
   // h (B, T, C) → qkv (B, T, (Hl + 2·Hkv_l)·D) → this rank's heads (B, T, Hl·D) → o → (B, T, C);
   // multi-head without rope: the GPT's op (its bits and its memory plan), else grouped-query with
   // q and k rotated as the kernels read them
-  Tensor packed = qkv(h);
-  if (!rope_ && kv_heads_ == heads_) return o_->forward(ops::causal_attention_qkv(packed, heads_));
-  const ops::RopeTable* table = rope_ ? rope_->covering(h.size(1)) : nullptr;
-  return o_->forward(ops::causal_attention_qkv(packed, heads_, kv_heads_, table));
+  Tensor packed = qkv(h, sp);  // (B, T, ...) the full sequence (sp: gathered)
+  if (!rope_ && kv_heads_ == heads_) return o_->forward(ops::causal_attention_qkv(packed, heads_), sp);
+  const ops::RopeTable* table = rope_ ? rope_->covering(packed.size(1)) : nullptr;
+  return o_->forward(ops::causal_attention_qkv(packed, heads_, kv_heads_, table), sp);
 }
 
-Tensor DecoderBlock::mlp(const Tensor& h) const {
+Tensor DecoderBlock::mlp(const Tensor& h, bool sp) const {
   if (s_.mlp == MlpKind::gelu) {
     // one rank: gelu_tanh(h·W_up + b_up)·W_down + b_down as one op, so CUDA fuses bias and GELU
     // into the GEMMs; several: column-parallel up, GELU, row-parallel down
     if (runtime::tp_size(tp_) == 1 && s_.layout == WeightLayout::in_out && s_.mlp_bias && !fp8())
       return ops::mlp_gelu(h, up_->weight, up_->bias, down_->weight, down_->bias);
-    return down_->forward(ops::gelu(up_->forward(h)));
+    return down_->forward(ops::gelu(up_->forward(h, sp)), sp);
   }
   // SwiGLU: gate and up as one GEMM of their concatenated weights → [gate | up] (B, T, 2F/tp)
   Tensor w = cat_out({gate_->weight, up_->weight}, s_, false);
   Tensor b = s_.mlp_bias ? cat_out({gate_->bias, up_->bias}, s_, true) : Tensor();
-  const Tensor x = runtime::copy_to_tp(h, tp_);
+  const Tensor x = runtime::column_input(h, tp_, sp);  // (B, T, C)
   Tensor gu = runtime::local_linear(x, w, b, s_.layout == WeightLayout::out_in, fp8_up_.get());
-  return down_->forward(ops::swiglu(gu));  // silu(gate)·up (B, T, F/tp) → (B, T, C)
+  return down_->forward(ops::swiglu(gu), sp);  // silu(gate)·up (B, T, F/tp) → (B, T, C)
 }
 
 Tensor DecoderBlock::forward(const Tensor& x) {
@@ -183,8 +217,8 @@ Tensor DecoderBlock::forward(const Tensor& x) {
   // residual's, norm1's) meet in norm1's backward, h = x + drop(attn) is formed in norm2's
   // forward; the block's last add stays (the final norm / the next block's norm1 is another layer)
   ops::ResidualNorm s1 = norm1_->forward_residual(x);                                          // {x, norm1(x)}
-  ops::ResidualNorm s2 = norm2_->dropout_residual(s1.r, attention(s1.y), drop_, is_training());  // {h, norm2(h)}
-  return ops::add(s2.r, drop_.forward(mlp(s2.y), is_training()));
+  ops::ResidualNorm s2 = norm2_->dropout_residual(s1.r, attention(s1.y, sp_), drop_, is_training());  // {h, norm2(h)}
+  return ops::add(s2.r, drop_.forward(mlp(s2.y, sp_), is_training()));
 }
 
 runtime::LayerCost DecoderBlock::cost(int64_t seq_len) const {
@@ -208,13 +242,19 @@ DecoderHead::DecoderHead(const DecoderSpec& s, runtime::TpGroup tp, Tensor tied)
   norm_ = register_module(s.names.final_norm, std::make_shared<DecoderNorm>(s, s.d_model));
 }
 
-// h (B, T, C) → norm → (copy_to_tp) → · Wᵀ (C, V or Vp/tp) → (B, T, V or Vp/tp)
-Tensor DecoderHead::logits(const Tensor& h) const {
-  return ops::matmul(runtime::copy_to_tp(norm_->forward(h), tp_), weight, false, true);
+void DecoderHead::set_sequence_parallel(bool on) {
+  sp_ = on;
+  norm_->set_sequence_parallel(on ? tp_ : nullptr);
+}
+
+// h (B, T, C) → norm → (copy_to_tp) → · Wᵀ (C, V or Vp/tp) → (B, T, V or Vp/tp);
+// sequence parallel: h (B, T/tp, C) → norm → all-gather along T → (B, T, C) → · Wᵀ
+Tensor DecoderHead::logits(const Tensor& h, bool sp) const {
+  return ops::matmul(runtime::column_input(norm_->forward(h), tp_, sp), weight, false, true);
 }
 
 // chunked: h (B, T, C) → norm → (B, T, C), the projection left to DecoderModel::loss
-Tensor DecoderHead::forward(const Tensor& h) { return chunked ? norm_->forward(h) : logits(h); }
+Tensor DecoderHead::forward(const Tensor& h) { return chunked ? norm_->forward(h) : logits(h, sp_); }
 
 runtime::LayerCost DecoderHead::cost(int64_t) const {
   return {static_cast<double>(param_bytes()), 2.0 * static_cast<double>(weight.size(0) * weight.size(1))};

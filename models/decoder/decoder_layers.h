@@ -18,6 +18,15 @@
 // as one), o, up (SwiGLU: gate and up as one), down — run through ops::fp8_linear, each with its
 // own scaling state (Fp8LinearState) owned by the block; the GELU MLP is then up → gelu → down.
 // The choice is made in one place, runtime::local_linear (runtime/parallel/tp_layers.h).
+// Sequence parallel (set_sequence_parallel, --sequence-parallel 1; tp > 1, T divisible by tp, no
+// dropout): between the layers the residual stream is rank r's positions (B, T/tp, C) — the
+// embedding reduce-scatters its vocabulary-parallel partial sums along T (learned positions added
+// on the shard), each norm and residual add runs on the shard, each column-parallel GEMM's input
+// is all-gathered along T (attention, rotary included, sees the full T), each row-parallel output
+// reduce-scattered along T, and the head all-gathers the final norm's output before its
+// vocabulary-parallel GEMM. The replicated parameters used on the shard (norms, row biases,
+// learned positions) go through copy_to_tp, so their gradients are summed over tp. The cached
+// (generation) path never runs sequence parallel.
 // Backward: the ops' (=); parameters accumulate (+=) through autograd.
 #pragma once
 #include <memory>
@@ -40,8 +49,11 @@ class DecoderNorm : public Module {
   ops::ResidualNorm forward_residual(const Tensor& x, const Tensor& a = Tensor()) const;  // {x + a, norm(x + a)}
   // {x + drop(a), norm(x + drop(a))}, the mask forward(a) would draw (LayerNorm: one op)
   ops::ResidualNorm dropout_residual(const Tensor& x, const Tensor& a, const Dropout& drop, bool training) const;
+  // on: the weights (and bias) enter through copy_to_tp (x is a T-shard; see the top)
+  void set_sequence_parallel(runtime::TpGroup tp) { sp_ = std::move(tp); }
 
  private:
+  runtime::TpGroup sp_;  // null: off
   std::shared_ptr<LayerNorm> ln_;
   std::shared_ptr<RmsNorm> rms_;
 };
@@ -54,6 +66,8 @@ class DecoderEmbedding : public runtime::Layer, public runtime::CachedLayer {
   Tensor forward_cached(const Tensor& ids, runtime::KvSlot& slot, const runtime::CacheStep& step) override;
   runtime::LayerCost cost(int64_t seq_len) const override;
   Tensor token_weight() const { return tok_w_; }  // (V, C), or this rank's (Vp/tp, C)
+  // on: forward returns this rank's positions (B, T/tp, C) (see the top)
+  void set_sequence_parallel(bool on) { sp_ = on; }
 
  private:
   Tensor tokens(const Tensor& ids) const;  // (..., C)
@@ -63,6 +77,8 @@ class DecoderEmbedding : public runtime::Layer, public runtime::CachedLayer {
   std::shared_ptr<Embedding> pos_;                           // learned positions, or null
   Tensor tok_w_;
   Dropout drop_;
+  runtime::TpGroup tp_;
+  bool sp_ = false;
 };
 
 class DecoderBlock : public runtime::Layer, public runtime::CachedLayer {
@@ -71,14 +87,16 @@ class DecoderBlock : public runtime::Layer, public runtime::CachedLayer {
   // model's rotary tables, shared by its blocks (null with rotary positions: the block's own).
   DecoderBlock(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen, int index,
                std::shared_ptr<RopeTables> rope = nullptr);
-  Tensor forward(const Tensor& x) override;  // x (B, T, C) → (B, T, C)
+  Tensor forward(const Tensor& x) override;  // x (B, T, C) → (B, T, C); sequence parallel (B, T/tp, C) → same
   // x (B, T, C) of the step's new positions → (B, T, C), attention over the cached ones (this
   // rank's key/value heads only)
   Tensor forward_cached(const Tensor& x, runtime::KvSlot& slot, const runtime::CacheStep& step) override;
   runtime::LayerCost cost(int64_t seq_len) const override;  // this rank's share
-  Tensor qkv(const Tensor& h) const;        // h (B, T, C) → (B, T, (Hl + 2·Hkv_l)·D) packed, this rank's heads
-  Tensor attention(const Tensor& h) const;  // h (B, T, C) → (B, T, C), o applied (and summed over tp)
-  Tensor mlp(const Tensor& h) const;        // h (B, T, C) → (B, T, C) (summed over tp)
+  // sp (sequence parallel): h (B, T/tp, C) in, qkv out over the full T, attention / mlp out (B, T/tp, C)
+  Tensor qkv(const Tensor& h, bool sp = false) const;        // h (B, T, C) → (B, T, (Hl + 2·Hkv_l)·D) packed, this rank's heads
+  Tensor attention(const Tensor& h, bool sp = false) const;  // h (B, T, C) → (B, T, C), o applied (and summed over tp)
+  Tensor mlp(const Tensor& h, bool sp = false) const;        // h (B, T, C) → (B, T, C) (summed over tp)
+  void set_sequence_parallel(bool on);
   int64_t local_heads() const { return heads_; }
   int64_t local_kv_heads() const { return kv_heads_; }
   const DecoderNorm& norm1() const { return *norm1_; }
@@ -101,6 +119,7 @@ class DecoderBlock : public runtime::Layer, public runtime::CachedLayer {
   std::shared_ptr<runtime::ColumnParallelLinear> qkv_, q_, k_, v_, gate_, up_;
   std::shared_ptr<runtime::RowParallelLinear> o_, down_;
   Dropout drop_;
+  bool sp_ = false;
 };
 
 class DecoderHead : public runtime::Layer, public runtime::CachedLayer {
@@ -108,15 +127,18 @@ class DecoderHead : public runtime::Layer, public runtime::CachedLayer {
   // `weight`: the tied embedding's tensor (V or Vp/tp, C); undefined: the head's own (untied).
   DecoderHead(const DecoderSpec& s, runtime::TpGroup tp, Tensor tied);
   Tensor forward(const Tensor& h) override;  // h (B, T, C) → logits (B, T, V or Vp/tp); chunked: norm(h) (B, T, C)
-  Tensor logits(const Tensor& h) const;      // h (B, T, C) → logits, whatever `chunked`
+  Tensor logits(const Tensor& h, bool sp = false) const;  // h (B, T, C) → logits, whatever `chunked`; sp: h (B, T/tp, C)
   Tensor forward_cached(const Tensor& h, runtime::KvSlot&, const runtime::CacheStep&) override { return logits(h); }
   runtime::LayerCost cost(int64_t seq_len) const override;
   Tensor weight;  // (V, C), or this rank's rows (Vp/tp, C)
   bool chunked = false;
+  // on: h arrives as (B, T/tp, C); the final norm's output is all-gathered along T before the GEMM
+  void set_sequence_parallel(bool on);
 
  private:
   std::shared_ptr<DecoderNorm> norm_;
   runtime::TpGroup tp_;
+  bool sp_ = false;
 };
 
 }  // namespace st::models

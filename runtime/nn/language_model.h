@@ -141,6 +141,10 @@ class LanguageModel : public Module {
   // then stays false and forward() returns logits.
   virtual void set_chunked_head(bool) {}
   virtual bool chunked_head() const { return false; }
+  // --sequence-parallel 1: between its layers the tensor-parallel model holds T/tp of the
+  // sequence (models/decoder/decoder_layers.h says how). Default: ValueError for on (the family
+  // has no sequence-parallel form), nothing for off.
+  virtual void set_sequence_parallel(bool on);
   // --precision fp8: the model's FP8 GEMMs on (options: fresh scaling states on `device`) or off
   // (nullopt). Default: ValueError for options (the family has no FP8 path), nothing for nullopt.
   virtual void set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device);

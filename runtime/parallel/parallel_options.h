@@ -15,6 +15,11 @@ namespace st::runtime {
 struct ParallelOptions {
   int64_t dp = 0;  // 0: world / (tp · pp)
   int64_t tp = 1;
+  // Megatron's sequence parallelism under tp (models/decoder/decoder_layers.h): the norm and
+  // residual regions hold T/tp of the sequence; all-gather / reduce-scatter along T replace the
+  // all-reduces. At tp > 1 needs T divisible by tp and no dropout (TrainConfig::validate); no
+  // effect at tp 1 (a note at start: launch/layout_check.cpp)
+  int64_t sequence_parallel = 0;  // 0 | 1
   std::string comm = "auto";  // auto | nccl | mpi
   int64_t zero = 0;  // ZeRO stage: 0 off, 1 optimizer state sharded, 2 also the gradients, 3 also the parameters (runtime/parallel/zero3.h)
   Precision grad_comm_dtype = Precision::fp32;  // dtype of the DP / ZeRO gradient all-reduce
@@ -27,6 +32,8 @@ struct ParallelOptions {
   void validate(const OptionFail& fail) const {
     require_non_negative(fail, "dp", static_cast<double>(dp));
     require_positive(fail, "tp", static_cast<double>(tp));
+    if (sequence_parallel != 0 && sequence_parallel != 1)
+      fail("sequence-parallel", "must be 0 or 1, got " + std::to_string(sequence_parallel));
     if (bucket_mb <= 0) fail("bucket-mb", "must be positive, got " + option_str(bucket_mb));
     if (zero < 0 || zero > 3) fail("zero", "must be 0, 1, 2 or 3 (the ZeRO stage), got " + std::to_string(zero));
     if (grad_comm_dtype == Precision::fp8) fail("grad-comm-dtype", "must be fp32, fp16 or bf16 (fp8 is a compute precision), got fp8");

@@ -5,6 +5,15 @@
 //   reduce_from_tp  forward: all-reduce SUM       backward: identity
 //   gather_from_tp  forward: all-gather last dim  backward: this rank's slice of the gradient
 //   scatter_to_tp   forward: this rank's slice    backward: all-gather last dim
+// and along the SEQUENCE dim (dim 1 of (B, T, ...)) for sequence parallelism (Megatron's form:
+// the norm / dropout / residual regions hold rank r's positions [r·T/tp, (r+1)·T/tp)):
+//   gather_seq_from_sp        forward: all-gather along T     backward: reduce-scatter along T
+//   reduce_scatter_seq_to_sp  forward: reduce-scatter along T backward: all-gather along T
+//   scatter_seq_to_sp         forward: this rank's T slice    backward: all-gather along T
+// gather_seq_from_sp replaces copy_to_tp before a column-parallel GEMM, reduce_scatter_seq_to_sp
+// replaces reduce_from_tp after a row-parallel one (the same bytes on the wire: an all-reduce is a
+// reduce-scatter then an all-gather). (B, T) is not sequence-major, so each collective stages a
+// permuted contiguous copy ((tp, B, T/tp, ...) blocks), one extra copy of the tensor per call.
 //
 // copy/reduce are conjugates (so are gather/scatter): a column-parallel linear takes its
 // replicated input through copy_to_tp, a row-parallel one returns through reduce_from_tp, and
@@ -41,9 +50,21 @@ Tensor gather_from_tp(const Tensor& x, const TpGroup& tp);
 // x (..., tp·n) → (..., n) = x[..., r·n:(r+1)·n]; backward: dx = all-gather of dy along the last dim.
 Tensor scatter_to_tp(const Tensor& x, const TpGroup& tp);
 
+// x (B, T/tp, ...) → (B, T, ...), rank q's x at positions [q·T/tp, (q+1)·T/tp);
+// backward: dy (B, T, ...) → dx = Σ_ranks dy[:, r·T/tp:(r+1)·T/tp] (reduce-scatter).
+Tensor gather_seq_from_sp(const Tensor& x, const TpGroup& tp);
+// x (B, T, ...) partial sums → (B, T/tp, ...) = (Σ_ranks x)[:, r·T/tp:(r+1)·T/tp];
+// backward: dy (B, T/tp, ...) → dx = all-gather of dy along T (B, T, ...).
+Tensor reduce_scatter_seq_to_sp(const Tensor& x, const TpGroup& tp);
+// x (B, T, ...) replicated → (B, T/tp, ...) = x[:, r·T/tp:(r+1)·T/tp]; backward: all-gather along T.
+Tensor scatter_seq_to_sp(const Tensor& x, const TpGroup& tp);
+
 // The collectives themselves, outside autograd (fresh, contiguous results; inputs untouched).
 Tensor tp_all_reduce_sum(const Tensor& x, comm::Communicator& tp);       // (...) → (...)
 Tensor tp_all_reduce_max(const Tensor& x, comm::Communicator& tp);       // (...) → (...)
 Tensor tp_all_gather_last_dim(const Tensor& x, comm::Communicator& tp);  // (..., n) → (..., tp·n)
+Tensor tp_all_gather_seq(const Tensor& x, comm::Communicator& tp);       // (B, n, ...) → (B, tp·n, ...)
+// (B, tp·n, ...) → (B, n, ...) rank r's positions of Σ_ranks x; ShapeError unless T divides by tp
+Tensor tp_reduce_scatter_seq(const Tensor& x, comm::Communicator& tp);
 
 }  // namespace st::runtime

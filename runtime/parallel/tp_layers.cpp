@@ -84,10 +84,18 @@ ColumnParallelLinear::ColumnParallelLinear(int64_t in_, int64_t out_full_, TpGro
   if (has_bias) bias = register_parameter("bias", Tensor::zeros({out_local}));     // (out/tp)
 }
 
-Tensor ColumnParallelLinear::forward(const Tensor& x) const {
+Tensor column_input(const Tensor& x, const TpGroup& tp, bool sequence_parallel) {
+  return sequence_parallel ? gather_seq_from_sp(x, tp) : copy_to_tp(x, tp);
+}
+
+Tensor sp_param(const Tensor& w, const TpGroup& tp, bool sequence_parallel) {
+  return sequence_parallel && w.defined() ? copy_to_tp(w, tp) : w;
+}
+
+Tensor ColumnParallelLinear::forward(const Tensor& x, bool sequence_parallel) const {
   ST_CHECK(x.dim() >= 1 && x.size(-1) == in, ShapeError,
            "ColumnParallelLinear: input must be (..., " << in << "), got " << shape_str(x.shape()));
-  const Tensor xr = copy_to_tp(x, tp_);
+  const Tensor xr = column_input(x, tp_, sequence_parallel);  // (..., in); sp: (B, T, in) gathered
   Tensor y = local_linear(xr, weight, bias, out_in, fp8.get());  // (..., out/tp)
   return gather_output ? gather_from_tp(y, tp_) : y;  // (..., out) in shard order
 }
@@ -104,12 +112,16 @@ RowParallelLinear::RowParallelLinear(int64_t in_full_, int64_t out_, TpGroup tp,
   if (has_bias) bias = register_parameter("bias", Tensor::zeros({out}));           // (out) replicated
 }
 
-Tensor RowParallelLinear::forward(const Tensor& x) const {
+Tensor RowParallelLinear::forward(const Tensor& x, bool sequence_parallel) const {
   Tensor xin = input_is_parallel ? x : scatter_to_tp(x, tp_);  // (..., in/tp)
   ST_CHECK(xin.dim() >= 1 && xin.size(-1) == in_local, ShapeError,
            "RowParallelLinear: local input must be (..., " << in_local << "), got " << shape_str(xin.shape()));
   auto product = [&](const Tensor& b) { return local_linear(xin, weight, b, out_in, fp8.get()); };
   if (tp_size(tp_) == 1) return product(bias);     // one rank: the bias in the product, as a plain linear
+  if (sequence_parallel) {
+    Tensor y = reduce_scatter_seq_to_sp(product(Tensor()), tp_);  // (B, T/tp, out) Σ over ranks, this rank's positions
+    return bias.defined() ? ops::add(y, sp_param(bias, tp_, true)) : y;
+  }
   Tensor y = reduce_from_tp(product(Tensor()), tp_);  // (..., out) Σ over ranks
   return bias.defined() ? ops::add(y, bias) : y;      // bias once, after the sum
 }
@@ -125,6 +137,11 @@ VocabParallelEmbedding::VocabParallelEmbedding(int64_t v, int64_t dim, TpGroup t
 }
 
 Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
+  Tensor part = forward_partial(ids);  // (..., C)
+  return reduce_from_tp(part, tp_);    // (..., C) Σ over ranks
+}
+
+Tensor VocabParallelEmbedding::forward_partial(const Tensor& ids) const {
   const std::vector<int64_t> all = host_ids(ids, "VocabParallelEmbedding");
   const int64_t N = static_cast<int64_t>(all.size()), C = weight.size(1);
   std::vector<int64_t> local(all.size());
@@ -142,7 +159,7 @@ Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
   Tensor part = ops::mul(ops::embedding(weight, lid), mask);                         // (N, C), rows of other ranks zero
   Shape oshape = ids.shape();
   oshape.push_back(C);
-  return reduce_from_tp(part, tp_).view(oshape);  // (..., C)
+  return part.view(oshape);  // (..., C)
 }
 
 // ---- vocab-parallel cross-entropy -------------------------------------------------------------

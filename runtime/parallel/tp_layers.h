@@ -9,6 +9,12 @@
 //   RowParallelLinear     x (..., in/tp) split → x·w → reduce_from_tp → + b → (..., out)
 //                         w (in/tp, out), b (out) replicated, added once after the sum (one rank:
 //                         in the product's epilogue, as ops::linear)
+//   sequence_parallel (forward's flag, --sequence-parallel 1): the column-parallel linear takes x
+//                         (B, T/tp, in) and all-gathers it along T (gather_seq_from_sp) instead
+//                         of copy_to_tp; the row-parallel one reduce-scatters its partial sums
+//                         along T (reduce_scatter_seq_to_sp) instead of reduce_from_tp and adds
+//                         its bias on the T-shard through copy_to_tp (the bias then sees only this
+//                         rank's positions: its gradient is summed over tp in the backward)
 //   Either linear may store its weight (out, in) instead (nn.Linear's layout, y = x·wᵀ: Llama's
 //   checkpoints): column (out/tp, in), row (out, in/tp).
 //   fp8 (set by the model under --precision fp8): the local product x·w (+ b) runs through
@@ -22,7 +28,9 @@
 //
 // Replicated parameters (row-parallel biases, LayerNorms, wpe) get identical full gradients on
 // every tp rank (their inputs and output gradients are replicated), so TP needs no gradient
-// reduction of its own. Backward of every piece writes fresh tensors (=).
+// reduction of its own. Under sequence parallelism a replicated parameter used on a T-shard goes
+// through copy_to_tp at its use (sp_param below), so its gradient is summed over tp in the
+// backward and every rank still holds the full one. Backward of every piece writes fresh tensors (=).
 #pragma once
 #include <memory>
 
@@ -45,7 +53,8 @@ class ColumnParallelLinear : public Module {
   // Throws ValueError unless out_full divides by the group size.
   ColumnParallelLinear(int64_t in, int64_t out_full, TpGroup tp, bool bias = true, bool gather_output = false,
                        bool weight_out_in = false);
-  Tensor forward(const Tensor& x) const;  // x (..., in) → (..., out/tp), or (..., out) gathered
+  // x (..., in) → (..., out/tp), or (..., out) gathered; sequence_parallel: x (B, T/tp, in) → (B, T, out/tp)
+  Tensor forward(const Tensor& x, bool sequence_parallel = false) const;
   Tensor weight, bias;                    // (in, out/tp) or (out/tp, in); (out/tp) or undefined
   std::shared_ptr<ops::Fp8LinearState> fp8;  // set: the local GEMM in FP8 (see above)
   int64_t in, out_full, out_local;
@@ -60,7 +69,8 @@ class RowParallelLinear : public Module {
   // input_is_parallel = false: x arrives full (..., in) and is split by scatter_to_tp first.
   RowParallelLinear(int64_t in_full, int64_t out, TpGroup tp, bool bias = true, bool input_is_parallel = true,
                     bool weight_out_in = false);
-  Tensor forward(const Tensor& x) const;  // x (..., in/tp) → (..., out)
+  // x (..., in/tp) → (..., out); sequence_parallel: x (B, T, in/tp) → (B, T/tp, out)
+  Tensor forward(const Tensor& x, bool sequence_parallel = false) const;
   Tensor weight, bias;                    // (in/tp, out) or (out, in/tp); (out) replicated or undefined
   std::shared_ptr<ops::Fp8LinearState> fp8;  // set: the local GEMM in FP8 (see above)
   int64_t in_full, in_local, out;
@@ -76,12 +86,23 @@ class VocabParallelEmbedding : public Module {
   // ids (...) i32/i64 on any device → (..., C). An id outside [0, vocab) → ValueError (on every
   // rank alike, before any collective). The ids' masking runs on the host (ids are small).
   Tensor forward(const Tensor& ids) const;
+  // The same before the sum over tp: ids (...) → (..., C), rows of other ranks' ids zero (the
+  // sequence-parallel embedding reduce-scatters it along T instead)
+  Tensor forward_partial(const Tensor& ids) const;
   Tensor weight;  // (Vp/tp, C): rows [vocab_start, vocab_start + vocab_local) of the padded table
   int64_t vocab, padded_vocab, vocab_local, vocab_start;
 
  private:
   TpGroup tp_;
 };
+
+// The input of a column-parallel GEMM: x itself through copy_to_tp, or under sequence parallelism
+// x (B, T/tp, C) all-gathered along T → (B, T, C) (for products that run outside the linears, e.g.
+// the decoder's concatenated q|k|v and gate|up).
+Tensor column_input(const Tensor& x, const TpGroup& tp, bool sequence_parallel);
+// A replicated parameter as used on a T-shard: through copy_to_tp (its gradient summed over tp)
+// under sequence parallelism, else itself.
+Tensor sp_param(const Tensor& w, const TpGroup& tp, bool sequence_parallel);
 
 // Cross-entropy over a vocabulary split across tp ranks, equal to ops::cross_entropy of the
 // gathered logits[..., :vocab]:

@@ -40,6 +40,7 @@ class StageModel : public LanguageModel {
   void set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device) override {
     part_->set_fp8(options, device);
   }
+  void set_sequence_parallel(bool on) override { part_->set_sequence_parallel(on); }
   std::vector<std::shared_ptr<ops::Fp8LinearState>> fp8_states() const override { return part_->fp8_states(); }
   void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict) override;
   ShardRule shard_rule() const override { return part_->shard_rule(); }

@@ -43,7 +43,8 @@ bool classic_block(const DecoderShape& s) { return !s.rotary && s.kv_heads == s.
 }  // namespace
 
 BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precision precision, Device device,
-                                   double tokens) {
+                                   double tokens, bool sequence_parallel) {
+  const bool sp = sequence_parallel && tp > 1;
   const double C = static_cast<double>(shape.d_model), t = static_cast<double>(tp);
   const double D = static_cast<double>(shape.head_dim > 0 ? shape.head_dim : shape.d_model / std::max<int64_t>(shape.heads, 1));
   const double H = static_cast<double>(shape.heads) / t, Hkv = static_cast<double>(shape.kv_heads > 0 ? shape.kv_heads : shape.heads) / t;
@@ -51,8 +52,8 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
   const DType dt = compute_dtype(precision);
   const double e = static_cast<double>(dtype_size(dt));
   BlockActivations b;
-  // the norms' f32 statistics per token: LayerNorm mean and rstd, RMSNorm rstd; two per block
-  const double norm_stats = shape.rmsnorm ? 2 : 4;
+  // the norms' f32 statistics per token: LayerNorm mean and rstd, RMSNorm rstd; two per block (sp: T/tp of them)
+  const double norm_stats = (shape.rmsnorm ? 2 : 4) / (sp ? t : 1.0);
   // fp8: each GEMM's E4M3 weight (1 byte an element: qkv, o, up (SwiGLU: gate|up), down; 12·C²/tp
   // for GPT-2's four) kept for its backward's dgrad, per micro-batch in flight: per token of it
   const double fp8_weights = precision == Precision::fp8 && tokens > 0
@@ -71,6 +72,7 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
     // and each output projection: c_proj's GEMM and its bias add (tp > 1: the GEMM, its all-reduce,
     // the bias add, in attention and in the MLP); a fused tp-1 projection is one tensor
     b.replicated = tp > 1 ? 10 : fused ? 6 : 8;
+    if (sp) b.replicated = 4 + 8 / t;  // sequence parallel: the header of block_activations says which
     // (B, T, A) tensors: c_attn's output (3A; unfused also its GEMM before the bias, 3A); the
     // composed attention's reshape and head-major copies of q, k, v (6A), its output and the heads
     // joined (2A); the packed kernels read q, k, v inside c_attn's output and keep one (B, T, A)
@@ -105,6 +107,7 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
   // block's output (each op's inputs stay with its node until its backward); under tp also the
   // row-parallel GEMMs' partial sums beside their all-reduced copies (o and down)
   b.replicated = tp > 1 ? 8 : 6;
+  if (sp) b.replicated = 4 + 6 / t;  // sequence parallel: the header of block_activations says which
   // the packed q/k/v (A + 2·A_kv) and the attention's output (A), counted in units of A
   b.attention = (A + (A + 2 * Akv)) / std::max(A, 1.0);
   // SwiGLU: [gate | up] (2F) and silu(gate)·up (F); GELU: the up projection and GELU's output
@@ -169,8 +172,10 @@ ActivationCoefficients decoder_activations(const DecoderShape& shape, double V, 
   ActivationCoefficients a;
   const double C = static_cast<double>(shape.d_model);
   const double tp = static_cast<double>(l.tp), e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
-  a.block = block_activations(shape, l.tp, l.precision, l.device, tokens).bytes_per_token;
-  a.block_recompute = C * e;
+  const bool sp = l.sequence_parallel && l.tp > 1;
+  const double shard = sp ? static_cast<double>(l.tp) : 1.0;  // the residual stream's share of T
+  a.block = block_activations(shape, l.tp, l.precision, l.device, tokens, sp).bytes_per_token;
+  a.block_recompute = C * e / shard;
   // the replay's moment: the replayed block and its backward's transient — 5·C·4 for the GPT-2
   // block; the grouped-query block's backward has freed two of its (B, T, C) tensors by its peak
   // (measured on the CPU in fp32: np 1, C 64, 4 blocks, 256 tokens, within 0.5 %); under tp one
@@ -322,6 +327,7 @@ PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp) {
   l.bucket_mb = cfg.bucket_mb;
   l.device = cfg.device;
   l.chunked_head = cfg.chunked_head;
+  l.sequence_parallel = cfg.sequence_parallel == 1 && cfg.tp > 1;
   return l;
 }
 
@@ -430,7 +436,8 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     // the reducer's cast buffers, made with its buckets: min(2, buckets) of the largest bucket
     if (l.dp > 1 && l.zero < 3 && compute_dtype(l.grad_comm_dtype) != compute_dtype(l.precision))
       m.comm_dp = std::min(2.0, bk.count) * bk.largest * comm_e;
-    if (l.pp > 1 && s + 1 < l.pp) m.comm_p2p = tokens * C * e;  // p2p: the gradient of its output, received
+    // p2p: the gradient of its output, received ((B, T/tp, C) under sequence parallelism)
+    if (l.pp > 1 && s + 1 < l.pp) m.comm_p2p = tokens * C * e / (l.sequence_parallel && l.tp > 1 ? l.tp : 1);
     m.comm = m.comm_dp + m.comm_p2p;
     // an earlier micro-batch's backward ran before the forward's peak: without a pipeline, or
     // under 1F1B / interleaved once the micro-batches outnumber those in flight (GPipe runs

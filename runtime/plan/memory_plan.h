@@ -56,6 +56,12 @@
 //                              GPT-2 on the CPU a 3 fewer, f 1 fewer, r 2 fewer at tp 1 (the FP8
 //                              linear adds its bias outside autograd)
 //                              recompute: C·e (its input)
+//                              sequence parallel (--sequence-parallel 1, tp > 1): r = 4 + 8/tp
+//                              (GPT-2) or 4 + 6/tp (grouped-query), the norms' statistics / tp
+//                              (block_activations below); recompute's input, a stage's output and
+//                              its p2p buffer C·e/tp; the head's terms unchanged (ln_f's
+//                              gathered output is the one tp keeps; its T-shard is not at the
+//                              stage's peak: measured, test_memory_plan's "sp" rows)
 //                  embedding   C·e
 //                  loss        saved per micro-batch: V/tp·l + (C + 2)·4 (the logits, ln_f's
 //                              output and statistics); once, at the end of the forward: V/tp·l
@@ -133,6 +139,7 @@ struct PlanLayout {
   double bucket_mb = 25.0;
   Device device = Device::cpu;  // the activation term's ops (the CUDA paths fuse and keep less)
   bool chunked_head = false;  // --chunked-head (in effect only where head_is_chunked says so)
+  bool sequence_parallel = false;  // --sequence-parallel 1 at tp > 1 (block_activations says what it changes)
   int64_t world() const { return dp * tp * pp; }
 };
 // The layout a train config asks for (its ZeRO stage: cfg.zero as an integer).
@@ -151,8 +158,13 @@ struct BlockActivations {
   bool packed_attention = false;                  // the kernels read q, k, v inside the packed projection
   double bytes_per_token = 0;
 };
+// sequence_parallel (tp > 1): the norms' outputs and statistics, the residual sums, the
+// row-parallel outputs after their reduce-scatter (and bias adds) and the block's output are
+// (B, T/tp, C): each 1/tp of a token's C; the column-parallel GEMMs keep their gathered (B, T, C)
+// inputs and the row-parallel ones' partial sums stay (B, T, C) (the autograd engine keeps every
+// op's inputs): GPT-2 block r = 4 + 8/tp (tp: 10), grouped-query r = 4 + 6/tp (tp: 8).
 BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precision precision, Device device,
-                                   double tokens = 0);
+                                   double tokens = 0, bool sequence_parallel = false);
 
 // What one rank of stage `stage` holds, in bytes.
 struct StageMemory {

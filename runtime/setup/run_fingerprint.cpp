@@ -105,6 +105,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       // layout
       {"dp", num(c.dp)},
       {"tp", num(c.tp)},
+      {"sequence-parallel", num(c.sequence_parallel)},
       {"pp", num(c.pp)},
       {"schedule", to_string(c.schedule)},
       {"virtual-stages", num(c.virtual_stages)},

@@ -18,6 +18,14 @@ void TrainConfig::validate(const OptionFail& fail) const {
   const ModelFactory& f = model_factory(family);
   if (tp > 1 && !f.tensor_parallel) fail("tp", "the " + family + " model has no tensor-parallel form; use --tp 1");
   if (f.check_options) f.check_options(*this, fail);
+  if (sequence_parallel == 1 && tp > 1) {
+    // a family without a tensor-parallel form failed on --tp above; the decoder families have both
+    if (seq_len > 0 && seq_len % tp != 0)
+      fail("sequence-parallel", "--seq-len " + std::to_string(seq_len) + " must divide by --tp " + std::to_string(tp));
+    if (dropout > 0)
+      fail("sequence-parallel", "runs without dropout (masks are drawn per whole sequence): --dropout " +
+                                    option_str(dropout) + " must be 0");
+  }
   require_positive(fail, "pp", static_cast<double>(pp));
   if (pp > layers) fail("pp", std::to_string(pp) + " stages for " + std::to_string(layers) + " layers");
   DataOptions::validate(fail);

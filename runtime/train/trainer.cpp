@@ -202,6 +202,9 @@ void Trainer::init(const std::string& resume_path) {
   model_->set_recompute(cfg_.recompute);
   // the chunked head's loss reads wte outside the head's forward, where ZeRO-3 has released it
   model_->set_chunked_head(cfg_.chunked_head && w_.params->parameters_resident());
+  // --sequence-parallel 1: the residual stream holds T/tp of the sequence between the layers
+  // (ValueError for a family without that form, or with dropout); no effect at tp 1
+  if (cfg_.sequence_parallel && cfg_.tp > 1) model_->set_sequence_parallel(true);
   // fp8: the blocks' GEMMs through ops::fp8_linear, their scaling states on the run's device
   // (ValueError for a family without the FP8 path)
   if (cfg_.precision == Precision::fp8) model_->set_fp8(fp8_training_recipe(), cfg_.device);

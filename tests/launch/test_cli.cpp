@@ -78,6 +78,14 @@ TEST(Cli, UsageErrorsExitTwoWithOneLine) {
   EXPECT_TRUE(r.out.rfind("[rank 3] shardtrain: error: ", 0) == 0) << r.out;
   r = run("train --heads 5", "SLURM_PROCID=7");
   EXPECT_TRUE(r.out.rfind("[rank 7] shardtrain: error: --heads", 0) == 0) << r.out;
+  // --sequence-parallel 1 refused before any rank starts: T must divide by tp, no dropout
+  r = run("train --tp 2 --sequence-parallel 1 --seq-len 15");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_TRUE(has(r.out, "shardtrain: error: --sequence-parallel (from command line): --seq-len 15 must divide by --tp 2")) << r.out;
+  r = run("train --tp 2 --sequence-parallel 1 --dropout 0.1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.out, "--sequence-parallel (from command line): runs without dropout")) << r.out;
   r = run("prepare --out x.bin");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(has(r.out, "--text FILE is required")) << r.out;

@@ -70,9 +70,95 @@ void check_mappings(const TpGroup& tp) {
   }
 }
 
+// The sequence-parallel pairs on group `tp`: (B 2, 2 positions per rank, C 3), rank r holding
+// positions [2r, 2r + 2) of T = 2p. Every value a small integer: exact in f32, any summation order.
+void check_seq_mappings(const TpGroup& tp) {
+  const int p = tp_size(tp), r = tp_rank(tp);
+  const double tri = p * (p + 1) / 2.0;
+  const int64_t B = 2, n = 2, C = 3, T = n * p;
+  {  // gather_seq_from_sp: x[b, t, c] = 100r + 10b + 3t + c → y[b, u, c] = 100⌊u/2⌋ + 10b + 3(u mod 2) + c;
+     // loss = Σ y·(r+1)(u+1) → dx[b, t, c] = Σ_q (q+1)·(2r + t + 1) = tri·(2r + t + 1) (a reduce-scatter)
+    std::vector<float> xv;
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < n; ++t)
+        for (int c = 0; c < C; ++c) xv.push_back(static_cast<float>(100 * r + 10 * b + 3 * t + c));
+    Tensor x = tptest::leaf(Tensor::from_vector(xv, {B, n, C}));
+    Tensor y = gather_seq_from_sp(x, tp);
+    ASSERT_EQ(y.shape(), (Shape{B, T, C}));
+    std::vector<double> want_y, w, want_g;
+    for (int b = 0; b < B; ++b)
+      for (int u = 0; u < T; ++u)
+        for (int c = 0; c < C; ++c) {
+          want_y.push_back(100.0 * (u / 2) + 10 * b + 3 * (u % 2) + c);
+          w.push_back((r + 1.0) * (u + 1));
+        }
+    EXPECT_EQ(y.to_double(), want_y);
+    ops::sum(ops::mul(y, Tensor::from_vector(w, {B, T, C}))).backward();
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < n; ++t)
+        for (int c = 0; c < C; ++c) want_g.push_back(tri * (2 * r + t + 1));
+    EXPECT_EQ(x.grad().to_double(), want_g);
+  }
+  {  // reduce_scatter_seq_to_sp: x[b, u, c] = (r+1)(10b + 3u + c) → y[b, t, c] = tri·(10b + 3(2r + t) + c);
+     // loss = Σ y·(r+1)(t+1) → dx[b, u, c] = (⌊u/2⌋ + 1)(u mod 2 + 1) (an all-gather)
+    std::vector<float> xv;
+    for (int b = 0; b < B; ++b)
+      for (int u = 0; u < T; ++u)
+        for (int c = 0; c < C; ++c) xv.push_back(static_cast<float>((r + 1) * (10 * b + 3 * u + c)));
+    Tensor x = tptest::leaf(Tensor::from_vector(xv, {B, T, C}));
+    Tensor y = reduce_scatter_seq_to_sp(x, tp);
+    ASSERT_EQ(y.shape(), (Shape{B, n, C}));
+    std::vector<double> want_y, w, want_g;
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < n; ++t)
+        for (int c = 0; c < C; ++c) {
+          want_y.push_back(tri * (10 * b + 3 * (2 * r + t) + c));
+          w.push_back((r + 1.0) * (t + 1));
+        }
+    EXPECT_EQ(y.to_double(), want_y);
+    ops::sum(ops::mul(y, Tensor::from_vector(w, {B, n, C}))).backward();
+    for (int b = 0; b < B; ++b)
+      for (int u = 0; u < T; ++u)
+        for (int c = 0; c < C; ++c) want_g.push_back((u / 2 + 1.0) * (u % 2 + 1));
+    EXPECT_EQ(x.grad().to_double(), want_g);
+  }
+  {  // scatter_seq_to_sp: x[b, u, c] = 10b + 3u + c replicated → y = x[:, 2r : 2r+2];
+     // loss = Σ y·(r+1) → dx[b, u, c] = ⌊u/2⌋ + 1
+    std::vector<float> xv;
+    for (int b = 0; b < B; ++b)
+      for (int u = 0; u < T; ++u)
+        for (int c = 0; c < C; ++c) xv.push_back(static_cast<float>(10 * b + 3 * u + c));
+    Tensor x = tptest::leaf(Tensor::from_vector(xv, {B, T, C}));
+    Tensor y = scatter_seq_to_sp(x, tp);
+    std::vector<double> want_y, want_g;
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < n; ++t)
+        for (int c = 0; c < C; ++c) want_y.push_back(10.0 * b + 3 * (2 * r + t) + c);
+    EXPECT_EQ(y.to_double(), want_y);
+    ops::sum(ops::scale(y, r + 1)).backward();
+    for (int b = 0; b < B; ++b)
+      for (int u = 0; u < T; ++u)
+        for (int c = 0; c < C; ++c) want_g.push_back(u / 2 + 1.0);
+    EXPECT_EQ(x.grad().to_double(), want_g);
+  }
+}
+
 }  // namespace
 
 TEST(TpMappings, ClosedFormsOnTheWorld) { check_mappings(tptest::world()); }
+
+TEST(TpMappings, SequenceParallelClosedFormsOnTheWorld) { check_seq_mappings(tptest::world()); }
+
+TEST(TpMappings, SequenceScatterOfAnIndivisibleLengthThrowsOnEveryRank) {
+  const int p = tptest::world()->size();
+  Tensor x = Tensor::zeros({2, p + 1, 3});  // T = p + 1
+  if (p > 1) {
+    EXPECT_THROW(scatter_seq_to_sp(x, tptest::world()), ShapeError);
+    EXPECT_THROW(reduce_scatter_seq_to_sp(x, tptest::world()), ShapeError);
+  } else {
+    EXPECT_TRUE(scatter_seq_to_sp(x, tptest::world()).same(x));
+  }
+}
 
 TEST(TpMappings, ClosedFormsOnTp2GroupsOfAGrid) {
   const int n = tptest::world()->size();
@@ -83,6 +169,7 @@ TEST(TpMappings, ClosedFormsOnTp2GroupsOfAGrid) {
   comm::ProcessGrid grid(tptest::world(), 0, 2, 1);
   ASSERT_EQ(grid.tp_group()->size(), 2);
   check_mappings(grid.tp_group());
+  check_seq_mappings(grid.tp_group());
 }
 
 TEST(TpMappings, NullGroupIsTheIdentity) {

@@ -4,8 +4,9 @@
 // numbers as the metrics' mem_* fields and the end-of-run table; rank 0's JSONL line is checked
 // to carry them) — against the plan's numbers for that rank's stage. Run at np 1, 2 and 4; each
 // world size runs the layouts of its size (np 1: fp32, bf16, fp8, recompute, grad accumulation;
-// np 2: dp, ZeRO-1, ZeRO-3, tp, pp GPipe and 1F1B (and in fp8); np 4: pp 4 1F1B, dp 2 × pp 2 and
-// ZeRO-3 in bf16 with f32 gradient communication; Llama: np 1 fp32, bf16, recompute; np 2 tp 2,
+// np 2: dp, ZeRO-1, ZeRO-3, tp, tp with sequence parallelism, pp GPipe and 1F1B (and in fp8); np 4:
+// pp 4 1F1B, dp 2 × pp 2, tp 2 × pp 2 with sequence parallelism and ZeRO-3 in bf16 with f32
+// gradient communication; Llama: np 1 fp32, bf16, recompute; np 2 tp 2 (and sequence parallel),
 // pp 2 1F1B, ZeRO-3). ZeRO-2 is held by the random sweep at the end of this file, not this table.
 //
 // Tolerance 5 % (the planner's stated accuracy) plus 64 bytes for tiny categories. The model: a
@@ -103,6 +104,8 @@ std::vector<Case> cases() {
   add(2, "dp 2 zero 3", [](TrainConfig& c) { c.dp = 2, c.zero = 3; });
   add(4, "dp 4 zero 3 bf16", [](TrainConfig& c) { c.dp = 4, c.zero = 3, c.precision = Precision::bf16; });
   add(2, "tp 2", [](TrainConfig& c) { c.tp = 2; });
+  add(2, "tp 2 sp", [](TrainConfig& c) { c.tp = 2, c.sequence_parallel = 1; });
+  add(4, "tp 2 pp 2 sp m 4", [](TrainConfig& c) { c.tp = 2, c.pp = 2, c.grad_accum = 4, c.sequence_parallel = 1; });
   add(2, "pp 2 gpipe m 4", [](TrainConfig& c) { c.pp = 2, c.schedule = Schedule::gpipe, c.grad_accum = 4; });
   add(2, "pp 2 1f1b m 4", [](TrainConfig& c) { c.pp = 2, c.schedule = Schedule::one_f_one_b, c.grad_accum = 4; });
   add(4, "pp 4 1f1b m 4", [](TrainConfig& c) { c.pp = 4, c.grad_accum = 4; });
@@ -116,6 +119,7 @@ std::vector<Case> cases() {
   add(1, "llama np 1 bf16", [&](TrainConfig& c) { llama(c), c.precision = Precision::bf16; });
   add(1, "llama np 1 recompute", [&](TrainConfig& c) { llama(c), c.recompute = true; });
   add(2, "llama tp 2", [&](TrainConfig& c) { llama(c), c.tp = 2; });
+  add(2, "llama tp 2 sp", [&](TrainConfig& c) { llama(c), c.tp = 2, c.sequence_parallel = 1; });
   add(2, "llama pp 2 1f1b m 4", [&](TrainConfig& c) { llama(c), c.pp = 2, c.grad_accum = 4; });
   add(2, "llama dp 2 zero 3", [&](TrainConfig& c) { llama(c), c.dp = 2, c.zero = 3; });
   return v;

@@ -67,6 +67,34 @@ TEST(MemoryPlanDevice, GroupedQueryBlockTerms) {
       }
 }
 
+// Sequence parallelism: of the block's (B, T, C) tensors the norm / residual region's fall by tp
+// (GPT-2: ln_1, ln_2, h, the output, each projection's reduce-scatter and bias add — 8 of 10 under
+// tp; grouped-query: 6 of 8), the row-parallel partial sums stay whole, and the two column-parallel
+// GEMMs keep their all-gathered (B, T, C) inputs (2 more whole tensors: under tp they were the
+// norms' outputs themselves); the norms' statistics fall by tp; nothing else changes. The allocator holds these counts in
+// test_memory_plan ("tp 2 sp", "llama tp 2 sp", "tp 2 pp 2 sp m 4").
+TEST(MemoryPlanDevice, SequenceParallelSplitsTheNormAndResidualRegion) {
+  DecoderShape q;
+  q.d_model = 2048, q.heads = 32, q.kv_heads = 8, q.head_dim = 64, q.ffn = 8192;
+  q.swiglu = q.rmsnorm = q.rotary = true;
+  for (int64_t tp : {2, 4, 8})
+    for (Precision p : {Precision::fp32, Precision::bf16}) {
+      const double t = static_cast<double>(tp), e = p == Precision::fp32 ? 4 : 2;
+      const BlockActivations g = block_activations(gpt2_shape(768, 12), tp, p, Device::cpu);
+      const BlockActivations gs = block_activations(gpt2_shape(768, 12), tp, p, Device::cpu, 0, true);
+      EXPECT_DOUBLE_EQ(gs.replicated, 4 + 8 / t);
+      EXPECT_DOUBLE_EQ(g.replicated - gs.replicated, 8 * (1 - 1 / t) - 2);  // the region's 8 tensors / tp, 2 gathered
+      EXPECT_DOUBLE_EQ(g.bytes_per_token - gs.bytes_per_token, (8 * (1 - 1 / t) - 2) * 768 * e + 4 * (1 - 1 / t) * 4);
+      const BlockActivations l = block_activations(q, tp, p, Device::cpu, 4096);
+      const BlockActivations ls = block_activations(q, tp, p, Device::cpu, 4096, true);
+      EXPECT_DOUBLE_EQ(ls.replicated, 4 + 6 / t);
+      EXPECT_DOUBLE_EQ(l.bytes_per_token - ls.bytes_per_token, (6 * (1 - 1 / t) - 2) * 2048 * e + 2 * (1 - 1 / t) * 4);
+    }
+  // tp 1: sequence parallelism has no effect
+  EXPECT_DOUBLE_EQ(block_activations(gpt2_shape(768, 12), 1, Precision::fp32, Device::cpu, 0, true).bytes_per_token,
+                   block_activations(gpt2_shape(768, 12), 1, Precision::fp32, Device::cpu).bytes_per_token);
+}
+
 TEST(MemoryPlanDevice, BlockTermsAreTheOpsClosedForms) {
   // CPU, any precision: ln_1, ln_2, h, the output, and both projections' GEMM + bias add (tp > 1:
   // + the all-reduce each) = 8 (10); c_attn's GEMM and bias add 6A, q, k, v reshaped and made

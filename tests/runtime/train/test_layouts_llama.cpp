@@ -62,6 +62,23 @@ TEST(LlamaLayouts, TensorParallelSplitsTheKeyValueHeads) {
   expect_same(run_layout(c, "llama_tp2"), reference(c, 1), "llama tp 2 (kv heads 2)");
 }
 
+// --sequence-parallel 1 under tp 2: RMSNorm and the residual stream on 8 of the 16 positions per
+// rank, rotary attention on the gathered sequence (global positions); the curve of tp 2 without
+// it and of one process, within the one-process noise (layouts_common.h).
+TEST(LlamaLayouts, SequenceParallelEqualsTensorParallel) {
+  ASSERT_TRUE(two_ranks());
+  TrainConfig c = llama_config();
+  c.tp = 2;
+  c.dp = 1;
+  const Curve want = reference(c, 1);
+  Curve tp = run_layout(c, "llama_tp2_for_sp");
+  tp.loss_noise = want.loss_noise, tp.norm_noise = want.norm_noise;  // tp's curve, one process's noise
+  c.sequence_parallel = 1;
+  const Curve sp = run_layout(c, "llama_tp2_sp");
+  expect_same(sp, tp, "llama tp 2 sequence parallel vs tp 2");
+  expect_same(sp, want, "llama tp 2 sequence parallel vs one process");
+}
+
 TEST(LlamaLayouts, PipelineEqualsOneProcess) {
   ASSERT_TRUE(two_ranks());
   TrainConfig c = llama_config();

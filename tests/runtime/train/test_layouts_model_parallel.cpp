@@ -100,6 +100,54 @@ TEST(Layouts, TensorParallelEqualsOneProcess) {
   }
 }
 
+// Sequence parallelism (--sequence-parallel 1) computes tp's function with the norms, residual adds
+// and the embedding/head edges on T/tp positions per rank: the same curve as tp 2 without it and as
+// one process, within the one-process noise (another summation order: the norm weights' gradients
+// summed over two halves of T, then over tp). np 2: tp 2, and with recompute; np 4: tp 2 × pp 2
+// (stage boundaries carry (B, T/tp, C); the strict-p2p twin runs it) and dp 2 × tp 2 with ZeRO-1, -3;
+// np 3: tp 3 does not divide T 16, refused by validate() before any rank starts.
+TEST(Layouts, SequenceParallelEqualsTensorParallel) {
+  const int n = world_size();
+  TrainConfig c = base_config();
+  c.heads = 12;
+  c.d_model = 48;
+  c.vocab = 62;
+  c.dp = 1;
+  c.sequence_parallel = 1;
+  if (n == 3) {
+    c.tp = 3;
+    std::string why;
+    c.validate([&](const std::string& flag, const std::string& msg) { why += flag + ": " + msg + "; "; });
+    EXPECT_NE(why.find("sequence-parallel: --seq-len 16 must divide by --tp 3"), std::string::npos) << why;
+    return;
+  }
+  c.tp = 2;
+  if (n == 2) {
+    const Curve want = reference(c, 1);
+    TrainConfig plain = c;
+    plain.sequence_parallel = 0;
+    Curve tp = run_layout(plain, "tp2_for_sp");
+    expect_same(tp, want, "tp 2");
+    tp.loss_noise = want.loss_noise, tp.norm_noise = want.norm_noise;  // tp's curve, one process's noise
+    const Curve sp = run_layout(c, "tp2_sp");
+    expect_same(sp, tp, "tp 2 sequence parallel vs tp 2");
+    expect_same(sp, want, "tp 2 sequence parallel vs one process");
+    c.recompute = true;
+    expect_same(run_layout(c, "tp2_sp_rc"), want, "tp 2 sequence parallel, recompute");
+  }
+  if (n == 4) {
+    c.pp = 2;
+    expect_same(run_layout(c, "tp2pp2_sp"), reference(c, 1), "tp 2 × pp 2, sequence parallel");
+    c.pp = 1;
+    c.dp = 2;
+    c.zero = 1;
+    const Curve want = reference(c, 2);
+    expect_same(run_layout(c, "dp2tp2zero_sp"), want, "dp 2 × tp 2, zero 1, sequence parallel");
+    c.zero = 3;  // the norms' weights gathered per layer, their gradients summed over tp, then reduce-scattered over dp
+    expect_same(run_layout(c, "dp2tp2zero3_sp"), want, "dp 2 × tp 2, zero 3, sequence parallel");
+  }
+}
+
 // Every axis at once (8 ranks: dp 2 × tp 2 × pp 2), with ZeRO-1 and recompute, and the interleaved
 // schedule with ZeRO-2: the one-process curve.
 TEST(Layouts, EveryAxisAtOnce) {
