@@ -98,7 +98,7 @@ OptionTable train_options(TrainConfig& c) {
   // numerics
   E("precision", "numerics", c.precision,
     "compute precision (fp32 master weights); fp8: bf16 plus the decoder blocks' linear GEMMs (qkv, o, MLP) in "
-    "FP8 E4M3 with per-tensor current scaling (gpt, llama; emulated on the CPU); the metrics then count the "
+    "FP8 E4M3 with per-tensor scaling (--fp8-scaling; gpt, llama; emulated on the CPU); the metrics then count the "
     "casts' overflows and underflows (fp8_overflow, fp8_underflow)");
   E("fp8-scaling", "numerics", c.fp8_scaling,
     "--precision fp8's per-tensor scaling: current (s from the tensor being cast, one more read of it) or "
