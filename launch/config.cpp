@@ -98,8 +98,15 @@ OptionTable train_options(TrainConfig& c) {
   // numerics
   E("precision", "numerics", c.precision,
     "compute precision (fp32 master weights); fp8: bf16 plus the decoder blocks' linear GEMMs (qkv, o, MLP) in "
-    "FP8 E4M3 with per-tensor current scaling (gpt, llama; emulated on the CPU); the metrics then count the "
+    "FP8 E4M3 with per-tensor scaling (--fp8-scaling; gpt, llama; emulated on the CPU); the metrics then count the "
     "casts' overflows and underflows (fp8_overflow, fp8_underflow)");
+  E("fp8-scaling", "numerics", c.fp8_scaling,
+    "--precision fp8's per-tensor scaling: current (s from the tensor being cast, one more read of it) or "
+    "delayed (Transformer Engine's recipe: the casts use the scale of the last step and record their amax; after "
+    "each optimizer step the amaxes are max-reduced over the dp and tp ranks and the scales set from the last "
+    "--fp8-amax-history amaxes; the histories are checkpointed)");
+  I("fp8-amax-history", "numerics", c.fp8_amax_history, "N",
+    "--fp8-scaling delayed: amaxes kept per tensor (1-4096); the scale follows their max");
   E("device", "numerics", c.device, "where the model runs");
   t.add({"seed", "numerics", "N", "random seed (initialisation, dropout, the --shuffle order)", false, OptionTable::bind(c.seed),
          [&c] { return std::to_string(c.seed); }});

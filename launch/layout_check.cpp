@@ -35,6 +35,9 @@ std::vector<std::string> no_effect_notes(const runtime::TrainConfig& c, int64_t 
                     ": no effect at dp 1 (no gradient goes between data-parallel replicas)");
   if (c.tf32 && c.device == Device::cpu)
     notes.push_back("--tf32 1: no effect on the CPU (TF32 is a mode of NVIDIA's tensor cores; CPU products stay exact f32)");
+  if (c.fp8_amax_history != 16 && c.fp8_scaling != ops::Fp8ScaleMode::delayed)
+    notes.push_back("--fp8-amax-history " + std::to_string(c.fp8_amax_history) +
+                    ": no effect without --fp8-scaling delayed (current scaling keeps no history)");
   if (c.chunked_head && c.model != "gpt")
     notes.push_back("--chunked-head 1: no effect on the " + c.model + " model (the GPT's head only)");
   else if (c.chunked_head && (c.tp > 1 || zero == 3))

@@ -17,7 +17,8 @@
 #               (torch_llama_bench.py: HF LlamaForCausalLM, eager and compile) on the same shapes
 # Peers are never part of the repository: their paths come from the environment (defaults under
 # .carry/). Env: BUILD (build), DEVICE (cuda; cpu with TINY=1 checks the shardtrain command lines
-# at tiny sizes), STEPS (20 timed), WARMUP (5), BUDGET_S (570: stage caps are cut to what is left).
+# at tiny sizes), STEPS (20 timed), WARMUP (5), BUDGET_S (570: stage caps are cut to what is left),
+# FP8_SCALING (delayed: the llama stage adds a row of fp8 with --fp8-scaling delayed).
 # Our step time is the median of the timed steps' step_ms (--metrics), tokens/s = B·T / that;
 # peak memory is mem_bytes (the allocator's peak since the start, warm-up included); PyTorch's is
 # max_memory_allocated after its warm-up; seed_model_bench.py and llm.c print none ("—").
@@ -26,7 +27,7 @@
 # (all four may not fit one 10-minute command: e.g. `gpt seed torch`, then `llmc`).
 set -u
 cd "$(dirname "$0")/../.."
-[ $# -ge 1 ] || { sed -n 2,20p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,21p "$0"; exit 2; }
 OUT=$1; shift
 stages=${*:-gpt seed torch llmc}
 BUILD=${BUILD:-build}
@@ -168,6 +169,9 @@ PY
       --precision bf16 --cuda-graph 0
     # issue 32: the blocks' GEMMs in FP8 (the head, attention and norms bf16), against its own bf16 row
     ours llama_fp8_b$LLAMA_B "llama-1b fp8 B$LLAMA_B" shardtrain $LLAMA_B $LT $COMMON --precision fp8
+    # FP8_SCALING=delayed: the same with Transformer Engine's delayed scaling (--fp8-scaling delayed)
+    [ "${FP8_SCALING:-current}" = delayed ] && ours llama_fp8d_b$LLAMA_B "llama-1b fp8 B$LLAMA_B" "shardtrain fp8-delayed" \
+      $LLAMA_B $LT $COMMON --precision fp8 --fp8-scaling delayed
     if [ -f "$LLAMA_BENCH" ] && [ "$DEVICE" = cuda ]; then
       t0=$SECONDS
       timeout "$(cap 300)" python3 "$LLAMA_BENCH" --seq-len "$LT" --batch "$LLAMA_B" --dtype bf16 --modes eager,compile \

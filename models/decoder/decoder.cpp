@@ -67,6 +67,14 @@ std::vector<std::shared_ptr<ops::Fp8LinearState>> DecoderModel::fp8_states() con
   return out;
 }
 
+runtime::LanguageModel::NamedFp8States DecoderModel::fp8_named_states() const {
+  NamedFp8States out;
+  for (const auto& layer : layers())
+    if (auto* b = dynamic_cast<DecoderBlock*>(layer.get()))
+      for (auto& [name, st] : b->fp8_states()) out.emplace_back(layer->scope() + "." + name, st);
+  return out;
+}
+
 Tensor DecoderModel::loss(const Tensor& out, const Tensor& targets) const {
   if (tp_size() > 1) return runtime::vocab_parallel_cross_entropy(out, targets, tp_, spec_.vocab);
   if (!chunked_) return LanguageModel::loss(out, targets);

@@ -52,6 +52,7 @@ class DecoderModel : public runtime::LanguageModel {
   // FP8: every block held here (DecoderBlock::set_fp8); the embedding and the head stay bf16
   void set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device) override;
   std::vector<std::shared_ptr<ops::Fp8LinearState>> fp8_states() const override;
+  NamedFp8States fp8_named_states() const override;  // "<block scope>.<qkv|o|up|down>"
   // Sequence parallelism (decoder_layers.h): every layer held here switched. ValueError when on
   // with dropout in the spec (its masks are drawn per whole sequence) or tp of one rank. The
   // sequence length must divide by tp (the embedding checks it: ShapeError).

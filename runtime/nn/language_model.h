@@ -150,6 +150,10 @@ class LanguageModel : public Module {
   virtual void set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device);
   // The scaling states of the model's FP8 GEMMs, in layer order (empty when off): the metrics' source.
   virtual std::vector<std::shared_ptr<ops::Fp8LinearState>> fp8_states() const { return {}; }
+  // The same states named by their GEMM's full name, "<layer scope>.<gemm>" (e.g.
+  // "transformer.h.3.qkv"): unique across the pipeline's stages (the checkpoint's keys).
+  using NamedFp8States = std::vector<std::pair<std::string, std::shared_ptr<ops::Fp8LinearState>>>;
+  virtual NamedFp8States fp8_named_states() const { return {}; }
   // Loads full tensors by name (a checkpoint's model.safetensors); a tensor-parallel model keeps
   // its shards. Default: load_state_dict.
   virtual void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict = true);

@@ -17,9 +17,10 @@ DType compute_dtype(Precision p) {
   return DType::f32;
 }
 
-ops::Fp8LinearOptions fp8_training_recipe() {
+ops::Fp8LinearOptions fp8_training_recipe(ops::Fp8ScaleMode mode, int64_t history) {
   ops::Fp8LinearOptions o;
-  o.mode = ops::Fp8ScaleMode::current;
+  o.mode = mode;
+  o.history = history;
   o.grad_format = ops::Fp8Format::e4m3;
   o.pow2 = true;
   return o;

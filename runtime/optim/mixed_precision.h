@@ -9,8 +9,9 @@
 //         below `min_scale`; the first time it would, one warning is printed (the run is then
 //         likely diverging in f16 — try bf16).
 //   fp8:  bf16 as above, plus the decoder blocks' linear GEMMs (qkv, o, MLP up / gate+up, down) in
-//         FP8 through ops::fp8_linear (E4M3 weights, activations and gradients, current per-tensor
-//         scaling: tests/bench/bench_fp8_error's choice); the model's parameters stay bf16 (the
+//         FP8 through ops::fp8_linear (E4M3 weights, activations and gradients, per-tensor
+//         scaling: current by default, tests/bench/bench_fp8_error's choice; delayed with
+//         --fp8-scaling delayed); the model's parameters stay bf16 (the
 //         f32 masters in the optimizer) and are cast to FP8 at use. Embeddings, attention, norms
 //         and the head stay bf16. Only the decoder families have the FP8 path
 //         (LanguageModel::set_fp8); no loss scaling.
@@ -31,12 +32,23 @@ struct EnumNames<Precision> {
   static constexpr std::array<EnumName<Precision>, 4> table{
       {{Precision::fp32, "fp32"}, {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}, {Precision::fp8, "fp8"}}};
 };
+template <>
+struct EnumNames<ops::Fp8ScaleMode> {
+  static constexpr std::array<EnumName<ops::Fp8ScaleMode>, 2> table{
+      {{ops::Fp8ScaleMode::current, "current"}, {ops::Fp8ScaleMode::delayed, "delayed"}}};
+};
 DType compute_dtype(Precision p);  // f32 | f16 | bf16 (fp8: bf16, the FP8 GEMMs cast at use)
 // fp8's recipe for the block GEMMs: E4M3 gradients (bench_fp8_error: E4M3's extra mantissa bit
 // halves the gradient GEMMs' error, and with current scaling E5M2's extra range buys nothing —
-// the scale always fits the tensor), current per-tensor scaling (s from the tensor being cast:
-// no amax history to carry, never saturates; recompute re-derives the same s), power-of-two s.
-ops::Fp8LinearOptions fp8_training_recipe();
+// the scale always fits the tensor), power-of-two s, and the scaling --fp8-scaling picks:
+//   current  (the default) s from the tensor being cast: no amax history to carry, never
+//            saturates; recompute re-derives the same s
+//   delayed  Transformer Engine's recipe (ops/fp8_scaling.h): the casts use the s of the last
+//            update and record their amax; after each optimizer step the trainer max-reduces
+//            every layer's amaxes over the dp × tp ranks of its stage (one all-reduce) and
+//            updates the scales from a history of `history` amaxes (runtime/train/fp8_delayed.h);
+//            the histories are checkpointed (optimizer file, keys "fp8.<layer>.<gemm>.<x|w|grad>")
+ops::Fp8LinearOptions fp8_training_recipe(ops::Fp8ScaleMode mode = ops::Fp8ScaleMode::current, int64_t history = 16);
 
 class LossScaler {
  public:

@@ -3,6 +3,7 @@
 // diverged with finite numbers (runtime/train/divergence.h) stops.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "runtime/common/option_check.h"
 #include "runtime/optim/mixed_precision.h"
@@ -11,6 +12,10 @@ namespace st::runtime {
 
 struct PrecisionOptions {
   Precision precision = Precision::fp32;
+  // --precision fp8's scaling (runtime/optim/mixed_precision.h fp8_training_recipe): current, or
+  // delayed with a history of fp8_amax_history amaxes per tensor (1 … 4096; read only when delayed)
+  ops::Fp8ScaleMode fp8_scaling = ops::Fp8ScaleMode::current;
+  int64_t fp8_amax_history = 16;
   bool tf32 = false;  // CUDA f32 GEMMs on TF32 tensor cores (ops/matmul.h set_gemm_allow_tf32); false: exact
   // fp32/bf16: a step whose loss or grad norm is inf/NaN is skipped; this many in a row stop the
   // run (fp16: overflows at the loss scale's floor). 0: never stop.
@@ -25,6 +30,11 @@ struct PrecisionOptions {
     if (!(max_loss_ratio == 0 || max_loss_ratio > 1))
       fail("max-loss-ratio", "must be 0 (off) or > 1, got " + option_str(max_loss_ratio));
     require_positive(fail, "loss-ratio-steps", static_cast<double>(loss_ratio_steps));
+    if (fp8_scaling == ops::Fp8ScaleMode::delayed && precision != Precision::fp8)
+      fail("fp8-scaling", "delayed scales FP8 casts: it needs --precision fp8 (this run is " +
+                              std::string(to_string(precision)) + ")");
+    if (fp8_amax_history < 1 || fp8_amax_history > 4096)
+      fail("fp8-amax-history", "must be in 1 ... 4096, got " + std::to_string(fp8_amax_history));
   }
 };
 

@@ -17,7 +17,9 @@ int64_t padded(int64_t size, const ShardSpec& s, int tp) { return s.pad_to_tp ? 
 
 ShardRule optimizer_state_shard_rule(ShardRule param_rule) {
   return [param_rule = std::move(param_rule)](const std::string& n) -> ShardSpec {
-    if (n == "step") return ShardSpec::replicate();
+    // step, and --fp8-scaling delayed's per-GEMM scaling states (runtime/train/fp8_delayed.h):
+    // equal on every rank of the tp group
+    if (n == "step" || n.compare(0, 4, "fp8.") == 0) return ShardSpec::replicate();
     for (const char* prefix : {"exp_avg.", "exp_avg_sq.", "momentum_buffer.", "master."}) {
       const std::string p = prefix;
       if (n.compare(0, p.size(), p) == 0) return param_rule(n.substr(p.size()));

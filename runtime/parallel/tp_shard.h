@@ -18,7 +18,8 @@ namespace st::runtime {
 
 // The rule for an optimizer's state_dict (runtime/optim/optimizer.h): "step" replicated;
 // "exp_avg.<p>", "exp_avg_sq.<p>", "momentum_buffer.<p>", "master.<p>" split like parameter <p>
-// (param_rule). Another key is a ValueError.
+// (param_rule); "fp8.*" (--fp8-scaling delayed's scaling states, runtime/train/fp8_delayed.h)
+// replicated. Another key is a ValueError.
 ShardRule optimizer_state_shard_rule(ShardRule param_rule);
 
 // Local shape of a full tensor shaped `full` on each of tp ranks. Throws ShapeError naming the

@@ -42,6 +42,7 @@ class StageModel : public LanguageModel {
   }
   void set_sequence_parallel(bool on) override { part_->set_sequence_parallel(on); }
   std::vector<std::shared_ptr<ops::Fp8LinearState>> fp8_states() const override { return part_->fp8_states(); }
+  NamedFp8States fp8_named_states() const override { return part_->fp8_named_states(); }
   void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict) override;
   ShardRule shard_rule() const override { return part_->shard_rule(); }
   std::shared_ptr<comm::Communicator> tensor_parallel_group() const override { return part_->tensor_parallel_group(); }

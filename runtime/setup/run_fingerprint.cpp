@@ -116,6 +116,8 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"grad-accum", num(c.grad_accum)},
       // numerics
       {"precision", to_string(c.precision)},
+      {"fp8-scaling", to_string(c.fp8_scaling)},
+      {"fp8-amax-history", num(c.fp8_amax_history)},
       {"device", to_string(c.device)},
       {"seed", std::to_string(c.seed)},
       {"recompute", flag(c.recompute)},

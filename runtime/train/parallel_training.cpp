@@ -256,6 +256,11 @@ int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
     w.source = std::make_unique<LocalGradientSource>(in.model, in.data, in.layout, in.device);
   if (rule) wire_tensor_parallel(job, rule, *model, w);
   w.reductions = wire_reductions(job);
+  // --fp8-scaling delayed: the amaxes agreed over the stage's dp × tp ranks (not across stages:
+  // they hold other layers); its dp 0 / tp 0 writes the states (runtime/train/fp8_delayed.h)
+  if (cfg.precision == Precision::fp8 && cfg.fp8_scaling == ops::Fp8ScaleMode::delayed)
+    w.fp8_amax_group = world->split(job.me.pp, world->rank(), "fp8-amax");
+  w.writes_fp8_state = job.me.dp == 0 && job.me.tp == 0;
 
   std::vector<std::shared_ptr<GradientSync>> syncs;
   std::shared_ptr<DataParallelSync> dp_sync;

@@ -7,6 +7,7 @@
 #include "runtime/common/timing.h"
 #include "runtime/nn/dropout_context.h"
 #include "runtime/observe/trace.h"
+#include "runtime/train/fp8_delayed.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -64,10 +65,11 @@ void PipelineGradientSource::check_bound(StepState& st, const std::vector<PipeAc
 // The input each chunk receives cannot be derived without running its predecessors, so it is
 // agreed once: in model-chunk order (chunk c of stage s is model chunk c·p + s) each chunk
 // receives its predecessor's output shape, forwards a zero micro-batch in eval mode (no dropout
-// draw) and sends its own output's shape on. The order is one chain, so blocking sends cannot wait
+// draw; delayed FP8 scaling states kept as they were) and sends its own output's shape on. The order is one chain, so blocking sends cannot wait
 // in a circle.
 void PipelineGradientSource::agree_shapes() {
   NoGradGuard ng;
+  const Fp8StateKeeper keep(stage_->fp8_named_states());  // delayed FP8: the zeros' casts record no amax
   const bool was_training = stage_->is_training();
   stage_->eval();
   const int r = pp_->rank(), p = pp_->size();
@@ -213,6 +215,7 @@ void PipelineGradientSource::compute_gradients(const StepContext& ctx, GradientS
 double PipelineGradientSource::evaluate(const TokenData& val, int64_t batches) {
   if (in_shape_.empty()) agree_shapes();  // before any training step (collective over the stages)
   NoGradGuard ng;
+  const Fp8StateKeeper keep(stage_->fp8_named_states());  // delayed FP8: the zeros' casts record no amax
   const bool was_training = stage_->is_training();
   stage_->eval();
   const int r = pp_->rank(), p = pp_->size();

@@ -79,10 +79,12 @@ std::string begin_temp(const std::string& root, int64_t step, const StateShardin
   return dir.temp_path_for(step);
 }
 
-// optimizer keys: "step" is rank 0's; "<slot>.<param>" goes with its parameter
+// optimizer keys: "step" is rank 0's; "fp8.<gemm>.<part>" (--fp8-scaling delayed) the caller
+// decides whole; "<slot>.<param>" goes with its parameter
 WrittenElsewhere optimizer_elsewhere(const WrittenElsewhere& elsewhere, bool lead) {
   return [elsewhere, lead](const std::string& key) {
     if (key == "step") return !lead;
+    if (key.compare(0, 4, "fp8.") == 0) return elsewhere && elsewhere(key);  // the caller's (fp8_delayed.h)
     const size_t dot = key.find('.');
     return dot != std::string::npos && elsewhere && elsewhere(key.substr(dot + 1));
   };

@@ -88,6 +88,8 @@ TrainStep::TrainStep(StepParts parts, const StepConstants& constants, const Loss
   // atomics into a fixed device address: a captured step's replays count again, nothing is baked)
   const Tensor fp8_counts = ops::step_state_fp8_counts(state_);
   for (const auto& fp8 : p_.model->fp8_states()) fp8->counts = fp8_counts;
+  if (const auto named = p_.model->fp8_named_states(); fp8_delayed(named))
+    fp8_delayed_ = std::make_unique<Fp8DelayedScaling>(named, p_.fp8_amax_group);
   grow_tables(std::max<int64_t>(table_steps, p_.opt->steps_taken()));
   loss_factor_ = Tensor::zeros({}, DType::f32, device_);
   const int64_t K = p_.source->micro_batches();
@@ -222,6 +224,8 @@ void TrainStep::body(int64_t step) {
   }
   grads.clear();
   p_.sync->end_step(StateOutcome(state_));
+  // --fp8-scaling delayed: the step's amaxes agreed over the stage, the next step's scales set
+  if (fp8_delayed_) fp8_delayed_->update();
 }
 
 void TrainStep::combine() {

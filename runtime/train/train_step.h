@@ -17,6 +17,10 @@
 //                                                     clip coefficient of the global norm, AdamW's scalars
 //   8. Optimizer::step_on_device                      the update with those scalars; nothing when skipped
 //   9. GradientSync::end_step                         ZeRO-1/2 broadcast the owners' updated values
+//  10. Fp8DelayedScaling::update (--fp8-scaling      every FP8 GEMM's amaxes max-reduced over the stage's
+//      delayed only)                                 dp × tp ranks (several ranks: one all-reduce), then
+//                                                    each history rolled and the next scales set (device
+//                                                    kernels: captured with the rest for one process)
 // Every scalar of the step lives in the step state (ops/step_state.h), computed by the same IEEE
 // operations the host would use, so no host value changes per step and nothing in 1-5 and 7-9
 // waits for the host: one process can be a graph. The host writes lr (and 1 − lr·wd) into the state
@@ -53,6 +57,7 @@
 #include "runtime/optim/optimizer.h"
 #include "runtime/parallel/gradient_sync.h"
 #include "runtime/parallel/reductions.h"
+#include "runtime/train/fp8_delayed.h"
 #include "runtime/train/gradient_source.h"
 #include "tensor/graph.h"
 #include "tensor/pinned.h"
@@ -104,6 +109,8 @@ struct StepParts {
   std::vector<double> norm_weights;   // per optimizer parameter (empty: 1 each)
   TrainSeams seams;
   int rank = 0;                       // this rank of the world (for the seams)
+  // --fp8-scaling delayed: the ranks the FP8 amaxes are max-reduced over (runtime/train/fp8_delayed.h); null: none
+  std::shared_ptr<comm::Communicator> fp8_amax_group;
 };
 
 // The run's constants the state needs.
@@ -179,6 +186,7 @@ class TrainStep {
   std::array<bool, 2> checks_{false, false};          // the slot holds a replay's check values
   std::vector<int64_t> queue_;                        // pending steps, oldest first
   ops::DeviceStepState last_;                         // the state after the last waited step
+  std::unique_ptr<Fp8DelayedScaling> fp8_delayed_;    // --fp8-scaling delayed; null otherwise
   std::string fallback_;
   bool warned_ = false;                               // the loss scale's floor warning, once
 };

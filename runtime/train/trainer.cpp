@@ -1,6 +1,8 @@
 // The training loop (see the header for the step order).
 #include "runtime/train/trainer.h"
 
+#include "runtime/train/fp8_delayed.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -207,7 +209,15 @@ void Trainer::init(const std::string& resume_path) {
   if (cfg_.sequence_parallel && cfg_.tp > 1) model_->set_sequence_parallel(true);
   // fp8: the blocks' GEMMs through ops::fp8_linear, their scaling states on the run's device
   // (ValueError for a family without the FP8 path)
-  if (cfg_.precision == Precision::fp8) model_->set_fp8(fp8_training_recipe(), cfg_.device);
+  if (cfg_.precision == Precision::fp8) {
+    model_->set_fp8(fp8_training_recipe(cfg_.fp8_scaling, cfg_.fp8_amax_history), cfg_.device);
+    // delayed: the scales and amax histories of the checkpoint (a current-scaling one has none:
+    // they start fresh, with a note)
+    if (!resume_path.empty()) {
+      const std::string note = load_fp8_checkpoint_state(model_->fp8_named_states(), *ckpt.optimizer, resume_path);
+      if (!note.empty() && rank() == 0) std::cout << note << std::endl;
+    }
+  }
   if (eval_interval(cfg_) > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
   // --cuda-graph 1 (the default) where it applies: decided once, from the config and what the
   // wiring supports (TrainStep::capture_refusal; on CUDA a note says why not). The CPU has no
@@ -256,6 +266,7 @@ Trainer::Pending Trainer::launch_step() {
     parts.norm_weights = norm_weights();
     parts.seams = w_.seams;
     parts.rank = rank();
+    parts.fp8_amax_group = w_.fp8_amax_group;
     runner_ = std::make_unique<TrainStep>(std::move(parts), step_constants(cfg_, w_.layout), scaler_,
                                           std::max(cfg_.steps, step_ + 1), mode_);
   }
@@ -358,7 +369,12 @@ double Trainer::evaluate(const TokenData& val, int64_t max_batches) {
   // the source splits the batches over the replicas (and a pipeline runs them through its
   // stages); each rank's share summed as training's loss is the mean over the n batches
   trace::Scope ts("evaluate", "pipeline");
-  return w_.reductions.loss->allreduce_sum(w_.source->evaluate(val, n));
+  double mine;
+  {
+    const Fp8StateKeeper keep(model_->fp8_named_states());  // delayed FP8: evaluation records no amax
+    mine = w_.source->evaluate(val, n);
+  }
+  return w_.reductions.loss->allreduce_sum(mine);
 }
 
 TrainState Trainer::state() const {
@@ -383,6 +399,17 @@ TrainState Trainer::state() const {
   return s;
 }
 
+NamedTensors Trainer::with_fp8_state(NamedTensors opt_state) const {
+  for (auto& kv : fp8_checkpoint_state(model_->fp8_named_states())) opt_state.push_back(std::move(kv));
+  return opt_state;
+}
+
+bool Trainer::written_elsewhere(const std::set<std::string>& elsewhere, const std::string& key) const {
+  // the FP8 scaling states: equal over the stage's dp × tp ranks, written by its dp 0 / tp 0
+  if (key.compare(0, 4, kFp8KeyPrefix) == 0) return !w_.writes_fp8_state;
+  return elsewhere.count(key) > 0;
+}
+
 std::string Trainer::save_checkpoint() {
   ST_CHECK(!cfg_.checkpoint_dir.empty(), ValueError, "save_checkpoint: no --checkpoint-dir");
   // every rank writes its share (a collective for sharded layouts); a copy another rank also
@@ -390,10 +417,10 @@ std::string Trainer::save_checkpoint() {
   const std::set<std::string>& elsewhere = w_.roles.counted_elsewhere;
   // as whole as this rank writes them (ZeRO-3: assembled from the pieces, runtime/parallel/parameter_sharding.h)
   const NamedTensors weights = w_.params->full_weights(opt_->master_weights());
-  const NamedTensors opt_state = w_.params->full_optimizer_state(opt_->state_dict());
+  const NamedTensors opt_state = with_fp8_state(w_.params->full_optimizer_state(opt_->state_dict()));
   return save_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), weights,
                                opt_state, model_->shard_rule(),
-                               [&](const std::string& name) { return elsewhere.count(name) > 0; }, *w_.state,
+                               [&](const std::string& name) { return written_elsewhere(elsewhere, name); }, *w_.state,
                                cfg_.keep_checkpoints, w_.seams.crash_before_commit);
 }
 
@@ -417,11 +444,11 @@ void Trainer::checkpoint_boundary(bool due) {
       const std::set<std::string>& elsewhere = w_.roles.counted_elsewhere;
       trace::Scope tg("checkpoint gather", "optimizer");
       const NamedTensors weights = w_.params->full_weights(opt_->master_weights());
-      const NamedTensors opt_state = w_.params->full_optimizer_state(opt_->state_dict());
+      const NamedTensors opt_state = with_fp8_state(w_.params->full_optimizer_state(opt_->state_dict()));
       const TrainState now = state();
       async_->start(snapshot_train_checkpoint(
           cfg_.checkpoint_dir, now, model_->config_json(), weights, opt_state, model_->shard_rule(),
-          [&](const std::string& name) { return elsewhere.count(name) > 0; }, *w_.state, async_->model_host(),
+          [&](const std::string& name) { return written_elsewhere(elsewhere, name); }, *w_.state, async_->model_host(),
           async_->optimizer_host()));
     }
   }

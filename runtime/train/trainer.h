@@ -55,6 +55,11 @@ struct TrainerWiring {
   std::shared_ptr<comm::Communicator> world;    // every rank of the job; null: one process
   BatchLayout layout;                           // recorded in checkpoints
   TrainSeams seams;                              // test seams of the step (none in a real run)
+  // --fp8-scaling delayed (runtime/train/fp8_delayed.h): the ranks this rank's FP8 amaxes are
+  // max-reduced over (its pipeline stage's dp × tp ranks; null: one process), and whether this
+  // rank writes its stage's FP8 scaling states into checkpoints (dp 0 and tp 0 of the stage)
+  std::shared_ptr<comm::Communicator> fp8_amax_group;
+  bool writes_fp8_state = true;
 };
 
 class Trainer {
@@ -86,6 +91,10 @@ class Trainer {
 
  private:
   void init(const std::string& resume_path);
+  // the optimizer state plus --fp8-scaling delayed's scaling states (runtime/train/fp8_delayed.h)
+  NamedTensors with_fp8_state(NamedTensors opt_state) const;
+  // a checkpoint key another rank writes: `elsewhere` (the parameters), or an FP8 state this rank does not write
+  bool written_elsewhere(const std::set<std::string>& elsewhere, const std::string& key) const;
   std::vector<double> norm_weights() const;
   // A launched step (its metrics' step, lr and memory filled) whose report is not read yet.
   struct Pending {

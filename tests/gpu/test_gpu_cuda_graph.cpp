@@ -36,6 +36,7 @@ using runtime::Precision;
 struct TrainRun {
   std::vector<runtime::StepMetrics> steps;
   NamedTensors params, opt_state;
+  NamedTensors fp8;  // --fp8-scaling delayed: every GEMM's scaling state (s, s⁻¹, amax, history)
   bool graph = false;
   uint64_t mallocs_after_step3 = 0, mallocs_at_end = 0;
 };
@@ -66,6 +67,10 @@ TrainRun train(const runtime::TrainConfig& cfg, double initial_scale = 0) {
   r.mallocs_at_end = cuda::malloc_count();
   for (auto& [n, p] : t.model().named_parameters()) r.params.emplace_back(n, p.detach().to(Device::cpu));
   for (auto& [n, s] : t.optimizer().state_dict()) r.opt_state.emplace_back(n, s.to(Device::cpu));
+  for (auto& [n, s] : t.model().fp8_named_states())
+    if (s->x.options.mode == ops::Fp8ScaleMode::delayed)
+      for (auto [part, sc] : {std::pair{".x", &s->x}, std::pair{".w", &s->w}, std::pair{".grad", &s->grad}})
+        r.fp8.emplace_back(n + part, sc->state.to(Device::cpu));
   return r;
 }
 
@@ -127,6 +132,23 @@ TEST(GpuCudaGraph, Fp8AccumulatedSameBitsAsEagerAndSameCounts) {
   }
   // the CPU emulation of this run (shardtrain train, 2026-12-05) counted 78 … 118 underflows a step
   EXPECT_GT(under, 0) << "no underflow in 6 steps: are the counts added?";
+}
+// --fp8-scaling delayed: the amax history's update (runtime/train/fp8_delayed.h) is part of the
+// captured body: every replay rolls the histories and sets the next scales on the device, so the
+// scaling states after 6 steps are the eager run's bit for bit (a replay without the update would
+// keep the warm-up's one amax and its scale), and so are the losses and weights
+TEST(GpuCudaGraph, Fp8DelayedScalingSameBitsAsEager) {
+  runtime::TrainConfig e = config(Precision::fp8, 2, false), g = config(Precision::fp8, 2, true);
+  e.fp8_scaling = g.fp8_scaling = ops::Fp8ScaleMode::delayed;
+  const TrainRun eager = train(e), graph = train(g);
+  expect_identical(eager, graph);
+  ASSERT_FALSE(eager.fp8.empty());
+  expect_same_tensors(eager.fp8, graph.fp8, "fp8 scaling state");
+  for (auto& [n, st] : graph.fp8) {  // 6 amaxes pushed: history slots 0 … 5 set, s from them
+    const float* v = st.data<float>();
+    EXPECT_GT(v[ops::kFp8History + 5], 0.f) << n << ": fewer than 6 updates ran";
+    EXPECT_NE(v[ops::kFp8Scale], 1.f) << n << ": s never left its initial 1";
+  }
 }
 TEST(GpuCudaGraph, Fp32AccumulatedSameBitsAsEager) { check(Precision::fp32, 2); }
 TEST(GpuCudaGraph, Bf16AccumulatedSameBitsAsEager) { check(Precision::bf16, 2); }

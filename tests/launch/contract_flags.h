@@ -14,7 +14,8 @@ inline const std::vector<std::string>& contract_train_flags() {
       // extensions
       "grad-comm-dtype", "bucket-mb", "keep-checkpoints", "momentum", "log-every", "dropout", "shuffle",
       "overwrite-checkpoints", "max-nonfinite-steps", "max-memory", "tf32", "cuda-graph", "chunked-head",
-      "flight-recorder-dump", "max-loss-ratio", "loss-ratio-steps", "async-checkpoint", "sequence-parallel"};
+      "flight-recorder-dump", "max-loss-ratio", "loss-ratio-steps", "async-checkpoint", "sequence-parallel",
+      "fp8-scaling", "fp8-amax-history"};
   return f;
 }
 inline const std::vector<std::string>& contract_sample_flags() {

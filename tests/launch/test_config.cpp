@@ -126,6 +126,16 @@ TEST(LaunchConfig, BadValuesNameTheKeyAndTheFile) {
   y = temp_yaml("badenum.yaml", "precision: fp4\n");
   expect_usage_error({"--config", y}, {y, "key 'precision'", "expected one of fp32|fp16|bf16|fp8, got 'fp4'"});
   expect_usage_error({"--grad-comm-dtype", "fp8"}, {"--grad-comm-dtype", "fp8 is a compute precision"});
+  expect_usage_error({"--fp8-scaling", "delayed"}, {"--fp8-scaling", "it needs --precision fp8", "this run is fp32"});
+  expect_usage_error({"--fp8-scaling", "late"}, {"--fp8-scaling", "expected one of current|delayed, got 'late'"});
+  expect_usage_error({"--precision", "fp8", "--fp8-scaling", "delayed", "--fp8-amax-history", "0"},
+                     {"--fp8-amax-history", "must be in 1 ... 4096, got 0"});
+  {
+    const auto c = parse_train_args({"--precision", "fp8", "--fp8-scaling", "delayed", "--fp8-amax-history", "32"});
+    EXPECT_EQ(c.fp8_scaling, ops::Fp8ScaleMode::delayed);
+    EXPECT_EQ(c.fp8_amax_history, 32);
+    EXPECT_EQ(parse_train_args({}).fp8_scaling, ops::Fp8ScaleMode::current);  // the default: unchanged
+  }
   expect_usage_error({"--micro-batch", "8x"}, {"flag --micro-batch", "expected an integer, got '8x'"});
   expect_usage_error({"--zero", "maybe"}, {"flag --zero", "expected an integer, got 'maybe'"});
   expect_usage_error({"--zero", "4"}, {"--zero", "must be 0, 1, 2 or 3", "got 4"});
