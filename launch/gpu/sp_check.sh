@@ -10,7 +10,8 @@
 # (expect SP lower: the planner's closed form, `shardtrain plan ... --sequence-parallel 1`) and
 # the median step_ms of each.
 # Env: BUILD (build), DEVICE (cuda; cpu with TINY=1 checks the command lines at tiny sizes on 2
-# CPU ranks), STEPS (20), BUDGET_S (570).
+# CPU ranks), STEPS (20), BUDGET_S (570), COMM (mpi: both ranks on one GPU through the MPI
+# backend, launched by plain mpirun — the one-GPU machine; step times then measure that backend).
 set -u
 cd "$(dirname "$0")/../.."
 [ $# -ge 1 ] || { sed -n 2,14p "$0"; exit 2; }
@@ -36,7 +37,7 @@ else
   LLAMA="--model llama --layers 8 --d-model 1024 --heads 16 --kv-heads 8 --seq-len 1024 --vocab 32000"
   B=8; T=1024; V=32000
 fi
-if [ "$DEVICE" = cuda ]; then MPI="launch/mpirun.sh -n 2 --gpus --"; else MPI="mpirun -np 2 --oversubscribe --allow-run-as-root"; fi
+if [ "$DEVICE" = cuda ] && [ -z "${COMM:-}" ]; then MPI="launch/mpirun.sh -n 2 --gpus --"; else MPI="mpirun -np 2 --oversubscribe --allow-run-as-root"; fi
 source launch/gpu/tokens.sh
 tok="$OUT/tokens.bin"
 [ -f "$tok" ] || tokens "$tok" "$V" $(( STEPS * B * T + 1 ))
@@ -56,7 +57,7 @@ for model in gpt llama; do
     flags=$GPT; [ $model = llama ] && flags=$LLAMA
     for sp in 0 1; do
       m="$OUT/${model}_${p}_sp$sp.jsonl"; rm -f "$m"
-      timeout "$(cap 200)" $MPI "$ST" train $flags --device "$DEVICE" --data "$tok" --precision $p --tp 2 \
+      timeout "$(cap 200)" $MPI "$ST" train $flags --device "$DEVICE" --data "$tok" --precision $p --tp 2 ${COMM:+--comm $COMM} \
         --sequence-parallel $sp --dropout 0 --micro-batch $B --steps "$STEPS" --lr 3e-4 --log-every 1000 \
         --metrics "$m" > "$OUT/${model}_${p}_sp$sp.log" 2>&1 || note "$model $p sp $sp: exit $? (see its log)"
     done
