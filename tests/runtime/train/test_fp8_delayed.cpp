@@ -18,11 +18,11 @@
 #include <cstring>
 #include <filesystem>
 
+#include "fp8_tiny.h"
 #include "runtime/data/token_data.h"
 #include "runtime/train/fp8_delayed.h"
 #include "runtime/train/trainer.h"
 #include "tensor/autograd.h"
-#include "tensor/philox.h"
 
 namespace st::runtime {
 namespace {
@@ -35,32 +35,9 @@ std::string dir() {
   return d;
 }
 
-std::string token_file() {
-  const std::string path = dir() + "/tokens.bin";
-  std::vector<uint16_t> tokens(20000);
-  for (size_t i = 0; i < tokens.size(); ++i)  // learnable: mostly i mod 37, some noise (layouts_common's stream)
-    tokens[i] = static_cast<uint16_t>(philox_uniform(3, i) < 0.8f ? i % 37 : (philox4x32_10(4, i).x[0] % 62));
-  write_token_file(path, tokens);
-  return path;
-}
-
-// test_fp8_train's tiny GPT (2 blocks, C 64, V 64, T 16, B 4 × K 2), under fp8
+// test_fp8_train's tiny GPT (fp8_tiny.h), under fp8 with the given scaling
 TrainConfig tiny(ops::Fp8ScaleMode mode, int64_t history = 16) {
-  TrainConfig c;
-  c.model = "gpt";
-  c.layers = 2;
-  c.d_model = 64;
-  c.heads = 4;
-  c.vocab = 64;
-  c.seq_len = 16;
-  c.micro_batch = 4;
-  c.grad_accum = 2;
-  c.steps = 20;
-  c.lr = 3e-3;
-  c.warmup = 0;
-  c.data = token_file();
-  c.progress = false;
-  c.log_every = 0;
+  TrainConfig c = test::fp8_tiny_config("gpt", dir());
   c.precision = Precision::fp8;
   c.fp8_scaling = mode;
   c.fp8_amax_history = history;
@@ -230,7 +207,7 @@ TEST(Fp8Delayed, EvaluationLeavesTheStates) {
     return v;
   };
   const std::vector<float> before = snapshot();
-  const double val = t.evaluate(TokenData(token_file()), 2);
+  const double val = t.evaluate(TokenData(test::fp8_token_file(dir())), 2);
   EXPECT_TRUE(std::isfinite(val));
   EXPECT_EQ(snapshot(), before);
 }

@@ -19,6 +19,7 @@
 #include "models/llama.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "fp8_tiny.h"
 #include "runtime/data/token_data.h"
 #include "runtime/train/trainer.h"
 #include "tensor/autograd.h"
@@ -111,35 +112,8 @@ TEST(Fp8Train, LlamaBlockGradientsWithinFp8Error) {
 
 // ---- 2. training ---------------------------------------------------------------------------------
 
-std::string token_file() {
-  const std::string d = std::string(ST_TEST_BINARY_DIR) + "/fp8_train";
-  fs::create_directories(d);
-  const std::string path = d + "/tokens.bin";
-  std::vector<uint16_t> tokens(20000);
-  for (size_t i = 0; i < tokens.size(); ++i)  // learnable: mostly i mod 37, some noise (layouts_common's stream)
-    tokens[i] = static_cast<uint16_t>(philox_uniform(3, i) < 0.8f ? i % 37 : (philox4x32_10(4, i).x[0] % 62));
-  write_token_file(path, tokens);
-  return path;
-}
-
 TrainConfig tiny(const std::string& family) {
-  TrainConfig c;
-  c.model = family;
-  c.layers = 2;
-  c.d_model = 64;
-  c.heads = 4;
-  if (family == "llama") c.kv_heads = 2, c.ffn = 96;
-  c.vocab = 64;
-  c.seq_len = 16;
-  c.micro_batch = 4;
-  c.grad_accum = 2;
-  c.steps = 20;
-  c.lr = 3e-3;
-  c.warmup = 0;
-  c.data = token_file();
-  c.progress = false;
-  c.log_every = 0;
-  return c;
+  return test::fp8_tiny_config(family, std::string(ST_TEST_BINARY_DIR) + "/fp8_train");
 }
 
 std::vector<double> losses(TrainConfig c, Precision p, size_t* fp8_states = nullptr) {
