@@ -77,14 +77,17 @@ const char* kEpilog =
     "\n"
     "With --gpu-memory SIZE: the plan is CUDA's (--device cuda unless --device is on the command line)\n"
     "in bf16 unless --precision is set; the layouts of --world ranks (dp x tp x pp, ZeRO 0-3 when\n"
-    "dp > 1, recompute 0/1, 1F1B; the global batch micro-batch x grad-accum x dp of the flags kept)\n"
+    "dp > 1, recompute 0/1, sequence parallelism 0/1 at tp > 1 without dropout and T % tp = 0, 1F1B;\n"
+    "the global batch micro-batch x grad-accum x dp of the flags kept)\n"
     "whose every rank's peak fits are listed with their largest rank's bytes by kind, best first, and\n"
     "the best 3 as `launch/mpirun.sh -n N -- shardtrain train ...` lines that run them. When none fits\n"
     "it fails with one line naming the smallest plan and the --world or --micro-batch that fits. The\n"
     "ranking is by this cost model (per optimizer step, seconds; a ranking, not a promise):\n"
     "  compute  3 F N / (world flops) x (1 + (pp-1)/m) x (4/3 with recompute)\n"
     "           F forward FLOPs per token, N tokens per step, m micro-batches (grad-accum)\n"
-    "  tp       L/pp x m x 4 all-reduces of B T C e bytes, x 2(tp-1)/tp, over --intra-gbs\n"
+    "  tp       L/pp x m x 4 all-reduces of B T C e bytes, x 2(tp-1)/tp, over --intra-gbs (the same\n"
+    "           with sequence parallelism: an all-gather and a reduce-scatter for each; ties go to\n"
+    "           the smaller peak)\n"
     "  dp       over --inter-gbs (world > --gpus-per-node) or --intra-gbs; P_stage = P/(tp pp),\n"
     "           P the model's parameters (a tied weight once), e_c the --grad-comm-dtype bytes:\n"
     "           ZeRO 0    2(dp-1)/dp x P_stage x e_c, hidden behind the backward (2/3 of\n"
@@ -110,14 +113,16 @@ bool plan_only(const std::string& name) {
   return false;
 }
 bool layout_flag(const std::string& name) {
-  for (const char* n : {"dp", "tp", "pp", "zero", "recompute", "grad-accum", "schedule", "virtual-stages"})
+  for (const char* n : {"dp", "tp", "pp", "zero", "recompute", "grad-accum", "schedule", "virtual-stages",
+                        "sequence-parallel"})
     if (name == n) return true;
   return false;
 }
 
 // The train arguments that run what was planned: --config as given, every train flag given on
 // the command line (its value as parsed), then — for a listed layout — its dp, tp, pp, ZeRO stage,
-// recompute and grad-accum, 1F1B for a pipeline, and the device and precision --gpu-memory chose.
+// recompute and grad-accum, 1F1B for a pipeline, sequence parallelism where on, and the device and
+// precision --gpu-memory chose.
 std::vector<std::string> train_args(const OptionTable& t, const std::vector<std::string>& args,
                                     const runtime::PlanLayout* layout, const std::vector<std::string>& chosen) {
   std::vector<std::string> out;
@@ -138,6 +143,7 @@ std::vector<std::string> train_args(const OptionTable& t, const std::vector<std:
       out.push_back(std::to_string(value));
     }
     if (l.pp > 1) out.insert(out.end(), {"--schedule", "1f1b", "--virtual-stages", "1"});
+    if (l.sequence_parallel) out.insert(out.end(), {"--sequence-parallel", "1"});
   }
   out.insert(out.end(), chosen.begin(), chosen.end());
   return out;
@@ -162,7 +168,8 @@ const runtime::StageMemory& largest_stage(const runtime::MemoryPlan&& plan) = de
 
 std::string layout_words(const runtime::PlanLayout& l) {
   return "dp " + std::to_string(l.dp) + " tp " + std::to_string(l.tp) + " pp " + std::to_string(l.pp) + " zero " +
-         std::to_string(l.zero) + " recompute " + (l.recompute ? "1" : "0") + " grad-accum " + std::to_string(l.grad_accum);
+         std::to_string(l.zero) + " recompute " + (l.recompute ? "1" : "0") + (l.sequence_parallel ? " sp 1" : "") +
+         " grad-accum " + std::to_string(l.grad_accum);
 }
 
 // What to change when no layout fits: the smallest plan of this world, and the first larger
@@ -171,7 +178,8 @@ std::string nothing_fits(const nlohmann::json& entry, int64_t seq_len, const run
                          double device, const runtime::CostModel& cost, const std::string& where) {
   std::ostringstream o;
   o << "no layout of " << world << (world == 1 ? " rank" : " ranks") << " fits in " << runtime::human_bytes(device)
-    << " per " << where << " device (dp x tp x pp, ZeRO 0-3 where dp > 1, recompute 0 and 1 tried)";
+    << " per " << where
+    << " device (dp x tp x pp, ZeRO 0-3 where dp > 1, recompute 0 and 1, sequence parallelism at tp > 1 tried)";
   const auto all = runtime::fitting_layouts(entry, seq_len, asked, world, std::numeric_limits<double>::infinity(), cost);
   const int64_t global = asked.micro_batch * asked.grad_accum * asked.dp;
   if (all.empty()) {
@@ -276,8 +284,8 @@ int cmd_plan(const std::vector<std::string>& args) {
             << device_name << " device, best first (MiB on the largest rank, by kind; step ms by the cost model of "
             << "plan --help):\n";
   char row[320];
-  std::snprintf(row, sizeof row, "%3s %4s %4s %4s %4s %9s %10s %8s %9s %9s %9s %9s %8s %9s %9s %8s %8s %8s %8s\n", "#", "dp",
-                "tp", "pp", "zero", "recompute", "grad-accum", "schedule", "params", "grads", "optim", "act", "comm",
+  std::snprintf(row, sizeof row, "%3s %4s %4s %4s %4s %9s %3s %10s %8s %9s %9s %9s %9s %8s %9s %9s %8s %8s %8s %8s\n", "#",
+                "dp", "tp", "pp", "zero", "recompute", "sp", "grad-accum", "schedule", "params", "grads", "optim", "act", "comm",
                 "peak", "step ms", "compute", "tp", "dp", "pp");
   std::cout << row;
   const size_t shown = std::min<size_t>(ranked.size(), static_cast<size_t>(p.top));
@@ -287,9 +295,9 @@ int cmd_plan(const std::vector<std::string>& args) {
     const runtime::MemoryPlan plan = runtime::plan_memory(entry, seq_len, l);
     const runtime::StageMemory& m = largest_stage(plan);
     std::snprintf(row, sizeof row,
-                  "%3zu %4lld %4lld %4lld %4d %9d %10lld %8s %9s %9s %9s %9s %8s %9s %9.2f %8.2f %8.2f %8.2f %8.2f\n", i + 1,
-                  static_cast<long long>(l.dp), static_cast<long long>(l.tp), static_cast<long long>(l.pp), l.zero,
-                  l.recompute ? 1 : 0, static_cast<long long>(l.grad_accum), l.pp > 1 ? "1f1b" : "-", mib(m.params).c_str(),
+                  "%3zu %4lld %4lld %4lld %4d %9d %3d %10lld %8s %9s %9s %9s %9s %8s %9s %9.2f %8.2f %8.2f %8.2f %8.2f\n",
+                  i + 1, static_cast<long long>(l.dp), static_cast<long long>(l.tp), static_cast<long long>(l.pp), l.zero,
+                  l.recompute ? 1 : 0, l.sequence_parallel ? 1 : 0, static_cast<long long>(l.grad_accum), l.pp > 1 ? "1f1b" : "-", mib(m.params).c_str(),
                   mib(m.grads).c_str(), mib(m.optim).c_str(), mib(m.activations).c_str(), mib(m.comm).c_str(),
                   mib(r.peak).c_str(), 1e3 * r.cost.total(), 1e3 * r.cost.compute_s, 1e3 * r.cost.tp_s, 1e3 * r.cost.dp_s,
                   1e3 * r.cost.pp_s);

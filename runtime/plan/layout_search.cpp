@@ -33,6 +33,8 @@ StepCost step_cost(const nlohmann::json& entry, int64_t seq_len, const PlanLayou
   const double across = l.world() > cm.gpus_per_node ? inter : intra;  // dp and pp groups span nodes
   StepCost s;
   s.compute_s = 3 * flops_per_token * tokens / (world * cm.flops) * (1 + (pp - 1) / m) * (l.recompute ? 4.0 / 3 : 1);
+  // sequence parallel: each all-reduce becomes an all-gather and a reduce-scatter of the same ring
+  // volume (Megatron's accounting), so the term is the same
   if (l.tp > 1) s.tp_s = blocks / pp * m * 4 * 2 * (tp - 1) / tp * mb_tokens * C * e / intra;
   if (l.dp > 1) {
     const double share = (dp - 1) / dp, stage = params / (tp * pp);  // a tp rank's elements of its stage
@@ -55,7 +57,10 @@ std::vector<RankedLayout> fitting_layouts(const nlohmann::json& entry, int64_t s
   const nlohmann::json& c = entry.at("config");
   const int64_t heads = c.value("n_head", c.value("heads", int64_t{1}));
   const bool tp_ok = model_factory(entry.value("family", std::string())).tensor_parallel;
-  const int64_t blocks = static_cast<int64_t>(describe_model(entry, seq_len).layers.size()) - 2;
+  const ModelDescription d = describe_model(entry, seq_len);
+  const int64_t blocks = static_cast<int64_t>(d.layers.size()) - 2;
+  // sequence parallelism: the decoder families without dropout (train_config's rule), T divisible by tp
+  const bool sp_model = d.decoder && d.decoder->embd_pdrop == 0 && d.decoder->resid_pdrop == 0;
   const int64_t global = asked.micro_batch * asked.grad_accum * asked.dp;
   std::vector<RankedLayout> out;
   for (int64_t tp = 1; tp <= world; ++tp) {
@@ -66,17 +71,19 @@ std::vector<RankedLayout> fitting_layouts(const nlohmann::json& entry, int64_t s
       if (global % (asked.micro_batch * dp)) continue;
       const int64_t m = global / (asked.micro_batch * dp);
       if (pp > 1 && m > max_pipeline_micro_batches(1)) continue;
+      const int sp_max = tp > 1 && sp_model && seq_len % tp == 0 ? 1 : 0;
       for (int zero = 0; zero <= zero_stage_in_effect(3, dp); ++zero)  // the stages that differ at this dp
-        for (int recompute = 0; recompute <= 1; ++recompute) {
-          PlanLayout l = asked;
-          l.dp = dp, l.tp = tp, l.pp = pp, l.zero = zero, l.recompute = recompute != 0;
-          l.grad_accum = global / (asked.micro_batch * dp);
-          l.schedule = Schedule::one_f_one_b;
-          l.virtual_stages = 1;
-          const MemoryPlan plan = plan_memory(entry, seq_len, l);
-          if (plan.max_peak() > device_bytes) continue;
-          out.push_back({l, plan.max_peak(), step_cost(entry, seq_len, l, cm)});
-        }
+        for (int recompute = 0; recompute <= 1; ++recompute)
+          for (int sp = 0; sp <= sp_max; ++sp) {
+            PlanLayout l = asked;
+            l.dp = dp, l.tp = tp, l.pp = pp, l.zero = zero, l.recompute = recompute != 0, l.sequence_parallel = sp != 0;
+            l.grad_accum = global / (asked.micro_batch * dp);
+            l.schedule = Schedule::one_f_one_b;
+            l.virtual_stages = 1;
+            const MemoryPlan plan = plan_memory(entry, seq_len, l);
+            if (plan.max_peak() > device_bytes) continue;
+            out.push_back({l, plan.max_peak(), step_cost(entry, seq_len, l, cm)});
+          }
     }
   }
   std::stable_sort(out.begin(), out.end(), [](const RankedLayout& a, const RankedLayout& b) {

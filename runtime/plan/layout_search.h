@@ -1,6 +1,7 @@
 // The layouts of a model that fit a device, best first: every dp × tp × pp = world (tp a divisor
 // of the heads and at most a node's GPUs, pp at most the blocks), ZeRO stage 0 to 3 when dp > 1,
-// recompute off and on, the 1F1B schedule for pp > 1 (GPipe holds more with the same bubble), the
+// recompute off and on, sequence parallelism off and on at tp > 1 (a decoder family without
+// dropout, T divisible by tp), the 1F1B schedule for pp > 1 (GPipe holds more with the same bubble), the
 // global batch kept: the micro-batch as asked, grad-accum = global batch / (micro-batch · dp), a
 // layout where it does not divide left out. Each layout's per-rank peak is the memory planner's
 // (memory_plan.h, for the asked --device); it fits when its largest rank's peak is at most the
@@ -12,7 +13,9 @@
 //             tokens, m = grad-accum micro-batches, flops the device's dense peak (--flops)
 //   tp        4 all-reduces per block per micro-batch of (B, T, C) in the compute dtype, ring
 //             2(tp−1)/tp of it each, over the node's links (--intra-gbs), not overlapped:
-//             L · m · 4 · 2(tp−1)/tp · B·T·C·e / intra
+//             L · m · 4 · 2(tp−1)/tp · B·T·C·e / intra; the same under sequence parallelism
+//             (an all-gather and a reduce-scatter, (tp−1)/tp each, for each all-reduce), which
+//             then wins on its smaller peak
 //   dp        over --inter-gbs when the dp group spans nodes (world > --gpus-per-node) else
 //             --intra-gbs; P_stage = P/(tp·pp) (P the model's parameters, a tied weight once),
 //             e_c the gradients' --grad-comm-dtype bytes:

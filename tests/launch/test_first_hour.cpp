@@ -211,7 +211,7 @@ TEST(FirstHour, PlanPrintsTheCountTheKindsAndTheLinesThatRunIt) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r.out, "| bf16 |") && has(r.out, "| on cuda (--gpu-memory: --device cuda, --precision bf16 unless given)"))
       << r.out;
-  EXPECT_TRUE(has(r.out, "recompute grad-accum schedule    params     grads     optim       act     comm      peak"))
+  EXPECT_TRUE(has(r.out, "recompute  sp grad-accum schedule    params     grads     optim       act     comm      peak"))
       << r.out;
   EXPECT_TRUE(has(r.out, "run the best 2:\n  #1  launch/mpirun.sh --gpus -n 2 -- " + std::string(ST_SHARDTRAIN_BIN) +
                          " train --layers 2 --d-model 32 --heads 2 --seq-len 16 --micro-batch 2 --dp ")) << r.out;
@@ -224,7 +224,7 @@ TEST(FirstHour, PlanPrintsTheCountTheKindsAndTheLinesThatRunIt) {
   EXPECT_EQ(r.error_lines, 1) << r.out;
   EXPECT_TRUE(std::regex_search(r.error, std::regex("^no layout of 2 ranks fits in 2\\.0 GiB per cuda device .*: the "
                                                     "smallest, dp [0-9]+ tp [0-9]+ pp [0-9]+ zero [0-3] recompute 1 "
-                                                    "grad-accum [0-9]+, needs [0-9.]+ GiB on its largest rank; it fits "
+                                                    "(sp 1 )?grad-accum [0-9]+, needs [0-9.]+ GiB on its largest rank; it fits "
                                                     "with --world 4 \\(")))
       << r.error;
   EXPECT_FALSE(has(r.out, "  #   dp")) << r.out;

@@ -114,3 +114,59 @@ TEST(LayoutSearch, ADeviceOnlyZeroThreeFitsListsZeroThree) {
     EXPECT_LE(r.peak, device);
   }
 }
+
+// Sequence parallelism is searched at tp > 1 where the run would accept it (a decoder family, no
+// dropout, T divisible by tp): each SP layout has its twin without SP at the same cost (the
+// all-gathers and reduce-scatters move what the all-reduces did) and a smaller peak, so it ranks
+// first; a device between the two peaks lists the SP layout alone. Dropout, or a T that tp does
+// not divide, leaves SP out.
+TEST(LayoutSearch, SequenceParallelSearchedWhereTheRunAcceptsIt) {
+  const TrainConfig c = gpt();
+  const auto entry = model_entry(c);
+  const PlanLayout asked = plan_layout(c, 1);
+  const auto all = fitting_layouts(entry, 32, asked, 4, 1e18, CostModel{});
+  auto same_but_sp = [](const PlanLayout& a, const PlanLayout& b) {
+    return a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.zero == b.zero && a.recompute == b.recompute &&
+           a.sequence_parallel != b.sequence_parallel;
+  };
+  int with_sp = 0;
+  const RankedLayout* gap_sp = nullptr;
+  const RankedLayout* gap_twin = nullptr;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!all[i].layout.sequence_parallel) continue;
+    ++with_sp;
+    EXPECT_GT(all[i].layout.tp, 1);
+    size_t twin = all.size();
+    for (size_t j = 0; j < all.size(); ++j)
+      if (same_but_sp(all[i].layout, all[j].layout)) twin = j;
+    ASSERT_LT(twin, all.size()) << "no twin without SP";
+    EXPECT_DOUBLE_EQ(all[i].cost.total(), all[twin].cost.total());
+    EXPECT_LT(all[i].peak, all[twin].peak);
+    EXPECT_LT(i, twin);  // equal cost: the smaller peak first
+    if (!gap_sp || all[twin].peak - all[i].peak > gap_twin->peak - gap_sp->peak) gap_sp = &all[i], gap_twin = &all[twin];
+  }
+  EXPECT_GT(with_sp, 0) << "SP not searched";
+  ASSERT_NE(gap_sp, nullptr);
+  const double device = (gap_sp->peak + gap_twin->peak) / 2;
+  bool sp_listed = false;
+  for (const RankedLayout& r : fitting_layouts(entry, 32, asked, 4, device, CostModel{})) {
+    EXPECT_FALSE(same_but_sp(r.layout, gap_sp->layout) && !r.layout.sequence_parallel) << "the twin does not fit";
+    sp_listed = sp_listed || (r.layout.sequence_parallel && r.layout.dp == gap_sp->layout.dp &&
+                              r.layout.tp == gap_sp->layout.tp && r.layout.pp == gap_sp->layout.pp &&
+                              r.layout.zero == gap_sp->layout.zero && r.layout.recompute == gap_sp->layout.recompute);
+  }
+  EXPECT_TRUE(sp_listed);
+
+  TrainConfig dropped = gpt();
+  dropped.dropout = 0.1;
+  for (const RankedLayout& r : fitting_layouts(model_entry(dropped), 32, plan_layout(dropped, 1), 4, 1e18, CostModel{}))
+    EXPECT_FALSE(r.layout.sequence_parallel) << "SP listed with dropout";
+  TrainConfig odd = gpt();
+  odd.seq_len = 34;  // tp 2 divides it, tp 4 does not
+  int sp_tp2 = 0;
+  for (const RankedLayout& r : fitting_layouts(model_entry(odd), 34, plan_layout(odd, 1), 4, 1e18, CostModel{})) {
+    if (r.layout.sequence_parallel) EXPECT_EQ(r.layout.tp, 2);
+    sp_tp2 += r.layout.sequence_parallel && r.layout.tp == 2;
+  }
+  EXPECT_GT(sp_tp2, 0);
+}
