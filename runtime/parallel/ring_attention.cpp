@@ -3,7 +3,6 @@
 // one batch_p2p posted before the step's blocks and waited after them.
 #include "runtime/parallel/ring_attention.h"
 
-#include <string>
 #include <vector>
 
 #include "ops/attention_merge.h"

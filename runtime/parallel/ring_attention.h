@@ -23,9 +23,14 @@
 // rank's f32 accumulator, the block's dk, dv into a local f32 partial); after the wait the
 // partial is added to the received accumulator. After step N − 1 one more batch_p2p carries the
 // accumulators their last hop: every block's dk, dv arrive at its owner after N hops, summed
-// over every rank that attended to it. Forward and backward each issue N batches, in the same
-// order with the same tags on every rank (correct under rendezvous: NCCL, SHARDTRAIN_P2P=strict).
+// over every rank that attended to it. The forward issues N − 1 batches, the backward N + 1, in
+// the same order with the same tags on every rank, each send's receive in the same batch of its
+// peer (correct under rendezvous: NCCL, SHARDTRAIN_P2P=strict). Bytes a rank sends: forward
+// (N − 1)·|kv|, backward (N − 1)·|kv| + N·|kv in f32|.
 //
+// Every rank of the group calls the op with the same shapes, and runs its backward, in the same
+// order (as a collective): a rank that skips either leaves its neighbours waiting until the
+// communicator's deadline.
 // A null group or a group of size 1: one causal block over the local sequence (Tl need not be
 // even) — the forward is ops::causal_attention's bit for bit (tests/ops/test_ring_attention.cpp).
 // Inputs are not modified; q, k, v must share dtype and device; gradients come out in the

@@ -8,7 +8,7 @@
 //   - the load balance MEASURED from the blocks each rank ran: equal within 10 % (forward and
 //     backward) for load_balanced, > 2× apart for contiguous; the bytes each rank sent;
 //   - the sequence-sharding helpers (context_shard.h): positions, shard, unshard, gather.
-// Cost: well under a second per rank count.
+// Cost: about a second per rank count (mpirun's start included).
 #include <gtest/gtest.h>
 
 #include <algorithm>
