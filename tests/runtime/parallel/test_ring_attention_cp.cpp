@@ -1,5 +1,5 @@
 // Ring (context-parallel) attention over real ranks (runtime/parallel/ring_attention.h), the world
-// as the cp group (np 2, 4) and cp-2 sub-groups of it (np 4):
+// as the cp group (np 2, 3, 4) and cp-2 sub-groups of it (np 4):
 //   - each rank's output and q / k / v gradients equal the rows it holds of ONE process's whole
 //     causal attention on the full sequence (ops::causal_attention for MHA, the packed grouped-
 //     query op for GQA; gradients by autograd), fp32 and bf16, load-balanced and contiguous
@@ -184,10 +184,10 @@ TEST(RingAttentionCp, ContiguousSplitEqualsWholeAttention) {
 }
 
 // cp groups of two ranks split from the world (np 2: one, the world again; np 4: two rings side
-// by side, peers named in group ranks)
+// by side, peers named in group ranks; np 3: skipped)
 TEST(RingAttentionCp, SubGroupsOfTwo) {
   const CpGroup w = tptest::world();
-  ASSERT_EQ(w->size() % 2, 0);
+  if (w->size() % 2 != 0) GTEST_SKIP() << "an odd world does not split into pairs";
   const CpGroup cp = w->split(w->rank() / 2, w->rank(), "cp");
   ASSERT_EQ(cp->size(), 2);
   check_against_whole(cp, 4, 2, DType::f32, ContextSplit::load_balanced, "cp-2 sub-group");
