@@ -39,13 +39,23 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
     // and each output projection: c_proj's GEMM and its bias add (tp > 1: the GEMM, its all-reduce,
     // the bias add, in attention and in the MLP); a fused tp-1 projection is one tensor
     b.replicated = tp > 1 ? 10 : fused ? 6 : 8;
-    if (sp) b.replicated = 4 + 8 / t;  // sequence parallel: the header of block_activations says which
+    // sequence parallel: all eight on T/tp positions, no gathered inputs or partial sums kept
+    // (memory_plan.h's block_activations); FP8 keeps the separate gather / reduce-scatter nodes,
+    // so its GEMMs' gathered inputs and partial sums stay whole
+    if (sp) b.replicated = precision == Precision::fp8 ? 4 + 8 / t : 8 / t;
     // (B, T, A) tensors: c_attn's output (3A; unfused also its GEMM before the bias, 3A); the
     // composed attention's reshape and head-major copies of q, k, v (6A), its output and the heads
     // joined (2A); the packed kernels read q, k, v inside c_attn's output and keep one (B, T, A)
     b.attention = (fused ? 3 : 6) + (b.packed_attention ? 1 : 8);
     // (B, T, F) tensors: c_fc's output (unfused also its GEMM before the bias) and GELU's
     b.mlp = fused ? 2 : 3;
+    // sequence parallel without FP8: c_attn and c_fc are sp_column_linear nodes, which add their
+    // bias inside the node (runtime/parallel/sp_linear.h), so no pre-bias product is kept (−3A, −F),
+    // as with the fused CUDA epilogues
+    if (sp && !fused && precision != Precision::fp8) {
+      b.attention -= 3;
+      b.mlp -= 1;
+    }
     double fp8_copies = 0;
     if (precision == Precision::fp8) {
       // the blocks' GEMMs through ops::fp8_linear: each keeps its input's E4M3 transpose (1 byte an
@@ -74,7 +84,9 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
   // block's output (each op's inputs stay with its node until its backward); under tp also the
   // row-parallel GEMMs' partial sums beside their all-reduced copies (o and down)
   b.replicated = tp > 1 ? 8 : 6;
-  if (sp) b.replicated = 4 + 6 / t;  // sequence parallel: the header of block_activations says which
+  // sequence parallel: all six on T/tp positions (memory_plan.h's block_activations); FP8 keeps
+  // the gathered inputs and the partial sums (its separate gather / reduce-scatter nodes)
+  if (sp) b.replicated = precision == Precision::fp8 ? 4 + 6 / t : 6 / t;
   // the packed q/k/v (A + 2·A_kv) and the attention's output (A), counted in units of A
   b.attention = (A + (A + 2 * Akv)) / std::max(A, 1.0);
   // SwiGLU: [gate | up] (2F) and silu(gate)·up (F); GELU: the up projection and GELU's output
