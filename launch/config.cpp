@@ -83,8 +83,9 @@ OptionTable train_options(TrainConfig& c) {
   I("sequence-parallel", "layout", c.sequence_parallel, "0|1",
     "with --tp >= 2 (gpt, llama): the norm and residual regions hold seq-len/tp positions per rank; an all-gather "
     "along the sequence before each column-parallel GEMM and a reduce-scatter after each row-parallel one replace "
-    "the all-reduces (activation bytes there fall by tp). Needs seq-len divisible by tp and --dropout 0; no effect "
-    "at tp 1");
+    "the all-reduces; the column-parallel GEMMs gather their inputs again in the backward, so every (B, T, C) "
+    "activation a block keeps falls by tp (not under --precision fp8). Needs seq-len divisible by tp and --dropout 0; "
+    "no effect at tp 1");
   I("pp", "layout", c.pp, "N", "pipeline stages");
   E("schedule", "layout", c.schedule, "pipeline schedule (interleaved: 1F1B over --virtual-stages chunks per stage)");
   I("virtual-stages", "layout", c.virtual_stages, "V",

@@ -161,8 +161,8 @@ Tensor DecoderBlock::qkv(const Tensor& h, bool sp) const {
   // q, k, v as one GEMM of their concatenated weights: (B, T, (Hl + 2·Hkv_l)·D)
   Tensor w = cat_out({q_->weight, k_->weight, v_->weight}, s_, false);
   Tensor b = s_.qkv_bias ? cat_out({q_->bias, k_->bias, v_->bias}, s_, true) : Tensor();
-  const Tensor x = runtime::column_input(h, tp_, sp);  // (B, T, C)
-  return runtime::local_linear(x, w, b, s_.layout == WeightLayout::out_in, fp8_qkv_.get());
+  // h (B, T, C), or under sp (B, T/tp, C) gathered inside the product → (B, T, ...)
+  return runtime::column_linear(h, w, b, s_.layout == WeightLayout::out_in, fp8_qkv_.get(), tp_, sp);
 }
 
 void DecoderBlock::set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device) {
@@ -205,8 +205,8 @@ Tensor DecoderBlock::mlp(const Tensor& h, bool sp) const {
   // SwiGLU: gate and up as one GEMM of their concatenated weights → [gate | up] (B, T, 2F/tp)
   Tensor w = cat_out({gate_->weight, up_->weight}, s_, false);
   Tensor b = s_.mlp_bias ? cat_out({gate_->bias, up_->bias}, s_, true) : Tensor();
-  const Tensor x = runtime::column_input(h, tp_, sp);  // (B, T, C)
-  Tensor gu = runtime::local_linear(x, w, b, s_.layout == WeightLayout::out_in, fp8_up_.get());
+  // h (B, T, C), or under sp (B, T/tp, C) gathered inside the product → (B, T, 2F/tp)
+  Tensor gu = runtime::column_linear(h, w, b, s_.layout == WeightLayout::out_in, fp8_up_.get(), tp_, sp);
   return down_->forward(ops::swiglu(gu), sp);  // silu(gate)·up (B, T, F/tp) → (B, T, C)
 }
 
@@ -248,9 +248,11 @@ void DecoderHead::set_sequence_parallel(bool on) {
 }
 
 // h (B, T, C) → norm → (copy_to_tp) → · Wᵀ (C, V or Vp/tp) → (B, T, V or Vp/tp);
-// sequence parallel: h (B, T/tp, C) → norm → all-gather along T → (B, T, C) → · Wᵀ
+// sequence parallel: h (B, T/tp, C) → norm → all-gather along T → (B, T, C) → · Wᵀ, the gather and
+// the product one node (runtime::column_linear: the norm's T-shard kept, not the gathered output)
 Tensor DecoderHead::logits(const Tensor& h, bool sp) const {
-  return ops::matmul(runtime::column_input(norm_->forward(h), tp_, sp), weight, false, true);
+  if (sp) return runtime::column_linear(norm_->forward(h), weight, Tensor(), /*out_in=*/true, nullptr, tp_, true);
+  return ops::matmul(runtime::column_input(norm_->forward(h), tp_, false), weight, false, true);
 }
 
 // chunked: h (B, T, C) → norm → (B, T, C), the projection left to DecoderModel::loss

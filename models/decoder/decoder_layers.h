@@ -24,9 +24,12 @@
 // on the shard), each norm and residual add runs on the shard, each column-parallel GEMM's input
 // is all-gathered along T (attention, rotary included, sees the full T), each row-parallel output
 // reduce-scattered along T, and the head all-gathers the final norm's output before its
-// vocabulary-parallel GEMM. The replicated parameters used on the shard (norms, row biases,
-// learned positions) go through copy_to_tp, so their gradients are summed over tp. The cached
-// (generation) path never runs sequence parallel.
+// vocabulary-parallel GEMM. Each gather and each reduce-scatter is one autograd node with its GEMM
+// (runtime::column_linear, runtime/parallel/sp_linear.h): the GEMM keeps its input's T-shard and
+// gathers it again in its backward, and no (B, T, C) partial sums are kept (FP8: separate nodes).
+// The replicated parameters used on the shard (norms, row biases, learned positions) go through
+// copy_to_tp, so their gradients are summed over tp. The cached (generation) path never runs
+// sequence parallel.
 // Backward: the ops' (=); parameters accumulate (+=) through autograd.
 #pragma once
 #include <memory>

@@ -11,6 +11,7 @@
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/matmul.h"
+#include "runtime/parallel/sp_linear.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -92,11 +93,18 @@ Tensor sp_param(const Tensor& w, const TpGroup& tp, bool sequence_parallel) {
   return sequence_parallel && w.defined() ? copy_to_tp(w, tp) : w;
 }
 
+Tensor column_linear(const Tensor& x, const Tensor& w, const Tensor& b, bool out_in, ops::Fp8LinearState* fp8,
+                     const TpGroup& tp, bool sequence_parallel) {
+  // sequence parallel (no FP8): the gather and the GEMM one node, keeping x's T-shard, not the gathered X
+  if (sequence_parallel && tp_size(tp) > 1 && !fp8) return sp_column_linear(x, w, b, out_in, tp);  // (B, T, N)
+  return local_linear(column_input(x, tp, sequence_parallel), w, b, out_in, fp8);  // (..., N)
+}
+
 Tensor ColumnParallelLinear::forward(const Tensor& x, bool sequence_parallel) const {
   ST_CHECK(x.dim() >= 1 && x.size(-1) == in, ShapeError,
            "ColumnParallelLinear: input must be (..., " << in << "), got " << shape_str(x.shape()));
-  const Tensor xr = column_input(x, tp_, sequence_parallel);  // (..., in); sp: (B, T, in) gathered
-  Tensor y = local_linear(xr, weight, bias, out_in, fp8.get());  // (..., out/tp)
+  // (..., out/tp); sequence parallel: x (B, T/tp, in) → (B, T, out/tp)
+  Tensor y = column_linear(x, weight, bias, out_in, fp8.get(), tp_, sequence_parallel);
   return gather_output ? gather_from_tp(y, tp_) : y;  // (..., out) in shard order
 }
 
@@ -119,7 +127,9 @@ Tensor RowParallelLinear::forward(const Tensor& x, bool sequence_parallel) const
   auto product = [&](const Tensor& b) { return local_linear(xin, weight, b, out_in, fp8.get()); };
   if (tp_size(tp_) == 1) return product(bias);     // one rank: the bias in the product, as a plain linear
   if (sequence_parallel) {
-    Tensor y = reduce_scatter_seq_to_sp(product(Tensor()), tp_);  // (B, T/tp, out) Σ over ranks, this rank's positions
+    // (B, T/tp, out) Σ over ranks, this rank's positions; without FP8 the GEMM and the reduce-scatter
+    // one node (sp_linear.h: the (B, T, out) partial sums are not kept)
+    Tensor y = fp8 ? reduce_scatter_seq_to_sp(product(Tensor()), tp_) : sp_row_linear(xin, weight, out_in, tp_);
     return bias.defined() ? ops::add(y, sp_param(bias, tp_, true)) : y;
   }
   Tensor y = reduce_from_tp(product(Tensor()), tp_);  // (..., out) Σ over ranks

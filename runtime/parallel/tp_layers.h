@@ -10,11 +10,14 @@
 //                         w (in/tp, out), b (out) replicated, added once after the sum (one rank:
 //                         in the product's epilogue, as ops::linear)
 //   sequence_parallel (forward's flag, --sequence-parallel 1): the column-parallel linear takes x
-//                         (B, T/tp, in) and all-gathers it along T (gather_seq_from_sp) instead
-//                         of copy_to_tp; the row-parallel one reduce-scatters its partial sums
-//                         along T (reduce_scatter_seq_to_sp) instead of reduce_from_tp and adds
-//                         its bias on the T-shard through copy_to_tp (the bias then sees only this
-//                         rank's positions: its gradient is summed over tp in the backward)
+//                         (B, T/tp, in) and all-gathers it along T instead of copy_to_tp; the
+//                         row-parallel one reduce-scatters its partial sums along T instead of
+//                         reduce_from_tp and adds its bias on the T-shard through copy_to_tp (the
+//                         bias then sees only this rank's positions: its gradient is summed over
+//                         tp in the backward). Each is one autograd node with its GEMM
+//                         (sp_linear.h): the column one keeps x's T-shard and gathers it again in
+//                         the backward, the row one keeps no (B, T, out) partial sums (FP8: the
+//                         separate gather_seq_from_sp / reduce_scatter_seq_to_sp nodes)
 //   Either linear may store its weight (out, in) instead (nn.Linear's layout, y = x·wᵀ: Llama's
 //   checkpoints): column (out/tp, in), row (out, in/tp).
 //   fp8 (set by the model under --precision fp8): the local product x·w (+ b) runs through
@@ -96,9 +99,17 @@ class VocabParallelEmbedding : public Module {
   TpGroup tp_;
 };
 
+// A column-parallel product x → w (+ b): x through copy_to_tp then local_linear, or under sequence
+// parallelism x (B, T/tp, K) → (B, T, N) through sp_column_linear (sp_linear.h: the all-gather along
+// T and the GEMM one node, keeping x's T-shard for the weight gradient and gathering it again in
+// the backward) — with FP8 through column_input and local_linear (the gathered input then stays
+// the FP8 linear's autograd edge, as before). The ColumnParallelLinear's product, and the
+// decoder's concatenated q|k|v and gate|up and its head's.
+Tensor column_linear(const Tensor& x, const Tensor& w, const Tensor& b, bool out_in, ops::Fp8LinearState* fp8,
+                     const TpGroup& tp, bool sequence_parallel);
 // The input of a column-parallel GEMM: x itself through copy_to_tp, or under sequence parallelism
-// x (B, T/tp, C) all-gathered along T → (B, T, C) (for products that run outside the linears, e.g.
-// the decoder's concatenated q|k|v and gate|up).
+// x (B, T/tp, C) all-gathered along T → (B, T, C) (column_linear's path where it has no fused node:
+// FP8, and the head without sequence parallelism).
 Tensor column_input(const Tensor& x, const TpGroup& tp, bool sequence_parallel);
 // A replicated parameter as used on a T-shard: through copy_to_tp (its gradient summed over tp)
 // under sequence parallelism, else itself.

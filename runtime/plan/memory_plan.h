@@ -56,12 +56,15 @@
 //                              GPT-2 on the CPU a 3 fewer, f 1 fewer, r 2 fewer at tp 1 (the FP8
 //                              linear adds its bias outside autograd)
 //                              recompute: C·e (its input)
-//                              sequence parallel (--sequence-parallel 1, tp > 1): r = 4 + 8/tp
-//                              (GPT-2) or 4 + 6/tp (grouped-query), the norms' statistics / tp
+//                              sequence parallel (--sequence-parallel 1, tp > 1): r = 8/tp
+//                              (GPT-2) or 6/tp (grouped-query): every (B, T, C) tensor on T/tp
+//                              positions, the column-parallel GEMMs re-gathering their inputs in
+//                              the backward (fp8: 4 + 8/tp, 4 + 6/tp, the gathered inputs and
+//                              partial sums kept); GPT-2 unfused a 3 fewer, f 1 fewer (the bias
+//                              inside the GEMM's node); the norms' statistics / tp
 //                              (block_activations below); recompute's input, a stage's output and
-//                              its p2p buffer C·e/tp; the head's terms unchanged (ln_f's
-//                              gathered output is the one tp keeps; its T-shard is not at the
-//                              stage's peak: measured, test_memory_plan's "sp" rows)
+//                              its p2p buffer C·e/tp; the head's terms unchanged (measured:
+//                              test_memory_plan's "sp" rows and SequenceParallelKeepsOneTpthOfTheRegion)
 //                  embedding   C·e
 //                  loss        saved per micro-batch: V/tp·l + (C + 2)·4 (the logits, ln_f's
 //                              output and statistics); once, at the end of the forward: V/tp·l
@@ -160,9 +163,13 @@ struct BlockActivations {
 };
 // sequence_parallel (tp > 1): the norms' outputs and statistics, the residual sums, the
 // row-parallel outputs after their reduce-scatter (and bias adds) and the block's output are
-// (B, T/tp, C): each 1/tp of a token's C; the column-parallel GEMMs keep their gathered (B, T, C)
-// inputs and the row-parallel ones' partial sums stay (B, T, C) (the autograd engine keeps every
-// op's inputs): GPT-2 block r = 4 + 8/tp (tp: 10), grouped-query r = 4 + 6/tp (tp: 8).
+// (B, T/tp, C): each 1/tp of a token's C. Nothing of the block stays (B, T, C): a column-parallel
+// GEMM keeps its input's T-shard and gathers it again in its backward, a row-parallel one keeps no
+// partial sums (both one node with their collective, runtime/parallel/sp_linear.h; the separate
+// gather and reduce-scatter nodes kept the gathered input and the partial sums whole, r = 4 + 8/tp
+// and 4 + 6/tp, as they still do under fp8): GPT-2 block r = 8/tp (tp: 10), grouped-query r = 6/tp
+// (tp: 8); and as the column node adds its bias inside, the GPT-2 block's unfused c_attn and c_fc
+// keep no pre-bias product (a − 3, f − 1 on the CPU and in CUDA fp32, as CUDA's fused epilogues).
 BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precision precision, Device device,
                                    double tokens = 0, bool sequence_parallel = false);
 

@@ -186,6 +186,71 @@ TEST(MemoryPlan, AgreesWithTheAllocatorWithin5Percent) {
   EXPECT_GT(ran, 0) << "no layout of the table runs at np " << world_size();
 }
 
+// Sequence parallelism keeps 1/tp of the norm / residual / column-input region (issue 34): the
+// table's GPT at tp = np (2 and 4) and its Llama at tp 2 (its 2 key/value heads split at most 2
+// ways), each trained with and without --sequence-parallel 1. Per block and token the closed form
+// (block_activations) says tp keeps r = 10 (GPT-2) / 8 (grouped-query) (B, T, C) tensors and sp
+// r = 8/tp / 6/tp: the region on T/tp positions — its column-parallel GEMMs keeping their input's
+// T-shard, gathered again in their backward — and no row-parallel partial sums (and GPT-2's
+// c_attn and c_fc no pre-bias products: the column node adds the bias). Each rank's
+// measured activation peak must fall by the planner's drop (plan(tp) − plan(tp sp), which is
+// those blocks' drop, the norms' statistics / tp, the head's and the embedding's) within 5 % of it
+// plus 64 KiB — the embedding's and the head's tensors the plan counts loosely (the planner's own
+// 5 % on the two peaks would be ±100 % of the drop; this holds the difference itself). GEMMs that
+// kept their gathered (B, T, C) inputs would give back 2 tensors a block fewer: 0.5 MiB of the
+// GPT's 2.4 MiB drop at tp 2 (−21 %), of the Llama's 1.25 MiB (−40 %) — far outside it.
+TEST(MemoryPlan, SequenceParallelKeepsOneTpthOfTheRegion) {
+  const int np = world_size();
+  if (np != 2 && np != 4) GTEST_SKIP() << "tp = np: runs at np 2 and 4";
+  std::vector<std::pair<std::string, TrainConfig>> runs;
+  TrainConfig g = base();
+  g.tp = np;
+  runs.push_back({"gpt tp " + std::to_string(np), g});
+  if (np == 2) {
+    TrainConfig l = base();
+    l.model = "llama", l.kv_heads = 2, l.ffn = 96, l.rope_theta = 500000, l.tie_embeddings = 0, l.tp = 2;
+    runs.push_back({"llama tp 2", l});
+  }
+  for (const auto& [name, tp_cfg] : runs) {
+    double act[2] = {0, 0}, planned[2] = {0, 0};
+    for (int sp = 0; sp < 2; ++sp) {
+      TrainConfig c = tp_cfg;
+      c.sequence_parallel = sp;
+      c.metrics.clear();
+      barrier();
+      ASSERT_EQ(run_parallel_training(c), 0) << name << " sp " << sp;
+      const int64_t mine = static_cast<int64_t>(memory_usage(Device::cpu).peak_of(MemoryCategory::activations));
+      int64_t most = 0;  // every rank of a tp group holds the same; the largest
+      MPI_Allreduce(&mine, &most, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+      act[sp] = static_cast<double>(most);
+      planned[sp] = plan_memory(model_entry(c), c.seq_len, plan_layout(c, 1)).stages[0].activations;
+    }
+    const double drop = act[0] - act[1], want = planned[0] - planned[1];
+    // the blocks' share of it: 4 blocks × 256 tokens × the closed form's per-token drop
+    const DecoderShape shape = *describe_model(model_entry(tp_cfg), tp_cfg.seq_len).decoder;
+    const double blocks = static_cast<double>(tp_cfg.layers * tp_cfg.micro_batch * tp_cfg.seq_len) *
+                          (block_activations(shape, np, Precision::fp32, Device::cpu).bytes_per_token -
+                           block_activations(shape, np, Precision::fp32, Device::cpu, 0, true).bytes_per_token);
+    // per token and block: the region's 8 (grouped-query 6) (B, T, C) tensors to 1/tp, the two
+    // partial sums gone, the norms' statistics to 1/tp; GPT-2 (biases, CPU) also c_attn's and
+    // c_fc's pre-bias products (3A + F = 7C/tp), the bias added inside the column node
+    const double C = static_cast<double>(tp_cfg.d_model), region = shape.swiglu ? 6 : 8, whole = region + 2;
+    const double pre_bias = shape.swiglu ? 0 : 7 * C / np * 4;
+    const double stats = (shape.rmsnorm ? 2 : 4) * (1 - 1.0 / np) * 4;
+    EXPECT_DOUBLE_EQ(blocks, static_cast<double>(tp_cfg.layers * tp_cfg.micro_batch * tp_cfg.seq_len) *
+                                 ((whole - region / np) * C * 4 + stats + pre_bias))
+        << name << ": the closed form's region";
+    EXPECT_NEAR(drop, want, 0.05 * want + 64 * 1024)
+        << name << ": activation peak " << act[0] << " B without sp, " << act[1] << " B with; planned " << planned[0]
+        << " and " << planned[1];
+    if (world_rank() == 0)
+      std::printf("| %-12s | tp act %8.3f MiB | sp act %8.3f MiB | drop %6.3f MiB (%5.1f %%) | "
+                  "planned drop %6.3f MiB, blocks' %6.3f |\n",
+                  name.c_str(), act[0] / (1 << 20), act[1] / (1 << 20), drop / (1 << 20), 100 * drop / act[0],
+                  want / (1 << 20), blocks / (1 << 20));
+  }
+}
+
 // The sweep (issue: a planner off by 16 % on a ZeRO-3 layout outside the table above): layouts
 // and sizes drawn from a fixed Philox stream — family, width, blocks, sequence length,
 // micro-batch, accumulation, dp × tp × pp of the world, ZeRO 0–3, schedule (interleaved where the

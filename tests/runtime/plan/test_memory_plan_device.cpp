@@ -67,12 +67,16 @@ TEST(MemoryPlanDevice, GroupedQueryBlockTerms) {
       }
 }
 
-// Sequence parallelism: of the block's (B, T, C) tensors the norm / residual region's fall by tp
-// (GPT-2: ln_1, ln_2, h, the output, each projection's reduce-scatter and bias add — 8 of 10 under
-// tp; grouped-query: 6 of 8), the row-parallel partial sums stay whole, and the two column-parallel
-// GEMMs keep their all-gathered (B, T, C) inputs (2 more whole tensors: under tp they were the
-// norms' outputs themselves); the norms' statistics fall by tp; nothing else changes. The allocator holds these counts in
-// test_memory_plan ("tp 2 sp", "llama tp 2 sp", "tp 2 pp 2 sp m 4").
+// Sequence parallelism: every (B, T, C) tensor the block keeps falls to T/tp positions — the norm
+// / residual region's (GPT-2: ln_1, ln_2, h, the output, each projection's reduce-scatter and bias
+// add, 8 of 10 under tp; grouped-query: 6 of 8), the column-parallel GEMMs' inputs (their
+// T-shards, the norms' outputs, are kept and gathered again in the backward: no gathered copy) —
+// and the row-parallel partial sums (2 of tp's 10 / 8) are not kept at all (the GEMM and its
+// reduce-scatter one node, runtime/parallel/sp_linear.h); the norms' statistics fall by tp; the
+// GPT-2 block's unfused c_attn and c_fc keep no pre-bias product (the column node adds the bias);
+// nothing else changes (fp8: the separate nodes, r = 4 + 8/tp as before). The allocator holds
+// these counts in test_memory_plan ("tp 2 sp", "llama tp 2 sp", "tp 2 pp 2 sp m 4", and
+// SequenceParallelKeepsOneTpthOfTheRegion).
 TEST(MemoryPlanDevice, SequenceParallelSplitsTheNormAndResidualRegion) {
   DecoderShape q;
   q.d_model = 2048, q.heads = 32, q.kv_heads = 8, q.head_dim = 64, q.ffn = 8192;
@@ -82,13 +86,27 @@ TEST(MemoryPlanDevice, SequenceParallelSplitsTheNormAndResidualRegion) {
       const double t = static_cast<double>(tp), e = p == Precision::fp32 ? 4 : 2;
       const BlockActivations g = block_activations(gpt2_shape(768, 12), tp, p, Device::cpu);
       const BlockActivations gs = block_activations(gpt2_shape(768, 12), tp, p, Device::cpu, 0, true);
-      EXPECT_DOUBLE_EQ(gs.replicated, 4 + 8 / t);
-      EXPECT_DOUBLE_EQ(g.replicated - gs.replicated, 8 * (1 - 1 / t) - 2);  // the region's 8 tensors / tp, 2 gathered
-      EXPECT_DOUBLE_EQ(g.bytes_per_token - gs.bytes_per_token, (8 * (1 - 1 / t) - 2) * 768 * e + 4 * (1 - 1 / t) * 4);
+      EXPECT_DOUBLE_EQ(gs.replicated, 8 / t);
+      // the region's 8 tensors / tp, the 2 partial sums gone
+      EXPECT_DOUBLE_EQ(g.replicated - gs.replicated, 10 - 8 / t);
+      // + c_attn's and c_fc's pre-bias products on the CPU (3A + F): the column node adds the bias inside
+      EXPECT_DOUBLE_EQ(g.bytes_per_token - gs.bytes_per_token,
+                       (10 - 8 / t) * 768 * e + 4 * (1 - 1 / t) * 4 + (3 * 768 + 3072) / t * e);
+      EXPECT_DOUBLE_EQ(gs.attention, g.attention - 3);
+      EXPECT_DOUBLE_EQ(gs.mlp, g.mlp - 1);
+      // CUDA bf16's fused epilogues keep no pre-bias product either way: the region alone
+      if (p == Precision::bf16) {
+        EXPECT_DOUBLE_EQ(block_activations(gpt2_shape(768, 12), tp, p, Device::cuda).bytes_per_token -
+                             block_activations(gpt2_shape(768, 12), tp, p, Device::cuda, 0, true).bytes_per_token,
+                         (10 - 8 / t) * 768 * e + 4 * (1 - 1 / t) * 4);
+      }
+      // fp8 keeps the separate gather / reduce-scatter nodes: the gathered inputs and partial sums stay
+      EXPECT_DOUBLE_EQ(block_activations(gpt2_shape(768, 12), tp, Precision::fp8, Device::cpu, 0, true).replicated,
+                       4 + 8 / t);
       const BlockActivations l = block_activations(q, tp, p, Device::cpu, 4096);
       const BlockActivations ls = block_activations(q, tp, p, Device::cpu, 4096, true);
-      EXPECT_DOUBLE_EQ(ls.replicated, 4 + 6 / t);
-      EXPECT_DOUBLE_EQ(l.bytes_per_token - ls.bytes_per_token, (6 * (1 - 1 / t) - 2) * 2048 * e + 2 * (1 - 1 / t) * 4);
+      EXPECT_DOUBLE_EQ(ls.replicated, 6 / t);
+      EXPECT_DOUBLE_EQ(l.bytes_per_token - ls.bytes_per_token, (8 - 6 / t) * 2048 * e + 2 * (1 - 1 / t) * 4);
     }
   // tp 1: sequence parallelism has no effect
   EXPECT_DOUBLE_EQ(block_activations(gpt2_shape(768, 12), 1, Precision::fp32, Device::cpu, 0, true).bytes_per_token,
