@@ -40,9 +40,16 @@ namespace {
 // where cores are short: measured 3 ms at the boundary on 2 busy cores). Once it has the job it is
 // an ordinary thread again, so its wake-ups from the disk's writes are not put off. Where a policy
 // is refused the thread stays as it was.
-void set_policy(int policy) {
+#if defined(SCHED_BATCH)
+constexpr int kBatch = SCHED_BATCH, kOrdinary = SCHED_OTHER;
+#else
+constexpr int kBatch = 0, kOrdinary = 0;
+#endif
+void set_policy([[maybe_unused]] int policy) {
+#if defined(SCHED_BATCH)  // Linux's
   const sched_param none{};
   pthread_setschedparam(pthread_self(), policy, &none);
+#endif
 }
 
 }  // namespace
@@ -50,13 +57,13 @@ void set_policy(int policy) {
 void WriterThread::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    set_policy(SCHED_BATCH);
+    set_policy(kBatch);
     changed_.wait(lock, [this] { return busy_ || stop_; });
     if (!busy_) return;  // stop_, nothing in hand
     std::function<void()> job = std::move(job_);
     job_ = nullptr;
     lock.unlock();
-    set_policy(SCHED_OTHER);
+    set_policy(kOrdinary);
     job();
     job = nullptr;  // what the job captured goes on this thread, before the caller hears it finished
     lock.lock();
