@@ -1,17 +1,19 @@
 // AsyncCheckpointer: --async-checkpoint 1 (docs/design.md "Contract: checkpoints"). At a step
 // boundary the training thread takes the snapshot (runtime/train/train_checkpoint.h: this rank's
 // share copied to host memory — from CUDA through one device block and pinned memory — through
-// the plans kept from the first save, runtime/train/snapshot_plans.h; the first save also makes
-// the temporary directory; every collective on this thread); then a background thread (making a
-// later save's temporary directory first) writes and fsyncs this rank's files while training goes on. At most one save is in flight. Every rank
-// calls poll() at the same step boundaries while one is (the trainer: after every step), which
-// exchanges each rank's state over the world (one small all-reduce): when every writer finished,
-// rank 0 commits (indexes, config.json, state.json, the one rename, retention) on its background
-// thread, and a later exchange ends the save; when any rank's work failed, every rank throws the
-// same IOError naming the lowest failed rank and its cause, so no rank hangs and the job ends with
-// one line. A crash before the rename leaves the previous checkpoint the newest. The background
-// thread makes no collective call and touches no tensor (MPI is initialised FUNNELED; the CUDA
-// copies were queued by the training thread, which also frees the device copies).
+// the plans kept from the first save, runtime/train/snapshot_plans.h; a save that builds them
+// also makes the temporary directory; every collective on this thread); then the background
+// thread (one for the run, runtime/train/writer_thread.h; it makes a later save's temporary
+// directory first) writes and fsyncs this rank's files while training goes on. At most one save
+// is in flight. Every rank calls poll() at the same step boundaries while one is (the trainer:
+// after every step), which exchanges each rank's state over the world (one small all-reduce): when
+// every writer finished, rank 0 commits (indexes, config.json, state.json, the one rename,
+// retention) on its background thread, and a later exchange ends the save; when any rank's work
+// failed, every rank throws the same IOError naming the lowest failed rank and its cause, so no
+// rank hangs and the job ends with one line. A crash before the rename leaves the previous
+// checkpoint the newest. The background thread makes no collective call and touches no tensor (MPI
+// is initialised FUNNELED; the CUDA copies were queued by the training thread, which also frees
+// the device copies).
 #pragma once
 #include <atomic>
 #include <cstdint>

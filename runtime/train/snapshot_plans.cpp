@@ -85,8 +85,9 @@ SnapshotPlans::Parts SnapshotPlans::snapshot(const NamedTensors& weights, const 
   }
   trace::Scope ts("checkpoint plan", "optimizer");
   PartSnapshot model = snapshot_parts("model", weights, rule, weights_elsewhere, sharding, model_host_, model_metadata);
-  PartSnapshot optimizer = snapshot_parts("optimizer", optimizer_state, rule ? optimizer_state_shard_rule(rule) : nullptr,
-                                          optimizer_elsewhere, sharding, optimizer_host_);
+  const ShardRule state_rule = rule ? optimizer_state_shard_rule(rule) : nullptr;
+  PartSnapshot optimizer =
+      snapshot_parts("optimizer", optimizer_state, state_rule, optimizer_elsewhere, sharding, optimizer_host_);
   ++builds_;
   kept_ = keepable;
   if (!keepable) {

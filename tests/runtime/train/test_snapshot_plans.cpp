@@ -117,7 +117,8 @@ struct Saver {
     const int made_here = fs::exists(snap.tmp) ? 1 : 0;  // by the step boundary, on some rank
     int any_made = 0;
     MPI_Allreduce(&made_here, &any_made, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    EXPECT_EQ(any_made == 1, !snap.make_temp) << "step " << step << ": the boundary made the directory iff plans were built";
+    EXPECT_EQ(any_made == 1, !snap.make_temp)
+        << "step " << step << ": the boundary made the directory iff plans were built";
     add_in_place(s, 1000.f);  // the training goes on: the snapshot holds the values it was taken at
     write_checkpoint_snapshot(snap);
     barrier();  // every writer finished (AsyncCheckpointer's exchange)
