@@ -80,6 +80,14 @@ std::string CheckpointDir::begin(int64_t step) const {
   return tmp.string();
 }
 
+std::string CheckpointDir::join_temp(int64_t step) const {
+  const fs::path tmp = temp_path_for(step);
+  std::error_code ec;
+  fs::create_directories(tmp, ec);  // an existing directory (another rank made it first) is no error
+  if (ec) ST_THROW(IOError, "checkpoint: cannot create " << tmp.string() << ": " << ec.message());
+  return tmp.string();
+}
+
 std::string CheckpointDir::commit(int64_t step) const {
   const fs::path tmp = temp_path_for(step);
   const fs::path final_path = path_for(step);

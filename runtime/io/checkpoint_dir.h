@@ -36,6 +36,11 @@ class CheckpointDir {
   // Creates ROOT if needed and an empty temporary directory for `step` (removing a leftover of
   // the same name); returns its path.
   std::string begin(int64_t step) const;
+  // Creates ROOT and the temporary directory for `step` when missing, keeping what is there;
+  // returns its path. For writers on several ranks that each make it before writing their files
+  // into it, none waiting for another (an asynchronous save after the first,
+  // runtime/train/train_checkpoint.h says when that is safe): concurrent calls all succeed.
+  std::string join_temp(int64_t step) const;
   // fsyncs every file in the temporary directory and the directory itself, renames it to the
   // final name (replacing an existing checkpoint of the same step), fsyncs ROOT; returns the
   // final path. Throws IOError when begin() was not called.

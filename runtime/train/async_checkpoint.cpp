@@ -22,13 +22,9 @@ AsyncCheckpointer::AsyncCheckpointer(std::shared_ptr<comm::Communicator> world, 
     : world_(std::move(world)),
       keep_(keep),
       crash_before_commit_(crash_before_commit),
-      between_parts_(std::move(between_parts)),
-      model_host_(std::make_shared<HostStaging>()),
-      optimizer_host_(std::make_shared<HostStaging>()) {}
+      between_parts_(std::move(between_parts)) {}
 
-AsyncCheckpointer::~AsyncCheckpointer() {
-  if (writer_.joinable()) writer_.join();
-}
+AsyncCheckpointer::~AsyncCheckpointer() { writer_.wait(); }
 
 void AsyncCheckpointer::start(CheckpointSnapshot snap) {
   ST_CHECK(!in_flight_, Error, "AsyncCheckpointer: a save of step " << snap_.state.step << " is still in flight");
@@ -37,17 +33,18 @@ void AsyncCheckpointer::start(CheckpointSnapshot snap) {
   committing_ = false;
   const int rank = world_ ? world_->rank() : 0;
   run_in_background([this, rank] {
-    write_snapshot(snap_.tmp, snap_.model);
+    make_snapshot_temp(snap_);  // a later save's directory: made here, not at the step boundary
+    write_snapshot(snap_.tmp, *snap_.model);
     if (between_parts_) between_parts_(snap_.state.step, rank);
-    write_snapshot(snap_.tmp, snap_.optimizer);
+    write_snapshot(snap_.tmp, *snap_.optimizer);
   });
 }
 
 void AsyncCheckpointer::run_in_background(std::function<void()> work) {
-  if (writer_.joinable()) writer_.join();
+  writer_.wait();
   state_.store(kRunning);
   error_.clear();
-  writer_ = std::thread([this, work = std::move(work)] {
+  writer_.run([this, work = std::move(work)] {
     try {
       work();
       state_.store(kDone);
@@ -80,10 +77,10 @@ std::vector<int64_t> AsyncCheckpointer::exchange() {
 bool AsyncCheckpointer::poll(bool wait) {
   if (!in_flight_) return false;
   for (;;) {
-    if (wait && writer_.joinable()) writer_.join();
+    if (wait) writer_.wait();
     const std::vector<int64_t> states = exchange();
     if (std::any_of(states.begin(), states.end(), [](int64_t s) { return s == kRunning; })) return false;
-    if (writer_.joinable()) writer_.join();
+    writer_.wait();
     if (committing_) {  // rank 0 renamed: the save is over
       in_flight_ = false;
       return true;
@@ -91,8 +88,7 @@ bool AsyncCheckpointer::poll(bool wait) {
     // every rank's files are written and fsynced: the device copies go, and rank 0 commits in the
     // background (indexes, config.json, state.json, the rename, retention); the others have
     // nothing left to do
-    model_host_->release();
-    optimizer_host_->release();
+    plans_.release();
     if (crash_before_commit_) {
       in_flight_ = false;
       ST_THROW(Error, "test seam crash_before_commit (SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT): stopping before the rename of "
@@ -108,11 +104,10 @@ bool AsyncCheckpointer::poll(bool wait) {
 }
 
 void AsyncCheckpointer::fail(int failed) {
-  if (writer_.joinable()) writer_.join();
+  writer_.wait();
   in_flight_ = false;
   const char* what = committing_ ? "the commit" : "the writer";
-  model_host_->release();
-  optimizer_host_->release();
+  plans_.release();
   const int n = world_ ? world_->size() : 1, rank = world_ ? world_->rank() : 0;
   std::string cause = error_;
   if (n > 1) {  // the failed rank's cause, so every rank throws the same line (printed once)

@@ -141,32 +141,42 @@ CheckpointSnapshot snapshot_train_checkpoint(const std::string& root, const Trai
                                              const nlohmann::json& model_config, const NamedTensors& weights,
                                              const NamedTensors& optimizer_state, const ShardRule& rule,
                                              const WrittenElsewhere& elsewhere, const StateSharding& sharding,
-                                             std::shared_ptr<HostStaging> model_host,
-                                             std::shared_ptr<HostStaging> optimizer_host) {
+                                             SnapshotPlans& plans) {
   CheckpointSnapshot s;
   s.root = root;
   s.state = state;
   s.model_config = model_config;
   s.lead = sharding.rank() == 0;
+  SnapshotPlans::Parts parts;
   {
+    trace::Scope ts("checkpoint snapshot", "optimizer");
+    parts = plans.snapshot(weights, optimizer_state, rule, elsewhere, optimizer_elsewhere(elsewhere, s.lead), sharding,
+                           {{"format", "pt"}});
+  }
+  s.model = std::move(parts.model);
+  s.optimizer = std::move(parts.optimizer);
+  if (parts.reused) {  // the writers make the directory (the header says why that is safe)
+    s.tmp = CheckpointDir(root).temp_path_for(state.step);
+    s.make_temp = true;
+  } else {  // every rank built its plans here: the first save's stale directories go, behind a barrier
     trace::Scope ts("checkpoint begin", "optimizer");
     s.tmp = begin_temp(root, state.step, sharding);
   }
-  trace::Scope ts("checkpoint snapshot", "optimizer");
-  s.model = snapshot_parts("model", weights, rule, elsewhere, sharding, std::move(model_host), {{"format", "pt"}});
-  const ShardRule state_rule = rule ? optimizer_state_shard_rule(rule) : nullptr;
-  s.optimizer = snapshot_parts("optimizer", optimizer_state, state_rule, optimizer_elsewhere(elsewhere, s.lead),
-                               sharding, std::move(optimizer_host));
   return s;
 }
 
+void make_snapshot_temp(const CheckpointSnapshot& s) {
+  if (s.make_temp) CheckpointDir(s.root).join_temp(s.state.step);
+}
+
 void write_checkpoint_snapshot(const CheckpointSnapshot& s) {
-  write_snapshot(s.tmp, s.model);
-  write_snapshot(s.tmp, s.optimizer);
+  make_snapshot_temp(s);
+  write_snapshot(s.tmp, *s.model);
+  write_snapshot(s.tmp, *s.optimizer);
 }
 
 std::string commit_train_checkpoint(const CheckpointSnapshot& s, int64_t keep, bool crash_before_commit) {
-  return commit(s.root, s.tmp, s.state, s.model_config, s.model.files, s.optimizer.files, s.lead, keep,
+  return commit(s.root, s.tmp, s.state, s.model_config, s.model->files, s.optimizer->files, s.lead, keep,
                 crash_before_commit);
 }
 

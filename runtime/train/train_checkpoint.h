@@ -23,6 +23,7 @@
 #include "runtime/nn/language_model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/parallel/state_sharding.h"
+#include "runtime/train/snapshot_plans.h"
 
 namespace st::runtime {
 
@@ -61,29 +62,42 @@ std::string save_train_checkpoint(const std::string& root, const TrainState& sta
                                   const StateSharding& sharding, int64_t keep, bool crash_before_commit = false);
 
 // The same save in three parts, for --async-checkpoint (runtime/train/async_checkpoint.h):
-//   snapshot_train_checkpoint   collective, on the training thread: the temporary directory as
-//                               above, then this rank's share copied into host memory
-//                               (`model_host`, `optimizer_host`: kept by the caller from one save
-//                               to the next); the same collectives, in the same order, as the save
-//   write_checkpoint_snapshot   this rank's files written and fsynced: no collective, no tensor
-//                               (a background thread runs it while training goes on)
+//   snapshot_train_checkpoint   collective, on the training thread: this rank's share copied into
+//                               host memory through `plans` (runtime/train/snapshot_plans.h: the
+//                               plans and the host memory kept by the caller from one save to the
+//                               next). When the plans were built at this save, also the temporary
+//                               directory as above (stale ones removed; a barrier) — the same
+//                               collectives, in the same order, as the save; when the kept ones
+//                               served, no directory work at all: `make_temp`, the writers make it
+//   write_checkpoint_snapshot   this rank's files written and fsynced (the temporary directory
+//                               first made when `make_temp`): no collective, no tensor (a
+//                               background thread runs it while training goes on)
 //   commit_train_checkpoint     after every rank's write has finished (the caller's collective
 //                               says so): rank 0 writes the indexes, config.json, state.json and
 //                               renames, keeps the newest `keep`; the seam as above
 // The files are byte for byte those save_train_checkpoint writes for the same tensors.
+//
+// Why a later save may leave the directory to its writers: the first save of a run (which builds
+// the plans) removed every stale .tmp-* under ROOT behind a barrier, and since then each save's
+// temporary directory was renamed before the next save began (at most one in flight), so the
+// directory a later save writes into is new; every rank's writer creates it if missing
+// (CheckpointDir::join_temp, idempotent), so no rank waits for rank 0 and none removes another's
+// files.
 struct CheckpointSnapshot {
   std::string root, tmp;  // the checkpoints' directory and this save's temporary one
+  bool make_temp = false; // the writer creates `tmp` (kept plans: no directory work at the boundary)
   TrainState state;
   nlohmann::json model_config;
   bool lead = false;      // rank 0
-  PartSnapshot model, optimizer;
+  std::shared_ptr<const PartSnapshot> model, optimizer;  // the kept plans' own, or this save's
 };
 CheckpointSnapshot snapshot_train_checkpoint(const std::string& root, const TrainState& state,
                                              const nlohmann::json& model_config, const NamedTensors& weights,
                                              const NamedTensors& optimizer_state, const ShardRule& rule,
                                              const WrittenElsewhere& elsewhere, const StateSharding& sharding,
-                                             std::shared_ptr<HostStaging> model_host,
-                                             std::shared_ptr<HostStaging> optimizer_host);
+                                             SnapshotPlans& plans);
+// The temporary directory of `s` made when `make_temp` (a writer's first act; no-op otherwise).
+void make_snapshot_temp(const CheckpointSnapshot& s);
 void write_checkpoint_snapshot(const CheckpointSnapshot& s);
 // Returns the final directory on rank 0, "" elsewhere.
 std::string commit_train_checkpoint(const CheckpointSnapshot& s, int64_t keep, bool crash_before_commit = false);

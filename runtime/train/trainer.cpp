@@ -448,8 +448,7 @@ void Trainer::checkpoint_boundary(bool due) {
       const TrainState now = state();
       async_->start(snapshot_train_checkpoint(
           cfg_.checkpoint_dir, now, model_->config_json(), weights, opt_state, model_->shard_rule(),
-          [&](const std::string& name) { return written_elsewhere(elsewhere, name); }, *w_.state, async_->model_host(),
-          async_->optimizer_host()));
+          [&](const std::string& name) { return written_elsewhere(elsewhere, name); }, *w_.state, async_->plans()));
     }
   }
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();

@@ -1,6 +1,7 @@
-// Checkpoint directories: temporary-then-rename commit, listing ignores incomplete ones,
-// newest complete, retention, stale clean-up, state.json round trip and its errors; step
-// directories missing a file passed over by the resume point; config.json held to state.json.
+// Checkpoint directories: temporary-then-rename commit (and the writers' join_temp), listing
+// ignores incomplete ones, newest complete, retention, stale clean-up, state.json round trip and
+// its errors; step directories missing a file passed over by the resume point; config.json held
+// to state.json.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -102,6 +103,23 @@ TEST(CheckpointDir, RecommitSameStepReplaces) {
   EXPECT_EQ(read_file(c.path_for(3) + "/f"), "two");
   EXPECT_EQ(c.complete_steps(), (std::vector<int64_t>{3}));
   EXPECT_TRUE(c.stale().empty());
+}
+
+// join_temp (the asynchronous save's writers, each rank's): makes ROOT and the directory when
+// missing, and a second call — another rank's writer — keeps what the first wrote there.
+TEST(CheckpointDir, JoinTempMakesTheDirectoryOnceAndKeepsItsFiles) {
+  CheckpointDir c(fresh_root("join") + "/nested");
+  const std::string tmp = c.join_temp(4);
+  EXPECT_EQ(tmp, c.temp_path_for(4));
+  ASSERT_TRUE(fs::is_directory(tmp));
+  write_file(tmp + "/model-00001-of-00002.safetensors", "rank 0's");
+  EXPECT_EQ(c.join_temp(4), tmp);
+  EXPECT_EQ(read_file(tmp + "/model-00001-of-00002.safetensors"), "rank 0's");
+  write_file(tmp + "/f", "x");
+  EXPECT_EQ(c.commit(4), c.path_for(4));  // commit takes it as begin()'s
+  EXPECT_EQ(read_file(c.path_for(4) + "/model-00001-of-00002.safetensors"), "rank 0's");
+  write_file(c.root() + "/blocker", "a file where the directory would go");
+  EXPECT_THROW(CheckpointDir(c.root() + "/blocker").join_temp(5), IOError);
 }
 
 TEST(JsonIO, RoundTripAndErrors) {
