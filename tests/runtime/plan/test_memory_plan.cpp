@@ -26,7 +26,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "comm/mpi_env.h"
 #include "runtime/data/token_data.h"
 #include "runtime/plan/memory_plan.h"
 #include "runtime/setup/model_registry.h"
@@ -332,17 +331,3 @@ TEST(MemoryPlan, ARandomSweepOfLayoutsAgreesWithin5Percent) {
     }
   }
 }
-
-int main(int argc, char** argv) {
-  int provided;
-  st::comm::apply_mpi_defaults();
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (world_rank() != 0) ::testing::GTEST_FLAG(brief) = true;
-  int rc = RUN_ALL_TESTS();
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return any;
-}
-

@@ -27,7 +27,6 @@
 #include <sstream>
 #include <thread>
 
-#include "comm/mpi_env.h"
 #include "runtime/data/token_data.h"
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/train/parallel_training.h"
@@ -248,17 +247,4 @@ TEST(AsyncCheckpoint, AFailedWriterEndsEveryRankNamingItAndLeavesThePreviousChec
     }
     barrier();
   }
-}
-
-int main(int argc, char** argv) {
-  int provided;
-  st::comm::apply_mpi_defaults();
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (world_rank() != 0) ::testing::GTEST_FLAG(brief) = true;
-  int rc = RUN_ALL_TESTS();
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return any;
 }

@@ -20,7 +20,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "comm/mpi_env.h"
 #include "models/hf_gpt2.h"
 #include "runtime/data/token_data.h"
 #include "runtime/io/checkpoint_dir.h"
@@ -415,17 +414,4 @@ TEST(ShardedSave, ACrashBeforeTheRenameLeavesThePreviousCheckpointAndItsLeftover
     expect_same(one_process(one), want, 3, "dp 4's step-3 checkpoint resumed by one process");
   }
   barrier();
-}
-
-int main(int argc, char** argv) {
-  int provided;
-  st::comm::apply_mpi_defaults();
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (world_rank() != 0) ::testing::GTEST_FLAG(brief) = true;
-  int rc = RUN_ALL_TESTS();
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return any;
 }

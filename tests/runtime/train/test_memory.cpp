@@ -21,7 +21,6 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/make_communicator.h"
-#include "comm/mpi_env.h"
 #include "comm/process_grid.h"
 #include "runtime/data/token_data.h"
 #include "runtime/io/safetensors_index.h"
@@ -422,17 +421,4 @@ TEST(Memory, SavingHoldsItsShareAndOneFullTensorMore) {
     most = std::max(most, all[static_cast<size_t>(r)]);
   }
   EXPECT_GE(most, 4 * kLargest);
-}
-
-int main(int argc, char** argv) {
-  int provided;
-  st::comm::apply_mpi_defaults();
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (world_rank() != 0) ::testing::GTEST_FLAG(brief) = true;
-  int rc = RUN_ALL_TESTS();
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return any;
 }

@@ -20,7 +20,6 @@
 #include <sstream>
 
 #include "comm/make_communicator.h"
-#include "comm/mpi_env.h"
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/train/train_checkpoint.h"
 #include "tests/support/mpi_world.h"
@@ -218,16 +217,3 @@ TEST(SnapshotPlans, TensorParallelSplitsRebuildEverySave) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  int provided;
-  st::comm::apply_mpi_defaults();
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (world_rank() != 0) ::testing::GTEST_FLAG(brief) = true;
-  int rc = RUN_ALL_TESTS();
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return any;
-}

@@ -12,7 +12,6 @@
 #include <functional>
 
 #include "comm/make_communicator.h"
-#include "comm/mpi_env.h"
 #include "runtime/data/token_data.h"
 #include "runtime/parallel/zero1.h"
 #include "runtime/setup/model_registry.h"
@@ -114,17 +113,4 @@ TEST(ZeroMemory, PeakBelowDataParallelByTheStateOthersOwn) {
     // small bookkeeping tensors that differ between the two wirings.
     EXPECT_GE(d - z, not_held - 1024) << to_string(precision) << ": zero 1 holds more than its shard of the state";
   }
-}
-
-int main(int argc, char** argv) {
-  int provided;
-  st::comm::apply_mpi_defaults();
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (world_rank() != 0) ::testing::GTEST_FLAG(brief) = true;
-  int rc = RUN_ALL_TESTS();
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return any;
 }
