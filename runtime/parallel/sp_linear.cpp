@@ -103,16 +103,21 @@ void weight_grads(const Tensor& x2, const Tensor& g2_in, const Tensor& w, const 
   if (want_b && b.defined()) db = ops::sum_to_shape(g2_in, b.shape());
 }
 
+// w (N, K) when out_in, else (K, N), for x (..., K)
+void check_weight(const Tensor& x, const Tensor& w, bool out_in, const char* name) {
+  const int64_t K = x.size(-1);
+  ST_CHECK(w.defined() && w.dim() == 2 && w.size(out_in ? 1 : 0) == K, ShapeError,
+           name << ": weight " << (w.defined() ? w.describe() : std::string("undefined")) << " for input "
+                << shape_str(x.shape()));
+}
+
 }  // namespace
 
 Tensor sp_column_linear(const Tensor& x, const Tensor& w, const Tensor& b, bool out_in, const TpGroup& tp) {
   const char* name = "sp_column_linear";
   check_group(tp, name);
   check_seq(x, name);
-  const int64_t K = x.size(-1);
-  ST_CHECK(w.defined() && w.dim() == 2 && w.size(out_in ? 1 : 0) == K, ShapeError,
-           name << ": weight " << (w.defined() ? w.describe() : std::string("undefined")) << " for input "
-                << shape_str(x.shape()));
+  check_weight(x, w, out_in, name);
   Tensor y;
   {
     NoGradGuard ng;
@@ -149,10 +154,7 @@ Tensor sp_row_linear(const Tensor& x, const Tensor& w, bool out_in, const TpGrou
   const char* name = "sp_row_linear";
   check_group(tp, name);
   check_seq(x, name);
-  const int64_t K = x.size(-1);
-  ST_CHECK(w.defined() && w.dim() == 2 && w.size(out_in ? 1 : 0) == K, ShapeError,
-           name << ": weight " << (w.defined() ? w.describe() : std::string("undefined")) << " for input "
-                << shape_str(x.shape()));
+  check_weight(x, w, out_in, name);
   Tensor y;
   {
     NoGradGuard ng;
