@@ -14,8 +14,9 @@
 //   tp        4 all-reduces per block per micro-batch of (B, T, C) in the compute dtype, ring
 //             2(tp−1)/tp of it each, over the node's links (--intra-gbs), not overlapped:
 //             L · m · 4 · 2(tp−1)/tp · B·T·C·e / intra; the same under sequence parallelism
-//             (an all-gather and a reduce-scatter, (tp−1)/tp each, for each all-reduce), which
-//             then wins on its smaller peak
+//             (an all-gather and a reduce-scatter, (tp−1)/tp each, for each all-reduce; the
+//             column GEMMs' inputs gathered again in the backward run under the dX GEMM,
+//             runtime/parallel/sp_linear.h), which then wins on its smaller peak
 //   dp        over --inter-gbs when the dp group spans nodes (world > --gpus-per-node) else
 //             --intra-gbs; P_stage = P/(tp·pp) (P the model's parameters, a tied weight once),
 //             e_c the gradients' --grad-comm-dtype bytes:
