@@ -10,6 +10,9 @@
 #include <string>
 
 #include "comm/make_communicator.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "runtime/parallel/tensor_parallel.h"
 #include "tests/support/test_comm_options.h"
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
@@ -21,6 +24,14 @@ inline std::shared_ptr<comm::Communicator> world() {
       comm::make_communicator("mpi", std::chrono::seconds(60), testing_support::test_comm_options()).world;
   return w;
 }
+
+// The world as the tensor-parallel group of the tp tests (tp = the world size), its size and rank.
+inline runtime::TpGroup tp() { return world(); }
+inline int P() { return runtime::tp_size(tp()); }
+inline int R() { return runtime::tp_rank(tp()); }
+
+// Σ y·g: a scalar loss whose gradient with respect to y is g.
+inline Tensor dot(const Tensor& y, const Tensor& g) { return ops::sum(ops::mul(y, g)); }
 
 // normal(0, std) values, identical on every rank for the same seed.
 inline Tensor randn(const Shape& shape, uint64_t seed, float std = 1.f) {

@@ -20,15 +20,14 @@ using namespace st;
 using namespace st::runtime;
 using st::tptest::exactly_equal;
 using st::tptest::leaf;
+using st::tptest::dot;
+using st::tptest::P;
+using st::tptest::R;
 using st::tptest::randn;
+using st::tptest::tp;
 
 namespace {
 
-TpGroup tp() { return tptest::world(); }
-int P() { return tp_size(tp()); }
-int R() { return tp_rank(tp()); }
-
-Tensor dot(const Tensor& y, const Tensor& g) { return ops::sum(ops::mul(y, g)); }  // loss = Σ y·g
 
 int64_t in_use() { return static_cast<int64_t>(memory_usage(Device::cpu).total_in_use); }
 

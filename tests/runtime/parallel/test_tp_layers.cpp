@@ -25,15 +25,16 @@ using st::models::gpt_tp_shard_rule;
 using st::tptest::close_rel;
 using st::tptest::exactly_equal;
 using st::tptest::leaf;
+using st::tptest::dot;
+using st::tptest::P;
+using st::tptest::R;
 using st::tptest::randn;
+using st::tptest::tp;
 
 namespace {
 
 constexpr double kRtol = 1e-5;
 
-TpGroup tp() { return tptest::world(); }
-int P() { return tp_size(tp()); }
-int R() { return tp_rank(tp()); }
 
 void set_param(const Tensor& p, const Tensor& v) {
   NoGradGuard ng;
@@ -42,7 +43,6 @@ void set_param(const Tensor& p, const Tensor& v) {
 Tensor shard(const Tensor& full, const ShardSpec& s) { return shard_tensor(full, s, P(), R()); }
 
 // loss = Σ y·g
-Tensor dot(const Tensor& y, const Tensor& g) { return ops::sum(ops::mul(y, g)); }
 
 // The GPT's attention on full tensors: h (B, T, C) → (B, T, C).
 // A GPT-2 block's description of width C and H heads (MLP 4C).
