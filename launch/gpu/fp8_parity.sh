@@ -146,7 +146,7 @@ finite = all(math.isfinite(r["loss"]) for r in f8)
 worst = max(abs(a["loss"] - b["loss"]) / a["loss"] for a, b in zip(bf, f8))
 print("parity %s: %d / %d steps; mean loss of the last %d: bf16 %.4f %s %.4f (%+.2f %%; goal within 1 %%); "
       "finite throughout: %s; largest per-step distance %.2f %%; skipped bf16 %d %s %d"
-      % (name, len(bf), len(f8), n, mb, name, mf, 100 * (mf / mb - 1), finite, 100 * worst, name,
+      % (name, len(bf), len(f8), n, mb, name, mf, 100 * (mf / mb - 1), finite, 100 * worst,
          sum(r["skipped"] for r in bf), name, sum(r["skipped"] for r in f8)))
 with open(out + "/parity%s.tsv" % sfx, "w") as f:
     f.write("step\tbf16\t%s\n" % name)
