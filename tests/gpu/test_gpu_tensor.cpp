@@ -2,7 +2,7 @@
 // casts and strides across and on the device, fill, add_, and Philox fills that draw the same
 // numbers as the CPU. The contiguous and row fast paths are run on 16-byte aligned tensors and on
 // views at an odd element offset (their scalar fallbacks), with guard elements around each view;
-// pack_bytes against a host memcpy.
+// pack_bytes against a host memcpy; a pinned block's download in pieces.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include "ops/reduce.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/device_ops.h"
+#include "tensor/pinned.h"
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
 
@@ -339,4 +340,24 @@ TEST(GpuPackBytes, MorePiecesThanOneLaunchHolds) {
   for (const cuda::BytePiece& p : pieces)
     wrong += std::memcmp(g + p.offset, hs + (static_cast<const unsigned char*>(p.src) - ds), p.bytes) != 0;
   EXPECT_EQ(wrong, 0u) << "pieces differing from the source";
+}
+
+// download_async_behind copies in kDownloadPiece pieces: every byte of a block spanning two whole
+// pieces and a ragged third lands at its offset, and the guard bytes before and after stay put.
+TEST(GpuPinned, DownloadBehindInPiecesLandsEveryByte) {
+  constexpr size_t kPiece = cuda::PinnedBuffer::kDownloadPiece;
+  const size_t bytes = 2 * kPiece + 12344, offset = 24;  // i32 elements; a ragged last piece
+  Generator gen(33);
+  Tensor hsrc = Tensor::empty({static_cast<int64_t>(bytes / 4)});
+  fill_uniform(hsrc, gen, -1e9f, 1e9f);
+  hsrc = hsrc.to(DType::i32);
+  const Tensor dsrc = hsrc.to(Device::cuda);
+  cuda::PinnedBuffer buf(offset + bytes + 8);
+  auto* b = static_cast<unsigned char*>(buf.data());
+  std::memset(b, 0xA5, buf.bytes());
+  buf.download_async_behind(dsrc.data_ptr(), bytes, offset);
+  buf.wait();
+  EXPECT_EQ(std::memcmp(b + offset, hsrc.data_ptr(), bytes), 0) << "the downloaded bytes differ from the source";
+  for (size_t i = 0; i < offset; ++i) ASSERT_EQ(b[i], 0xA5) << "guard byte " << i << " before the block";
+  for (size_t i = offset + bytes; i < buf.bytes(); ++i) ASSERT_EQ(b[i], 0xA5) << "guard byte " << i << " after it";
 }
