@@ -26,23 +26,28 @@ class PinnedBuffer {
   // on it before), asynchronous, ordered on the device after the block's previous copy; records
   // the fence: the bytes are in the block once it passed (query() or wait()).
   void download_async(const void* src, size_t bytes, size_t offset = 0);
-  // The same copy on the block's own copy stream (made at first use), after everything queued on
-  // the current stream so far: the current stream goes on at once, so the copy overlaps the work
-  // queued after it. `src` must hold its bytes, unchanged and allocated, until the fence passed
-  // (a copy made for it: runtime/parallel/state_sharding.h's HostStaging). Copied in pieces of
-  // kDownloadPiece bytes, so device-to-host copies of other streams are not held behind all of it.
-  void download_async_behind(const void* src, size_t bytes, size_t offset = 0);
-  // 32 MiB: ~0.6 ms over a PCIe 5 x16 link, the longest another stream's small copy waits;
-  // a gigabyte is ~50 pieces (a few microseconds of host time each at the step boundary).
+  // Device `src` → data()[offset, offset + bytes), issued by the next wait() — on whichever host
+  // thread calls it (a checkpoint's writer thread) — on the block's own copy stream, after what
+  // the current stream had queued at this call (what made src's bytes), one kDownloadPiece at a
+  // time, each waited for before the next is queued. Nothing is queued now: the current stream
+  // goes on at once, and since a copy engine takes copies in the order they were queued, the
+  // training's own small copies never wait behind more than one piece (a whole 1.5 GB download
+  // queued at once held the next step's token upload and report read: +11 to +19 ms on the step
+  // after an asynchronous save, GPT-2 124M on an H100). `src` must hold its bytes, unchanged and
+  // allocated, until wait() returned (a copy made for it: runtime/parallel/state_sharding.h's
+  // HostStaging). query() is false until a wait() has run the copy.
+  void download_on_wait(const void* src, size_t bytes, size_t offset = 0);
+  // 32 MiB: ~0.6 ms over a PCIe 5 x16 link, the longest another stream's copy waits for one.
   static constexpr size_t kDownloadPiece = size_t{32} << 20;
   // data()[offset, offset + bytes) → device `dst` on the current stream, asynchronous; records the
   // fence after the copy (the block must not be written until it has passed).
   void upload_async(void* dst, size_t bytes, size_t offset = 0);
   // True once the last copy passed (no wait; no CUDA call when none is pending): the bytes of a
-  // download are in the block, an upload has read it.
+  // download are in the block, an upload has read it. False while a download_on_wait waits.
   bool query();
-  // The host waits until the last copy passed; no CUDA call when none is pending. Call it (or see
-  // query() true) before the host or MPI reads a download or writes the block.
+  // The host waits until the last copy passed (running a download_on_wait first); no CUDA call
+  // when none is pending. Call it (or see query() true) before the host or MPI reads a download
+  // or writes the block.
   void wait();
 
  private:
@@ -50,8 +55,13 @@ class PinnedBuffer {
   size_t bytes_ = 0;
   void* fence_ = nullptr;  // cudaEvent_t, created with the block (null in CPU builds)
   bool pending_ = false;   // a copy recorded on fence_ may still read or write the block
-  void* copy_stream_ = nullptr;  // cudaStream_t of download_async_behind (null until used)
+  void* copy_stream_ = nullptr;  // cudaStream_t of download_on_wait (null until used)
   void* mark_ = nullptr;         // cudaEvent_t: the current stream's point the copy stream waits for
+  int device_ = 0;               // the device the block's copies run on (set in wait()'s thread)
+  // a download_on_wait not issued yet (bytes 0: none)
+  const void* deferred_src_ = nullptr;
+  size_t deferred_bytes_ = 0, deferred_offset_ = 0;
+  void run_deferred();
 };
 
 // Page-locked blocks allocated by PinnedBuffer since the process started (for tests: a staging

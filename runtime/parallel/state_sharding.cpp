@@ -154,7 +154,7 @@ void HostStaging::flush() {
   // (ceil(end / 8)) i64 words: the caching allocator's block, 256-byte aligned
   device_ = Tensor::empty({static_cast<int64_t>((end + 7) / 8)}, DType::i64, Device::cuda);
   cuda::pack_bytes(device_.data_ptr(), pieces_);
-  pinned_->download_async_behind(device_.data_ptr(), end, 0);
+  pinned_->download_on_wait(device_.data_ptr(), end, 0);  // issued piece by piece by wait(): the writer thread
   pieces_.clear();
   queued_.clear();  // stream-ordered: their memory is reused only after the pack ran
 }

@@ -59,8 +59,10 @@ std::vector<std::string> write_parts(const std::string& dir, const std::string& 
 // when short). CPU tensors: plain host memory, a memcpy at once. CUDA tensors: page-locked
 // (st::cuda::PinnedBuffer), reached through one device block: flush() packs every tensor given
 // to copy_in into it with one kernel (tensor/device_ops.h's pack_bytes, on the current stream after
-// the step that made them: the next step may change the originals) and sends the block to the host
-// in one copy on the pinned block's own copy stream, which overlaps the steps that follow. The
+// the step that made them: the next step may change the originals); wait() — called by the
+// checkpoint's writer thread — sends the block to the host piece by piece on the pinned block's
+// own copy stream (PinnedBuffer::download_on_wait), overlapping the steps that follow without
+// queueing the whole block ahead of their own copies. The
 // device block is held until release(). Per save: two launches and a few CUDA calls, whatever the
 // number of tensors (a copy and a download per tensor took ~10 ms for GPT-2 124M's ~450).
 class HostStaging {
@@ -72,7 +74,7 @@ class HostStaging {
   void reserve(size_t bytes, bool pinned);  // at least `bytes`; drops what was held (nothing in flight)
   void copy_in(const Tensor& t, size_t offset);  // t's bytes → [offset, offset + nbytes); CUDA: at flush()
   void flush();  // the CUDA tensors given to copy_in on their way (nothing for CPU ones)
-  void wait();  // until every copy_in is in the block (CUDA: the fence; any thread)
+  void wait();  // until every copy_in is in the block (CUDA: runs the download; any thread)
   void release();  // wait(), then the device block goes (the thread that made it)
   const unsigned char* data() const;
   size_t bytes() const { return bytes_; }

@@ -59,10 +59,11 @@ PinnedBuffer::~PinnedBuffer() {
   cudaFreeHost(data_);
 }
 
-void PinnedBuffer::download_async_behind(const void* src, size_t bytes, size_t offset) {
+void PinnedBuffer::download_on_wait(const void* src, size_t bytes, size_t offset) {
   ST_CHECK(fence_, DeviceError, "PinnedBuffer: device-to-host copy, but no CUDA device is visible");
   ST_CHECK(offset + bytes <= bytes_, ValueError,
            "PinnedBuffer: copy of " << bytes << " bytes at " << offset << " into a block of " << bytes_);
+  ST_CHECK(deferred_bytes_ == 0, ValueError, "PinnedBuffer: a deferred download is already waiting for wait()");
   if (!copy_stream_) {
     cudaStream_t cs = nullptr;
     CHECK_CUDA(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
@@ -71,21 +72,28 @@ void PinnedBuffer::download_async_behind(const void* src, size_t bytes, size_t o
     CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     mark_ = ev;
   }
-  cudaStream_t cs = static_cast<cudaStream_t>(copy_stream_);
+  CHECK_CUDA(cudaGetDevice(&device_));
   CHECK_CUDA(cudaEventRecord(fence_of(mark_), current_stream()));  // what made src's bytes
+  deferred_src_ = src;
+  deferred_bytes_ = bytes;
+  deferred_offset_ = offset;
+}
+
+void PinnedBuffer::run_deferred() {
+  const size_t bytes = deferred_bytes_;
+  deferred_bytes_ = 0;
+  CHECK_CUDA(cudaSetDevice(device_));  // this thread's device: the block's
+  cudaStream_t cs = static_cast<cudaStream_t>(copy_stream_);
   CHECK_CUDA(cudaStreamWaitEvent(cs, fence_of(mark_), 0));
   if (pending_) CHECK_CUDA(cudaStreamWaitEvent(cs, fence_of(fence_), 0));  // the block's last copy
-  // In pieces: a copy engine runs one copy to its end before it takes the next, so a whole
-  // gigabyte-sized download (~30 ms over PCIe) held every small device-to-host copy queued after
-  // it — the next training step's report read waited for it (+10 to +19 ms on the step after an
-  // asynchronous save, GPT-2 124M, H100). Between pieces the engine serves other streams.
   for (size_t done = 0; done < bytes; done += kDownloadPiece) {
     const size_t n = std::min(kDownloadPiece, bytes - done);
-    CHECK_CUDA(cudaMemcpyAsync(static_cast<char*>(data_) + offset + done, static_cast<const char*>(src) + done, n,
-                               cudaMemcpyDeviceToHost, cs));
+    CHECK_CUDA(cudaMemcpyAsync(static_cast<char*>(data_) + deferred_offset_ + done,
+                               static_cast<const char*>(deferred_src_) + done, n, cudaMemcpyDeviceToHost, cs));
+    CHECK_CUDA(cudaEventRecord(fence_of(fence_), cs));
+    CHECK_CUDA(cudaEventSynchronize(fence_of(fence_)));  // one piece queued at a time
   }
-  CHECK_CUDA(cudaEventRecord(fence_of(fence_), cs));
-  pending_ = true;
+  pending_ = false;
 }
 
 void PinnedBuffer::download_async(const void* src, size_t bytes, size_t offset) {
@@ -114,6 +122,7 @@ void PinnedBuffer::upload_async(void* dst, size_t bytes, size_t offset) {
 }
 
 bool PinnedBuffer::query() {
+  if (deferred_bytes_ > 0) return false;
   if (!pending_) return true;
   const cudaError_t e = cudaEventQuery(fence_of(fence_));
   if (e == cudaErrorNotReady) return false;
@@ -123,6 +132,7 @@ bool PinnedBuffer::query() {
 }
 
 void PinnedBuffer::wait() {
+  if (deferred_bytes_ > 0) run_deferred();
   if (!pending_) return;
   CHECK_CUDA(cudaEventSynchronize(fence_of(fence_)));
   pending_ = false;

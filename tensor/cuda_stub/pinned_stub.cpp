@@ -27,7 +27,8 @@ PinnedBuffer::~PinnedBuffer() {
   g_bytes.fetch_sub(bytes_);
 }
 void PinnedBuffer::download_async(const void*, size_t, size_t) { no_cuda("device-to-host copy"); }
-void PinnedBuffer::download_async_behind(const void*, size_t, size_t) { no_cuda("device-to-host copy"); }
+void PinnedBuffer::download_on_wait(const void*, size_t, size_t) { no_cuda("device-to-host copy"); }
+void PinnedBuffer::run_deferred() {}
 void PinnedBuffer::upload_async(void*, size_t, size_t) { no_cuda("host-to-device copy"); }
 bool PinnedBuffer::query() { return true; }
 void PinnedBuffer::wait() {}

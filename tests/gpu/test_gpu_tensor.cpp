@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "ops/reduce.h"
@@ -342,9 +343,10 @@ TEST(GpuPackBytes, MorePiecesThanOneLaunchHolds) {
   EXPECT_EQ(wrong, 0u) << "pieces differing from the source";
 }
 
-// download_async_behind copies in kDownloadPiece pieces: every byte of a block spanning two whole
+// download_on_wait queues nothing until wait(), which copies in kDownloadPiece pieces — from
+// another thread here, as the checkpoint's writer does: every byte of a block spanning two whole
 // pieces and a ragged third lands at its offset, and the guard bytes before and after stay put.
-TEST(GpuPinned, DownloadBehindInPiecesLandsEveryByte) {
+TEST(GpuPinned, DownloadOnWaitInPiecesFromAnotherThreadLandsEveryByte) {
   constexpr size_t kPiece = cuda::PinnedBuffer::kDownloadPiece;
   const size_t bytes = 2 * kPiece + 12344, offset = 24;  // i32 elements; a ragged last piece
   Generator gen(33);
@@ -355,8 +357,10 @@ TEST(GpuPinned, DownloadBehindInPiecesLandsEveryByte) {
   cuda::PinnedBuffer buf(offset + bytes + 8);
   auto* b = static_cast<unsigned char*>(buf.data());
   std::memset(b, 0xA5, buf.bytes());
-  buf.download_async_behind(dsrc.data_ptr(), bytes, offset);
-  buf.wait();
+  buf.download_on_wait(dsrc.data_ptr(), bytes, offset);
+  EXPECT_FALSE(buf.query()) << "the download is deferred to wait()";
+  std::thread([&] { buf.wait(); }).join();
+  EXPECT_TRUE(buf.query());
   EXPECT_EQ(std::memcmp(b + offset, hsrc.data_ptr(), bytes), 0) << "the downloaded bytes differ from the source";
   for (size_t i = 0; i < offset; ++i) ASSERT_EQ(b[i], 0xA5) << "guard byte " << i << " before the block";
   for (size_t i = offset + bytes; i < buf.bytes(); ++i) ASSERT_EQ(b[i], 0xA5) << "guard byte " << i << " after it";
