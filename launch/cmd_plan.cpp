@@ -76,8 +76,9 @@ const char* kEpilog =
     "within 5 % (tests/runtime/plan/test_memory_plan.cpp).\n"
     "\n"
     "With --gpu-memory SIZE: the plan is CUDA's (--device cuda unless --device is on the command line)\n"
-    "in bf16 unless --precision is set; the layouts of --world ranks (dp x tp x pp, ZeRO 0-3 when\n"
-    "dp > 1, recompute 0/1, sequence parallelism 0/1 at tp > 1 without dropout and T % tp = 0, 1F1B;\n"
+    "in bf16 unless --precision is set; the layouts of --world ranks (dp x cp x tp x pp, ZeRO 0-3 when\n"
+    "dp > 1, recompute 0/1, sequence parallelism 0/1 at tp > 1 without dropout and T % tp = 0, context\n"
+    "parallelism (cp > 1: decoder models, T % 2cp = 0, pp 1 and ZeRO 0), 1F1B;\n"
     "the global batch micro-batch x grad-accum x dp of the flags kept)\n"
     "whose every rank's peak fits are listed with their largest rank's bytes by kind, best first, and\n"
     "the best 3 as `launch/mpirun.sh -n N -- shardtrain train ...` lines that run them. When none fits\n"
@@ -97,7 +98,12 @@ const char* kEpilog =
     "           ZeRO 3    m x (dp-1)/dp x P_stage x (2e + e_c): two all-gathers and a reduce-\n"
     "                     scatter per micro-batch, hidden behind all of compute but for the\n"
     "                     first gather of each pass, 2m x (dp-1)/dp x U x e (U the largest layer)\n"
-    "  pp       (m + pp - 1) x 2 B T C e over the same link";
+    "  pp       (m + pp - 1) x 2 B T C e over the same link\n"
+    "  cp       L/pp x m x the ring's exposed time: (cp-1) hops of K and V (2 B T/cp A_kv e each)\n"
+    "           forward and again backward, and cp hops of their f32 gradients, over --intra-gbs\n"
+    "           (--inter-gbs when cp x tp > --gpus-per-node), less the attention they run beside,\n"
+    "           3.5 x 2 B T^2 H D / (tp cp flops); every term above counts B T/cp tokens a rank, and\n"
+    "           the gradients are reduced over dp x cp";
 
 std::string mib(double b) {
   char buf[32];
@@ -113,7 +119,7 @@ bool plan_only(const std::string& name) {
   return false;
 }
 bool layout_flag(const std::string& name) {
-  for (const char* n : {"dp", "tp", "pp", "zero", "recompute", "grad-accum", "schedule", "virtual-stages",
+  for (const char* n : {"dp", "cp", "tp", "pp", "zero", "recompute", "grad-accum", "schedule", "virtual-stages",
                         "sequence-parallel"})
     if (name == n) return true;
   return false;
@@ -144,6 +150,7 @@ std::vector<std::string> train_args(const OptionTable& t, const std::vector<std:
     }
     if (l.pp > 1) out.insert(out.end(), {"--schedule", "1f1b", "--virtual-stages", "1"});
     if (l.sequence_parallel) out.insert(out.end(), {"--sequence-parallel", "1"});
+    if (l.cp > 1) out.insert(out.end(), {"--cp", std::to_string(l.cp)});
   }
   out.insert(out.end(), chosen.begin(), chosen.end());
   return out;
@@ -167,7 +174,7 @@ const runtime::StageMemory& largest_stage(const runtime::MemoryPlan& plan) {
 const runtime::StageMemory& largest_stage(const runtime::MemoryPlan&& plan) = delete;
 
 std::string layout_words(const runtime::PlanLayout& l) {
-  return "dp " + std::to_string(l.dp) + " tp " + std::to_string(l.tp) + " pp " + std::to_string(l.pp) + " zero " +
+  return "dp " + std::to_string(l.dp) + (l.cp > 1 ? " cp " + std::to_string(l.cp) : std::string()) + " tp " + std::to_string(l.tp) + " pp " + std::to_string(l.pp) + " zero " +
          std::to_string(l.zero) + " recompute " + (l.recompute ? "1" : "0") + (l.sequence_parallel ? " sp 1" : "") +
          " grad-accum " + std::to_string(l.grad_accum);
 }
@@ -179,7 +186,8 @@ std::string nothing_fits(const nlohmann::json& entry, int64_t seq_len, const run
   std::ostringstream o;
   o << "no layout of " << world << (world == 1 ? " rank" : " ranks") << " fits in " << runtime::human_bytes(device)
     << " per " << where
-    << " device (dp x tp x pp, ZeRO 0-3 where dp > 1, recompute 0 and 1, sequence parallelism at tp > 1 tried)";
+    << " device (dp x cp x tp x pp, ZeRO 0-3 where dp > 1, recompute 0 and 1, sequence parallelism at tp > 1, "
+       "context parallelism for decoders tried)";
   const auto all = runtime::fitting_layouts(entry, seq_len, asked, world, std::numeric_limits<double>::infinity(), cost);
   const int64_t global = asked.micro_batch * asked.grad_accum * asked.dp;
   if (all.empty()) {
@@ -284,9 +292,9 @@ int cmd_plan(const std::vector<std::string>& args) {
             << device_name << " device, best first (MiB on the largest rank, by kind; step ms by the cost model of "
             << "plan --help):\n";
   char row[320];
-  std::snprintf(row, sizeof row, "%3s %4s %4s %4s %4s %9s %3s %10s %8s %9s %9s %9s %9s %8s %9s %9s %8s %8s %8s %8s\n", "#",
-                "dp", "tp", "pp", "zero", "recompute", "sp", "grad-accum", "schedule", "params", "grads", "optim", "act", "comm",
-                "peak", "step ms", "compute", "tp", "dp", "pp");
+  std::snprintf(row, sizeof row, "%3s %4s %3s %4s %4s %4s %9s %3s %10s %8s %9s %9s %9s %9s %8s %9s %9s %8s %8s %8s %8s %8s\n",
+                "#", "dp", "cp", "tp", "pp", "zero", "recompute", "sp", "grad-accum", "schedule", "params", "grads", "optim",
+                "act", "comm", "peak", "step ms", "compute", "tp", "dp", "pp", "cp");
   std::cout << row;
   const size_t shown = std::min<size_t>(ranked.size(), static_cast<size_t>(p.top));
   for (size_t i = 0; i < shown; ++i) {
@@ -295,12 +303,12 @@ int cmd_plan(const std::vector<std::string>& args) {
     const runtime::MemoryPlan plan = runtime::plan_memory(entry, seq_len, l);
     const runtime::StageMemory& m = largest_stage(plan);
     std::snprintf(row, sizeof row,
-                  "%3zu %4lld %4lld %4lld %4d %9d %3d %10lld %8s %9s %9s %9s %9s %8s %9s %9.2f %8.2f %8.2f %8.2f %8.2f\n",
-                  i + 1, static_cast<long long>(l.dp), static_cast<long long>(l.tp), static_cast<long long>(l.pp), l.zero,
+                  "%3zu %4lld %3lld %4lld %4lld %4d %9d %3d %10lld %8s %9s %9s %9s %9s %8s %9s %9.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n",
+                  i + 1, static_cast<long long>(l.dp), static_cast<long long>(l.cp), static_cast<long long>(l.tp), static_cast<long long>(l.pp), l.zero,
                   l.recompute ? 1 : 0, l.sequence_parallel ? 1 : 0, static_cast<long long>(l.grad_accum), l.pp > 1 ? "1f1b" : "-", mib(m.params).c_str(),
                   mib(m.grads).c_str(), mib(m.optim).c_str(), mib(m.activations).c_str(), mib(m.comm).c_str(),
                   mib(r.peak).c_str(), 1e3 * r.cost.total(), 1e3 * r.cost.compute_s, 1e3 * r.cost.tp_s, 1e3 * r.cost.dp_s,
-                  1e3 * r.cost.pp_s);
+                  1e3 * r.cost.pp_s, 1e3 * r.cost.cp_s);
     std::cout << row;
   }
   const size_t lines = std::min<size_t>(shown, 3);

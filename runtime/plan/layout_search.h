@@ -55,7 +55,8 @@ struct CostModel {
 
 struct StepCost {
   double compute_s = 0, tp_s = 0, dp_s = 0, pp_s = 0;  // dp_s: the DP / ZeRO term, whatever the stage
-  double total() const { return compute_s + tp_s + dp_s + pp_s; }
+  double cp_s = 0;                                      // the ring's exposed time (context parallelism)
+  double total() const { return compute_s + tp_s + dp_s + pp_s + cp_s; }
 };
 
 struct RankedLayout {
@@ -63,6 +64,10 @@ struct RankedLayout {
   double peak = 0;  // the largest rank's planned peak, bytes
   StepCost cost;
 };
+
+// Whether training runs context parallelism in this layout (cp 1 always; cp > 1 as the trainer
+// accepts it: launch/layout_check.cpp's refusals).
+bool cp_composes(const PlanLayout& layout);
 
 // The cost of one step of `layout` (the header's model).
 StepCost step_cost(const nlohmann::json& entry, int64_t seq_len, const PlanLayout& layout, const CostModel& model);

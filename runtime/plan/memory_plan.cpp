@@ -140,6 +140,10 @@ PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp) {
   return l;
 }
 
+double local_tokens(const PlanLayout& l, int64_t seq_len) {
+  return static_cast<double>(l.micro_batch * seq_len) / static_cast<double>(std::max<int64_t>(l.cp, 1));
+}
+
 bool head_is_chunked(const PlanLayout& l) { return l.chunked_head && l.tp == 1 && l.zero < 3; }
 
 double MemoryPlan::max_peak() const {
@@ -160,11 +164,11 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
   const bool decoder = d.decoder.has_value();
   if (!decoder) plan.notes = "activations are modelled for decoder models only (0 here)";
   const ActivationCoefficients a =
-      decoder ? decoder_activations(*d.decoder, static_cast<double>(d.vocab_size), l, static_cast<double>(l.micro_batch * seq_len))
+      decoder ? decoder_activations(*d.decoder, static_cast<double>(d.vocab_size), l, local_tokens(l, seq_len))
               : ActivationCoefficients{};
   const ParamBytes pb = param_bytes(l.precision, l.optimizer);  // the same per-parameter bytes as the memory check
   const double e = pb.weight, master = pb.master, state = pb.state;
-  const double dp = static_cast<double>(l.dp), tokens = static_cast<double>(l.micro_batch * seq_len);
+  const double dp = static_cast<double>(l.dp), tokens = local_tokens(l, seq_len);
   const double C = decoder ? static_cast<double>(d.decoder->d_model) : 0.0;
   const int last_layer = static_cast<int>(d.layers.size()) - 1;
   for (int s = 0; s < l.pp; ++s) {
@@ -368,7 +372,7 @@ void register_memory_cap(const TrainConfig& cfg, const nlohmann::json& entry, in
                  memory_plan_line(plan_memory(entry, seq_len, l), l, rank));
 }
 
-int stage_of_rank(const PlanLayout& l, int rank) { return static_cast<int>(rank / (l.dp * l.tp)); }
+int stage_of_rank(const PlanLayout& l, int rank) { return static_cast<int>(rank / (l.dp * l.cp * l.tp)); }
 
 std::string memory_plan_table(const MemoryPlan& plan, const PlanLayout& l) {
   auto mib = [](double b) {
@@ -386,7 +390,8 @@ std::string memory_plan_table(const MemoryPlan& plan, const PlanLayout& l) {
     const int s = per_rank ? stage_of_rank(l, r) : r;
     const StageMemory& m = plan.stages[static_cast<size_t>(s)];
     std::string who = std::to_string(r);
-    if (!per_rank) who = std::to_string(s * l.dp * l.tp) + "-" + std::to_string((s + 1) * l.dp * l.tp - 1);
+    const int64_t stage_ranks = l.dp * l.cp * l.tp;
+    if (!per_rank) who = std::to_string(s * stage_ranks) + "-" + std::to_string((s + 1) * stage_ranks - 1);
     std::snprintf(row, sizeof row, "%-7s %5d %9lld %10s %10s %10s %10s %8s %10s\n", who.c_str(), s,
                   static_cast<long long>(m.in_flight), mib(m.params).c_str(), mib(m.grads).c_str(),
                   mib(m.optim).c_str(), mib(m.activations).c_str(), mib(m.comm).c_str(), mib(m.peak).c_str());
@@ -400,10 +405,10 @@ std::string memory_plan_line(const MemoryPlan& plan, const PlanLayout& l, int ra
   const StageMemory& m = plan.stages[static_cast<size_t>(stage_of_rank(l, rank))];
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "the plan for this layout (dp %lld tp %lld pp %lld zero %d): %.1f MiB at peak on this rank "
+                "the plan for this layout (dp %lld tp %lld pp %lld zero %d%s): %.1f MiB at peak on this rank "
                 "(params %.1f, grads %.1f, optim %.1f, activations %.1f, comm %.1f MiB)",
                 static_cast<long long>(l.dp), static_cast<long long>(l.tp), static_cast<long long>(l.pp), l.zero,
-                m.peak / (1 << 20), m.params / (1 << 20), m.grads / (1 << 20), m.optim / (1 << 20),
+                l.cp > 1 ? (" cp " + std::to_string(l.cp)).c_str() : "", m.peak / (1 << 20), m.params / (1 << 20), m.grads / (1 << 20), m.optim / (1 << 20),
                 m.activations / (1 << 20), m.comm / (1 << 20));
   return buf;
 }

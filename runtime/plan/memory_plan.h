@@ -130,6 +130,10 @@ namespace st::runtime {
 
 struct PlanLayout {
   int64_t dp = 1, tp = 1, pp = 1;
+  // context parallelism (--cp): each of the cp ranks of a sequence holds T/cp of its positions
+  // (two chunks, one from each end) — every per-token term below counts B·T/cp tokens; the
+  // weights, gradients and optimizer state are replicated over cp as over dp
+  int64_t cp = 1;
   int zero = 0;  // ZeRO stage 0..3 (0: plain data parallel)
   Schedule schedule = Schedule::one_f_one_b;
   int64_t virtual_stages = 1;
@@ -143,10 +147,12 @@ struct PlanLayout {
   Device device = Device::cpu;  // the activation term's ops (the CUDA paths fuse and keep less)
   bool chunked_head = false;  // --chunked-head (in effect only where head_is_chunked says so)
   bool sequence_parallel = false;  // --sequence-parallel 1 at tp > 1 (block_activations says what it changes)
-  int64_t world() const { return dp * tp * pp; }
+  int64_t world() const { return dp * cp * tp * pp; }
 };
 // The layout a train config asks for (its ZeRO stage: cfg.zero as an integer).
 PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp);
+// The tokens of a micro-batch one rank holds: B·T, over cp under context parallelism.
+double local_tokens(const PlanLayout& layout, int64_t seq_len);
 // Whether the loss runs the chunked head in this layout: --chunked-head, no tensor
 // parallelism (the vocabulary-parallel loss keeps the unfused head) and no ZeRO-3 (Trainer::init).
 bool head_is_chunked(const PlanLayout& layout);

@@ -126,8 +126,8 @@ TEST(LayoutSearch, SequenceParallelSearchedWhereTheRunAcceptsIt) {
   const PlanLayout asked = plan_layout(c, 1);
   const auto all = fitting_layouts(entry, 32, asked, 4, 1e18, CostModel{});
   auto same_but_sp = [](const PlanLayout& a, const PlanLayout& b) {
-    return a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.zero == b.zero && a.recompute == b.recompute &&
-           a.sequence_parallel != b.sequence_parallel;
+    return a.dp == b.dp && a.cp == b.cp && a.tp == b.tp && a.pp == b.pp && a.zero == b.zero &&
+           a.recompute == b.recompute && a.sequence_parallel != b.sequence_parallel;
   };
   int with_sp = 0;
   const RankedLayout* gap_sp = nullptr;
@@ -151,7 +151,7 @@ TEST(LayoutSearch, SequenceParallelSearchedWhereTheRunAcceptsIt) {
   bool sp_listed = false;
   for (const RankedLayout& r : fitting_layouts(entry, 32, asked, 4, device, CostModel{})) {
     EXPECT_FALSE(same_but_sp(r.layout, gap_sp->layout) && !r.layout.sequence_parallel) << "the twin does not fit";
-    sp_listed = sp_listed || (r.layout.sequence_parallel && r.layout.dp == gap_sp->layout.dp &&
+    sp_listed = sp_listed || (r.layout.sequence_parallel && r.layout.dp == gap_sp->layout.dp && r.layout.cp == gap_sp->layout.cp &&
                               r.layout.tp == gap_sp->layout.tp && r.layout.pp == gap_sp->layout.pp &&
                               r.layout.zero == gap_sp->layout.zero && r.layout.recompute == gap_sp->layout.recompute);
   }
@@ -169,4 +169,77 @@ TEST(LayoutSearch, SequenceParallelSearchedWhereTheRunAcceptsIt) {
     sp_tp2 += r.layout.sequence_parallel && r.layout.tp == 2;
   }
   EXPECT_GT(sp_tp2, 0);
+}
+
+// Context parallelism (PlanLayout::cp): a rank holds B·T/cp tokens of every per-token term — a
+// plan at cp 2 equals one at cp 1 with half the micro-batch, to the byte, and its parameters,
+// gradients and optimizer state are cp 1's; the ring's cost is the stated closed form (exposed
+// at a short T, hidden behind the attention at a long one) and the gradients are reduced over
+// dp × cp.
+TEST(LayoutSearch, ContextParallelHoldsOneCpthOfTheTokensAtTheStatedCost) {
+  TrainConfig c = gpt();
+  c.seq_len = 64;
+  const auto entry = model_entry(c);
+  PlanLayout l = plan_layout(c, 2);
+  l.cp = 2;
+  PlanLayout half = plan_layout(c, 2);
+  half.micro_batch = l.micro_batch / 2;
+  const MemoryPlan a = plan_memory(entry, 64, l), b = plan_memory(entry, 64, half);
+  EXPECT_DOUBLE_EQ(a.max_peak(), b.max_peak());
+  EXPECT_DOUBLE_EQ(a.stages[0].activations, b.stages[0].activations);
+  const MemoryPlan whole = plan_memory(entry, 64, plan_layout(c, 2));
+  EXPECT_DOUBLE_EQ(a.stages[0].params + a.stages[0].grads + a.stages[0].optim,
+                   whole.stages[0].params + whole.stages[0].grads + whole.stages[0].optim);
+  EXPECT_LT(a.stages[0].activations, 0.51 * whole.stages[0].activations);
+
+  CostModel cm;
+  const StepCost s = step_cost(entry, 64, l, cm);
+  // the ring per block and micro-batch: K's elements of a rank kv = B·(T/cp)·H·D (H·D = C here);
+  // (cp − 1)·2·kv·2·4 bytes of K and V (fp32) and cp·2·kv·4 of their gradients, less the
+  // attention's 3.5·2·B·T²·C/cp FLOPs; 4 blocks, m = 4
+  const double C = 64, T = 64, B = 8, kv = B * T / 2 * C;
+  const double ring = (2 * kv * 2 * 4 + 2 * 2 * kv * 4) / (cm.intra_gbs * 1e9);
+  const double attention = 3.5 * 2 * B * T * T * C / 2 / cm.flops;
+  ASSERT_GT(ring, attention) << "this T does not make the exposed case";
+  EXPECT_NEAR(s.cp_s, 4 * 4 * (ring - attention), 1e-9 * s.cp_s);
+  EXPECT_NEAR(s.total(), s.compute_s + s.tp_s + s.dp_s + s.pp_s + s.cp_s, 1e-15);
+  // dp 2 × cp 2: the gradients' all-reduce over 4 replicas, as dp 4's on the same tokens a step
+  // (grad-accum 2: the compute it hides behind is the same)
+  PlanLayout dp4 = plan_layout(c, 4);
+  dp4.grad_accum = 2;
+  ASSERT_GT(s.dp_s, 0.0);
+  EXPECT_DOUBLE_EQ(s.dp_s, step_cost(entry, 64, dp4, cm).dp_s);
+  EXPECT_DOUBLE_EQ(s.compute_s, step_cost(entry, 64, dp4, cm).compute_s);
+  // a long T hides the ring: the attention's FLOPs grow as T², the ring's bytes as T (here the
+  // two meet near T = 10 k: 3.5·T/flops = 16/intra per token and channel)
+  c.seq_len = 32768;
+  EXPECT_EQ(step_cost(model_entry(c), 32768, l, cm).cp_s, 0.0);
+}
+
+// Where no layout without cp fits (a long sequence), the search lists layouts with cp — only
+// those the trainer runs (cp_composes: pp 1, ZeRO 0; T a multiple of 2·cp), best first.
+TEST(LayoutSearch, ContextParallelListedWhereNothingWithoutItFits) {
+  TrainConfig c = gpt();
+  c.seq_len = 1024, c.micro_batch = 2, c.grad_accum = 1;
+  const auto entry = model_entry(c);
+  const PlanLayout asked = plan_layout(c, 1);
+  const auto all = fitting_layouts(entry, 1024, asked, 4, 1e18, CostModel{});
+  double best_without = 1e18, best_with = 1e18;
+  for (const RankedLayout& r : all) {
+    if (r.layout.cp > 1) {
+      EXPECT_EQ(r.layout.pp, 1);
+      EXPECT_EQ(r.layout.zero, 0);
+      EXPECT_EQ(1024 % (2 * r.layout.cp), 0);
+    }
+    EXPECT_EQ(r.layout.micro_batch * r.layout.grad_accum * r.layout.dp, 2);  // the global batch kept
+    (r.layout.cp > 1 ? best_with : best_without) = std::min(r.layout.cp > 1 ? best_with : best_without, r.peak);
+  }
+  ASSERT_LT(best_with, best_without) << "cp not searched, or it saves nothing here";
+  const double device = (best_with + best_without) / 2;
+  const auto fit = fitting_layouts(entry, 1024, asked, 4, device, CostModel{});
+  ASSERT_FALSE(fit.empty()) << "nothing listed for " << device << " bytes";
+  for (const RankedLayout& r : fit) {
+    EXPECT_GT(r.layout.cp, 1);
+    EXPECT_LE(r.peak, device);
+  }
 }
