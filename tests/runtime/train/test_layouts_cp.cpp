@@ -273,3 +273,50 @@ TEST(CpFour, CheckpointResumesAtCpFour) {
   b.dp = 1;
   expect_same(run_layout(b, "cp4_after"), want, "resumed at cp 4", 3);
 }
+
+// Bytes per rank: a cp rank holds T/cp tokens of each sequence, and everything a block keeps for
+// its backward is per token (the attention op keeps q, k, v, its output and the lse, O(T) — the
+// CPU backward recomputes the probabilities — and the ring keeps only its own chunks', the other
+// ranks' keys and values passing through), so the activation peak per rank falls as 1/cp. The
+// shape: T 256 (long sequences: the attention's and the head's per-token tensors are all that
+// grows) over a 2-block GPT with the micro-batch of one sequence per replica, at cp 1 (dp 4),
+// cp 2 (dp 2) and cp 4 — the same tokens per replica, so the only change per rank is cp.
+// Above 1/cp by the ring's own buffers alive at the peak — in the forward the keys/values held and
+// the ones arriving (2 × the packed [k | v] of the rank's 2C tokens, f32: 2 · 2 · Tl · C · 4 bytes)
+// and the f32 output accumulator (Tl · C · 4), 5 · Tl · C · 4 = 81 920 bytes at cp 2 (Tl 128, C
+// 32), per token of the rank again: 640 bytes per token against the one-process peak's
+// 2 481 172 / 256 ≈ 9 700, 6.6 % above 1/cp at every cp. Measured (2026-12-06, this
+// CPU): 1 323 540 / 2 481 172 = 0.5334 at cp 2 and 661 780 / 2 481 172 = 0.2667 at cp 4, both
+// 1.067 × 1/cp. The bound: at least 1/cp (everything scales at most as the tokens) and at most
+// 1.10 × 1/cp (the ring's 6.6 % and 3 points for the lse and allocator rounding). A ring that
+// kept the blocks it received for its backward would add (cp − 1) · 2 · Tl · C · 4 bytes per
+// layer: 0.56 at cp 2, failing it.
+TEST(CpFour, ActivationPeakPerRankFallsWithCp) {
+  ASSERT_EQ(world_size(), 4);
+  TrainConfig c = base_config();
+  c.layers = 2;
+  c.seq_len = 256;
+  c.micro_batch = 1;
+  c.grad_accum = 1;
+  c.steps = 2;
+  int64_t peak[3] = {0, 0, 0};
+  const int cps[3] = {1, 2, 4};
+  for (int i = 0; i < 3; ++i) {
+    TrainConfig l = c;
+    l.cp = cps[i];
+    l.dp = 4 / cps[i];
+    const std::string name = "act_cp" + std::to_string(cps[i]);
+    run_layout(l, name);
+    peak[i] = act_peak(name);
+    barrier();
+  }
+  ASSERT_GT(peak[0], 0);
+  for (int i = 1; i < 3; ++i) {
+    const double ratio = static_cast<double>(peak[i]) / static_cast<double>(peak[0]);
+    if (world_rank() == 0 && std::getenv("ST_LAYOUT_NOISE_LOG"))
+      std::printf("mem_act_peak cp %d / cp 1: %lld / %lld = %.4f (1/cp = %.4f)\n", cps[i],
+                  static_cast<long long>(peak[i]), static_cast<long long>(peak[0]), ratio, 1.0 / cps[i]);
+    EXPECT_GE(ratio, 1.0 / cps[i]) << "cp " << cps[i];
+    EXPECT_LE(ratio, 1.0 / cps[i] * 1.10) << "cp " << cps[i];
+  }
+}
