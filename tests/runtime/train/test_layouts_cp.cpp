@@ -15,6 +15,8 @@
 // cp changes the loss by ≥ 1e-3 here, far above the widest tolerance (8e-5).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -23,7 +25,12 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu/sgemm.h"
 #include "runtime/common/option_check.h"
+#include "runtime/io/checkpoint_dir.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/train/parallel_training.h"
+#include "runtime/train/trainer.h"
 #include "tests/runtime/train/layouts_common.h"
 
 using namespace st;
@@ -167,6 +174,67 @@ TEST(CpTwo, CheckpointResumesAtCpOne) {
   b.dp = 2;
   b.grad_accum = 1;  // B 2 × K 1 × dp 2: the same global batch
   expect_same(run_layout(b, "cp1_after"), want, "resumed at cp 1 (dp 2)", 3);
+}
+
+// The final weights: the checkpoint the cp 2 run writes at its last step (the cp index 0 rank
+// writes the replicated weights) against a one-process run's weights on the same global batch,
+// tensor by tensor normwise (‖w − w_ref‖ / ‖w_ref‖). The tolerance is the one of the curves,
+// measured on the weights: kNoiseMultiple × the same distance of the one-process runs with their
+// sums reordered (layouts_common.h: "resplit", micro-batches of one sequence; "kc 8", every matrix
+// product blocked by 8 along its depth), at least kNoiseFloor. Llama: rope at global positions
+// and GQA; GPT: wpe rows.
+TEST(CpTwo, FinalWeightsEqualOneProcess) {
+  ASSERT_EQ(world_size(), 2);
+  for (const char* family : {"gpt", "llama"}) {
+    TrainConfig c = std::string(family) == "gpt" ? base_config() : llama_config();
+    c.dp = 1;
+    TrainConfig one = c;  // the one-process reference and its resplit, on every rank (no communicator)
+    one.cp = 1;
+    one.metrics.clear();
+    auto weights_of = [](TrainConfig r) {
+      Trainer t(r);
+      for (int64_t s = 0; s < r.steps; ++s) t.train_step();
+      std::map<std::string, std::vector<float>> w;
+      for (auto& [name, p] : t.model().named_parameters()) w[name] = p.detach().to(DType::f32).to_float();
+      return w;
+    };
+    const auto ref = weights_of(one);
+    TrainConfig re = one;
+    re.micro_batch = 1;
+    re.grad_accum = c.micro_batch * c.grad_accum;
+    const auto resplit = weights_of(re);
+    const int64_t kc = ops::cpu::sgemm_set_depth_block(8);  // the blocked run: every sum over features reordered
+    const auto blocked = weights_of(one);
+    ops::cpu::sgemm_set_depth_block(kc);
+    TrainConfig l = c;
+    l.cp = 2;
+    l.checkpoint_dir = work_dir() + "/weights_cp2_" + family;
+    l.checkpoint_every = c.steps;
+    if (world_rank() == 0) fs::remove_all(l.checkpoint_dir);
+    barrier();
+    run_layout(l, std::string("weights_cp2_") + family);
+    const auto got = load_safetensors(CheckpointDir(l.checkpoint_dir).latest() + "/model.safetensors");
+    auto dist = [](const std::vector<float>& a, const std::vector<float>& b) {
+      double d = 0, n = 0;
+      for (size_t i = 0; i < b.size(); ++i) {
+        d += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+        n += static_cast<double>(b[i]) * b[i];
+      }
+      return std::sqrt(d / std::max(n, 1e-300));
+    };
+    double worst = 0, noise = 0;
+    ASSERT_EQ(got.size(), ref.size()) << family << ": the checkpoint's tensors";
+    for (const auto& [name, want] : ref) {
+      ASSERT_TRUE(got.count(name)) << family << ": the checkpoint lacks " << name;
+      const std::vector<float> w = got.at(name).to(DType::f32).to_float();
+      ASSERT_EQ(w.size(), want.size()) << name;
+      worst = std::max(worst, dist(w, want));
+      noise = std::max({noise, dist(resplit.at(name), want), dist(blocked.at(name), want)});
+    }
+    if (world_rank() == 0 && std::getenv("ST_LAYOUT_NOISE_LOG"))
+      std::printf("%s cp 2 final weights: %.3g (noise %.3g)\n", family, worst, noise);
+    EXPECT_LE(worst, kNoiseMultiple * std::max(noise, kNoiseFloor)) << family << " cp 2 final weights (noise " << noise << ")";
+  }
 }
 
 // What is not wired with --cp is refused by TrainConfig::validate, before a rank builds
