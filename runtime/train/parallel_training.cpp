@@ -207,7 +207,10 @@ void print_summary(const Job& job, const GradReducer* reducer, const Zero1* zero
   if (reducer && reducer->stats().steps > 0) {
     const ReducerStats& s = reducer->stats();
     const double steps = static_cast<double>(s.steps);
-    std::cout << (zero ? "zero " + std::to_string(job.zero_stage()) : std::string("data parallel")) << ": " << s.buckets_launched / s.steps << " buckets per step ("
+    const std::string what = zero ? "zero " + std::to_string(job.zero_stage())
+                                  : job.grid.layout().cp > 1 ? std::string("gradient sum over dp x cp")
+                                                             : std::string("data parallel");
+    std::cout << what << ": " << s.buckets_launched / s.steps << " buckets per step ("
               << s.launched_early << " of " << s.buckets_launched << " launched before backward ended), "
               << static_cast<double>(s.bytes) / steps / (1 << 20) << " MiB per step; finish() waited "
               << s.wait_ms / steps << " ms per step";
