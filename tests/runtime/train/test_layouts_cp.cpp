@@ -237,6 +237,41 @@ TEST(CpTwo, FinalWeightsEqualOneProcess) {
   }
 }
 
+// Validation under cp: each cp rank's mean over its chunks, divided by cp (gradient_source.h), so
+// the reduced val loss is the one-process mean. After 5 steps (validation at the last), against
+// one process's val loss within the tolerance of the training loss at that step (the same weights
+// up to that step's noise, one more forward).
+TEST(CpTwo, ValidationLossEqualsOneProcess) {
+  ASSERT_EQ(world_size(), 2);
+  TrainConfig c = llama_config();
+  c.dp = 1;
+  c.val_data = c.data;
+  c.eval_every = c.steps;
+  const Curve want = reference_of(c);
+  auto val_loss = [](const std::string& metrics) {
+    std::ifstream in(metrics);
+    std::string line, last;
+    while (std::getline(in, line)) last = line;
+    return nlohmann::json::parse(last)["val_loss"].get<double>();
+  };
+  double one = 0;
+  if (world_rank() == 0) {  // one process, no communicator
+    TrainConfig o = c;
+    o.metrics = work_dir() + "/val_one.jsonl";
+    fs::remove(o.metrics);
+    Trainer(o).run();
+    one = val_loss(o.metrics);
+  }
+  TrainConfig l = c;
+  l.cp = 2;
+  run_layout(l, "val_cp2");
+  if (world_rank() == 0) {
+    const double got = val_loss(work_dir() + "/val_cp2.jsonl"), k = want.loss.size() - 1;
+    EXPECT_LE(rel(got, one), kNoiseMultiple * std::max(want.loss_noise[static_cast<size_t>(k)], kNoiseFloor))
+        << "val loss at cp 2 " << got << " vs one process " << one;
+  }
+}
+
 // What is not wired with --cp is refused by TrainConfig::validate, before a rank builds
 // anything, in one line naming --cp and the other flag.
 TEST(CpRefusals, OneLineNamingTheFlags) {
