@@ -3,14 +3,14 @@
 
 #include "ops/activation.h"
 #include "ops/attention.h"
-#include "runtime/parallel/context_shard.h"
-#include "runtime/parallel/ring_attention_qkv.h"
 #include "ops/elementwise.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
 #include "ops/mlp.h"
 #include "ops/rmsnorm.h"
 #include "ops/swiglu.h"
+#include "runtime/parallel/context_shard.h"
+#include "runtime/parallel/ring_attention_qkv.h"
 #include "tensor/autograd.h"
 
 namespace st::models {

@@ -95,6 +95,8 @@ TEST(CpTwo, GptEqualsOneProcess) {
   c.cp = 2;
   c.dp = 1;
   expect_same(run_layout(c, "gpt_cp2"), reference_of(c), "gpt cp 2");
+  c.chunked_head = true;  // the head fused with the loss: on each rank's chunks, its mean over them
+  expect_same(run_layout(c, "gpt_cp2_chunked"), reference_of(c), "gpt cp 2 chunked head");
 }
 
 TEST(CpTwo, LlamaGroupedQueryEqualsOneProcess) {
