@@ -17,6 +17,7 @@ void TrainConfig::validate(const OptionFail& fail) const {
   }
   const ModelFactory& f = model_factory(family);
   if (tp > 1 && !f.tensor_parallel) fail("tp", "the " + family + " model has no tensor-parallel form; use --tp 1");
+  if (cp > 1 && !f.context_parallel) fail("cp", "the " + family + " model has no context-parallel form; use --cp 1");
   if (f.check_options) f.check_options(*this, fail);
   if (sequence_parallel == 1 && tp > 1) {
     // a family without a tensor-parallel form failed on --tp above; the decoder families have both

@@ -308,6 +308,9 @@ TEST(CpRefusals, OneLineNamingTheFlags) {
   EXPECT_NE(m.find("--seq-len 18"), std::string::npos) << m;
   EXPECT_NE(m.find("cp"), std::string::npos) << m;
   b = c;
+  b.model = "mlp";  // a family without the form: refused before a rank builds it
+  EXPECT_NE(refusal(b).find("the mlp model has no context-parallel form; use --cp 1"), std::string::npos) << refusal(b);
+  b = c;
   b.cp = 0;
   EXPECT_NE(refusal(b).find("cp"), std::string::npos) << refusal(b);
 }
