@@ -236,6 +236,9 @@ int cmd_plan(const std::vector<std::string>& args) {
   t.parse_flags(args);
   if (t.was_set("world") && p.world < 1) throw UsageError("--world: must be >= 1, got " + std::to_string(p.world));
   if (p.top < 1) throw UsageError("--top: must be >= 1, got " + std::to_string(p.top));
+  // the planner sizes dp x tp x pp only: no train line of it may carry a --cp it did not plan
+  if (cfg.cp != 1)
+    throw UsageError("--cp " + std::to_string(cfg.cp) + ": plan does not size context parallelism yet; plan without --cp");
   // --gpu-memory asks about GPUs: the CUDA plan unless --device is on the command line, in the
   // precision given (bf16 unless --precision is set)
   std::vector<std::string> chosen;  // the flags that choice adds to the train lines

@@ -77,7 +77,7 @@ OptionTable train_options(TrainConfig& c) {
     "p of every dropout layer (GPT: embedding, residual); -1: the model's own (GPT 0 or config.json's, "
     "simple-transformer 0.1). Masks follow the global sequence index: the same in every layout");
   // layout
-  I("dp", "layout", c.dp, "N", "data-parallel replicas; 0: world / (tp * pp)");
+  I("dp", "layout", c.dp, "N", "data-parallel replicas; 0: world / (tp * cp * pp)");
   I("tp", "layout", c.tp, "N",
     "tensor-parallel ranks per layer; gpt and llama (simple-transformer and mlp have no tensor-parallel form)");
   I("sequence-parallel", "layout", c.sequence_parallel, "0|1",
@@ -86,6 +86,10 @@ OptionTable train_options(TrainConfig& c) {
     "the all-reduces; the column-parallel GEMMs gather their inputs again in the backward, so every (B, T, C) "
     "activation a block keeps falls by tp (not under --precision fp8). Needs seq-len divisible by tp and --dropout 0; "
     "no effect at tp 1");
+  I("cp", "layout", c.cp, "N",
+    "context-parallel ranks per sequence (gpt, llama): each holds 2 of its 2*cp chunks (one from each end) and "
+    "attention runs as a ring over them; weights replicated, gradients summed over dp x cp. Needs seq-len divisible "
+    "by 2*cp; not with --pp > 1, --zero, --sequence-parallel 1, dropout or --precision fp8");
   I("pp", "layout", c.pp, "N", "pipeline stages");
   E("schedule", "layout", c.schedule, "pipeline schedule (interleaved: 1F1B over --virtual-stages chunks per stage)");
   I("virtual-stages", "layout", c.virtual_stages, "V",

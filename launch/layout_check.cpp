@@ -8,18 +8,19 @@
 namespace st::launch {
 
 void check_job_ranks(const runtime::TrainConfig& c, int world, const std::vector<std::string>& args) {
-  const int64_t tp_pp = c.tp * c.pp;
+  const int64_t tp_pp = c.tp * c.cp * c.pp;  // the ranks of one replica
   const bool gpus = c.device == Device::cuda;
   const std::string started = world == 1 ? " (started without mpirun)" : "";
   if (c.dp == 0) {
     if (world % tp_pp == 0) return;
-    ST_THROW(UsageError, "--tp " << c.tp << " x --pp " << c.pp << " needs a multiple of " << tp_pp << " ranks (dp = ranks / "
+    ST_THROW(UsageError, "--tp " << c.tp << (c.cp > 1 ? " x --cp " + std::to_string(c.cp) : std::string()) << " x --pp " << c.pp << " needs a multiple of " << tp_pp << " ranks (dp = ranks / "
                                << tp_pp << "); this job has " << world << started << ": run "
                                << launch_line(tp_pp, gpus, "train", args));
   }
   const int64_t need = c.dp * tp_pp;
   if (need == world) return;
-  ST_THROW(UsageError, "the layout dp " << c.dp << " x tp " << c.tp << " x pp " << c.pp << " needs " << need
+  ST_THROW(UsageError, "the layout dp " << c.dp << " x tp " << c.tp << (c.cp > 1 ? " x cp " + std::to_string(c.cp) : std::string())
+                                        << " x pp " << c.pp << " needs " << need
                                         << " ranks; this job has " << world << started << ": run "
                                         << launch_line(need, gpus, "train", args));
 }

@@ -59,6 +59,20 @@ void DecoderModel::set_sequence_parallel(bool on) {
   }
 }
 
+void DecoderModel::set_context_parallel(std::shared_ptr<comm::Communicator> cp) {
+  if (cp && cp->size() == 1) cp = nullptr;
+  if (cp) {
+    ST_CHECK(spec_.embd_pdrop == 0.0 && spec_.resid_pdrop == 0.0, ValueError,
+             spec_.family << ": --cp " << cp->size() << " runs without dropout (masks are drawn per whole sequence); "
+                          << "the model has dropout " << spec_.resid_pdrop << ": use --dropout 0");
+    ST_CHECK(!sp_, ValueError, spec_.family << ": --cp " << cp->size() << " with --sequence-parallel 1 is not supported");
+  }
+  for (const auto& layer : layers()) {
+    if (auto* e = dynamic_cast<DecoderEmbedding*>(layer.get())) e->set_context_parallel(cp);
+    if (auto* b = dynamic_cast<DecoderBlock*>(layer.get())) b->set_context_parallel(cp);
+  }
+}
+
 std::vector<std::shared_ptr<ops::Fp8LinearState>> DecoderModel::fp8_states() const {
   std::vector<std::shared_ptr<ops::Fp8LinearState>> out;
   for (const auto& layer : layers())

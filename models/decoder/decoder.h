@@ -58,6 +58,12 @@ class DecoderModel : public runtime::LanguageModel {
   // sequence length must divide by tp (the embedding checks it: ShapeError).
   void set_sequence_parallel(bool on) override;
   bool sequence_parallel() const { return sp_; }
+  // Context parallelism (--cp): every layer held here told the cp group (null: off). The embedding
+  // adds the learned positions of the rank's chunks' global indices, each block's attention runs
+  // as a ring over the group with rotary positions at the global indices (decoder_layers.h).
+  // ValueError with dropout in the spec (masks are drawn per whole sequence) or with sequence
+  // parallelism on (its shards are cut from the whole sequence).
+  void set_context_parallel(std::shared_ptr<comm::Communicator> cp) override;
   // logits (B, T, V or Vp/tp) — or with the chunked head hidden (B, T, C) — against targets
   // (B, T) → () f32, the mean over counted targets (-100 ignored); collective under tp.
   Tensor loss(const Tensor& out, const Tensor& targets) const override;

@@ -9,6 +9,8 @@
 #include "ops/mlp.h"
 #include "ops/rmsnorm.h"
 #include "ops/swiglu.h"
+#include "runtime/parallel/context_shard.h"
+#include "runtime/parallel/ring_attention_qkv.h"
 #include "tensor/autograd.h"
 
 namespace st::models {
@@ -100,6 +102,19 @@ Tensor DecoderEmbedding::forward(const Tensor& ids) {
     if (pos_) x = ops::add(x, runtime::copy_to_tp(pos_->weight, tp_).narrow(0, runtime::tp_rank(tp_) * n, n));
     return drop_.forward(x, is_training());  // p = 0 (DecoderModel::set_sequence_parallel)
   }
+  if (cp_) {  // ids: this rank's two chunks (B, 2C) of sequences of cp · 2C tokens
+    const int64_t n = cp_->size(), global = T * n;
+    ST_CHECK(global <= s_.context, ShapeError,
+             s_.family << ": sequence length " << global << " (cp " << n << " x " << T << ") exceeds the context length "
+                       << s_.context);
+    Tensor x = tokens(ids);  // (B, 2C, C)
+    if (pos_) {              // the rows of the chunks' global positions (2C, C), broadcast over B
+      const Tensor at = runtime::context_position_ids(global, n, cp_->rank(), ops::ContextSplit::load_balanced,
+                                                      ids.device());
+      x = ops::add(x, pos_->forward(at));
+    }
+    return x;  // no dropout under cp (DecoderModel::set_context_parallel)
+  }
   Tensor x = tokens(ids);                                                   // (B, T, C)
   if (pos_) x = ops::add(x, pos_->weight.narrow(0, 0, T));                  // (T, C), broadcast over B
   return drop_.forward(x, is_training());
@@ -189,6 +204,14 @@ Tensor DecoderBlock::attention(const Tensor& h, bool sp) const {
   // multi-head without rope: the GPT's op (its bits and its memory plan), else grouped-query with
   // q and k rotated as the kernels read them
   Tensor packed = qkv(h, sp);  // (B, T, ...) the full sequence (sp: gathered)
+  if (cp_) {  // the rank's two chunks (B, 2C, ...): a ring over the cp group, rope at the global positions
+    const int64_t n = cp_->size(), Tl = packed.size(1);
+    const ops::RopeTable* table = rope_ ? rope_->covering(Tl * n) : nullptr;
+    const Tensor at = rope_ ? runtime::context_position_ids(Tl * n, n, cp_->rank(), ops::ContextSplit::load_balanced,
+                                                            packed.device())
+                            : Tensor();
+    return o_->forward(runtime::ring_attention_qkv(packed, heads_, kv_heads_, cp_, table, at), sp);
+  }
   if (!rope_ && kv_heads_ == heads_) return o_->forward(ops::causal_attention_qkv(packed, heads_), sp);
   const ops::RopeTable* table = rope_ ? rope_->covering(packed.size(1)) : nullptr;
   return o_->forward(ops::causal_attention_qkv(packed, heads_, kv_heads_, table), sp);

@@ -30,6 +30,12 @@
 // The replicated parameters used on the shard (norms, row biases, learned positions) go through
 // copy_to_tp, so their gradients are summed over tp. The cached (generation) path never runs
 // sequence parallel.
+// Context parallel (set_context_parallel, --cp N > 1; no dropout, no sequence parallelism): the
+// model runs on this rank's two chunks of every sequence, (B, 2C, C) in local order
+// (runtime/parallel/context_shard.h); the embedding adds the learned positions of the chunks'
+// GLOBAL indices, each block's attention is runtime::ring_attention_qkv over the cp group (rotary
+// q and k at the global indices), everything else is per token and runs on the chunks as is. The
+// cached (generation) path never runs context parallel.
 // Backward: the ops' (=); parameters accumulate (+=) through autograd.
 #pragma once
 #include <memory>
@@ -71,6 +77,8 @@ class DecoderEmbedding : public runtime::Layer, public runtime::CachedLayer {
   Tensor token_weight() const { return tok_w_; }  // (V, C), or this rank's (Vp/tp, C)
   // on: forward returns this rank's positions (B, T/tp, C) (see the top)
   void set_sequence_parallel(bool on) { sp_ = on; }
+  // non-null: ids are this rank's two chunks (B, 2C); learned positions at their global indices
+  void set_context_parallel(std::shared_ptr<comm::Communicator> cp) { cp_ = std::move(cp); }
 
  private:
   Tensor tokens(const Tensor& ids) const;  // (..., C)
@@ -81,6 +89,7 @@ class DecoderEmbedding : public runtime::Layer, public runtime::CachedLayer {
   Tensor tok_w_;
   Dropout drop_;
   runtime::TpGroup tp_;
+  std::shared_ptr<comm::Communicator> cp_;  // context parallel (null: off)
   bool sp_ = false;
 };
 
@@ -100,6 +109,8 @@ class DecoderBlock : public runtime::Layer, public runtime::CachedLayer {
   Tensor attention(const Tensor& h, bool sp = false) const;  // h (B, T, C) → (B, T, C), o applied (and summed over tp)
   Tensor mlp(const Tensor& h, bool sp = false) const;        // h (B, T, C) → (B, T, C) (summed over tp)
   void set_sequence_parallel(bool on);
+  // non-null: x holds this rank's two chunks (B, 2C, C); attention is a ring over `cp` (see the top)
+  void set_context_parallel(std::shared_ptr<comm::Communicator> cp) { cp_ = std::move(cp); }
   int64_t local_heads() const { return heads_; }
   int64_t local_kv_heads() const { return kv_heads_; }
   const DecoderNorm& norm1() const { return *norm1_; }
@@ -122,6 +133,7 @@ class DecoderBlock : public runtime::Layer, public runtime::CachedLayer {
   std::shared_ptr<runtime::ColumnParallelLinear> qkv_, q_, k_, v_, gate_, up_;
   std::shared_ptr<runtime::RowParallelLinear> o_, down_;
   Dropout drop_;
+  std::shared_ptr<comm::Communicator> cp_;  // context parallel (null: off)
   bool sp_ = false;
 };
 

@@ -145,6 +145,12 @@ class LanguageModel : public Module {
   // sequence (models/decoder/decoder_layers.h says how). Default: ValueError for on (the family
   // has no sequence-parallel form), nothing for off.
   virtual void set_sequence_parallel(bool on);
+  // --cp > 1: the model's forward takes this rank's two chunks of every sequence (B, 2C) in local
+  // order (runtime/parallel/context_shard.h), its positions the chunks' global ones and its
+  // attention a ring over `cp` (runtime/parallel/ring_attention.h); loss() is then the mean over
+  // this rank's tokens. Null or a group of one: off. Default: ValueError for a group of several
+  // (the family has no context-parallel form).
+  virtual void set_context_parallel(std::shared_ptr<comm::Communicator> cp);
   // --precision fp8: the model's FP8 GEMMs on (options: fresh scaling states on `device`) or off
   // (nullopt). Default: ValueError for options (the family has no FP8 path), nothing for nullopt.
   virtual void set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device);

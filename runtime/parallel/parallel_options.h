@@ -13,8 +13,13 @@
 namespace st::runtime {
 
 struct ParallelOptions {
-  int64_t dp = 0;  // 0: world / (tp · pp)
+  int64_t dp = 0;  // 0: world / (tp · cp · pp)
   int64_t tp = 1;
+  // Context parallelism (issue 34): each sequence cut into 2·cp chunks, a cp rank holding two (one
+  // from each end: runtime/parallel/context_shard.h), attention run as a ring over the cp group
+  // (runtime/parallel/ring_attention.h); the weights replicated over cp, the gradients summed over
+  // dp × cp. T must divide by 2·cp (TrainConfig::validate).
+  int64_t cp = 1;
   // Megatron's sequence parallelism under tp (models/decoder/decoder_layers.h): the norm and
   // residual regions hold T/tp of the sequence; all-gather / reduce-scatter along T replace the
   // all-reduces. At tp > 1 needs T divisible by tp and no dropout (TrainConfig::validate); no
@@ -32,6 +37,7 @@ struct ParallelOptions {
   void validate(const OptionFail& fail) const {
     require_non_negative(fail, "dp", static_cast<double>(dp));
     require_positive(fail, "tp", static_cast<double>(tp));
+    require_positive(fail, "cp", static_cast<double>(cp));
     if (sequence_parallel != 0 && sequence_parallel != 1)
       fail("sequence-parallel", "must be 0 or 1, got " + std::to_string(sequence_parallel));
     if (bucket_mb <= 0) fail("bucket-mb", "must be positive, got " + option_str(bucket_mb));

@@ -44,6 +44,7 @@ struct ModelFactory {
   // Reads this model's part of pretrained weights from a directory (--init-from); null: none.
   std::function<void(LanguageModel& model, const std::string& dir)> load_pretrained = {};
   bool tensor_parallel = false;  // build() accepts a tp group of > 1 ranks
+  bool context_parallel = false;  // the model's set_context_parallel takes a cp group of > 1 ranks (--cp)
   // The number of parameters build() would make of the whole model, in closed form from the
   // config, without building or describing it (for the memory check, runtime/plan/memory_check.h);
   // a double, as absurd sizes overflow int64. Null: the family does not say.

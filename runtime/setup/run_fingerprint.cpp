@@ -105,6 +105,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       // layout
       {"dp", num(c.dp)},
       {"tp", num(c.tp)},
+      {"cp", num(c.cp)},
       {"sequence-parallel", num(c.sequence_parallel)},
       {"pp", num(c.pp)},
       {"schedule", to_string(c.schedule)},

@@ -26,7 +26,7 @@
 
 namespace st::runtime {
 
-constexpr int kFingerprintSlots = 64;        // hashes per rank (keys + 1 for the key list)
+constexpr int kFingerprintSlots = 80;        // hashes per rank (keys + 1 for the key list; room to grow)
 constexpr int kFingerprintValueBytes = 256;  // a printable value per rank, NUL-padded
 
 using Fingerprint = std::vector<std::pair<std::string, std::string>>;  // (key, printable value)

@@ -17,6 +17,7 @@ void TrainConfig::validate(const OptionFail& fail) const {
   }
   const ModelFactory& f = model_factory(family);
   if (tp > 1 && !f.tensor_parallel) fail("tp", "the " + family + " model has no tensor-parallel form; use --tp 1");
+  if (cp > 1 && !f.context_parallel) fail("cp", "the " + family + " model has no context-parallel form; use --cp 1");
   if (f.check_options) f.check_options(*this, fail);
   if (sequence_parallel == 1 && tp > 1) {
     // a family without a tensor-parallel form failed on --tp above; the decoder families have both
@@ -27,6 +28,7 @@ void TrainConfig::validate(const OptionFail& fail) const {
                                     option_str(dropout) + " must be 0");
   }
   require_positive(fail, "pp", static_cast<double>(pp));
+  if (cp > 1) validate_context_parallel(fail);
   if (pp > layers) fail("pp", std::to_string(pp) + " stages for " + std::to_string(layers) + " layers");
   DataOptions::validate(fail);
   PipelineOptions::validate(fail, grad_accum);
@@ -40,6 +42,24 @@ void TrainConfig::validate(const OptionFail& fail) const {
   ObserveOptions::validate(fail);
   if (zero > 0 && optimizer != OptimizerKind::adamw)
     fail("zero", "ZeRO shards AdamW state; --optimizer is " + to_string(optimizer));
+}
+
+// --cp N > 1: the sequence divides into 2·cp chunks; what is not wired with it is refused here,
+// before a rank builds anything (one line naming --cp and the other flag).
+void TrainConfig::validate_context_parallel(const OptionFail& fail) const {
+  if (seq_len > 0 && seq_len % (2 * cp) != 0)
+    fail("cp", "--seq-len " + std::to_string(seq_len) + " must divide by 2 x --cp = " + std::to_string(2 * cp) +
+                   " (each cp rank holds two chunks of seq-len / (2 x cp) tokens)");
+  auto refuse = [&](const std::string& other, const std::string& why) {
+    fail("cp", "--cp " + std::to_string(cp) + " with " + other + " is not supported (" + why + ")");
+  };
+  if (pp > 1) refuse("--pp " + std::to_string(pp), "pipeline stages do not pass sequence chunks yet");
+  if (zero > 0) refuse("--zero " + std::to_string(zero), "ZeRO shards over dp only; the gradients are summed over dp x cp");
+  if (sequence_parallel == 1 && tp > 1)
+    refuse("--sequence-parallel 1", "its shards are cut from the whole sequence");
+  if (dropout > 0)
+    refuse("--dropout " + option_str(dropout), "masks are drawn per whole sequence: use --dropout 0");
+  if (precision == Precision::fp8) refuse("--precision fp8", "per-tensor scales would see one rank's chunks");
 }
 
 }  // namespace st::runtime

@@ -63,6 +63,9 @@ struct TrainConfig : ModelOptions,
   // Every part's validate(), then the rules between parts (tensor parallelism and the family,
   // heads over tp, stages over layers, ZeRO and the optimizer). Files are not looked at.
   void validate(const OptionFail& fail = throw_on_fail) const;
+  // --cp > 1: T over 2·cp, and the flags not wired with context parallelism refused (pp, ZeRO,
+  // sequence parallelism, dropout, fp8), each in one line naming --cp and the other flag.
+  void validate_context_parallel(const OptionFail& fail) const;
 };
 
 // How often a run validates: eval_every, or with val_data and eval_every 0 every max(1, steps / 10)

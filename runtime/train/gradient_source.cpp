@@ -4,6 +4,7 @@
 #include "ops/elementwise.h"
 #include "ops/step_state.h"
 #include "runtime/nn/dropout_context.h"
+#include "runtime/parallel/context_shard.h"
 #include "runtime/observe/trace.h"
 #include "tensor/autograd.h"
 
@@ -17,16 +18,28 @@ LocalGradientSource::LocalGradientSource(std::shared_ptr<LanguageModel> model, s
                                          BatchLayout layout, Device device)
     : model_(std::move(model)), data_(std::move(data)), layout_(layout), device_(device) {
   ST_CHECK(layout_.micro_batch >= 1 && layout_.grad_accum >= 1 && layout_.dp >= 1 && layout_.seq_len >= 1 &&
-               layout_.replica >= 0 && layout_.replica < layout_.dp,
+               layout_.replica >= 0 && layout_.replica < layout_.dp && layout_.cp >= 1 && layout_.cp_rank >= 0 &&
+               layout_.cp_rank < layout_.cp,
            ValueError,
            "batch layout: micro-batch " << layout_.micro_batch << ", grad-accum " << layout_.grad_accum << ", dp "
                                         << layout_.dp << ", replica " << layout_.replica << ", seq-len "
-                                        << layout_.seq_len);
+                                        << layout_.seq_len << ", cp " << layout_.cp << ", cp rank " << layout_.cp_rank);
+  ST_CHECK(layout_.seq_len % (2 * layout_.cp) == 0, ValueError,
+           "--cp " << layout_.cp << ": --seq-len " << layout_.seq_len << " must divide by 2 x cp = " << 2 * layout_.cp);
+}
+
+// this rank's two chunks of every sequence of b (B, T) → (B, 2C); cp 1: b as is
+TokenBatch LocalGradientSource::context_shard(TokenBatch b) const {
+  if (layout_.cp == 1) return b;
+  const auto split = ops::ContextSplit::load_balanced;
+  b.inputs = shard_sequence(b.inputs, layout_.cp, layout_.cp_rank, split, 1);
+  b.targets = shard_sequence(b.targets, layout_.cp, layout_.cp_rank, split, 1);
+  return b;
 }
 
 TokenBatch LocalGradientSource::micro_batch_host(int64_t step, int64_t k) const {
   const int64_t B = layout_.micro_batch, first = (layout_.replica * layout_.grad_accum + k) * B;
-  return data_->sequences(step, layout_.global_batch(), first, B, layout_.seq_len);
+  return context_shard(data_->sequences(step, layout_.global_batch(), first, B, layout_.seq_len));
 }
 
 TokenBatch LocalGradientSource::micro_batch(int64_t step, int64_t k) const {
@@ -68,7 +81,7 @@ double LocalGradientSource::evaluate(const TokenData& val, int64_t batches) {
   double sum = 0;
   for (int64_t i = layout_.replica; i < batches; i += layout_.dp) {
     trace::Scope ts("eval forward", "compute", i);
-    TokenBatch b = val.read(i * B, B, T);  // inputs, targets (B, T)
+    TokenBatch b = context_shard(val.read(i * B, B, T));  // inputs, targets (B, T), cp: (B, T/cp)
     if (device_ != Device::cpu) {
       b.inputs = b.inputs.to(device_);
       b.targets = b.targets.to(device_);
@@ -76,7 +89,7 @@ double LocalGradientSource::evaluate(const TokenData& val, int64_t batches) {
     sum += model_->loss(model_->forward(b.inputs), b.targets).item();
   }
   model_->train(was_training);
-  return sum / static_cast<double>(batches);
+  return sum / static_cast<double>(batches * layout_.cp);  // the cp ranks' means averaged
 }
 
 }  // namespace st::runtime

@@ -15,12 +15,17 @@
 // into — runs the model, takes the mean cross-entropy of the micro-batch (f32), multiplies it by
 // the loss factor and backpropagates. So the accumulated gradient is that of the mean over the
 // GLOBAL batch of B·K·dp sequences whatever the split, and the losses it adds (Σ_k mean_k) over
-// the DP replicas, divided by K·dp, are the global mean loss.
+// the DP replicas, divided by K·dp, are the global mean loss. Under context parallelism (cp > 1)
+// every cp rank of a replica reads the same micro-batch and keeps its two chunks of each sequence,
+// inputs and targets alike (shard_sequence): its mean is over T/cp tokens of each sequence, the
+// loss factor is loss_scale / (K · dp · cp) and the losses summed over the replicas and the cp
+// ranks, divided by K · dp · cp, are again the global mean (every rank holds as many tokens).
 //
 // evaluate() is the forward-only pass of validation: batch i of B sequences is val sequences
 // i·B … i·B + B − 1 (the file's order), batches are split over the replicas (i ≡ r mod dp), and the
 // source returns its share Σ_its i loss_i / n, so the trainer's loss reduction (the same as
-// training's) gives the mean over the n batches whatever the layout.
+// training's) gives the mean over the n batches whatever the layout (cp ranks: each its chunks,
+// its share divided by cp).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -68,7 +73,11 @@ struct BatchLayout {
   int64_t grad_accum = 1;   // K: micro-batches per step per replica
   int64_t dp = 1;           // replicas
   int64_t replica = 0;      // r: this replica
-  int64_t seq_len = 1;      // T
+  int64_t seq_len = 1;      // T (of the whole sequence)
+  // context parallel: the replica's sequences cut over cp ranks, this one (cp_rank) holding its
+  // two chunks of each (runtime/parallel/context_shard.h: 2C = T / cp tokens, load-balanced)
+  int64_t cp = 1;
+  int64_t cp_rank = 0;
   int64_t global_batch() const { return micro_batch * grad_accum * dp; }
 };
 
@@ -80,7 +89,9 @@ class LocalGradientSource : public GradientSource {
   double evaluate(const TokenData& val, int64_t batches) override;
   int64_t global_batch() const override { return layout_.global_batch(); }
   int64_t seq_len() const override { return layout_.seq_len; }
-  std::string capture_refusal() const override { return ""; }
+  std::string capture_refusal() const override {
+    return layout_.cp > 1 ? "context parallelism: the ring attention exchanges blocks" : "";
+  }
   int64_t micro_batches() const override { return layout_.grad_accum; }
   // Micro-batch k of step `step` for this replica (inputs, targets on the device).
   TokenBatch micro_batch(int64_t step, int64_t k) const;
@@ -93,6 +104,7 @@ class LocalGradientSource : public GradientSource {
   std::shared_ptr<const TokenData> data_;
   BatchLayout layout_;
   Device device_;
+  TokenBatch context_shard(TokenBatch b) const;  // cp > 1: this rank's two chunks of each sequence
 };
 
 }  // namespace st::runtime

@@ -1,4 +1,4 @@
-// The DP × TP × PP wiring of one rank: one function per axis, each adding its parts to the
+// The DP × CP × TP × PP wiring of one rank: one function per axis, each adding its parts to the
 // TrainerWiring before the Trainer is built (see the header for what each axis does).
 #include "runtime/train/parallel_training.h"
 
@@ -86,6 +86,20 @@ std::vector<TiedWeight> wire_pipeline(const Job& job, const ModelPlan& plan, con
   return mine;
 }
 
+// Context parallel (cp > 1): the model runs on this rank's two chunks of every sequence, its
+// attention a ring over the cp group (LanguageModel::set_context_parallel; a family without that
+// form refuses here); the gradient source keeps those chunks of the replica's micro-batches. The
+// weights are replicated over cp: the gradients are summed over dp × cp (wire_data_parallel), the
+// norm counts one cp rank (wire_reductions), the cp index 0 ranks write the checkpoints.
+void wire_context_parallel(const Job& job, LanguageModel& model, TrainInputs& in) {
+  const int cp = job.grid.layout().cp;
+  ST_CHECK(in.layout.seq_len % (2 * cp) == 0, ValueError,
+           "--cp " << cp << ": --seq-len " << in.layout.seq_len << " must divide by 2 x cp = " << 2 * cp);
+  model.set_context_parallel(job.grid.cp_group());
+  in.layout.cp = cp;
+  in.layout.cp_rank = job.me.cp;
+}
+
 // Tensor parallel (tp > 1): each tp rank holds a shard of the split tensors and a copy of the
 // replicated ones, which only tp rank 0 counts in the norm.
 void wire_tensor_parallel(const Job& job, const ShardRule& rule, const LanguageModel& model, TrainerWiring& w) {
@@ -143,10 +157,11 @@ std::shared_ptr<Zero3Sync> wire_zero3(const Job& job, LanguageModel& model, cons
   return std::make_shared<Zero3Sync>(zero3, tied_names, tied_group);
 }
 
-// Data parallel (dp > 1, no ZeRO): bucketed all-reduce over the DP group during the last
-// micro-batch's backward.
+// Data parallel (dp × cp > 1, no ZeRO): bucketed all-reduce during the last micro-batch's
+// backward over the ranks holding copies of the same weights — the DP group, or with context
+// parallelism the dp × cp group (each cp rank's gradient is that of its chunks' tokens).
 std::shared_ptr<DataParallelSync> wire_data_parallel(const Job& job, const LanguageModel& model) {
-  auto reducer = std::make_shared<GradReducer>(model.named_parameters(), job.grid.dp_group(), reducer_options(job.cfg, job.seams));
+  auto reducer = std::make_shared<GradReducer>(model.named_parameters(), job.grid.dp_cp_group(), reducer_options(job.cfg, job.seams));
   return std::make_shared<DataParallelSync>(reducer);
 }
 
@@ -167,15 +182,18 @@ std::shared_ptr<GradientSync> wire_tied_weights(const Job& job, const StageModel
 }
 
 // The scalar reductions: losses over the world (only the ranks that own a share add one: the
-// last stage, tp rank 0), the squared norm over the ranks holding different parts of the
-// gradient (one DP replica; the world under ZeRO), the fp16 flag over the world.
+// last stage, tp rank 0; every cp rank, each its chunks), the squared norm over the ranks holding
+// different parts of the gradient (one DP replica's cp rank 0 ... each cp index of it: the same
+// values on each, so a group per (dp, cp) index; the world under ZeRO), the fp16 flag over the world.
 StepReductions wire_reductions(const Job& job) {
   const bool pipeline = job.grid.layout().pp > 1;
   StepReductions r;
   // the pipeline source already returns 0 on tp ranks > 0
   r.loss = std::make_shared<CommReductions>(job.world, pipeline || job.me.tp == 0 ? 1.0 : 0.0);
   r.flag = r.loss;
-  std::shared_ptr<comm::Communicator> replica = job.world->split(job.me.dp, job.world->rank(), "replica");
+  const int cp = job.grid.layout().cp;
+  std::shared_ptr<comm::Communicator> replica =
+      job.world->split(job.me.dp * cp + job.me.cp, job.world->rank(), "replica");
   r.grad = std::make_shared<CommReductions>(job.zero_stage() > 0 ? job.world : replica);
   return r;
 }
@@ -189,7 +207,10 @@ void print_summary(const Job& job, const GradReducer* reducer, const Zero1* zero
   if (reducer && reducer->stats().steps > 0) {
     const ReducerStats& s = reducer->stats();
     const double steps = static_cast<double>(s.steps);
-    std::cout << (zero ? "zero " + std::to_string(job.zero_stage()) : std::string("data parallel")) << ": " << s.buckets_launched / s.steps << " buckets per step ("
+    const std::string what = zero ? "zero " + std::to_string(job.zero_stage())
+                                  : job.grid.layout().cp > 1 ? std::string("gradient sum over dp x cp")
+                                                             : std::string("data parallel");
+    std::cout << what << ": " << s.buckets_launched / s.steps << " buckets per step ("
               << s.launched_early << " of " << s.buckets_launched << " launched before backward ended), "
               << static_cast<double>(s.bytes) / steps / (1 << 20) << " MiB per step; finish() waited "
               << s.wait_ms / steps << " ms per step";
@@ -220,13 +241,13 @@ int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
   // first collective of the job: ranks started with different options stop here, named
   if (world->size() > 1) check_ranks_agree(run_fingerprint(cfg), *world);
   comm::GridLayout layout = comm::GridLayout::make(world->size(), static_cast<int>(cfg.dp), static_cast<int>(cfg.tp),
-                                                   static_cast<int>(cfg.pp));
+                                                   static_cast<int>(cfg.pp), static_cast<int>(cfg.cp));
   if (world->size() == 1) return run_training(cfg, seams);
   if (world->rank() == 0) std::cout << "layout: " << layout.str() << " | comm " << setup.reason << std::endl;
   // rank 0 looks at --checkpoint-dir; every rank refuses (or goes on) alike
   if (const std::string note = check_checkpoint_dir(cfg, world.get()); !note.empty() && world->rank() == 0)
     std::cout << note << std::endl;
-  comm::ProcessGrid grid(world, layout.dp, layout.tp, layout.pp);
+  comm::ProcessGrid grid(world, layout.dp, layout.tp, layout.pp, layout.cp);
   const Job job{cfg, world, grid, grid.coord(), seams};
 
   const ModelPlan plan = plan_model(cfg, layout.tp, layout.dp);
@@ -241,6 +262,7 @@ int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
   // ZeRO-3 builds no parameter's bytes: each rank fills only its pieces (Trainer, Zero3::shard)
   TrainInputs in = prepare_training(cfg, plan, stage_layers, layout.dp, job.me.dp, grid.tp_group(),
                                     /*sharded_start=*/job.zero_stage() == 3);
+  if (layout.cp > 1) wire_context_parallel(job, *in.model, in);
   const ShardRule rule = in.model->shard_rule();  // null unless tp > 1
   std::shared_ptr<LanguageModel> model = in.model;
   TrainerWiring w;
@@ -260,7 +282,7 @@ int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
   // they hold other layers); its dp 0 / tp 0 writes the states (runtime/train/fp8_delayed.h)
   if (cfg.precision == Precision::fp8 && cfg.fp8_scaling == ops::Fp8ScaleMode::delayed)
     w.fp8_amax_group = world->split(job.me.pp, world->rank(), "fp8-amax");
-  w.writes_fp8_state = job.me.dp == 0 && job.me.tp == 0;
+  w.writes_fp8_state = job.me.dp == 0 && job.me.tp == 0 && job.me.cp == 0;
 
   std::vector<std::shared_ptr<GradientSync>> syncs;
   std::shared_ptr<DataParallelSync> dp_sync;
@@ -278,7 +300,7 @@ int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
     if (tied_sync) syncs.push_back(tied_sync);
     syncs.push_back(zero_sync = wire_zero(job, *model, tied, w));
   } else {
-    if (layout.dp > 1)
+    if (layout.dp * layout.cp > 1)
       syncs.push_back(dp_sync = wire_data_parallel(job, *model));
     else
       syncs.push_back(std::make_shared<ClearGrads>(model));
@@ -287,8 +309,9 @@ int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
   w.sync = syncs.size() == 1 ? syncs.front() : std::make_shared<SyncChain>(syncs);
 
   // checkpoints: every rank writes its share; a DP replica's copy only DP rank 0 (ZeRO: every
-  // DP rank its shard), tp-split tensors assembled in the tp group
-  w.state = std::make_shared<StateSharding>(StateSharding{world, grid.tp_group(), job.zero_stage() > 0 || job.me.dp == 0});
+  // DP rank its shard), the cp ranks' copies only cp rank 0, tp-split tensors assembled in the tp group
+  w.state = std::make_shared<StateSharding>(
+      StateSharding{world, grid.tp_group(), (job.zero_stage() > 0 || job.me.dp == 0) && job.me.cp == 0});
 
   Trainer trainer(cfg, model, std::move(w), in.resume_path);
   trainer.run();

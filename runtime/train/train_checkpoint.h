@@ -38,7 +38,7 @@ struct TrainState {
   double loss_scale = 1.0;
   int64_t loss_scale_good_steps = 0;
   std::string precision = "fp32", optimizer = "adamw";
-  nlohmann::json layout;       // {"dp", "tp", "pp", "micro_batch", "grad_accum"}
+  nlohmann::json layout;       // {"dp", "tp", "cp", "pp", "micro_batch", "grad_accum"}
   nlohmann::json model;        // {"family", "config"}: what build_model_from_json() needs
   nlohmann::json files;        // {"<file>": header checksum}: every tensor file (null: older files, none)
   nlohmann::json to_json() const;

@@ -94,8 +94,9 @@ TrainStep::TrainStep(StepParts parts, const StepConstants& constants, const Loss
   grow_tables(std::max<int64_t>(table_steps, p_.opt->steps_taken()));
   loss_factor_ = Tensor::zeros({}, DType::f32, device_);
   const int64_t K = p_.source->micro_batches();
-  // B: the global batch is B · K · dp sequences and the divisor K · dp
-  const int64_t B = p_.source->global_batch() / static_cast<int64_t>(c_.divisor), T = p_.source->seq_len();
+  // B: the global batch is B · K · dp sequences and the divisor K · dp · cp (only one process
+  // stages micro-batches: capture_refusal, so cp is 1 there)
+  const int64_t B = p_.source->global_batch() * c_.cp / static_cast<int64_t>(c_.divisor), T = p_.source->seq_len();
   if (mode_ != StepMode::eager) {
     seeds_ = std::make_unique<DropoutSeedTable>(device_, kSeedCapacity);
     for (int64_t k = 0; k < K; ++k)

@@ -122,7 +122,10 @@ struct StepParts {
 struct StepConstants {
   ops::AdamWParams adam{};  // lr is the run's base (the schedule's lr is staged per step)
   double clip = 0;          // ≤ 0: none
-  double divisor = 1;       // K · dp
+  // K · dp · cp: the step's loss is the mean of its micro-batches' means over the replicas and
+  // the cp ranks (each holds T/cp tokens of every sequence of its replica's micro-batch)
+  double divisor = 1;
+  int64_t cp = 1;  // context-parallel ranks (the divisor's last factor)
 };
 
 enum class StepMode { eager, graph, rehearsal };

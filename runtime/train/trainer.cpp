@@ -55,24 +55,25 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedTensor
 }
 
 // The step state's constants (runtime/train/train_step.h): AdamW's hyper-parameters as the state
-// takes them (f32), the clip, and K · dp.
+// takes them (f32), the clip, and K · dp · cp.
 StepConstants step_constants(const OptimizerOptions& o, const BatchLayout& layout) {
   StepConstants c;
   c.adam = {static_cast<float>(o.lr), static_cast<float>(o.beta1), static_cast<float>(o.beta2),
             static_cast<float>(o.eps), static_cast<float>(o.weight_decay)};
   c.clip = o.clip;
-  c.divisor = static_cast<double>(layout.grad_accum * layout.dp);
+  c.divisor = static_cast<double>(layout.grad_accum * layout.dp * layout.cp);
+  c.cp = layout.cp;
   return c;
 }
 
 // Elements of the whole model, each parameter once: this rank's parameters but those another
 // rank counts (ParameterRoles::counted_elsewhere: tied copies on later stages, replicated
 // tensors on tp ranks > 0), a padded tp shard (the vocabulary) at its unpadded share, and only
-// on replica 0 (the DP replicas hold copies); summed over the world in i64 (exact).
+// on replica 0, cp rank 0 (the DP replicas and the cp ranks hold copies); summed over the world in i64 (exact).
 int64_t whole_model_parameters(const LanguageModel& model, const ParameterRoles& roles, const BatchLayout& layout,
                                comm::Communicator* world) {
   int64_t mine = 0;
-  if (layout.replica == 0) {
+  if (layout.replica == 0 && layout.cp_rank == 0) {  // the cp ranks hold copies too
     const ShardRule rule = model.shard_rule();
     const auto tp = model.tensor_parallel_group();
     const int64_t tp_size = tp ? tp->size() : 1, tp_rank = tp ? tp->rank() : 0;
@@ -99,9 +100,9 @@ int64_t whole_model_parameters(const LanguageModel& model, const ParameterRoles&
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& cfg, const TrainSeams& seams) : cfg_(cfg) {
-  ST_CHECK(cfg.tp == 1 && cfg.pp == 1 && (cfg.dp == 0 || cfg.dp == 1), ValueError,
-           "the single-process trainer runs dp = tp = pp = 1 (got dp " << cfg.dp << ", tp " << cfg.tp << ", pp "
-                                                                       << cfg.pp << ")");
+  ST_CHECK(cfg.tp == 1 && cfg.pp == 1 && cfg.cp == 1 && (cfg.dp == 0 || cfg.dp == 1), ValueError,
+           "the single-process trainer runs dp = tp = cp = pp = 1 (got dp " << cfg.dp << ", tp " << cfg.tp << ", cp "
+                                                                            << cfg.cp << ", pp " << cfg.pp << ")");
   const ModelPlan plan = plan_model(cfg);
   if (!plan.resume_note.empty()) std::cout << plan.resume_note << std::endl;
   register_memory_cap(cfg, plan.entry, plan.seq_len, 1, 0);  // --max-memory
@@ -346,7 +347,7 @@ StepMetrics Trainer::finish_metrics(StepMetrics m, Clock::time_point t0, Device 
   // tokens) over its device's dense peak (runtime/observe/device_capacity.h); none on the CPU
   const DeviceCapacity cap = device_capacity(device, matrix_math(compute_dtype(cfg_.precision), cfg_.tf32));
   m.mfu = cap.utilization(3.0 * model_->flops_per_token(w_.source->seq_len()) * m.tokens_per_s /
-                          static_cast<double>(w_.layout.dp));
+                          static_cast<double>(w_.layout.dp * w_.layout.cp));
   m.mem_total_bytes = cap.memory_bytes;
   return m;
 }
@@ -404,7 +405,9 @@ TrainState Trainer::state() const {
   s.precision = to_string(cfg_.precision);
   s.optimizer = to_string(cfg_.optimizer);
   const BatchLayout& l = w_.layout;
-  s.layout = {{"dp", l.dp}, {"tp", cfg_.tp}, {"pp", cfg_.pp}, {"micro_batch", l.micro_batch}, {"grad_accum", l.grad_accum}};
+  s.layout = {{"dp", l.dp},          {"tp", cfg_.tp},
+              {"cp", l.cp},          {"pp", cfg_.pp},
+              {"micro_batch", l.micro_batch}, {"grad_accum", l.grad_accum}};
   s.model = {{"family", model_->family()}, {"config", model_->config_json()}};
   return s;
 }
@@ -497,10 +500,11 @@ void Trainer::run() {
   MetricsWriter metrics(lead ? cfg_.metrics : "", /*append=*/!resumed_from_.empty());
   if (!cfg_.trace.empty()) {
     trace::start(rank());
-    // the rank's place in the grid (rank = ((pp · dp) + dp) · tp + tp, docs/design.md)
-    const int64_t tp = cfg_.tp, dp = w_.layout.dp, r = rank();
-    trace::set_process_name("rank " + std::to_string(r) + " (dp " + std::to_string(r / tp % dp) + ", tp " +
-                            std::to_string(r % tp) + ", pp " + std::to_string(r / (tp * dp)) + ")");
+    // the rank's place in the grid (rank = ((pp · dp + dp_idx) · cp + cp_idx) · tp + tp_idx, comm/process_grid.h)
+    const int64_t tp = cfg_.tp, cp = w_.layout.cp, dp = w_.layout.dp, r = rank();
+    trace::set_process_name("rank " + std::to_string(r) + " (dp " + std::to_string(r / (tp * cp) % dp) + ", tp " +
+                            std::to_string(r % tp) + (cp > 1 ? ", cp " + std::to_string(r / tp % cp) : std::string()) +
+                            ", pp " + std::to_string(r / (tp * cp * dp)) + ")");
   }
   const int64_t params = whole_model_parameters(*model_, w_.roles, w_.layout, w_.world.get());  // collective
   if (lead) {

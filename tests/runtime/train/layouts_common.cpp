@@ -83,7 +83,7 @@ TrainConfig base_config() {
 
 Curve one_process(TrainConfig c, const TrainSeams& seams) {
   c.dp = 1;
-  c.tp = c.pp = 1;
+  c.tp = c.pp = c.cp = 1;
   c.schedule = Schedule::one_f_one_b;
   c.virtual_stages = 1;
   c.zero = false;
