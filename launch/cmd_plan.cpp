@@ -236,9 +236,6 @@ int cmd_plan(const std::vector<std::string>& args) {
   t.parse_flags(args);
   if (t.was_set("world") && p.world < 1) throw UsageError("--world: must be >= 1, got " + std::to_string(p.world));
   if (p.top < 1) throw UsageError("--top: must be >= 1, got " + std::to_string(p.top));
-  // the planner sizes dp x tp x pp only: no train line of it may carry a --cp it did not plan
-  if (cfg.cp != 1)
-    throw UsageError("--cp " + std::to_string(cfg.cp) + ": plan does not size context parallelism yet; plan without --cp");
   // --gpu-memory asks about GPUs: the CUDA plan unless --device is on the command line, in the
   // precision given (bf16 unless --precision is set)
   std::vector<std::string> chosen;  // the flags that choice adds to the train lines
@@ -258,13 +255,13 @@ int cmd_plan(const std::vector<std::string>& args) {
   }
   resolve_init_from(cfg, t);
   validate(cfg, t);
-  const int64_t flags_world = std::max<int64_t>(cfg.dp, 1) * cfg.tp * cfg.pp;
+  const int64_t flags_world = std::max<int64_t>(cfg.dp, 1) * cfg.cp * cfg.tp * cfg.pp;
   const int64_t world = p.world > 0 ? p.world : flags_world;
   if (world < 1 || world > 1024) throw UsageError("--world: 1 ... 1024, got " + std::to_string(world));
   const nlohmann::json entry = runtime::model_entry(cfg);
   const int64_t seq_len = cfg.seq_len > 0 ? cfg.seq_len : runtime::describe_model(entry, 1).context_length;
   const runtime::ModelDescription description = runtime::describe_model(entry, seq_len);
-  const int64_t dp = cfg.dp > 0 ? cfg.dp : world / (cfg.tp * cfg.pp);
+  const int64_t dp = cfg.dp > 0 ? cfg.dp : world / (cfg.cp * cfg.tp * cfg.pp);
   const runtime::PlanLayout asked = runtime::plan_layout(cfg, std::max<int64_t>(dp, 1));
   const bool gpus = cfg.device == Device::cuda;
   const std::string device_name = runtime::to_string(cfg.device);
@@ -279,8 +276,9 @@ int cmd_plan(const std::vector<std::string>& args) {
   }
   std::cout << "\n";
   if (p.gpu_memory.empty()) {
-    if (dp * cfg.tp * cfg.pp != world)
-      throw UsageError("--world " + std::to_string(world) + " is not dp x tp x pp = " + std::to_string(dp * cfg.tp * cfg.pp));
+    if (dp * cfg.cp * cfg.tp * cfg.pp != world)
+      throw UsageError("--world " + std::to_string(world) + " is not dp x cp x tp x pp = " +
+                       std::to_string(dp * cfg.cp * cfg.tp * cfg.pp));
     std::cout << runtime::memory_plan_table(runtime::plan_memory(entry, seq_len, asked), asked)
               << "run it: " << launch_line(world, gpus, "train", train_args(t, args, nullptr, chosen)) << "\n";
     return 0;

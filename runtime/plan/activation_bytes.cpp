@@ -154,9 +154,15 @@ ActivationCoefficients decoder_activations(const DecoderShape& shape, double V, 
     const double F = static_cast<double>(shape.ffn > 0 ? shape.ffn : 4 * shape.d_model) / t;
     a.block_start_weight = F * C;   // elements
     a.block_end_weight = (A + 2 * Akv) * C;  // c_attn (3C·C/tp) / [q|k|v], elements
+    // measured on the CPU in fp32 (GPT, C 32, T 256, cp 2 and 4): the activation peak per rank
+    // 1.067 × 1/cp of cp 1's, these 640 bytes a token (tests/runtime/train/test_layouts_cp.cpp)
+    if (l.cp > 1) a.ring = 2 * 2 * Akv * e + A * 4;
   }
   a.weight_temp = wt;
   a.block_backward = (e == 4 ? 8 : 46) * C;
+  // cp > 1: a block's ring backward holds as much beside it — [k | v] held and arriving, and the
+  // f32 gradient accumulators that travel with them (the same measured peak)
+  a.block_backward += a.ring;
   // the end of a block's backward, its first GEMM's weight gradient made (the block's last but
   // the first norm's): the block's input and the first norm's output and statistics, the
   // gradient flowing into the GEMM (q|k|v) and out of it, the residual's gradient; measured on

@@ -34,6 +34,10 @@ struct ActivationCoefficients {
   double head_backward = 0;   // the head's backward: the logits' gradient and its input's (per token)
   double head_weight_grad = 0;  // and, once, its weight's gradient (V/tp · C · e bytes)
   double embedding_grad = 0;    // the embedding's gradient of the tied wte before it is added (bytes)
+  // cp > 1: the ring's own buffers in a block's attention forward (runtime/parallel/ring_attention.h),
+  // per token of the rank: the packed [k | v] held and the one arriving, 2 · 2·A_kv·e, and the f32
+  // output accumulator, A·4 — beside everything the blocks before it saved
+  double ring = 0;
   HeadLossBytes head;           // the chunked head's terms (zeros for the unfused head)
 };
 ActivationCoefficients decoder_activations(const DecoderShape& shape, double V, const PlanLayout& l, double tokens);

@@ -66,7 +66,11 @@ StepCost step_cost(const nlohmann::json& entry, int64_t seq_len, const PlanLayou
   return s;
 }
 
-bool cp_composes(const PlanLayout& l) { return l.cp == 1 || (l.pp == 1 && l.zero == 0); }
+bool cp_composes(const PlanLayout& l) {
+  // TrainConfig::validate_context_parallel's refusals (the model's own — a family with a
+  // context-parallel form, no dropout — are the search's)
+  return l.cp == 1 || (l.pp == 1 && l.zero == 0 && !(l.sequence_parallel && l.tp > 1) && l.precision != Precision::fp8);
+}
 
 std::vector<RankedLayout> fitting_layouts(const nlohmann::json& entry, int64_t seq_len, const PlanLayout& asked,
                                           int64_t world, double device_bytes, const CostModel& cm) {
@@ -77,6 +81,8 @@ std::vector<RankedLayout> fitting_layouts(const nlohmann::json& entry, int64_t s
   const int64_t blocks = static_cast<int64_t>(d.layers.size()) - 2;
   // sequence parallelism: the decoder families without dropout (train_config's rule), T divisible by tp
   const bool sp_model = d.decoder && d.decoder->embd_pdrop == 0 && d.decoder->resid_pdrop == 0;
+  // context parallelism: a family with a context-parallel form (its attention a ring), no dropout
+  const bool cp_model = sp_model && model_factory(entry.value("family", std::string())).context_parallel;
   const int64_t global = asked.micro_batch * asked.grad_accum * asked.dp;
   std::vector<RankedLayout> out;
   for (int64_t tp = 1; tp <= world; ++tp) {
@@ -85,7 +91,7 @@ std::vector<RankedLayout> fitting_layouts(const nlohmann::json& entry, int64_t s
       if ((world / tp) % pp || pp > std::max<int64_t>(blocks, 1)) continue;
       for (int64_t cp = 1; cp <= world / (tp * pp); ++cp) {
         // context parallelism: a decoder (the ring replaces its attention), T in 2·cp chunks
-        if ((world / (tp * pp)) % cp || (cp > 1 && (!d.decoder || seq_len % (2 * cp)))) continue;
+        if ((world / (tp * pp)) % cp || (cp > 1 && (!cp_model || seq_len % (2 * cp)))) continue;
         const int64_t dp = world / (tp * pp * cp);
         if (global % (asked.micro_batch * dp)) continue;
         const int64_t m = global / (asked.micro_batch * dp);

@@ -1,4 +1,5 @@
-// The layouts of a model that fit a device, best first: every dp × tp × pp = world (tp a divisor
+// The layouts of a model that fit a device, best first: every dp × cp × tp × pp = world (cp > 1 for a
+// family with a context-parallel form, no dropout, T a multiple of 2·cp, where cp_composes; tp a divisor
 // of the heads and at most a node's GPUs, pp at most the blocks), ZeRO stage 0 to 3 when dp > 1,
 // recompute off and on, sequence parallelism off and on at tp > 1 (a decoder family without
 // dropout, T divisible by tp), the 1F1B schedule for pp > 1 (GPipe holds more with the same bubble), the
@@ -66,7 +67,7 @@ struct RankedLayout {
 };
 
 // Whether training runs context parallelism in this layout (cp 1 always; cp > 1 as the trainer
-// accepts it: launch/layout_check.cpp's refusals).
+// accepts it: pp 1, ZeRO 0, no sequence parallelism, not fp8 — TrainConfig's refusals).
 bool cp_composes(const PlanLayout& layout);
 
 // The cost of one step of `layout` (the header's model).

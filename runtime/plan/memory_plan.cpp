@@ -121,6 +121,7 @@ Buckets reducer_buckets(const std::vector<double>& sizes, double e, const PlanLa
 PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp) {
   PlanLayout l;
   l.dp = dp;
+  l.cp = cfg.cp;
   l.tp = cfg.tp;
   l.pp = cfg.pp;
   l.zero = zero_stage_in_effect(cfg.zero, dp);
@@ -300,6 +301,10 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
     // the end of the forward (the loss and its gradient on the last stage)
     moment(tokens * (n * saved_all + (holds_loss ? a.loss_transient : 0)), g_forward,
            l.zero >= 3 ? elements * e / dp + (z3.tied + z3.own[L - 1]) * e : m.params);  // ZeRO-3: the last layer's unit
+    // cp > 1: the last block's ring forward, its buffers beside what the blocks saved (the
+    // micro-batch's own block not yet saved: an upper bound by less than one block's saved bytes)
+    if (a.ring > 0 && n > 0)
+      moment(tokens * (n * saved_all + a.ring), g_forward, l.zero >= 3 ? elements * e / dp + (z3.tied + z3.own[L - 1]) * e : m.params);
     // the backward, at its largest occupancy (the micro-batches' worth of the stage held, the
     // one in backward included) in the first micro-batch's backward, and with grad-accum > 1 in
     // the next one's, every gradient made (one micro-batch fewer held unless the forward's peak

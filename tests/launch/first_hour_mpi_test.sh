@@ -52,12 +52,14 @@ grep -q "^layout: world 2 = dp 1 x tp 1 x pp 2 " <<<"$out" || bad "the printed l
 
 # (3) plan's best layout, run as printed (on the CPU: --device cpu given)
 plan=$("$BIN" plan "${tiny[@]}" --grad-accum 2 --steps 1 --device cpu --gpu-memory 64MiB --world 2 2>&1) || bad "plan: $plan"
-row=$(grep -E '^ +1 ' <<<"$plan" | awk '{print $2, $3, $4}')
+row=$(grep -E '^ +1 ' <<<"$plan" | awk '{print $2, $3, $4, $5}')  # dp cp tp pp
 line=$(grep -E '^  #1  ' <<<"$plan" | sed 's/^  #1  //')
 [[ "$line" == "launch/mpirun.sh -n 2 -- $BIN train "* ]] || bad "plan: no train line: $plan"
 out=$(eval "$line" 2>&1) || bad "plan's line failed: $line: $out"
-read -r dp tp pp <<<"$row"
-grep -q "^layout: world 2 = dp $dp x tp $tp x pp $pp " <<<"$out" || bad "plan's line ran another layout than dp $dp tp $tp pp $pp: $out"
+read -r dp cp tp pp <<<"$row"
+want="dp $dp x tp $tp x pp $pp"
+[[ "$cp" == 1 ]] || want="dp $dp x tp $tp x cp $cp x pp $pp"
+grep -q "^layout: world 2 = $want " <<<"$out" || bad "plan's line ran another layout than $want: $out"
 
 # (4) another rank count: the flags that keep the global batch (dp 2 x B 2 = 4), which then resume
 launch/mpirun.sh -n 2 -- "$BIN" train "${tiny[@]}" --steps 1 --checkpoint-dir "$D/ck" >/dev/null 2>&1 || bad "2-rank run"

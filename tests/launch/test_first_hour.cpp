@@ -218,12 +218,11 @@ TEST(FirstHour, PlanPrintsTheCountTheKindsAndTheLinesThatRunIt) {
   EXPECT_TRUE(has(r.out, "--device cuda --precision bf16\n  #2  ")) << r.out;
   r = run(d, "plan " + model + "--precision fp16 --device cpu --gpu-memory 1GiB --world 2");
   EXPECT_TRUE(has(r.out, "| fp16 |") && has(r.out, "| on cpu\n")) << r.out;
-  // --cp: the planner sizes dp x tp x pp only, so no train line it prints may carry a --cp it did
-  // not plan: one usage line instead
-  r = run(d, "plan " + model + "--cp 2 --gpu-memory 1GiB --world 2");
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_TRUE(has(r.out, "--cp 2: plan does not size context parallelism yet; plan without --cp")) << r.out;
-  EXPECT_FALSE(has(r.out, " train ")) << r.out;
+  // --cp: plan sizes it (B·T/cp tokens a rank) and its train line carries it
+  r = run(d, "plan " + model + "--cp 2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "--cp 2")) << r.out;
+  EXPECT_TRUE(has(r.out, "-n 2 ")) << r.out;
   // nothing fits: one line, the smallest plan and what fits (was: an empty table, exit 1)
   r = run(d, "plan --config " + std::string(ST_SOURCE_DIR) + "/launch/configs/gpt2-124m.yaml --gpu-memory 2GiB --world 2");
   EXPECT_EQ(r.code, 1) << r.out;
