@@ -7,14 +7,12 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 
 #include "runtime/io/safetensors.h"
 #include "runtime/io/safetensors_index.h"
 #include "runtime/observe/trace.h"
 #include "tensor/autograd.h"
 #include "tensor/pinned.h"
-#include "tensor/state_readers.h"
 
 namespace st::runtime {
 namespace {
@@ -147,7 +145,7 @@ void HostStaging::copy_in(const Tensor& t, size_t offset) {
   }
 }
 
-void HostStaging::flush(bool beside) {
+void HostStaging::flush() {
   if (pieces_.empty()) return;
   trace::Scope ts("checkpoint pack", "optimizer");
   ST_CHECK(!device_.defined(), Error, "HostStaging: flush() while the previous device block is held");
@@ -155,18 +153,10 @@ void HostStaging::flush(bool beside) {
   for (const cuda::BytePiece& p : pieces_) end = std::max(end, p.offset + p.bytes);
   // (ceil(end / 8)) i64 words: the caching allocator's block, 256-byte aligned
   device_ = Tensor::empty({static_cast<int64_t>((end + 7) / 8)}, DType::i64, Device::cuda);
-  {
-    // beside: on a side stream, beside the next step, whose optimizer waits for it
-    // (tensor/state_readers.h); else on the current stream, before the next step
-    std::optional<cuda::StateReaderScope> side;
-    if (beside) side.emplace();
-    cuda::pack_bytes(device_.data_ptr(), pieces_);
-    pinned_->download_on_wait(device_.data_ptr(), end, 0);  // issued piece by piece by wait(): the writer thread
-  }
+  cuda::pack_bytes(device_.data_ptr(), pieces_);
+  pinned_->download_on_wait(device_.data_ptr(), end, 0);  // issued piece by piece by wait(): the writer thread
   pieces_.clear();
-  // on the current stream the tensors' memory is reused only after the pack ran (stream order);
-  // beside it, they are kept until release()
-  if (!beside) queued_.clear();
+  queued_.clear();  // stream-ordered: their memory is reused only after the pack ran
 }
 
 void HostStaging::wait() {

@@ -73,11 +73,7 @@ class HostStaging {
   HostStaging& operator=(const HostStaging&) = delete;
   void reserve(size_t bytes, bool pinned);  // at least `bytes`; drops what was held (nothing in flight)
   void copy_in(const Tensor& t, size_t offset);  // t's bytes → [offset, offset + nbytes); CUDA: at flush()
-  // The CUDA tensors given to copy_in on their way (nothing for CPU ones). beside: the pack runs on
-  // a side stream beside the work queued after it (tensor/state_readers.h: whoever next writes
-  // those tensors must wait_for_state_readers() first), and the tensors are held until release()
-  // — for live state only (a temporary made for the save would be held as long as the save).
-  void flush(bool beside = false);
+  void flush();  // the CUDA tensors given to copy_in on their way (nothing for CPU ones)
   void wait();  // until every copy_in is in the block (CUDA: runs the download; any thread)
   void release();  // wait(), then the device block goes (the thread that made it)
   const unsigned char* data() const;

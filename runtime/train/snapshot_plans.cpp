@@ -57,10 +57,10 @@ SnapshotPlans::Kept SnapshotPlans::keep(const NamedTensors& entries, PartSnapsho
   return kept;
 }
 
-void SnapshotPlans::copy(const Kept& kept, const NamedTensors& entries, HostStaging& host, bool beside) {
+void SnapshotPlans::copy(const Kept& kept, const NamedTensors& entries, HostStaging& host) {
   host.release();  // nothing in flight (the previous save's writers finished): a no-op but for CUDA's fence
   for (size_t k = 0; k < kept.source.size(); ++k) host.copy_in(entries[kept.source[k]].second, kept.snap->offsets[k]);
-  host.flush(beside);
+  host.flush();
 }
 
 SnapshotPlans::Parts SnapshotPlans::snapshot(const NamedTensors& weights, const NamedTensors& optimizer_state,
@@ -78,8 +78,8 @@ SnapshotPlans::Parts SnapshotPlans::snapshot(const NamedTensors& weights, const 
     }
     if (!changed) {
       trace::Scope ts("checkpoint copy", "optimizer");
-      copy(model_, weights, *model_host_, beside_);
-      copy(optimizer_, optimizer_state, *optimizer_host_, beside_);
+      copy(model_, weights, *model_host_);
+      copy(optimizer_, optimizer_state, *optimizer_host_);
       return {model_.snap, optimizer_.snap, true};
     }
   }

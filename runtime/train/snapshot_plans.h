@@ -54,12 +54,6 @@ class SnapshotPlans {
 
   int64_t builds() const { return builds_; }  // how many times the plans were built (tests)
 
-  // A later save's copies (the kept plans' path) packed beside the next step (HostStaging::flush's
-  // `beside`): for a caller whose entries are the live state — no temporaries made for the save,
-  // as ZeRO's gathers or the FP8 scaling states' concatenations are — and whose step waits for
-  // state readers before its optimizer (runtime/train/train_step.h).
-  void pack_beside(bool on) { beside_ = on; }
-
  private:
   // One part's kept plan.
   struct Key {
@@ -75,13 +69,12 @@ class SnapshotPlans {
   };
   static bool same(const Kept& kept, const NamedTensors& entries);
   static Kept keep(const NamedTensors& entries, PartSnapshot snap);
-  static void copy(const Kept& kept, const NamedTensors& entries, HostStaging& host, bool beside);
+  static void copy(const Kept& kept, const NamedTensors& entries, HostStaging& host);
 
   std::shared_ptr<HostStaging> model_host_, optimizer_host_;  // kept from one save to the next
   bool kept_ = false;
   Kept model_, optimizer_;
   int64_t builds_ = 0;
-  bool beside_ = false;
 };
 
 }  // namespace st::runtime

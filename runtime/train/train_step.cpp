@@ -12,7 +12,6 @@
 #include "runtime/observe/trace.h"
 #include "tensor/autograd.h"
 #include "tensor/memory_category.h"
-#include "tensor/state_readers.h"
 #include "tensor/storage.h"
 
 namespace st::runtime {
@@ -222,7 +221,6 @@ void TrainStep::body(int64_t step) {
   {
     trace::Scope ts("optimizer step", "optimizer");
     MemoryCategoryScope mem(MemoryCategory::optim);
-    if (p_.wait_state_readers) cuda::wait_for_state_readers();  // the save's pack read the values first
     p_.opt->step_on_device(grads, state_);
   }
   grads.clear();

@@ -16,8 +16,6 @@
 //   7. step_state_decide                              skip (inf/NaN, agreed), the fp16 scale's update, the
 //                                                     clip coefficient of the global norm, AdamW's scalars
 //   8. Optimizer::step_on_device                      the update with those scalars; nothing when skipped
-//                                                     (first, a device-side wait for an asynchronous
-//                                                     save's pack beside the step, when one may run)
 //   9. GradientSync::end_step                         ZeRO-1/2 broadcast the owners' updated values
 //  10. Fp8DelayedScaling::update (--fp8-scaling      every FP8 GEMM's amaxes max-reduced over the stage's
 //      delayed only)                                 dp × tp ranks (several ranks: one all-reduce), then
@@ -113,9 +111,6 @@ struct StepParts {
   int rank = 0;                       // this rank of the world (for the seams)
   // --fp8-scaling delayed: the ranks the FP8 amaxes are max-reduced over (runtime/train/fp8_delayed.h); null: none
   std::shared_ptr<comm::Communicator> fp8_amax_group;
-  // an asynchronous save may pack the state beside the next step (tensor/state_readers.h): the
-  // optimizer (8.) waits on the device for it first
-  bool wait_state_readers = false;
 };
 
 // The run's constants the state needs.

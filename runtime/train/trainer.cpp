@@ -34,15 +34,6 @@
 namespace st::runtime {
 namespace {
 
-// An asynchronous save's later copies packed beside the next step (SnapshotPlans::pack_beside):
-// on CUDA, where the snapshot's tensors are the live state — not ZeRO's gathers (tp > 1 assembles
-// at every save and never takes that path) — and nothing before the optimizer writes them (the
-// delayed FP8 scaling states' amaxes are written by the forward's casts).
-bool pack_beside(const TrainConfig& c) {
-  return c.async_checkpoint && c.device == Device::cuda && c.zero == 0 && c.tp == 1 &&
-         !(c.precision == Precision::fp8 && c.fp8_scaling == ops::Fp8ScaleMode::delayed);
-}
-
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedTensors params, DType compute) {
   switch (o.optimizer) {
     case OptimizerKind::adamw:
@@ -277,7 +268,6 @@ Trainer::Pending Trainer::launch_step() {
     parts.seams = w_.seams;
     parts.rank = rank();
     parts.fp8_amax_group = w_.fp8_amax_group;
-    parts.wait_state_readers = pack_beside(cfg_);
     runner_ = std::make_unique<TrainStep>(std::move(parts), step_constants(cfg_, w_.layout), scaler_,
                                           std::max(cfg_.steps, step_ + 1), mode_);
   }
@@ -444,11 +434,9 @@ void Trainer::checkpoint_boundary(bool due) {
   if (!cfg_.async_checkpoint) {
     save_checkpoint();
   } else {
-    if (!async_) {
+    if (!async_)
       async_ = std::make_unique<AsyncCheckpointer>(w_.world, cfg_.keep_checkpoints, w_.seams.crash_before_commit,
                                                    w_.seams.checkpoint_writer);
-      async_->plans().pack_beside(pack_beside(cfg_));
-    }
     const Clock::time_point w0 = Clock::now();
     {
       trace::Scope tp("checkpoint poll", "optimizer");

@@ -14,9 +14,7 @@
 #include "runtime/io/safetensors.h"
 #include "runtime/parallel/state_sharding.h"
 #include "tensor/cuda/runtime.h"
-#include "tensor/graph.h"
 #include "tensor/rng.h"
-#include "tensor/state_readers.h"
 #include "tensor/tensor.h"
 
 using namespace st;
@@ -66,48 +64,4 @@ TEST(GpuAsyncCheckpoint, TheSnapshotHoldsTheValuesOfItsStepWhileTheNextStepOverw
     EXPECT_EQ(state[2].second.to(Device::cpu).data<float>()[0], 20.0f);  // the overwrite did run
   }
   fs::remove_all(dir);
-}
-
-// The same, packed beside the next step (HostStaging::flush(beside), tensor/state_readers.h): the
-// pack runs on a side stream while the "next step" is queued on the current one; the step waits
-// for it on the device (wait_for_state_readers) before it overwrites the originals, as the
-// training step's optimizer does — eagerly, and from inside a CUDA graph captured before the
-// save (the external event wait then waits for the save's pack, recorded after the capture).
-// Every byte is the snapshot's; the overwrites ran. Without the wait the overwrites race the pack.
-TEST(GpuAsyncCheckpoint, APackBesideTheNextStepHoldsItsValuesWhenTheStepWaitsForIt) {
-  for (const bool graph : {false, true}) {
-    NamedTensors state;  // on CUDA, f32
-    state.push_back({"large", cuda_normal({4096, 4096}, 50)});  // 64 MiB: the pack runs ~40 µs
-    state.push_back({"odd", cuda_normal({1023, 17}, 51)});
-    std::vector<Tensor> want;
-    for (auto& [name, t] : state) want.push_back(t.to(Device::cpu));
-    auto next_step = [&] {  // the overwrite, after the device-side wait
-      cuda::wait_for_state_readers();
-      for (int k = 0; k < 4; ++k)
-        for (auto& [name, t] : state) t.fill_(static_cast<double>(k + 1));
-    };
-    DeviceGraph g;
-    if (graph) {
-      cuda::wait_for_state_readers();  // made and recorded before the capture, as the warm-up step does
-      g.capture(next_step);            // the capture runs nothing
-    }
-    HostStaging host;
-    size_t total = 0;
-    std::vector<size_t> offsets;
-    for (auto& [name, t] : state) offsets.push_back(total), total += t.nbytes();
-    host.reserve(total, /*pinned=*/true);
-    for (size_t i = 0; i < state.size(); ++i) host.copy_in(state[i].second, offsets[i]);
-    host.flush(/*beside=*/true);
-    if (graph)
-      g.replay();
-    else
-      next_step();
-    host.wait();
-    for (size_t i = 0; i < state.size(); ++i)
-      EXPECT_EQ(std::memcmp(host.data() + offsets[i], want[i].data_ptr(), want[i].nbytes()), 0)
-          << state[i].first << (graph ? " (graph)" : " (eager)") << " differs from the snapshot";
-    cuda::synchronize();
-    EXPECT_EQ(state[0].second.to(Device::cpu).data<float>()[0], 4.0f);  // the overwrite did run
-    host.release();
-  }
 }
