@@ -187,9 +187,9 @@ TEST(LayoutSearch, ContextParallelHoldsOneCpthOfTheTokensAtTheStatedCost) {
   const MemoryPlan a = plan_memory(entry, 64, l), b = plan_memory(entry, 64, half);
   // the ring's bytes a token of the rank: [k | v] held and arriving (2 · 2 · C · 4, MHA) and the
   // f32 output accumulator (C · 4); 8 sequences × 32 tokens a rank
-  const double ring = (2 * 2 * 64 * 4 + 64 * 4) * 8 * 32;
+  const double ring_bytes = (2 * 2 * 64 * 4 + 64 * 4) * 8 * 32;
   EXPECT_GE(a.stages[0].activations, b.stages[0].activations);
-  EXPECT_LE(a.stages[0].activations, b.stages[0].activations + ring);
+  EXPECT_LE(a.stages[0].activations, b.stages[0].activations + ring_bytes);
   const MemoryPlan whole = plan_memory(entry, 64, plan_layout(c, 2));
   EXPECT_DOUBLE_EQ(a.stages[0].params + a.stages[0].grads + a.stages[0].optim,
                    whole.stages[0].params + whole.stages[0].grads + whole.stages[0].optim);
