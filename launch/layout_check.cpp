@@ -27,11 +27,12 @@ void check_job_ranks(const runtime::TrainConfig& c, int world, const std::vector
 
 std::vector<std::string> no_effect_notes(const runtime::TrainConfig& c, int64_t dp) {
   std::vector<std::string> notes;
-  const int zero = runtime::zero_stage_in_effect(c.zero, dp);
+  // the gradients go between dp × cp replicas (ZeRO shards over them)
+  const int zero = runtime::zero_stage_in_effect(c.zero, dp * c.cp);
   if (c.zero > 0 && zero == 0)
     notes.push_back("--zero " + std::to_string(c.zero) +
                     ": no effect at dp 1 (ZeRO shards over the data-parallel replicas; this run has one)");
-  if (c.grad_comm_dtype != runtime::Precision::fp32 && dp == 1)
+  if (c.grad_comm_dtype != runtime::Precision::fp32 && dp * c.cp == 1)
     notes.push_back("--grad-comm-dtype " + runtime::to_string(c.grad_comm_dtype) +
                     ": no effect at dp 1 (no gradient goes between data-parallel replicas)");
   if (c.tf32 && c.device == Device::cpu)

@@ -69,7 +69,7 @@ StepCost step_cost(const nlohmann::json& entry, int64_t seq_len, const PlanLayou
 bool cp_composes(const PlanLayout& l) {
   // TrainConfig::validate_context_parallel's refusals (the model's own — a family with a
   // context-parallel form, no dropout — are the search's)
-  return l.cp == 1 || (l.pp == 1 && l.zero == 0 && !(l.sequence_parallel && l.tp > 1) && l.precision != Precision::fp8);
+  return l.cp == 1 || (l.pp == 1 && l.zero <= 2 && !(l.sequence_parallel && l.tp > 1) && l.precision != Precision::fp8);
 }
 
 std::vector<RankedLayout> fitting_layouts(const nlohmann::json& entry, int64_t seq_len, const PlanLayout& asked,
@@ -97,7 +97,7 @@ std::vector<RankedLayout> fitting_layouts(const nlohmann::json& entry, int64_t s
         const int64_t m = global / (asked.micro_batch * dp);
         if (pp > 1 && m > max_pipeline_micro_batches(1)) continue;
         const int sp_max = tp > 1 && sp_model && seq_len % tp == 0 ? 1 : 0;
-        for (int zero = 0; zero <= zero_stage_in_effect(3, dp); ++zero)  // the stages that differ at this dp
+        for (int zero = 0; zero <= zero_stage_in_effect(3, dp * cp); ++zero)  // the stages that differ at this dp × cp
           for (int recompute = 0; recompute <= 1; ++recompute)
             for (int sp = 0; sp <= sp_max; ++sp) {
               PlanLayout l = asked;

@@ -124,7 +124,7 @@ PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp) {
   l.cp = cfg.cp;
   l.tp = cfg.tp;
   l.pp = cfg.pp;
-  l.zero = zero_stage_in_effect(cfg.zero, dp);
+  l.zero = zero_stage_in_effect(cfg.zero, dp * cfg.cp);  // ZeRO shards over dp × cp
   l.schedule = cfg.schedule;
   l.virtual_stages = cfg.virtual_stages;
   l.micro_batch = cfg.micro_batch;
@@ -153,7 +153,10 @@ double MemoryPlan::max_peak() const {
   return p;
 }
 
-MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanLayout& l) {
+MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanLayout& layout) {
+  // every dp term below counts the ranks that sum the gradients (and ZeRO shards over): dp × cp
+  PlanLayout l = layout;
+  l.dp = layout.dp * layout.cp;
   MemoryPlan plan;
   const std::string family = entry.value("family", std::string());
   const ModelFactory& f = model_factory(family);

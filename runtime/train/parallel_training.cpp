@@ -30,7 +30,8 @@ struct Job {
   comm::GridCoord me;
   const TrainSeams& seams;
   bool lead() const { return world->rank() == 0; }
-  int zero_stage() const { return zero_stage_in_effect(cfg.zero, grid.layout().dp); }
+  // ZeRO shards over the ranks that sum the gradients: dp × cp (the weights are replicated over both)
+  int zero_stage() const { return zero_stage_in_effect(cfg.zero, grid.layout().dp * grid.layout().cp); }
 };
 
 // Pipeline (pp > 1): the split of the model's layers into pp · v pieces (v the virtual stages of
@@ -132,7 +133,9 @@ std::shared_ptr<ZeroSync> wire_zero(const Job& job, const LanguageModel& model, 
   ReducerOptions ro = reducer_options(job.cfg, job.seams);
   ro.shard_gradients = job.cfg.zero >= 2;  // ZeRO-2: other owners' buckets freed once reduced
   for (const TiedWeight& t : tied) ro.launch_in_finalize.insert(t.name);
-  auto zero1 = std::make_shared<Zero1>(model.named_parameters(), job.grid.dp_group(), ro);
+  // under cp the gradients are summed over dp × cp: ZeRO shards over that group
+  auto zero1 = std::make_shared<Zero1>(model.named_parameters(),
+                                       job.grid.layout().cp > 1 ? job.grid.dp_cp_group() : job.grid.dp_group(), ro);
   for (auto& [name, p] : model.named_parameters())
     if (!zero1->owns(name)) w.roles.updated_elsewhere.insert(name);
   return std::make_shared<ZeroSync>(zero1);
@@ -308,10 +311,10 @@ int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
   }
   w.sync = syncs.size() == 1 ? syncs.front() : std::make_shared<SyncChain>(syncs);
 
-  // checkpoints: every rank writes its share; a DP replica's copy only DP rank 0 (ZeRO: every
-  // DP rank its shard), the cp ranks' copies only cp rank 0, tp-split tensors assembled in the tp group
+  // checkpoints: every rank writes its share; a DP replica's copy only DP rank 0 and the cp ranks'
+  // copies only cp rank 0 (ZeRO: every rank of dp × cp its shard), tp-split tensors assembled in the tp group
   w.state = std::make_shared<StateSharding>(
-      StateSharding{world, grid.tp_group(), (job.zero_stage() > 0 || job.me.dp == 0) && job.me.cp == 0});
+      StateSharding{world, grid.tp_group(), job.zero_stage() > 0 || (job.me.dp == 0 && job.me.cp == 0)});
 
   Trainer trainer(cfg, model, std::move(w), in.resume_path);
   trainer.run();

@@ -292,8 +292,8 @@ TEST(CpRefusals, OneLineNamingTheFlags) {
   b.pp = 2;
   expect_refused(b, "--pp 2");
   b = c;
-  b.zero = 1;
-  expect_refused(b, "--zero 1");
+  b.zero = 3;
+  expect_refused(b, "--zero 3");
   b = c;
   b.tp = 2;
   b.sequence_parallel = 1;
@@ -358,6 +358,53 @@ TEST(CpFour, TimesTensorParallel) {
   l.tp = 2;
   l.dp = 1;
   expect_same(run_layout(l, "llama_cp2_tp2"), reference_of(l), "llama cp 2 x tp 2");
+}
+
+// ZeRO-1 and -2 under cp shard over dp × cp, the ranks that sum the gradients (the weights are
+// replicated over both): each bucket reduced to its owner among the 4, its values broadcast from
+// it — the one-process curve, GPT at ZeRO-1 and -2, Llama at ZeRO-1.
+TEST(CpFour, ZeroOneAndTwoShardOverDpTimesCp) {
+  ASSERT_EQ(world_size(), 4);
+  for (const int zero : {1, 2}) {
+    TrainConfig c = base_config();
+    c.cp = 2;
+    c.dp = 2;
+    c.zero = zero;
+    expect_same(run_layout(c, "gpt_cp2_dp2_zero" + std::to_string(zero)), reference_of(c),
+                "gpt cp 2 x dp 2 zero " + std::to_string(zero));
+  }
+  TrainConfig l = llama_config();
+  l.cp = 2;
+  l.dp = 2;
+  l.zero = 1;
+  expect_same(run_layout(l, "llama_cp2_dp2_zero1"), reference_of(l), "llama cp 2 x dp 2 zero 1");
+}
+
+// A ZeRO-1 checkpoint of cp 2 × dp 2 (every rank of the four writes its shard of the optimizer
+// state) resumed at cp 4 × ZeRO-1 (other owners): the uninterrupted one-process curve.
+TEST(CpFour, ZeroOneCheckpointResumesAtCpFour) {
+  ASSERT_EQ(world_size(), 4);
+  TrainConfig c = base_config();
+  c.dp = 1;
+  c.grad_accum = 2;  // global batch 4 = B 2 × K 2
+  const Curve want = reference_of(c);
+  TrainConfig a = c;
+  a.cp = 2;
+  a.dp = 2;
+  a.zero = 1;
+  a.grad_accum = 1;
+  a.steps = 3;
+  a.checkpoint_dir = work_dir() + "/ckpt_cp2_dp2_zero1";
+  if (world_rank() == 0) fs::remove_all(a.checkpoint_dir);
+  barrier();
+  expect_same(run_layout(a, "cp2dp2z1_before"), first_steps(want, 3), "cp 2 x dp 2 zero 1 before the checkpoint");
+  TrainConfig b = c;
+  b.checkpoint_dir = a.checkpoint_dir;
+  b.resume = true;
+  b.cp = 4;
+  b.dp = 1;
+  b.zero = 1;
+  expect_same(run_layout(b, "cp4z1_after"), want, "resumed at cp 4 zero 1", 3);
 }
 
 // 3 steps at cp 2 × dp 2, then 2 at cp 4: the uninterrupted one-process curve.
