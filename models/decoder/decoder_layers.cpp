@@ -109,8 +109,7 @@ Tensor DecoderEmbedding::forward(const Tensor& ids) {
                        << s_.context);
     Tensor x = tokens(ids);  // (B, 2C, C)
     if (pos_) {              // the rows of the chunks' global positions (2C, C), broadcast over B
-      const Tensor at = runtime::context_position_ids(global, n, cp_->rank(), ops::ContextSplit::load_balanced,
-                                                      ids.device());
+      const Tensor& at = cp_positions_.get(global, n, cp_->rank(), ops::ContextSplit::load_balanced, ids.device());
       x = ops::add(x, pos_->forward(at));
     }
     return x;  // no dropout under cp (DecoderModel::set_context_parallel)
@@ -207,8 +206,7 @@ Tensor DecoderBlock::attention(const Tensor& h, bool sp) const {
   if (cp_) {  // the rank's two chunks (B, 2C, ...): a ring over the cp group, rope at the global positions
     const int64_t n = cp_->size(), Tl = packed.size(1);
     const ops::RopeTable* table = rope_ ? rope_->covering(Tl * n) : nullptr;
-    const Tensor at = rope_ ? runtime::context_position_ids(Tl * n, n, cp_->rank(), ops::ContextSplit::load_balanced,
-                                                            packed.device())
+    const Tensor at = rope_ ? cp_positions_.get(Tl * n, n, cp_->rank(), ops::ContextSplit::load_balanced, packed.device())
                             : Tensor();
     return o_->forward(runtime::ring_attention_qkv(packed, heads_, kv_heads_, cp_, table, at), sp);
   }

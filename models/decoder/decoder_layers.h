@@ -46,6 +46,7 @@
 #include "models/nn.h"
 #include "runtime/nn/kv_cache.h"
 #include "runtime/nn/language_model.h"
+#include "runtime/parallel/context_shard.h"
 #include "runtime/parallel/tp_layers.h"
 
 namespace st::models {
@@ -90,6 +91,7 @@ class DecoderEmbedding : public runtime::Layer, public runtime::CachedLayer {
   Dropout drop_;
   runtime::TpGroup tp_;
   std::shared_ptr<comm::Communicator> cp_;  // context parallel (null: off)
+  mutable runtime::ContextPositionCache cp_positions_;  // the chunks' global positions, built once
   bool sp_ = false;
 };
 
@@ -134,6 +136,7 @@ class DecoderBlock : public runtime::Layer, public runtime::CachedLayer {
   std::shared_ptr<runtime::RowParallelLinear> o_, down_;
   Dropout drop_;
   std::shared_ptr<comm::Communicator> cp_;  // context parallel (null: off)
+  mutable runtime::ContextPositionCache cp_positions_;  // the chunks' global positions, built once
   bool sp_ = false;
 };
 

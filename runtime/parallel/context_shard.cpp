@@ -33,6 +33,16 @@ Tensor context_position_ids(int64_t seq_len, int64_t ranks, int64_t rank, ops::C
   return device == Device::cpu ? t : t.to(device);
 }
 
+const Tensor& ContextPositionCache::get(int64_t seq_len, int64_t ranks, int64_t rank, ops::ContextSplit split,
+                                        Device device) {
+  if (!ids_.defined() || seq_len != seq_len_ || ranks != ranks_ || rank != rank_ || split != split_ ||
+      ids_.device() != device) {
+    ids_ = context_position_ids(seq_len, ranks, rank, split, device);
+    seq_len_ = seq_len, ranks_ = ranks, rank_ = rank, split_ = split;
+  }
+  return ids_;
+}
+
 Tensor shard_sequence(const Tensor& x, int64_t ranks, int64_t rank, ops::ContextSplit split, int64_t dim) {
   const int64_t d = seq_dim(x, dim, "shard_sequence");
   const int64_t T = x.size(d);

@@ -25,6 +25,17 @@ std::vector<int64_t> context_positions(int64_t seq_len, int64_t ranks, int64_t r
 // The same as a (2C) i64 tensor on `device` (to index a learned position table or a rope table).
 Tensor context_position_ids(int64_t seq_len, int64_t ranks, int64_t rank, ops::ContextSplit split,
                             Device device = Device::cpu);
+// context_position_ids kept for the last (seq_len, device) asked: a layer calls it every forward
+// with the same length, and building it copies to the device each time.
+class ContextPositionCache {
+ public:
+  const Tensor& get(int64_t seq_len, int64_t ranks, int64_t rank, ops::ContextSplit split, Device device);
+
+ private:
+  Tensor ids_;
+  int64_t seq_len_ = -1, ranks_ = -1, rank_ = -1;
+  ops::ContextSplit split_ = ops::ContextSplit::load_balanced;
+};
 
 // x (..., T, ...) with the sequence at `dim` → (..., 2C, ...): rank `rank`'s two chunks
 // concatenated in local order (a fresh tensor; differentiable: narrow + cat, so the gradient of a
