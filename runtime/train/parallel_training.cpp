@@ -93,11 +93,8 @@ std::vector<TiedWeight> wire_pipeline(const Job& job, const ModelPlan& plan, con
 // weights are replicated over cp: the gradients are summed over dp × cp (wire_data_parallel), the
 // norm counts one cp rank (wire_reductions), the cp index 0 ranks write the checkpoints.
 void wire_context_parallel(const Job& job, LanguageModel& model, TrainInputs& in) {
-  const int cp = job.grid.layout().cp;
-  ST_CHECK(in.layout.seq_len % (2 * cp) == 0, ValueError,
-           "--cp " << cp << ": --seq-len " << in.layout.seq_len << " must divide by 2 x cp = " << 2 * cp);
-  model.set_context_parallel(job.grid.cp_group());
-  in.layout.cp = cp;
+  model.set_context_parallel(job.grid.cp_group());  // T % 2·cp: TrainConfig::validate, LocalGradientSource
+  in.layout.cp = job.grid.layout().cp;
   in.layout.cp_rank = job.me.cp;
 }
 
@@ -133,9 +130,8 @@ std::shared_ptr<ZeroSync> wire_zero(const Job& job, const LanguageModel& model, 
   ReducerOptions ro = reducer_options(job.cfg, job.seams);
   ro.shard_gradients = job.cfg.zero >= 2;  // ZeRO-2: other owners' buckets freed once reduced
   for (const TiedWeight& t : tied) ro.launch_in_finalize.insert(t.name);
-  // under cp the gradients are summed over dp × cp: ZeRO shards over that group
-  auto zero1 = std::make_shared<Zero1>(model.named_parameters(),
-                                       job.grid.layout().cp > 1 ? job.grid.dp_cp_group() : job.grid.dp_group(), ro);
+  // over the ranks that sum the gradients: dp × cp (the dp group itself at cp 1)
+  auto zero1 = std::make_shared<Zero1>(model.named_parameters(), job.grid.dp_cp_group(), ro);
   for (auto& [name, p] : model.named_parameters())
     if (!zero1->owns(name)) w.roles.updated_elsewhere.insert(name);
   return std::make_shared<ZeroSync>(zero1);

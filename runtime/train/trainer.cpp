@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 
+#include "comm/process_grid.h"
 #include "ops/matmul.h"
 #include "ops/optim.h"
 #include "runtime/io/checkpoint_dir.h"
@@ -488,11 +489,15 @@ void Trainer::run() {
   MetricsWriter metrics(lead ? cfg_.metrics : "", /*append=*/!resumed_from_.empty());
   if (!cfg_.trace.empty()) {
     trace::start(rank());
-    // the rank's place in the grid (rank = ((pp · dp + dp_idx) · cp + cp_idx) · tp + tp_idx, comm/process_grid.h)
-    const int64_t tp = cfg_.tp, cp = w_.layout.cp, dp = w_.layout.dp, r = rank();
-    trace::set_process_name("rank " + std::to_string(r) + " (dp " + std::to_string(r / (tp * cp) % dp) + ", tp " +
-                            std::to_string(r % tp) + (cp > 1 ? ", cp " + std::to_string(r / tp % cp) : std::string()) +
-                            ", pp " + std::to_string(r / (tp * cp * dp)) + ")");
+    // the rank's place in the grid (comm/process_grid.h's rank order)
+    const int r = rank();
+    const comm::GridLayout grid = comm::GridLayout::make(w_.world ? w_.world->size() : 1, static_cast<int>(w_.layout.dp),
+                                                         static_cast<int>(cfg_.tp), static_cast<int>(cfg_.pp),
+                                                         static_cast<int>(w_.layout.cp));
+    const comm::GridCoord c = grid.coord(r);
+    trace::set_process_name("rank " + std::to_string(r) + " (dp " + std::to_string(c.dp) + ", tp " + std::to_string(c.tp) +
+                            (grid.cp > 1 ? ", cp " + std::to_string(c.cp) : std::string()) + ", pp " +
+                            std::to_string(c.pp) + ")");
   }
   const int64_t params = whole_model_parameters(*model_, w_.roles, w_.layout, w_.world.get());  // collective
   if (lead) {
