@@ -59,6 +59,16 @@ std::string work_dir() {
   return dir;
 }
 
+TrainConfig llama_config() {
+  TrainConfig c = base_config();
+  c.model = "llama";
+  c.kv_heads = 2;
+  c.ffn = 48;
+  c.rope_theta = 500000;
+  c.tie_embeddings = 0;
+  return c;
+}
+
 TrainConfig base_config() {
   TrainConfig c;
   c.model = "gpt";

@@ -65,6 +65,9 @@ std::string work_dir();
 
 // A 4-block GPT (C 32, 4 heads, V 64, T 16), micro-batch 2 × grad-accum 2, 5 AdamW steps.
 runtime::TrainConfig base_config();
+// base_config's Llama: 4 query heads over 2 key/value heads (GQA), rotary positions, SwiGLU, an
+// untied head.
+runtime::TrainConfig llama_config();
 
 struct Curve {
   std::vector<double> loss, grad_norm, loss_scale;

@@ -42,18 +42,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The Llama of test_layouts_llama.cpp: 4 query heads over 2 key/value heads (GQA), rotary
-// positions, SwiGLU, an untied head.
-TrainConfig llama_config() {
-  TrainConfig c = base_config();
-  c.model = "llama";
-  c.kv_heads = 2;
-  c.ffn = 48;
-  c.rope_theta = 500000;
-  c.tie_embeddings = 0;
-  return c;
-}
-
 // One process on the layout's global batch (cp does not change it: B · K · dp sequences).
 Curve reference_of(TrainConfig c) {
   const int64_t dp = c.dp > 0 ? c.dp : world_size() / (c.tp * c.cp * c.pp);  // dp 0: the rest of the world
@@ -380,10 +368,14 @@ TEST(CpFour, ZeroOneAndTwoShardOverDpTimesCp) {
   expect_same(run_layout(l, "llama_cp2_dp2_zero1"), reference_of(l), "llama cp 2 x dp 2 zero 1");
 }
 
-// A ZeRO-1 checkpoint of cp 2 × dp 2 (every rank of the four writes its shard of the optimizer
-// state) resumed at cp 4 × ZeRO-1 (other owners): the uninterrupted one-process curve.
-TEST(CpFour, ZeroOneCheckpointResumesAtCpFour) {
+namespace {
+
+// 3 steps at cp 2 × dp 2, then 2 at cp 4, both at ZeRO stage `zero`: the uninterrupted
+// one-process curve.
+void resumes_at_cp_four(int zero) {
   ASSERT_EQ(world_size(), 4);
+  const std::string z = zero > 0 ? " zero " + std::to_string(zero) : "";
+  const std::string tag = zero > 0 ? "z" + std::to_string(zero) : "";
   TrainConfig c = base_config();
   c.dp = 1;
   c.grad_accum = 2;  // global batch 4 = B 2 × K 2
@@ -391,45 +383,29 @@ TEST(CpFour, ZeroOneCheckpointResumesAtCpFour) {
   TrainConfig a = c;
   a.cp = 2;
   a.dp = 2;
-  a.zero = 1;
+  a.zero = zero;
   a.grad_accum = 1;
   a.steps = 3;
-  a.checkpoint_dir = work_dir() + "/ckpt_cp2_dp2_zero1";
+  a.checkpoint_dir = work_dir() + "/ckpt_cp2_dp2" + (zero > 0 ? "_zero" + std::to_string(zero) : "");
   if (world_rank() == 0) fs::remove_all(a.checkpoint_dir);
   barrier();
-  expect_same(run_layout(a, "cp2dp2z1_before"), first_steps(want, 3), "cp 2 x dp 2 zero 1 before the checkpoint");
+  expect_same(run_layout(a, "cp2dp2" + tag + "_before"), first_steps(want, 3), "cp 2 x dp 2" + z + " before the checkpoint");
   TrainConfig b = c;
   b.checkpoint_dir = a.checkpoint_dir;
   b.resume = true;
   b.cp = 4;
   b.dp = 1;
-  b.zero = 1;
-  expect_same(run_layout(b, "cp4z1_after"), want, "resumed at cp 4 zero 1", 3);
+  b.zero = zero;
+  expect_same(run_layout(b, "cp4" + tag + "_after"), want, "resumed at cp 4" + z, 3);
 }
 
-// 3 steps at cp 2 × dp 2, then 2 at cp 4: the uninterrupted one-process curve.
-TEST(CpFour, CheckpointResumesAtCpFour) {
-  ASSERT_EQ(world_size(), 4);
-  TrainConfig c = base_config();
-  c.dp = 1;
-  c.grad_accum = 2;  // global batch 4 = B 2 × K 2
-  const Curve want = reference_of(c);
-  TrainConfig a = c;
-  a.cp = 2;
-  a.dp = 2;
-  a.grad_accum = 1;
-  a.steps = 3;
-  a.checkpoint_dir = work_dir() + "/ckpt_cp2_dp2";
-  if (world_rank() == 0) fs::remove_all(a.checkpoint_dir);
-  barrier();
-  expect_same(run_layout(a, "cp2dp2_before"), first_steps(want, 3), "cp 2 x dp 2 before the checkpoint");
-  TrainConfig b = c;
-  b.checkpoint_dir = a.checkpoint_dir;
-  b.resume = true;
-  b.cp = 4;
-  b.dp = 1;
-  expect_same(run_layout(b, "cp4_after"), want, "resumed at cp 4", 3);
-}
+}  // namespace
+
+// A ZeRO-1 checkpoint of cp 2 × dp 2 (every rank of the four writes its shard of the optimizer
+// state) resumed at cp 4 × ZeRO-1 (other owners).
+TEST(CpFour, ZeroOneCheckpointResumesAtCpFour) { resumes_at_cp_four(1); }
+
+TEST(CpFour, CheckpointResumesAtCpFour) { resumes_at_cp_four(0); }
 
 // Bytes per rank: a cp rank holds T/cp tokens of each sequence, and everything a block keeps for
 // its backward is per token (the attention op keeps q, k, v, its output and the lse, O(T) — the
@@ -457,6 +433,7 @@ TEST(CpFour, ActivationPeakPerRankFallsWithCp) {
   c.grad_accum = 1;
   c.steps = 2;
   int64_t peak[3] = {0, 0, 0};
+  double planned[3] = {0, 0, 0};  // the planner's activation term for the same layout
   const int cps[3] = {1, 2, 4};
   for (int i = 0; i < 3; ++i) {
     TrainConfig l = c;
@@ -465,6 +442,7 @@ TEST(CpFour, ActivationPeakPerRankFallsWithCp) {
     const std::string name = "act_cp" + std::to_string(cps[i]);
     run_layout(l, name);
     peak[i] = act_peak(name);
+    planned[i] = plan_memory(model_entry(l), l.seq_len, plan_layout(l, l.dp)).stages[0].activations;
     barrier();
   }
   ASSERT_GT(peak[0], 0);
@@ -479,11 +457,6 @@ TEST(CpFour, ActivationPeakPerRankFallsWithCp) {
   // the planner's activation term (B·T/cp tokens a rank and the ring's buffers,
   // runtime/plan/activation_bytes.h) within its 5 % of each measured peak (measured 2026-12-06:
   // −0.2 % at cp 1, −4.1 % at cp 2, −3.3 % at cp 4)
-  for (int i = 0; i < 3; ++i) {
-    TrainConfig l = c;
-    l.cp = cps[i];
-    l.dp = 4 / cps[i];
-    const double planned = plan_memory(model_entry(l), l.seq_len, plan_layout(l, l.dp)).stages[0].activations;
-    EXPECT_NEAR(planned, static_cast<double>(peak[i]), 0.05 * static_cast<double>(peak[i])) << "cp " << cps[i];
-  }
+  for (int i = 0; i < 3; ++i)
+    EXPECT_NEAR(planned[i], static_cast<double>(peak[i]), 0.05 * static_cast<double>(peak[i])) << "cp " << cps[i];
 }

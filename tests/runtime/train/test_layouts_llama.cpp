@@ -28,16 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-TrainConfig llama_config() {
-  TrainConfig c = base_config();
-  c.model = "llama";
-  c.kv_heads = 2;
-  c.ffn = 48;
-  c.rope_theta = 500000;
-  c.tie_embeddings = 0;
-  return c;
-}
-
 bool two_ranks() { return world_size() == 2; }
 
 }  // namespace
