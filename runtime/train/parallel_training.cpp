@@ -137,9 +137,11 @@ std::shared_ptr<ZeroSync> wire_zero(const Job& job, const LanguageModel& model, 
   return std::make_shared<ZeroSync>(zero1);
 }
 
-// ZeRO-3 (dp > 1): every parameter sharded over the dp group per unit (a layer; a weight tied
-// between layers or stages a unit of its own), gathered around each layer's forward and backward
-// (runtime/parallel/zero3.h); the optimizer steps this rank's pieces. Weights tied across stages:
+// ZeRO-3 (dp × cp > 1): every parameter sharded per unit (a layer; a weight tied between layers
+// or stages a unit of its own) over the ranks that sum the gradients — the dp group, or with
+// context parallelism the dp × cp group, the weights being replicated over both — gathered around
+// each layer's forward and backward (runtime/parallel/zero3.h); the optimizer steps this rank's
+// pieces. Weights tied across stages:
 // their gradient shards summed over the tied group after the reduce-scatters.
 std::shared_ptr<Zero3Sync> wire_zero3(const Job& job, LanguageModel& model, const std::vector<TiedWeight>& tied,
                                       std::shared_ptr<comm::Communicator> tied_group, TrainerWiring& w) {
@@ -150,7 +152,7 @@ std::shared_ptr<Zero3Sync> wire_zero3(const Job& job, LanguageModel& model, cons
     own.insert(t.name);
     tied_names.push_back(t.name);
   }
-  auto zero3 = std::make_shared<Zero3>(model, job.grid.dp_group(), own, compute_dtype(job.cfg.grad_comm_dtype));
+  auto zero3 = std::make_shared<Zero3>(model, job.grid.dp_cp_group(), own, compute_dtype(job.cfg.grad_comm_dtype));
   model.set_layer_hook(zero3);
   w.params = std::make_shared<Zero3Parameters>(zero3);
   return std::make_shared<Zero3Sync>(zero3, tied_names, tied_group);
