@@ -9,7 +9,7 @@
 #   4. cp 4 (ZeRO-1, recompute) and cp 4 (ZeRO-3, recompute) under the same cap: they train; the
 #      largest rank's peak (mem_bytes_max) beside the plan's.
 # OUTDIR/summary.txt has one line per run; the logs are beside it.
-#   usage: [BUILD=build] [CAP=24] [STEPS=3] launch/gpu/cp_long_context.sh OUTDIR
+#   usage: [BUILD=build] [CAP=24] [STEPS=3] [PARTS="bench one cp"] launch/gpu/cp_long_context.sh OUTDIR
 # Builds shardtrain and bench_ring_blocks in BUILD (CUDA, sm_90) unless NOBUILD=1. TINY=1 runs the
 # same commands at a tiny shape on the CPU (a check of the script, no GPU).
 set -u
@@ -19,6 +19,8 @@ OUT=$1
 BUILD=${BUILD:-build}
 CAP=${CAP:-24}
 STEPS=${STEPS:-3}
+PARTS=${PARTS:-bench one cp}  # which of 1 (bench), 2-3 (one) and 4 (cp) run
+want() { [[ " $PARTS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 note() { echo "$*" | tee -a "$OUT/summary.txt"; }
@@ -41,9 +43,11 @@ COMMON="$MODEL --micro-batch 1 --grad-accum 1 --precision bf16 --device $DEV --s
 MPI="mpirun -np 4 --oversubscribe --allow-run-as-root --bind-to none"
 
 # 1. the block kernels
-timeout 300 "$BUILD/tests/bench/bench_ring_blocks" $BENCH > "$OUT/bench_ring_blocks.log" 2>&1
-note "bench_ring_blocks (rc $?):"
-sed 's/^/  /' "$OUT/bench_ring_blocks.log" | tee -a "$OUT/summary.txt"
+if want bench; then
+  timeout 300 "$BUILD/tests/bench/bench_ring_blocks" $BENCH > "$OUT/bench_ring_blocks.log" 2>&1
+  note "bench_ring_blocks (rc $?):"
+  sed 's/^/  /' "$OUT/bench_ring_blocks.log" | tee -a "$OUT/summary.txt"
+fi
 
 source launch/gpu/tokens.sh
 tok="$OUT/tokens.bin"
@@ -64,6 +68,7 @@ PY
 }
 
 # 2. one rank under the cap
+if want one; then
 log="$OUT/one_rank_cap.log"
 timeout 300 "$ST" train $COMMON --data "$tok" --recompute 1 --max-memory "$CAP" > "$log" 2>&1
 rc=$?
@@ -74,9 +79,10 @@ note "  $(grep -v '^\s*$' "$log" | tail -1)"
 m="$OUT/one_rank.jsonl"; rm -f "$m"
 timeout 300 "$ST" train $COMMON --data "$tok" --recompute 1 --metrics "$m" > "$OUT/one_rank.log" 2>&1
 note "one rank, --recompute 1, no cap: rc $?, plan $(planned --recompute 1) MiB, $(measured "$m")"
+fi
 
 # 4. cp 4 under the cap
-for zero in 1 3; do
+want cp && for zero in 1 3; do
   m="$OUT/cp4_zero$zero.jsonl"; rm -f "$m"
   flags="--cp 4 --zero $zero --recompute 1"
   timeout 420 $MPI "$ST" train $COMMON --data "$tok" $flags --comm mpi --max-memory "$CAP" --metrics "$m" \
