@@ -9,7 +9,8 @@
 //
 // Which backend runs (ops/attention_backend.h's setting; launch/ sets it from ST_ATTENTION):
 //   deterministic  (default) cuDNN with its deterministic backward (dQ written once, the engine
-//                  keeps dP in its workspace: B·H·T² 16-bit values) where cuDNN takes the shape,
+//                  keeps dP in its workspace: B·H·T² 16-bit values) where cuDNN takes the shape
+//                  and that workspace is at most kDeterministicWorkspaceMax (ops/attention_backend.h),
 //                  else flash; bitwise reproducible either way;
 //   fast           cuDNN with its default backward, which adds dQ up with float atomics (its last
 //                  bits may differ from run to run), where it takes the shape, else flash;

@@ -260,6 +260,11 @@ bool cudnn_sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int6
     refuse(dir, pre);
     return false;
   }
+  if (deterministic && deterministic_workspace_bytes(B, H, T) > kDeterministicWorkspaceMax) {
+    refuse(dir, "its workspace (B·H·T² 16-bit values, " + std::to_string(deterministic_workspace_bytes(B, H, T) >> 20) +
+                    " MiB) is above " + std::to_string(kDeterministicWorkspaceMax >> 20) + " MiB");
+    return false;
+  }
   const Key key = make_key(dir, dt, B, H, Hkv, T, D, {q, k, v, out, dout, dq, dk, dv}, stream);
   cudnnHandle_t h = handle_for(stream);
   auto plan = plan_for(key, [&] {

@@ -5,6 +5,7 @@
 // same elements), and cuDNN's fused attention against the flash kernels on the same inputs.
 #include "ops/attention.h"
 #include "ops/cuda/sdpa_cudnn.h"
+#include "tensor/memory_category.h"
 #include "tensor/rng.h"
 #include "tests/gpu/gpu_cases.h"
 
@@ -190,6 +191,28 @@ TEST(GpuAttention, CudnnDeterministicIsReproducible) {
       const double tol = dt == DType::f16 ? 2e-3 : 1.6e-2;
       EXPECT_LE(rel_err(dx1, dx_flash), 2 * tol) << what << " dqkv against flash";
     }
+}
+
+// A long sequence under the deterministic backend: cuDNN's deterministic backward would keep dP,
+// B·H·T² 16-bit values — 4 GiB at H 8, T 16384, above kDeterministicWorkspaceMax — so the flash
+// backward runs instead (cuDNN's forward still does), and the step's tensors stay O(T): the peak
+// beside the inputs is the packed gradient and the flash scratch, well under the 1 GiB bound
+// (measured: qkv 48 MiB, dqkv 48 MiB), where cuDNN's workspace alone would be 4 GiB. The gradient
+// equals the flash backend's within the bf16 bound of the test above.
+TEST(GpuAttention, DeterministicBackwardAtLongSequenceTakesNoQuadraticWorkspace) {
+  using ops::cuda::AttentionBackend;
+  if (!cudnn_built()) GTEST_SKIP() << ops::cuda::cudnn_sdpa_status();
+  PackedCase c{1, 16384, 8, DType::bf16, 5};
+  ASSERT_GT(ops::deterministic_workspace_bytes(c.B, c.H, c.T), ops::kDeterministicWorkspaceMax);
+  c.init();
+  reset_memory_peaks(Device::cuda);
+  const size_t before = memory_usage(Device::cuda).total_in_use;
+  const auto [y, dx] = c.run(AttentionBackend::Deterministic);
+  const size_t peak = memory_usage(Device::cuda).total_peak - before;
+  EXPECT_NE(ops::cuda::cudnn_sdpa_status().find("workspace"), std::string::npos) << ops::cuda::cudnn_sdpa_status();
+  EXPECT_LT(peak, size_t{1} << 30) << "the step's tensors beside the inputs";
+  const auto [y_flash, dx_flash] = c.run(AttentionBackend::Flash);
+  EXPECT_LE(rel_err(dx, dx_flash), 2 * 1.6e-2) << "dqkv against flash";
 }
 
 // ST_ATTENTION=cudnn is strict: a shape cuDNN declines is an error that says why, not a fallback.
