@@ -78,7 +78,7 @@ const char* kEpilog =
     "With --gpu-memory SIZE: the plan is CUDA's (--device cuda unless --device is on the command line)\n"
     "in bf16 unless --precision is set; the layouts of --world ranks (dp x cp x tp x pp, ZeRO 0-3 when\n"
     "dp > 1, recompute 0/1, sequence parallelism 0/1 at tp > 1 without dropout and T % tp = 0, context\n"
-    "parallelism (cp > 1: decoder models, T % 2cp = 0, pp 1, ZeRO 0-2 over dp x cp), 1F1B;\n"
+    "parallelism (cp > 1: decoder models, T % 2cp = 0, any pp, ZeRO 0-3 over dp x cp), 1F1B;\n"
     "the global batch micro-batch x grad-accum x dp of the flags kept)\n"
     "whose every rank's peak fits are listed with their largest rank's bytes by kind, best first, and\n"
     "the best 3 as `launch/mpirun.sh -n N -- shardtrain train ...` lines that run them. When none fits\n"

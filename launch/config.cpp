@@ -88,8 +88,9 @@ OptionTable train_options(TrainConfig& c) {
     "no effect at tp 1");
   I("cp", "layout", c.cp, "N",
     "context-parallel ranks per sequence (gpt, llama): each holds 2 of its 2*cp chunks (one from each end) and "
-    "attention runs as a ring over them; weights replicated, gradients summed over dp x cp. Needs seq-len divisible "
-    "by 2*cp; not with --pp > 1, --zero, --sequence-parallel 1, dropout or --precision fp8");
+    "attention runs as a ring over them; weights replicated, gradients summed over dp x cp; with --pp each stage passes its chunks' "
+    "activations to the next stage at the same cp index; ZeRO 1-3 shard over dp x cp. Needs seq-len divisible by 2*cp; "
+    "not with --sequence-parallel 1, dropout or --precision fp8");
   I("pp", "layout", c.pp, "N", "pipeline stages");
   E("schedule", "layout", c.schedule, "pipeline schedule (interleaved: 1F1B over --virtual-stages chunks per stage)");
   I("virtual-stages", "layout", c.virtual_stages, "V",

@@ -68,8 +68,9 @@ StepCost step_cost(const nlohmann::json& entry, int64_t seq_len, const PlanLayou
 
 bool cp_composes(const PlanLayout& l) {
   // TrainConfig::validate_context_parallel's refusals (the model's own — a family with a
-  // context-parallel form, no dropout — are the search's)
-  return l.cp == 1 || (l.pp == 1 && !(l.sequence_parallel && l.tp > 1) && l.precision != Precision::fp8);
+  // context-parallel form, no dropout — are the search's); pp composes: the memory plan and the
+  // step cost count a stage's activations, in-flight micro-batches and p2p on B·T/cp tokens
+  return l.cp == 1 || (!(l.sequence_parallel && l.tp > 1) && l.precision != Precision::fp8);
 }
 
 std::vector<RankedLayout> fitting_layouts(const nlohmann::json& entry, int64_t seq_len, const PlanLayout& asked,

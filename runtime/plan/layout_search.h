@@ -67,7 +67,7 @@ struct RankedLayout {
 };
 
 // Whether training runs context parallelism in this layout (cp 1 always; cp > 1 as the trainer
-// accepts it: pp 1, ZeRO 0-2 (sharded over dp × cp), no sequence parallelism, not fp8 —
+// accepts it: any pp, ZeRO 0-3 (sharded over dp × cp), no sequence parallelism, not fp8 —
 // TrainConfig's refusals).
 bool cp_composes(const PlanLayout& layout);
 

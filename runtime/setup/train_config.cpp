@@ -53,7 +53,6 @@ void TrainConfig::validate_context_parallel(const OptionFail& fail) const {
   auto refuse = [&](const std::string& other, const std::string& why) {
     fail("cp", "--cp " + std::to_string(cp) + " with " + other + " is not supported (" + why + ")");
   };
-  if (pp > 1) refuse("--pp " + std::to_string(pp), "pipeline stages do not pass sequence chunks yet");
   if (sequence_parallel == 1 && tp > 1)
     refuse("--sequence-parallel 1", "its shards are cut from the whole sequence");
   if (dropout > 0)

@@ -17,29 +17,32 @@ TokenBatch GradientSource::micro_batch_host(int64_t, int64_t) const {
 LocalGradientSource::LocalGradientSource(std::shared_ptr<LanguageModel> model, std::shared_ptr<const TokenData> data,
                                          BatchLayout layout, Device device)
     : model_(std::move(model)), data_(std::move(data)), layout_(layout), device_(device) {
-  ST_CHECK(layout_.micro_batch >= 1 && layout_.grad_accum >= 1 && layout_.dp >= 1 && layout_.seq_len >= 1 &&
-               layout_.replica >= 0 && layout_.replica < layout_.dp && layout_.cp >= 1 && layout_.cp_rank >= 0 &&
-               layout_.cp_rank < layout_.cp,
+  check_batch_layout(layout_);
+}
+
+void check_batch_layout(const BatchLayout& l) {
+  ST_CHECK(l.micro_batch >= 1 && l.grad_accum >= 1 && l.dp >= 1 && l.seq_len >= 1 && l.replica >= 0 &&
+               l.replica < l.dp && l.cp >= 1 && l.cp_rank >= 0 && l.cp_rank < l.cp,
            ValueError,
-           "batch layout: micro-batch " << layout_.micro_batch << ", grad-accum " << layout_.grad_accum << ", dp "
-                                        << layout_.dp << ", replica " << layout_.replica << ", seq-len "
-                                        << layout_.seq_len << ", cp " << layout_.cp << ", cp rank " << layout_.cp_rank);
-  ST_CHECK(layout_.seq_len % (2 * layout_.cp) == 0, ValueError,
-           "--cp " << layout_.cp << ": --seq-len " << layout_.seq_len << " must divide by 2 x cp = " << 2 * layout_.cp);
+           "batch layout: micro-batch " << l.micro_batch << ", grad-accum " << l.grad_accum << ", dp " << l.dp
+                                        << ", replica " << l.replica << ", seq-len " << l.seq_len << ", cp " << l.cp
+                                        << ", cp rank " << l.cp_rank);
+  ST_CHECK(l.cp == 1 || l.seq_len % (2 * l.cp) == 0, ValueError,
+           "--cp " << l.cp << ": --seq-len " << l.seq_len << " must divide by 2 x cp = " << 2 * l.cp);
 }
 
 // this rank's two chunks of every sequence of b (B, T) → (B, 2C); cp 1: b as is
-TokenBatch LocalGradientSource::context_shard(TokenBatch b) const {
-  if (layout_.cp == 1) return b;
+TokenBatch context_shard(const BatchLayout& l, TokenBatch b) {
+  if (l.cp == 1) return b;
   const auto split = ops::ContextSplit::load_balanced;
-  b.inputs = shard_sequence(b.inputs, layout_.cp, layout_.cp_rank, split, 1);
-  b.targets = shard_sequence(b.targets, layout_.cp, layout_.cp_rank, split, 1);
+  b.inputs = shard_sequence(b.inputs, l.cp, l.cp_rank, split, 1);
+  b.targets = shard_sequence(b.targets, l.cp, l.cp_rank, split, 1);
   return b;
 }
 
 TokenBatch LocalGradientSource::micro_batch_host(int64_t step, int64_t k) const {
   const int64_t B = layout_.micro_batch, first = (layout_.replica * layout_.grad_accum + k) * B;
-  return context_shard(data_->sequences(step, layout_.global_batch(), first, B, layout_.seq_len));
+  return context_shard(layout_, data_->sequences(step, layout_.global_batch(), first, B, layout_.seq_len));
 }
 
 TokenBatch LocalGradientSource::micro_batch(int64_t step, int64_t k) const {
@@ -81,7 +84,7 @@ double LocalGradientSource::evaluate(const TokenData& val, int64_t batches) {
   double sum = 0;
   for (int64_t i = layout_.replica; i < batches; i += layout_.dp) {
     trace::Scope ts("eval forward", "compute", i);
-    TokenBatch b = context_shard(val.read(i * B, B, T));  // inputs, targets (B, T), cp: (B, T/cp)
+    TokenBatch b = context_shard(layout_, val.read(i * B, B, T));  // inputs, targets (B, T), cp: (B, T/cp)
     if (device_ != Device::cpu) {
       b.inputs = b.inputs.to(device_);
       b.targets = b.targets.to(device_);

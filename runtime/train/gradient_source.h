@@ -81,6 +81,14 @@ struct BatchLayout {
   int64_t global_batch() const { return micro_batch * grad_accum * dp; }
 };
 
+// Throws ValueError naming the numbers unless every size is ≥ 1, replica < dp, cp_rank < cp and,
+// under cp > 1, T divides by 2·cp (LocalGradientSource and PipelineGradientSource check their layout with it).
+void check_batch_layout(const BatchLayout& layout);
+// cp > 1: this rank's two chunks of every sequence of b, inputs and targets alike (B, T) → (B, T/cp)
+// (shard_sequence, load-balanced); cp 1: b as is. The sources of both kinds read their
+// micro-batches and validation batches through it.
+TokenBatch context_shard(const BatchLayout& layout, TokenBatch b);
+
 class LocalGradientSource : public GradientSource {
  public:
   LocalGradientSource(std::shared_ptr<LanguageModel> model, std::shared_ptr<const TokenData> data, BatchLayout layout,
@@ -104,7 +112,6 @@ class LocalGradientSource : public GradientSource {
   std::shared_ptr<const TokenData> data_;
   BatchLayout layout_;
   Device device_;
-  TokenBatch context_shard(TokenBatch b) const;  // cp > 1: this rank's two chunks of each sequence
 };
 
 }  // namespace st::runtime

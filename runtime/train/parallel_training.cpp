@@ -89,7 +89,8 @@ std::vector<TiedWeight> wire_pipeline(const Job& job, const ModelPlan& plan, con
 
 // Context parallel (cp > 1): the model runs on this rank's two chunks of every sequence, its
 // attention a ring over the cp group (LanguageModel::set_context_parallel; a family without that
-// form refuses here); the gradient source keeps those chunks of the replica's micro-batches. The
+// form refuses here; with pp > 1 the stage's part of the model, before wire_pipeline wraps it);
+// the gradient source, local or pipeline, keeps those chunks of the replica's micro-batches. The
 // weights are replicated over cp: the gradients are summed over dp × cp (wire_data_parallel), the
 // norm counts one cp rank (wire_reductions), the cp index 0 ranks write the checkpoints.
 void wire_context_parallel(const Job& job, LanguageModel& model, TrainInputs& in) {
@@ -167,12 +168,15 @@ std::shared_ptr<DataParallelSync> wire_data_parallel(const Job& job, const Langu
 }
 
 // Weights tied across stages (the GPT's wte on the first and the last stage): the stages holding
-// them, of one (dp, tp) position, sum their gradients over a group of their own (every tied
-// weight is held by the same stages: wire_pipeline checks). Collective over the world (the split)
-// even for ranks that hold no tied weight.
+// them, of one (dp, cp, tp) position, sum their gradients over a group of their own (every tied
+// weight is held by the same stages: wire_pipeline checks); the sum over dp × cp is the DP sync's.
+// The color is the position's index in the grid's rank order, so the cp ranks of a (dp, tp)
+// position get groups of their own. Collective over the world (the split) even for ranks that
+// hold no tied weight.
 std::shared_ptr<GradientSync> wire_tied_weights(const Job& job, const StageModel& stage,
                                                 const std::vector<TiedWeight>& tied) {
-  const int color = tied.empty() ? -1 : job.me.dp * job.grid.layout().tp + job.me.tp;
+  const comm::GridLayout& g = job.grid.layout();
+  const int color = tied.empty() ? -1 : (job.me.dp * g.cp + job.me.cp) * g.tp + job.me.tp;
   std::shared_ptr<comm::Communicator> group = job.world->split(color, job.me.pp, "tied");
   if (!group) return nullptr;
   std::vector<Tensor> params;

@@ -19,6 +19,7 @@ PipelineGradientSource::PipelineGradientSource(std::shared_ptr<StageModel> stage
     : stage_(std::move(stage)), data_(std::move(data)), layout_(layout), device_(device), pp_(std::move(pp_group)),
       plan_(std::move(plan)), chunks_(stage_->chunks()), count_loss_(count_loss) {
   ST_CHECK(pp_ != nullptr, ValueError, "pipeline: no pp group");
+  check_batch_layout(layout_);
   const int r = pp_->rank(), p = pp_->size();
   const int64_t K = layout_.grad_accum;
   ST_CHECK(stage_->is_first() == (r == 0) && stage_->is_last() == (r == p - 1), ValueError,
@@ -74,7 +75,7 @@ void PipelineGradientSource::agree_shapes() {
   stage_->eval();
   const int r = pp_->rank(), p = pp_->size();
   for (int c = 0; c < chunks_; ++c) {
-    Shape shape{layout_.micro_batch, layout_.seq_len};
+    Shape shape{layout_.micro_batch, layout_.seq_len / layout_.cp};  // token ids (B, T/cp): the rank's chunks
     DType dtype = DType::i64;
     if (!first_chunk(c)) {
       Tensor meta = Tensor::zeros({5}, DType::i64);
@@ -136,8 +137,9 @@ void PipelineGradientSource::forward(StepState& st, const PipeAction& a) {
   const bool first = first_chunk(a.chunk), last = last_chunk(a.chunk);
   if (first || last) {
     const int64_t K = layout_.grad_accum, B = layout_.micro_batch;
-    TokenBatch b = data_->sequences(st.step, layout_.global_batch(), (layout_.replica * K + a.micro) * B, B,
-                                    layout_.seq_len);
+    // (B, T) of the replica's micro-batch, cp > 1: this rank's two chunks of each sequence (B, T/cp)
+    TokenBatch b = context_shard(layout_, data_->sequences(st.step, layout_.global_batch(),
+                                                           (layout_.replica * K + a.micro) * B, B, layout_.seq_len));
     if (device_ != Device::cpu) {
       b.inputs = b.inputs.to(device_);
       b.targets = b.targets.to(device_);
@@ -225,7 +227,7 @@ double PipelineGradientSource::evaluate(const TokenData& val, int64_t batches) {
   for (int64_t i = layout_.replica; i < batches; i += layout_.dp, ++local) {
     TokenBatch b;
     if (first_chunk(0) || last_chunk(chunks_ - 1)) {
-      b = val.read(i * B, B, T);  // inputs, targets (B, T)
+      b = context_shard(layout_, val.read(i * B, B, T));  // inputs, targets (B, T), cp: (B, T/cp)
       if (device_ != Device::cpu) {
         b.inputs = b.inputs.to(device_);
         b.targets = b.targets.to(device_);
@@ -256,7 +258,7 @@ double PipelineGradientSource::evaluate(const TokenData& val, int64_t batches) {
   }
   stage_->train(was_training);
   if (!last_chunk(chunks_ - 1) || !count_loss_) return 0.0;
-  return sum / static_cast<double>(batches);
+  return sum / static_cast<double>(batches * layout_.cp);  // the cp ranks' means averaged
 }
 
 }  // namespace st::runtime

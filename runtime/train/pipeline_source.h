@@ -3,7 +3,13 @@
 // Replaces LocalGradientSource when pp > 1.
 //
 // Every stage reads the step's micro-batches of its DP replica (the model's first chunk needs
-// the inputs, the last the targets; reading is cheap). Activations (B, T, C) travel to the next
+// the inputs, the last the targets; reading is cheap). Under context parallelism (layout.cp > 1)
+// it keeps this rank's two chunks of each sequence, inputs and targets alike, as
+// LocalGradientSource does (context_shard): T below is then the rank's T/cp tokens, the model's
+// attention a ring over the cp group, and the pp group is the stages of the same (dp, cp, tp)
+// position, so a stage passes its chunks' activations to the next stage at the same cp index. The
+// cp ranks of a stage run the same plan in step, so each ring's point-to-point calls (on the cp
+// communicator) are matched whatever the pipeline's (on the pp one). Activations (B, T, C) travel to the next
 // model chunk and their gradients back by point-to-point: each step's group of sends and
 // receives is posted as ONE batch_p2p and waited for before the step's compute action, so the
 // executor is correct under rendezvous semantics (NCCL; MPI with SHARDTRAIN_P2P=strict: a send
@@ -15,7 +21,7 @@
 // chunk at the first step, on kPipeShapeTag.
 //
 // The model's last chunk multiplies each micro-batch's mean loss by the step's loss factor
-// (loss_scale/(K·dp)) as LocalGradientSource does, so the gradients are those of the global-batch
+// (loss_scale/(K·dp·cp)) as LocalGradientSource does, so the gradients are those of the global-batch
 // mean whatever the layout, and adds the unscaled means to the step state in micro-batch order. The gradient sync's last_backward() runs just before the step's final backward action
 // (with several chunks a bucket whose gradients were final earlier goes out in finish()).
 //
@@ -25,7 +31,8 @@
 // with pipe_tag of (the replica's batch number, chunk). Every stage handles the model chunks in
 // increasing order and each message is the next one its receiver waits for, so the hops form
 // one chain: no two groups wait on each other under rendezvous. The model's last chunk takes
-// the loss; only it (on tp rank 0) returns a share, as in training.
+// the loss; only it (on tp rank 0) returns a share, as in training (cp ranks: each its chunks'
+// share divided by cp).
 #pragma once
 #include <memory>
 #include <string>
@@ -63,8 +70,8 @@ class PipelineGradientSource : public GradientSource {
  private:
   // One (micro-batch, chunk) pair's tensors during a step.
   struct Slot {
-    TokenBatch batch;    // on the model's first chunk (inputs) and last chunk (targets)
-    Tensor input;        // received activation (B, T, C), a leaf that requires grad
+    TokenBatch batch;    // on the model's first chunk (inputs) and last chunk (targets), (B, T/cp)
+    Tensor input;        // received activation (B, T/cp, C), a leaf that requires grad
     Tensor output;       // chunk output (B, T, C), or the scaled loss () on the model's last chunk
     Tensor grad_output;  // received gradient of output (B, T, C)
     bool held = false;   // counted in StepState::held
@@ -72,7 +79,7 @@ class PipelineGradientSource : public GradientSource {
   // The step being run: what the actions read and write.
   struct StepState {
     int64_t step = 0;
-    Tensor factor;        // () f32: loss_scale / (K · dp)
+    Tensor factor;        // () f32: loss_scale / (K · dp · cp)
     std::vector<Slot> slots;  // (micro-batch mb, chunk c) at mb · v + c
     Tensor losses;            // (K,) f32 unscaled micro-batch means (the model's last chunk)
     size_t mem0 = 0;          // CPU bytes in use when the step began
@@ -99,7 +106,7 @@ class PipelineGradientSource : public GradientSource {
   size_t last_backward_ = 0;  // step of the final Backward
   bool count_loss_;
   PipelineStats stats_;
-  std::vector<Shape> in_shape_;  // per chunk: what it receives, (B, T, C), agreed at the first step
+  std::vector<Shape> in_shape_;  // per chunk: what it receives, (B, T/cp, C), agreed at the first step
   std::vector<DType> in_dtype_;  // ... in the compute dtype
 };
 

@@ -79,10 +79,11 @@ TEST(Cli, UsageErrorsExitTwoWithOneLine) {
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
   EXPECT_TRUE(has(r.out, "unknown flag --cp for shardtrain generate")) << r.out;
   // a --cp the other flags cannot compose with: one line naming both, before anything is built
-  r = run("train --cp 2 --pp 2 --seq-len 16");
+  // (--pp composes with it: tests/runtime/train/test_layouts_cp_pp.cpp)
+  r = run("train --cp 2 --precision fp8 --seq-len 16");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
-  EXPECT_TRUE(has(r.out, "--cp 2 with --pp 2 is not supported")) << r.out;
+  EXPECT_TRUE(has(r.out, "--cp 2 with --precision fp8 is not supported")) << r.out;
   r = run("train --lr abc", "OMPI_COMM_WORLD_RANK=3");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(r.out.rfind("[rank 3] shardtrain: error: ", 0) == 0) << r.out;

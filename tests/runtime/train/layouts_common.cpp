@@ -184,6 +184,19 @@ Curve reference(TrainConfig c, int64_t dp, const TrainSeams& seams) {
   return r;
 }
 
+Curve reference_of(TrainConfig c) {
+  const int64_t dp = c.dp > 0 ? c.dp : world_size() / (c.tp * c.cp * c.pp);  // dp 0: the rest of the world
+  c.cp = 1;
+  c.dp = 1;
+  c.tp = 1;
+  return reference(c, dp);
+}
+
+Curve first_steps(Curve c, size_t n) {
+  for (auto* v : {&c.loss, &c.grad_norm, &c.loss_noise, &c.norm_noise}) v->resize(n);
+  return c;
+}
+
 Curve run_layout(TrainConfig c, const std::string& name, const TrainSeams& seams) {
   c.metrics = work_dir() + "/" + name + ".jsonl";
   if (world_rank() == 0) fs::remove(c.metrics);

@@ -88,6 +88,11 @@ Curve one_process(runtime::TrainConfig c, const runtime::TrainSeams& seams = {})
 // The reference of a layout with dp replicas: one process on the same global batch, with its
 // noise envelope.
 Curve reference(runtime::TrainConfig c, int64_t dp, const runtime::TrainSeams& seams = {});
+// The reference of the layout `c` itself: its dp read from c (dp 0: world / (tp·cp·pp)), tp and
+// cp set to 1 (neither changes the global batch B·K·dp; pp is one_process's to drop).
+Curve reference_of(runtime::TrainConfig c);
+// The curve's first n steps (a run stopped at a checkpoint against the uninterrupted reference).
+Curve first_steps(Curve c, size_t n);
 // The layout `c` under run_parallel_training on every rank; its metrics read back.
 Curve run_layout(runtime::TrainConfig c, const std::string& name, const runtime::TrainSeams& seams = {});
 // got (steps from+1 …) against the reference `want` within its noise (see above). `extra`: an

@@ -106,8 +106,9 @@ TEST(Fp8Delayed, ScalesFollowTheRecordedAmaxesInClosedForm) {
         const std::vector<float> h(v.begin() + 3, v.end());
         std::vector<std::vector<float>>& past = hist[name + "." + part];
         // the history rolls: newest first, the previous step's entries one further, N kept
-        if (!past.empty())
+        if (!past.empty()) {
           for (int64_t i = 1; i < N; ++i) EXPECT_EQ(bits(h[i]), bits(past.back()[i - 1])) << "history slot " << i;
+        }
         past.push_back(h);
         EXPECT_GT(h[0], 0.f) << "the step's cast recorded no amax";
         EXPECT_EQ(v[ops::kFp8Amax], 0.f) << "the amax slot is reset by the update";
@@ -117,7 +118,9 @@ TEST(Fp8Delayed, ScalesFollowTheRecordedAmaxesInClosedForm) {
         EXPECT_EQ(bits(v[ops::kFp8Scale]), bits(s_want)) << "s from max(history) " << m;
         EXPECT_EQ(bits(v[ops::kFp8ScaleInv]), bits(1.f / s_want));
         // w: the amax the cast recorded is max|w| of the bf16 weight the step started from
-        if (std::string(part) == "w") EXPECT_EQ(bits(h[0]), bits(w_amax[name].back())) << "max|w| " << w_amax[name].back();
+        if (std::string(part) == "w") {
+          EXPECT_EQ(bits(h[0]), bits(w_amax[name].back())) << "max|w| " << w_amax[name].back();
+        }
       }
     }
   }

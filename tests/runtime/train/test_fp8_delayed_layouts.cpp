@@ -140,7 +140,9 @@ TEST(Fp8DelayedLayouts, TensorParallelScalesAsOneProcess) {
     ASSERT_EQ(h.size(), w.size()) << k;
     // history [3 … 3 + N): newest first; after 3 steps slot 3 + 2 is step 1's
     const bool weight = k.size() > 2 && k.compare(k.size() - 2, 2, ".w") == 0;
-    if (weight) EXPECT_EQ(h[3 + 2], w[3 + 2]) << k << ": step 1's max|w| over the tp shards";
+    if (weight) {
+      EXPECT_EQ(h[3 + 2], w[3 + 2]) << k << ": step 1's max|w| over the tp shards";
+    }
     for (size_t i = 3; i < 3 + 3; ++i) {  // the 3 steps' amaxes (the rest of the history is 0)
       const double e = w[i] == 0 ? std::fabs(h[i]) : std::fabs(h[i] - w[i]) / w[i];
       const size_t step = 3 - (i - 3);

@@ -42,20 +42,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// One process on the layout's global batch (cp does not change it: B · K · dp sequences).
-Curve reference_of(TrainConfig c) {
-  const int64_t dp = c.dp > 0 ? c.dp : world_size() / (c.tp * c.cp * c.pp);  // dp 0: the rest of the world
-  c.cp = 1;
-  c.dp = 1;
-  c.tp = 1;
-  return reference(c, dp);
-}
-
-Curve first_steps(Curve c, size_t n) {
-  for (auto* v : {&c.loss, &c.grad_norm, &c.loss_noise, &c.norm_noise}) v->resize(n);
-  return c;
-}
-
 // The first line of the error `c.validate()` throws ("" when it passes).
 std::string refusal(const TrainConfig& c) {
   try {
@@ -265,7 +251,7 @@ TEST(CpTwo, ValidationLossEqualsOneProcess) {
 }
 
 // What is not wired with --cp is refused by TrainConfig::validate, before a rank builds
-// anything, in one line naming --cp and the other flag.
+// anything, in one line naming --cp and the other flag; --pp is wired (accepted).
 TEST(CpRefusals, OneLineNamingTheFlags) {
   TrainConfig c = base_config();
   c.cp = 2;
@@ -277,8 +263,8 @@ TEST(CpRefusals, OneLineNamingTheFlags) {
     EXPECT_EQ(m.find('\n'), std::string::npos) << "one line: " << m;
   };
   TrainConfig b = c;
-  b.pp = 2;
-  expect_refused(b, "--pp 2");
+  b.pp = 2;  // composes (test_layouts_cp_pp.cpp)
+  EXPECT_EQ(refusal(b), "");
   b = c;
   b.tp = 2;
   b.sequence_parallel = 1;
