@@ -71,7 +71,8 @@ Tensor attention_delta(const Tensor& out_in, const Tensor& dout_in) {
 }
 
 BlockGrads block_attention_bwd(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& dout_in,
-                               const Tensor& lse, const Tensor& delta, BlockMask mask, Tensor& dq) {
+                               const Tensor& lse, const Tensor& delta, BlockMask mask, Tensor& dq,
+                               const Tensor& out_in) {
   const char* name = "block_attention_bwd";
   check_block(name, q_in, k_in, v_in, mask);
   check_defined(name, {dout_in, dq});
@@ -88,8 +89,13 @@ BlockGrads block_attention_bwd(const Tensor& q_in, const Tensor& k_in, const Ten
   Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   Tensor dout = contiguous_as(dout_in, q.dtype());  // the kernels read it in q's dtype
   BlockGrads g{k.empty_like(), v.empty_like()};
+  if (out_in.defined())
+    ST_CHECK(out_in.shape() == q_in.shape() && out_in.device() == q_in.device(), ShapeError,
+             name << ": out " << shape_str(out_in.shape()) << " for q " << shape_str(q_in.shape())
+                  << " (expected q's shape, on its device)");
   if (q.is_cuda())
-    cuda::block_attention_bwd(q, k, v, dout, lse.contiguous(), delta.contiguous(), mask, dq, g.dk, g.dv);
+    cuda::block_attention_bwd(q, k, v, dout, lse.contiguous(), delta.contiguous(), mask, dq, g.dk, g.dv,
+                              out_in.defined() ? contiguous_as(out_in, q.dtype()) : Tensor());
   else
     cpu::block_attention_bwd(q, k, v, dout, lse.contiguous(), delta.contiguous(), mask, dq, g.dk, g.dv);
   return g;

@@ -15,8 +15,10 @@
 //     P = exp(S − lse_global), dV = Pᵀ·dO, dS = P ∘ (dO·Vᵀ − Δ), dQ += dS·K/√D, dK = dSᵀ·Q/√D,
 //   which summed over all key blocks are the gradients of the whole attention.
 // CPU: sgemm products per (b, h) in f32, exp/log from ops/cpu_math (ops/cpu/block_attention.cpp),
-// any float dtype and shape. CUDA: the own flash kernels' Full / Acc instantiations
-// (ops/cuda/block_attention.cu): f16/bf16, head dim 64, Tq = Tk; anything else a DeviceError.
+// any float dtype and shape. CUDA (ops/cuda/block_attention.cu): cuDNN's fused attention graphs
+// (causal or unmasked) where the attention backend allows and cuDNN takes the block, else the own
+// flash kernels' Full / Acc instantiations: f16/bf16, head dim 64, Tq = Tk; anything else a
+// DeviceError.
 #pragma once
 #include "tensor/tensor.h"
 
@@ -44,8 +46,11 @@ struct BlockGrads {
 // Backward of one block against the global softmax statistics:
 //   q, dout (B, H, Tq, D), k, v (B, Hkv, Tk, D), lse, delta (B, H, Tq) f32 (global);
 //   dq (B, H, Tq, D) f32 contiguous: ACCUMULATED (+=) — the ring adds every key block's share.
+// `out`, when given: the query chunk's global output (B, H, Tq, D), the one delta was formed from.
+// With it CUDA may run cuDNN's fused backward (which forms Δ from out and dout itself; its dq is
+// rounded to q's dtype before it is added); without it, or where cuDNN declines, the flash kernels.
 BlockGrads block_attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, const Tensor& lse,
-                               const Tensor& delta, BlockMask mask, Tensor& dq);
+                               const Tensor& delta, BlockMask mask, Tensor& dq, const Tensor& out = Tensor());
 
 // Backend kernels: contiguous tensors of the shapes above; out, dk, dv allocated by the caller.
 namespace cpu {
@@ -55,10 +60,13 @@ void block_attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, cons
                          const Tensor& delta, BlockMask mask, Tensor& dq, Tensor& dk, Tensor& dv);
 }  // namespace cpu
 namespace cuda {
+// the attention backend (ops/attention_backend.h) picks: cuDNN's fused graphs where it takes the
+// block (Tq = Tk; the backward only with `out`), else the flash kernels
 void block_attention_fwd(const Tensor& q, const Tensor& k, const Tensor& v, BlockMask mask, Tensor& out, Tensor& lse);
 void attention_delta(const Tensor& out, const Tensor& dout, Tensor& delta);
 void block_attention_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, const Tensor& lse,
-                         const Tensor& delta, BlockMask mask, Tensor& dq, Tensor& dk, Tensor& dv);
+                         const Tensor& delta, BlockMask mask, Tensor& dq, Tensor& dk, Tensor& dv,
+                         const Tensor& out = Tensor());
 }  // namespace cuda
 
 }  // namespace st::ops

@@ -44,9 +44,11 @@ MPI="mpirun -np 4 --oversubscribe --allow-run-as-root --bind-to none"
 
 # 1. the block kernels
 if want bench; then
-  timeout 300 "$BUILD/tests/bench/bench_ring_blocks" $BENCH > "$OUT/bench_ring_blocks.log" 2>&1
-  note "bench_ring_blocks (rc $?):"
-  sed 's/^/  /' "$OUT/bench_ring_blocks.log" | tee -a "$OUT/summary.txt"
+  for backend in deterministic flash; do  # the blocks on cuDNN's graphs, then on the own flash kernels
+    timeout 300 "$BUILD/tests/bench/bench_ring_blocks" $BENCH $backend > "$OUT/bench_ring_blocks_$backend.log" 2>&1
+    note "bench_ring_blocks $backend (rc $?):"
+    sed 's/^/  /' "$OUT/bench_ring_blocks_$backend.log" | tee -a "$OUT/summary.txt"
+  done
 fi
 
 source launch/gpu/tokens.sh

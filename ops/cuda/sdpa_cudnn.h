@@ -45,6 +45,17 @@ bool cudnn_sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int6
                     AttnOperand dk, AttnOperand dv, bool deterministic, cudaStream_t stream,
                     const std::function<void()>& before_run = nullptr);
 
+// One block of a context-parallel ring (ops/cuda/block_attention.cu), Tq = Tk = T: causal (the
+// diagonal block) or unmasked (a past block). The forward writes out (normalised within the block)
+// and the block's lse; the backward takes the query chunk's GLOBAL out and lse (the merged ones)
+// and writes this block's dq (in the io dtype), dk, dv. False when cuDNN declines (as above; the
+// deterministic workspace bound included): the caller takes the flash kernels.
+bool cudnn_block_fwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
+                     AttnOperand v, AttnOperand out, float* lse, bool causal, cudaStream_t stream);
+bool cudnn_block_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
+                     AttnOperand v, AttnOperand out, AttnOperand dout, const float* lse, AttnOperand dq,
+                     AttnOperand dk, AttnOperand dv, bool causal, bool deterministic, cudaStream_t stream);
+
 // "cuDNN 9.14.0: forward engine 2, backward engine 2, deterministic backward not used", and why
 // cuDNN last declined a shape, if it did.
 std::string cudnn_sdpa_status();

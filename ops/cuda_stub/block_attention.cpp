@@ -8,7 +8,7 @@ void block_attention_fwd(const Tensor&, const Tensor&, const Tensor&, BlockMask,
 }
 void attention_delta(const Tensor&, const Tensor&, Tensor&) { no_cuda("attention_delta"); }
 void block_attention_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                         BlockMask, Tensor&, Tensor&, Tensor&) {
+                         BlockMask, Tensor&, Tensor&, Tensor&, const Tensor&) {
   no_cuda("block_attention_bwd");
 }
 void merge_attention(Tensor&, Tensor&, const Tensor&, const Tensor&) { no_cuda("merge_attention"); }

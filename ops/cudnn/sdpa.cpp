@@ -15,7 +15,11 @@
 // are declared with Hkv heads and the products broadcast them over each group's query heads; the
 // backward's dK, dV go through (B, H, T, D) intermediates (virtual, in the io type) that a
 // reduction sums over each group into dk, dv (B, Hkv, T, D).
-// dq, dk, dv, out are written (=). One plan per (direction, dtype, shape, strides, stream), built
+// A ring's block (ops/block_attention.h) is the same graph over one query chunk and one key chunk of
+// equal length: the diagonal block causal, a past block without the mask; its backward reads the
+// query chunk's GLOBAL output and Stats (the merge of every block's), so Δ and P are the whole
+// attention's and the block's dq, dk, dv its share of the gradients.
+// dq, dk, dv, out are written (=). One plan per (direction, dtype, shape, strides, stream, mask), built
 // at first use; shapes cuDNN turns down are remembered too, so the fallback costs one lookup.
 #include <array>
 #include <atomic>
@@ -48,7 +52,8 @@ struct Key {
   std::array<int64_t, 24> strides;  // sb, sh, st of up to 8 operands
   int device;
   cudaStream_t stream;
-  auto tie() const { return std::tie(dir, dt, B, H, Hkv, T, D, strides, device, stream); }
+  bool causal = true;  // false: a ring's full block (no mask)
+  auto tie() const { return std::tie(dir, dt, B, H, Hkv, T, D, strides, device, stream, causal); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -108,7 +113,7 @@ void into_kv_heads(Graph& g, cudnnDataType_t io, const Dims& qd, bool same_heads
 // q, out (B, H, T, D), k, v (B, Hkv, T, D) strided; Stats (B, H, T, 1) f32
 std::shared_ptr<Plan> build_fwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
                                 const AttnOperand& q, const AttnOperand& k, const AttnOperand& v,
-                                const AttnOperand& out) {
+                                const AttnOperand& out, bool causal) {
   const cudnnDataType_t io = io_type(dt), f32 = CUDNN_DATA_FLOAT;
   const Dims qd{B, H, T, D}, sd{B, H, T, T}, rd{B, H, T, 1};
   Graph g;
@@ -117,10 +122,10 @@ std::shared_ptr<Plan> build_fwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H,
   g.tensor(kV, io, {B, Hkv, T, D}, strides_of(v));
   g.tensor(kO, io, qd, strides_of(out));
   g.tensor(kStats, f32, rd, packed_strides(rd));
-  const int64_t s = g.virt(f32, sd), s1 = g.virt(f32, sd), s2 = g.virt(f32, sd);
+  const int64_t s = g.virt(f32, sd), s1 = g.virt(f32, sd), s2 = causal ? g.virt(f32, sd) : s1;
   g.matmul(kQ, kK, s);
   g.pointwise(CUDNN_POINTWISE_MUL, s, s1, g.scalar(1.f / std::sqrt(static_cast<float>(D))));
-  causal_mask(g, s1, s2, sd);
+  if (causal) causal_mask(g, s1, s2, sd);
   const int64_t mx = g.virt(f32, rd), s3 = g.virt(f32, sd), e = g.virt(f32, sd);
   g.reduction(CUDNN_REDUCE_TENSOR_MAX, s2, mx);
   g.pointwise(CUDNN_POINTWISE_SUB, s2, s3, mx);
@@ -140,7 +145,7 @@ std::shared_ptr<Plan> build_fwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H,
 std::shared_ptr<Plan> build_bwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
                                 const AttnOperand& q, const AttnOperand& k, const AttnOperand& v,
                                 const AttnOperand& out, const AttnOperand& dout, const AttnOperand& dq,
-                                const AttnOperand& dk, const AttnOperand& dv, bool deterministic) {
+                                const AttnOperand& dk, const AttnOperand& dv, bool deterministic, bool causal) {
   const cudnnDataType_t io = io_type(dt), f32 = CUDNN_DATA_FLOAT;
   const Dims qd{B, H, T, D}, sd{B, H, T, T}, rd{B, H, T, 1}, kd{B, Hkv, D, T}, kvd{B, Hkv, T, D};
   const Dims sd_t{H * T * T, T * T, 1, T};  // (B, H, T, T) read transposed
@@ -162,11 +167,11 @@ std::shared_ptr<Plan> build_bwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H,
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, od, rs);
   g.pointwise(CUDNN_POINTWISE_MUL, rs, kDelta, g.scalar(1.f));
   // P = exp(Q·Kᵀ·scale − Stats), masked; dV = Pᵀ·dO
-  const int64_t s = g.virt(f32, sd), s1 = g.virt(f32, sd), s2 = g.virt(f32, sd), s3 = g.virt(f32, sd);
+  const int64_t s = g.virt(f32, sd), s1 = g.virt(f32, sd), s2 = g.virt(f32, sd), s3 = causal ? g.virt(f32, sd) : s2;
   g.matmul(kQ, kK, s);
   g.pointwise(CUDNN_POINTWISE_MUL, s, s1, scale);
   g.pointwise(CUDNN_POINTWISE_SUB, s1, s2, kStats);
-  causal_mask(g, s2, s3, sd);
+  if (causal) causal_mask(g, s2, s3, sd);
   const int64_t p = g.virt(f32, sd), pt = g.virt(io, sd, sd_t);
   g.pointwise(CUDNN_POINTWISE_EXP, s3, p);
   g.reshape(p, pt);
@@ -233,16 +238,19 @@ std::shared_ptr<Plan> plan_for(const Key& key, Build build) {
 
 }  // namespace
 
-bool cudnn_sdpa_fwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
-                    AttnOperand v, AttnOperand out, float* lse, cudaStream_t stream,
-                    const std::function<void()>& before_run) {
+namespace {
+
+bool sdpa_fwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
+              AttnOperand v, AttnOperand out, float* lse, bool causal, cudaStream_t stream,
+              const std::function<void()>& before_run) {
   if (const std::string pre = precheck(dt, T, D, {q, k, v, out}); !pre.empty()) {
     refuse(0, pre);
     return false;
   }
-  const Key key = make_key(0, dt, B, H, Hkv, T, D, {q, k, v, out}, stream);
+  Key key = make_key(0, dt, B, H, Hkv, T, D, {q, k, v, out}, stream);
+  key.causal = causal;
   cudnnHandle_t h = handle_for(stream);
-  auto plan = plan_for(key, [&] { return build_fwd(h, dt, B, H, Hkv, T, D, q, k, v, out); });
+  auto plan = plan_for(key, [&] { return build_fwd(h, dt, B, H, Hkv, T, D, q, k, v, out, causal); });
   if (!plan) return false;
   if (before_run) before_run();
   Tensor ws = Tensor::empty({(plan->workspace_bytes() + 3) / 4 + 1}, DType::f32, Device::cuda);
@@ -251,10 +259,10 @@ bool cudnn_sdpa_fwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int6
   return true;
 }
 
-bool cudnn_sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
-                    AttnOperand v, AttnOperand out, AttnOperand dout, const float* lse, AttnOperand dq,
-                    AttnOperand dk, AttnOperand dv, bool deterministic, cudaStream_t stream,
-                    const std::function<void()>& before_run) {
+bool sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
+              AttnOperand v, AttnOperand out, AttnOperand dout, const float* lse, AttnOperand dq, AttnOperand dk,
+              AttnOperand dv, bool deterministic, bool causal, cudaStream_t stream,
+              const std::function<void()>& before_run) {
   const int dir = deterministic ? 2 : 1;
   if (const std::string pre = precheck(dt, T, D, {q, k, v, out, dout, dq, dk, dv}); !pre.empty()) {
     refuse(dir, pre);
@@ -265,10 +273,11 @@ bool cudnn_sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int6
                     " MiB) is above " + std::to_string(kDeterministicWorkspaceMax >> 20) + " MiB");
     return false;
   }
-  const Key key = make_key(dir, dt, B, H, Hkv, T, D, {q, k, v, out, dout, dq, dk, dv}, stream);
+  Key key = make_key(dir, dt, B, H, Hkv, T, D, {q, k, v, out, dout, dq, dk, dv}, stream);
+  key.causal = causal;
   cudnnHandle_t h = handle_for(stream);
   auto plan = plan_for(key, [&] {
-    return build_bwd(h, dt, B, H, Hkv, T, D, q, k, v, out, dout, dq, dk, dv, deterministic);
+    return build_bwd(h, dt, B, H, Hkv, T, D, q, k, v, out, dout, dq, dk, dv, deterministic, causal);
   });
   if (!plan) return false;
   if (before_run) before_run();
@@ -287,6 +296,33 @@ bool cudnn_sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int6
   plan->execute(h, uids, ptrs, base + rows + acc);
   ++g_calls;
   return true;
+}
+
+}  // namespace
+
+bool cudnn_sdpa_fwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
+                    AttnOperand v, AttnOperand out, float* lse, cudaStream_t stream,
+                    const std::function<void()>& before_run) {
+  return sdpa_fwd(dt, B, H, Hkv, T, D, q, k, v, out, lse, /*causal=*/true, stream, before_run);
+}
+
+bool cudnn_sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
+                    AttnOperand v, AttnOperand out, AttnOperand dout, const float* lse, AttnOperand dq,
+                    AttnOperand dk, AttnOperand dv, bool deterministic, cudaStream_t stream,
+                    const std::function<void()>& before_run) {
+  return sdpa_bwd(dt, B, H, Hkv, T, D, q, k, v, out, dout, lse, dq, dk, dv, deterministic, /*causal=*/true, stream,
+                  before_run);
+}
+
+bool cudnn_block_fwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
+                     AttnOperand v, AttnOperand out, float* lse, bool causal, cudaStream_t stream) {
+  return sdpa_fwd(dt, B, H, Hkv, T, D, q, k, v, out, lse, causal, stream, nullptr);
+}
+
+bool cudnn_block_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D, AttnOperand q, AttnOperand k,
+                     AttnOperand v, AttnOperand out, AttnOperand dout, const float* lse, AttnOperand dq,
+                     AttnOperand dk, AttnOperand dv, bool causal, bool deterministic, cudaStream_t stream) {
+  return sdpa_bwd(dt, B, H, Hkv, T, D, q, k, v, out, dout, lse, dq, dk, dv, deterministic, causal, stream, nullptr);
 }
 
 std::string cudnn_sdpa_status() {

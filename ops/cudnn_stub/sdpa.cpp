@@ -11,6 +11,15 @@ bool cudnn_sdpa_bwd(DType, int64_t, int64_t, int64_t, int64_t, int64_t, AttnOper
                     const std::function<void()>&) {
   return false;
 }
+bool cudnn_block_fwd(DType, int64_t, int64_t, int64_t, int64_t, int64_t, AttnOperand, AttnOperand, AttnOperand,
+                     AttnOperand, float*, bool, cudaStream_t) {
+  return false;
+}
+bool cudnn_block_bwd(DType, int64_t, int64_t, int64_t, int64_t, int64_t, AttnOperand, AttnOperand, AttnOperand,
+                     AttnOperand, AttnOperand, const float*, AttnOperand, AttnOperand, AttnOperand, bool, bool,
+                     cudaStream_t) {
+  return false;
+}
 std::string cudnn_sdpa_status() { return "cuDNN not built (attention uses the flash kernels)"; }
 int64_t cudnn_sdpa_calls() { return 0; }
 }  // namespace st::ops::cuda

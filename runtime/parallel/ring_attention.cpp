@@ -78,7 +78,7 @@ Tensor single_rank(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, c
     Tensor dout = ops::contiguous_as(g, q.dtype());                                    // (B, H, Tl, D)
     Tensor dq = Tensor::zeros(q.shape(), DType::f32, q.device());                      // (B, H, Tl, D) f32
     ops::BlockGrads bg = ops::block_attention_bwd(q, k, v, dout, lse, ops::attention_delta(od, dout),
-                                                  ops::BlockMask::causal, dq);
+                                                  ops::BlockMask::causal, dq, od);
     if (work) {
       work->backward_scores += block_scores(q, k, ops::BlockMask::causal);
       ++work->backward_blocks;
@@ -110,11 +110,12 @@ std::vector<Tensor> ring_backward(const RingContext& c, const Tensor& g) {
   const DType dt = c.q.dtype();
   const Device dev = c.q.device();
   Tensor dout = ops::contiguous_as(g, dt);  // (B, H, 2C, D)
-  Tensor q[2], dO[2], delta[2], dq[2];
+  Tensor q[2], dO[2], o[2], delta[2], dq[2];
   for (int i = 0; i < 2; ++i) {
-    q[i] = c.q.narrow(2, i * C, C).contiguous();    // (B, H, C, D)
-    dO[i] = dout.narrow(2, i * C, C).contiguous();  // (B, H, C, D)
-    delta[i] = ops::attention_delta(c.out.narrow(2, i * C, C), dO[i]);  // (B, H, C) f32, once per query chunk
+    q[i] = c.q.narrow(2, i * C, C).contiguous();     // (B, H, C, D)
+    dO[i] = dout.narrow(2, i * C, C).contiguous();   // (B, H, C, D)
+    o[i] = c.out.narrow(2, i * C, C).contiguous();   // (B, H, C, D): the chunk's global output
+    delta[i] = ops::attention_delta(o[i], dO[i]);    // (B, H, C) f32, once per query chunk
     dq[i] = Tensor::zeros(q[i].shape(), DType::f32, dev);                // (B, H, C, D) f32, accumulated
   }
   Tensor kv = c.kv;  // the keys / values held at this step
@@ -145,7 +146,7 @@ std::vector<Tensor> ring_backward(const RingContext& c, const Tensor& g) {
       const int i = b.q_slot, j = b.k_slot;
       const ops::BlockMask mask = ops::ring_block_mask(b.kind);
       Tensor kj = piece(kv, 0, j), vj = piece(kv, 1, j);
-      ops::BlockGrads bg = ops::block_attention_bwd(q[i], kj, vj, dO[i], c.lse[i], delta[i], mask, dq[i]);
+      ops::BlockGrads bg = ops::block_attention_bwd(q[i], kj, vj, dO[i], c.lse[i], delta[i], mask, dq[i], o[i]);
       piece(part, 0, j).add_(bg.dk);
       piece(part, 1, j).add_(bg.dv);
       if (c.work) {

@@ -17,6 +17,8 @@
 // single / (N · max rank): 1 when splitting costs nothing; below 1 by the blocks' smaller
 // launches, the merges and the f32 adds.
 // Usage: bench_ring_blocks [device=cuda] [T=32768] [N=4] [B=1] [H=32] [Hkv=8] [D=64] [dtype=bf16] [reps=5]
+//        [backend=deterministic] (ops/attention_backend.h: flash runs the blocks on the own kernels,
+//        the others on cuDNN's graphs where it takes them; the single rank's op follows it too)
 // (Llama-3.2-1B's attention: 32 heads over 8 key/value heads of 64; the CPU takes any shape, for a
 // check of the program at small sizes: bench_ring_blocks cpu 256 4 1 4 2 16 f32 1.)
 #include <algorithm>
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "ops/attention.h"
+#include "ops/attention_backend.h"
 #include "ops/attention_merge.h"
 #include "ops/block_attention.h"
 #include "ops/ring_schedule.h"
@@ -118,10 +121,11 @@ RingForward ring_forward(const RankInputs& in, int64_t N, int64_t r) {
 // the ring keeps it).
 void ring_backward(const RankInputs& in, const RingForward& f, int64_t N, int64_t r) {
   const DType dt = in.q[0].dtype();
-  Tensor delta[2], dq[2];
+  Tensor o[2], delta[2], dq[2];
   for (int i = 0; i < 2; ++i) {
-    delta[i] = ops::attention_delta(f.out[i].to(dt), in.dout[i]);           // (B, H, C) f32
-    dq[i] = Tensor::zeros(in.q[i].shape(), DType::f32, g_device);          // (B, H, C, D) f32
+    o[i] = f.out[i].to(dt);                                         // (B, H, C, D): the global output
+    delta[i] = ops::attention_delta(o[i], in.dout[i]);              // (B, H, C) f32
+    dq[i] = Tensor::zeros(in.q[i].shape(), DType::f32, g_device);  // (B, H, C, D) f32
   }
   const Shape kv_shape = in.k[0][0].shape();  // (B, Hkv, C, D)
   for (int64_t s = 0; s < N; ++s) {
@@ -133,7 +137,7 @@ void ring_backward(const RankInputs& in, const RingForward& f, int64_t N, int64_
       if (b.kind == ops::RingPair::skipped) continue;
       const int i = b.q_slot, j = b.k_slot;
       ops::BlockGrads g = ops::block_attention_bwd(in.q[i], in.k[src][j], in.v[src][j], in.dout[i], f.lse[i],
-                                                   delta[i], ops::ring_block_mask(b.kind), dq[i]);
+                                                   delta[i], ops::ring_block_mask(b.kind), dq[i], o[i]);
       part[0][j].add_(g.dk);
       part[1][j].add_(g.dv);
     }
@@ -155,8 +159,9 @@ int main(int argc, char** argv) {
   const int64_t H = std::stoll(arg(5, "32")), Hkv = std::stoll(arg(6, "8")), D = std::stoll(arg(7, "64"));
   const DType dt = parse_dtype(arg(8, "bf16"));
   const int reps = std::stoi(arg(9, "5"));
-  std::printf("ring blocks: %s %s B %lld T %lld H %lld Hkv %lld D %lld, cp %lld (chunks of %lld)\n",
-              g_device == Device::cuda ? "cuda" : "cpu", dtype_name(dt), (long long)B, (long long)T, (long long)H,
+  ops::set_attention_backend(ops::parse_attention_backend(arg(10, "deterministic"), "bench_ring_blocks's 10th argument"));
+  std::printf("ring blocks: %s %s, attention backend %s, B %lld T %lld H %lld Hkv %lld D %lld, cp %lld (chunks of %lld)\n",
+              g_device == Device::cuda ? "cuda" : "cpu", dtype_name(dt), ops::to_string(ops::attention_backend()).c_str(), (long long)B, (long long)T, (long long)H,
               (long long)Hkv, (long long)D, (long long)N, (long long)ops::context_chunk_len(T, N));
 
   // single: the model's op on the packed projection, rotary positions, forward + backward

@@ -1,5 +1,5 @@
 // Ring attention's block ops on CUDA (ops/block_attention.h: the flash kernels' Full / Acc
-// instantiations, ops/cuda/block_attention.cu; ops/attention_merge.h: ops/cuda/attention_merge.cu)
+// instantiations and cuDNN's fused graphs, ops/cuda/block_attention.cu; ops/attention_merge.h: ops/cuda/attention_merge.cu)
 // against the CPU ops on the same rounded inputs, f16 and bf16, head dim 64, GQA:
 //   - one block, causal and full, chunk lengths 96 (a partial key tile: the Full kernels' key-tail
 //     mask) and 128: out, lse, then the backward against the same lse / Δ: dq, dk, dv;
@@ -13,6 +13,7 @@
 // is computed from f32 scores of exact products on both sides (only the order of the sums and
 // exp2f differ): 1e-4 relative. Merge and Δ are f32 on both sides: 1e-5.
 #include "ops/attention.h"
+#include "ops/cuda/sdpa_cudnn.h"
 #include "tensor/rng.h"
 #include "tests/gpu/gpu_cases.h"
 #include "tests/ops/ring_sim.h"
@@ -31,9 +32,25 @@ Tensor rounded(const Tensor& x, DType dt) { return x.to(dt).to(DType::f32); }
 
 Tensor cuda_of(const Tensor& x, DType dt) { return x.to(dt).to(Device::cuda); }
 
+// Runs the body under one attention backend, then restores the one before.
+template <class F>
+void with_backend(AttentionBackend b, F f) {
+  const AttentionBackend before = attention_backend();
+  set_attention_backend(b);
+  try {
+    f();
+  } catch (...) {
+    set_attention_backend(before);
+    throw;
+  }
+  set_attention_backend(before);
+}
+
+bool cudnn_built() { return st::ops::cuda::cudnn_sdpa_status().rfind("cuDNN not built", 0) != 0; }
+
 }  // namespace
 
-TEST(GpuRingAttention, BlockMatchesCpu) {
+void block_matches_cpu() {
   const int64_t B = 2, H = 4, Hkv = 2, D = 64;
   for (DType dt : {DType::f16, DType::bf16})
     for (int64_t C : {96, 128})
@@ -68,6 +85,51 @@ TEST(GpuRingAttention, BlockMatchesCpu) {
       }
 }
 
+// The flash kernels' Full / Acc instantiations (the backend that never takes cuDNN).
+TEST(GpuRingAttention, BlockMatchesCpu) { with_backend(AttentionBackend::Flash, block_matches_cpu); }
+
+// cuDNN's fused graphs for a block (the default backend, deterministic backward): the diagonal
+// block causal, a past block unmasked, chunk lengths 128 and 256 (cuDNN ≤ 9.15 takes multiples
+// of 128), GQA; the backward handed the block's output (here the whole attention of its rows, so
+// the block's lse and Δ are the global ones). Against the CPU op within the same bounds as the
+// flash kernels; both directions ran on cuDNN (its call count); dq is added to (+=): a second call
+// doubles it exactly (cuDNN's deterministic dq, the same bits, added in f32).
+TEST(GpuRingAttention, BlockThroughCudnnMatchesCpu) {
+  if (!cudnn_built()) GTEST_SKIP() << st::ops::cuda::cudnn_sdpa_status();
+  with_backend(AttentionBackend::Deterministic, [] {
+    const int64_t B = 2, H = 4, Hkv = 2, D = 64;
+    for (DType dt : {DType::f16, DType::bf16})
+      for (int64_t C : {128, 256})
+        for (BlockMask mask : {BlockMask::causal, BlockMask::full}) {
+          const std::string what = std::string(dtype_name(dt)) + " C " + std::to_string(C) + " " + block_mask_name(mask);
+          SCOPED_TRACE(what);
+          Tensor q = rounded(rand4(B, H, C, D, 41, 2.f), dt), k = rounded(rand4(B, Hkv, C, D, 42, 2.f), dt);
+          Tensor v = rounded(rand4(B, Hkv, C, D, 43, 1.f), dt), g = rounded(rand4(B, H, C, D, 44, 1.f), dt);
+          BlockAttention ref = block_attention_fwd(q, k, v, mask);  // CPU f32
+          const int64_t calls = st::ops::cuda::cudnn_sdpa_calls();
+          BlockAttention y = block_attention_fwd(cuda_of(q, dt), cuda_of(k, dt), cuda_of(v, dt), mask);
+          EXPECT_LE(rel_err(y.out.to_double(), ref.out.to_double()), tol_of(dt)) << "out";
+          EXPECT_LE(rel_err(y.lse.to_double(), ref.lse.to_double()), 1e-4) << "lse";
+          Tensor delta = attention_delta(ref.out, g);
+          Tensor dq_ref = Tensor::zeros({B, H, C, D});
+          BlockGrads gr = block_attention_bwd(q, k, v, g, ref.lse, delta, mask, dq_ref);
+          Tensor dq = Tensor::zeros({B, H, C, D}, DType::f32, Device::cuda);
+          Tensor lse_c = ref.lse.to(Device::cuda), delta_c = delta.to(Device::cuda), out_c = cuda_of(ref.out, dt);
+          BlockGrads gc = block_attention_bwd(cuda_of(q, dt), cuda_of(k, dt), cuda_of(v, dt), cuda_of(g, dt), lse_c,
+                                              delta_c, mask, dq, out_c);
+          EXPECT_EQ(st::ops::cuda::cudnn_sdpa_calls() - calls, 2) << "both directions on cuDNN: " << st::ops::cuda::cudnn_sdpa_status();
+          EXPECT_LE(rel_err(dq.to_double(), dq_ref.to_double()), tol_of(dt)) << "dq";
+          EXPECT_LE(rel_err(gc.dk.to_double(), gr.dk.to_double()), tol_of(dt)) << "dk";
+          EXPECT_LE(rel_err(gc.dv.to_double(), gr.dv.to_double()), tol_of(dt)) << "dv";
+          const std::vector<float> once = dq.to_float();
+          block_attention_bwd(cuda_of(q, dt), cuda_of(k, dt), cuda_of(v, dt), cuda_of(g, dt), lse_c, delta_c, mask, dq,
+                              out_c);
+          const std::vector<float> twice = dq.to_float();
+          for (size_t i = 0; i < once.size(); ++i) ASSERT_EQ(twice[i], 2.f * once[i]) << "element " << i;
+        }
+  });
+}
+
 TEST(GpuRingAttention, MergeAndDeltaMatchCpu) {
   Tensor oa = rand4(2, 3, 70, 64, 41, 1.f), ob = rand4(2, 3, 70, 64, 42, 1.f);
   std::vector<float> la = values(2 * 3 * 70, 43, 20.f), lb = values(2 * 3 * 70, 44, 20.f);
@@ -90,37 +152,48 @@ TEST(GpuRingAttention, MergeAndDeltaMatchCpu) {
   EXPECT_LE(rel_err(d_gpu.to_double(), d_cpu.to_double()), 1e-5);
 }
 
+// Chunks of 64 (cuDNN ≤ 9.15 declines them: the flash kernels) and of 128 (cuDNN's graphs under the
+// default backend, checked by its call count).
 TEST(GpuRingAttention, RingOfTwoMatchesWholeAttention) {
-  const int64_t N = 2, B = 1, H = 4, Hkv = 2, T = 2 * N * 64, D = 64;
-  for (DType dt : {DType::f16, DType::bf16}) {
-    SCOPED_TRACE(dtype_name(dt));
-    Tensor q = rounded(rand4(B, H, T, D, 51, 2.f), dt), k = rounded(rand4(B, Hkv, T, D, 52, 2.f), dt);
-    Tensor v = rounded(rand4(B, Hkv, T, D, 53, 1.f), dt), g = rounded(rand4(B, H, T, D, 54, 1.f), dt);
-    Tensor ke = expand_heads(k, H), ve = expand_heads(v, H);
-    Tensor out = q.empty_like(), lse = Tensor::empty({B, H, T});
-    cpu::attention_fwd(q, ke, ve, out, lse);
-    Tensor dq = q.empty_like(), dke = q.empty_like(), dve = q.empty_like();
-    cpu::attention_bwd(q, ke, ve, out, lse, g, dq, dke, dve);
+  const int64_t N = 2, B = 1, H = 4, Hkv = 2, D = 64;
+  for (const int64_t C : {64, 128}) {
+    for (DType dt : {DType::f16, DType::bf16}) {
+      const int64_t T = 2 * N * C;
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " C " + std::to_string(C));
+      const int64_t calls = st::ops::cuda::cudnn_sdpa_calls();
+      Tensor q = rounded(rand4(B, H, T, D, 51, 2.f), dt), k = rounded(rand4(B, Hkv, T, D, 52, 2.f), dt);
+      Tensor v = rounded(rand4(B, Hkv, T, D, 53, 1.f), dt), g = rounded(rand4(B, H, T, D, 54, 1.f), dt);
+      Tensor ke = expand_heads(k, H), ve = expand_heads(v, H);
+      Tensor out = q.empty_like(), lse = Tensor::empty({B, H, T});
+      cpu::attention_fwd(q, ke, ve, out, lse);
+      Tensor dq = q.empty_like(), dke = q.empty_like(), dve = q.empty_like();
+      cpu::attention_bwd(q, ke, ve, out, lse, g, dq, dke, dve);
 
-    Ring r = ring_forward(cuda_of(q, dt), cuda_of(k, dt), cuda_of(v, dt), cuda_of(g, dt), N);
-    std::vector<double> ring_out(static_cast<size_t>(B * H * T * D), 0.0);
-    for (const Rank& st : r.ranks)
-      for (int i = 0; i < 2; ++i) add_chunk(ring_out, st.out[i], st.chunk[i], r.C, T);
-    EXPECT_LE(rel_err(ring_out, out.to_double()), tol_of(dt)) << "out";
-    Grads gr = ring_backward(r, Hkv);
-    EXPECT_LE(rel_err(gr.dq, dq.to_double()), tol_of(dt)) << "dq";
-    EXPECT_LE(rel_err(gr.dk, reduce_heads(dke, Hkv)), tol_of(dt)) << "dk";
-    EXPECT_LE(rel_err(gr.dv, reduce_heads(dve, Hkv)), tol_of(dt)) << "dv";
+      Ring r = ring_forward(cuda_of(q, dt), cuda_of(k, dt), cuda_of(v, dt), cuda_of(g, dt), N);
+      std::vector<double> ring_out(static_cast<size_t>(B * H * T * D), 0.0);
+      for (const Rank& st : r.ranks)
+        for (int i = 0; i < 2; ++i) add_chunk(ring_out, st.out[i], st.chunk[i], r.C, T);
+      EXPECT_LE(rel_err(ring_out, out.to_double()), tol_of(dt)) << "out";
+      Grads gr = ring_backward(r, Hkv);
+      EXPECT_LE(rel_err(gr.dq, dq.to_double()), tol_of(dt)) << "dq";
+      EXPECT_LE(rel_err(gr.dk, reduce_heads(dke, Hkv)), tol_of(dt)) << "dk";
+      EXPECT_LE(rel_err(gr.dv, reduce_heads(dve, Hkv)), tol_of(dt)) << "dv";
+      if (C == 128 && cudnn_built() && attention_backend() != AttentionBackend::Flash)
+        EXPECT_GT(st::ops::cuda::cudnn_sdpa_calls(), calls) << "the blocks did not run on cuDNN: " << st::ops::cuda::cudnn_sdpa_status();
+    }
   }
 }
 
 TEST(GpuRingAttention, UnsupportedCasesAreDeviceErrors) {
   // the flash kernels take f16/bf16 at head dim 64 with Tq = Tk; the CPU op takes the rest
-  Tensor q32 = Tensor::zeros({1, 2, 64, 64}, DType::f32, Device::cuda);
-  EXPECT_THROW(block_attention_fwd(q32, q32, q32, BlockMask::full), DeviceError);
-  Tensor q = Tensor::zeros({1, 2, 64, 32}, DType::bf16, Device::cuda);
-  EXPECT_THROW(block_attention_fwd(q, q, q, BlockMask::causal), DeviceError);
-  Tensor qa = Tensor::zeros({1, 2, 64, 64}, DType::bf16, Device::cuda),
-         kb = Tensor::zeros({1, 2, 128, 64}, DType::bf16, Device::cuda);
-  EXPECT_THROW(block_attention_fwd(qa, kb, kb, BlockMask::full), DeviceError);
+  // (under the flash backend: a later cuDNN may take head dim 32)
+  with_backend(AttentionBackend::Flash, [] {
+    Tensor q32 = Tensor::zeros({1, 2, 64, 64}, DType::f32, Device::cuda);
+    EXPECT_THROW(block_attention_fwd(q32, q32, q32, BlockMask::full), DeviceError);
+    Tensor q = Tensor::zeros({1, 2, 64, 32}, DType::bf16, Device::cuda);
+    EXPECT_THROW(block_attention_fwd(q, q, q, BlockMask::causal), DeviceError);
+    Tensor qa = Tensor::zeros({1, 2, 64, 64}, DType::bf16, Device::cuda),
+           kb = Tensor::zeros({1, 2, 128, 64}, DType::bf16, Device::cuda);
+    EXPECT_THROW(block_attention_fwd(qa, kb, kb, BlockMask::full), DeviceError);
+  });
 }

@@ -133,7 +133,8 @@ struct Grads {
   std::vector<double> dq, dk, dv;
 };
 
-// The ring backward: Δ once per query chunk from the merged out; each block adds its dq share
+// The ring backward: Δ once per query chunk from the merged out (also handed to each block, as the
+// runtime's ring does: CUDA's cuDNN blocks form Δ from it); each block adds its dq share
 // and returns its dk / dv, which go back to the key chunk's owner (summed here per chunk).
 inline Grads ring_backward(Ring& ring, int64_t Hkv) {
   const Tensor& q0 = ring.ranks[0].q[0];
@@ -155,7 +156,7 @@ inline Grads ring_backward(Ring& ring, int64_t Hkv) {
         if (b.kind == RingPair::skipped) continue;
         const int i = b.q_slot, j = b.k_slot;
         BlockGrads bg = block_attention_bwd(st.q[i], src.k[j], src.v[j], st.dout[i], st.lse[i], delta[2 * r + i],
-                                            ring_block_mask(b.kind), dq[2 * r + i]);
+                                            ring_block_mask(b.kind), dq[2 * r + i], st.out[i]);
         add_chunk(g.dk, bg.dk, b.k_chunk, ring.C, T);
         add_chunk(g.dv, bg.dv, b.k_chunk, ring.C, T);
       }
