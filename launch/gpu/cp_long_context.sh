@@ -44,7 +44,7 @@ MPI="mpirun -np 4 --oversubscribe --allow-run-as-root --bind-to none"
 
 # 1. the block kernels
 if want bench; then
-  for backend in deterministic flash; do  # the blocks on cuDNN's graphs, then on the own flash kernels
+  for backend in deterministic fast flash; do  # cuDNN (deterministic, then atomic-dQ backward), then the own flash kernels
     timeout 300 "$BUILD/tests/bench/bench_ring_blocks" $BENCH $backend > "$OUT/bench_ring_blocks_$backend.log" 2>&1
     note "bench_ring_blocks $backend (rc $?):"
     sed 's/^/  /' "$OUT/bench_ring_blocks_$backend.log" | tee -a "$OUT/summary.txt"
