@@ -44,7 +44,15 @@ Tensor LanguageModel::forward(const Tensor& tokens) {
 Tensor LanguageModel::forward_layers(const Tensor& x_in, size_t begin, size_t end) {
   Tensor x = x_in;
   for (size_t i = begin; i < end; ++i) {
-    MemoryLayerScope layer("layer " + layers_[i]->scope() + " forward");  // named by --max-memory's error (tensor/memory_category.h)
+    // named by --max-memory's error (tensor/memory_category.h); a layer at the model's root (Llama's
+    // head: model.norm, lm_head) has no scope of its own and goes by its index
+    std::string name = "layer ";
+    if (layers_[i]->scope().empty())
+      name.append(1, '#').append(std::to_string(i));
+    else
+      name.append(layers_[i]->scope());
+    name.append(" forward");
+    MemoryLayerScope layer(std::move(name));
     auto run = [&](const Tensor& in) {
       return recompute_ && recomputable(i) ? forward_recomputed(*layers_[i], in, gen_.get()) : layers_[i]->forward(in);
     };

@@ -228,7 +228,7 @@ TEST(FirstHour, PlanPrintsTheCountTheKindsAndTheLinesThatRunIt) {
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_EQ(r.error_lines, 1) << r.out;
   EXPECT_TRUE(std::regex_search(r.error, std::regex("^no layout of 2 ranks fits in 2\\.0 GiB per cuda device .*: the "
-                                                    "smallest, dp [0-9]+ tp [0-9]+ pp [0-9]+ zero [0-3] recompute 1 "
+                                                    "smallest, dp [0-9]+ (cp [0-9]+ )?tp [0-9]+ pp [0-9]+ zero [0-3] recompute 1 "
                                                     "(sp 1 )?grad-accum [0-9]+, needs [0-9.]+ GiB on its largest rank; it fits "
                                                     "with --world 4 \\(")))
       << r.error;
