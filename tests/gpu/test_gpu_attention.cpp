@@ -7,6 +7,7 @@
 #include "ops/cuda/sdpa_cudnn.h"
 #include "tensor/memory_category.h"
 #include "tensor/rng.h"
+#include "tests/gpu/attention_backend_scope.h"
 #include "tests/gpu/gpu_cases.h"
 
 using namespace st;
@@ -20,22 +21,6 @@ OpCase packed(const std::string& name, int64_t B, int64_t T, int64_t H, int64_t 
 }
 
 std::vector<float> host(const Tensor& t) { return t.to_float(); }
-
-// Runs the body with one attention backend, then restores the one before.
-template <class F>
-void with_backend(ops::cuda::AttentionBackend b, F f) {
-  const ops::cuda::AttentionBackend before = ops::cuda::attention_backend();
-  ops::cuda::set_attention_backend(b);
-  try {
-    f();
-  } catch (...) {
-    ops::cuda::set_attention_backend(before);
-    throw;
-  }
-  ops::cuda::set_attention_backend(before);
-}
-
-bool cudnn_built() { return ops::cuda::cudnn_sdpa_status().rfind("cuDNN not built", 0) != 0; }
 
 // Random packed inputs qkv (B, T, 3·H·64) and an output gradient (B, T, H·64) in dt on the GPU;
 // run(backend) gives the packed op's output and dqkv, as doubles.

@@ -16,6 +16,7 @@
 #include "ops/cuda/sdpa_cudnn.h"
 #include "ops/rope.h"
 #include "tensor/rng.h"
+#include "tests/gpu/attention_backend_scope.h"
 #include "tests/gpu/gpu_cases.h"
 
 using namespace st;
@@ -36,21 +37,6 @@ OpCase gqa(const std::string& name, Heads s, const ops::RopeTable* rope, int64_t
           .lo = -2,
           .hi = 2};
 }
-
-template <class F>
-void with_backend(AttentionBackend b, F f) {
-  const AttentionBackend before = ops::cuda::attention_backend();
-  ops::cuda::set_attention_backend(b);
-  try {
-    f();
-  } catch (...) {
-    ops::cuda::set_attention_backend(before);
-    throw;
-  }
-  ops::cuda::set_attention_backend(before);
-}
-
-bool cudnn_built() { return ops::cuda::cudnn_sdpa_status().rfind("cuDNN not built", 0) != 0; }
 
 ops::RopeConfig config(double theta, int64_t D, bool llama3) {
   ops::RopeConfig c;

@@ -15,6 +15,7 @@
 #include "ops/attention.h"
 #include "ops/cuda/sdpa_cudnn.h"
 #include "tensor/rng.h"
+#include "tests/gpu/attention_backend_scope.h"
 #include "tests/gpu/gpu_cases.h"
 #include "tests/ops/ring_sim.h"
 
@@ -31,22 +32,6 @@ double tol_of(DType dt) { return dt == DType::f16 ? 1e-2 : 4e-2; }
 Tensor rounded(const Tensor& x, DType dt) { return x.to(dt).to(DType::f32); }
 
 Tensor cuda_of(const Tensor& x, DType dt) { return x.to(dt).to(Device::cuda); }
-
-// Runs the body under one attention backend, then restores the one before.
-template <class F>
-void with_backend(AttentionBackend b, F f) {
-  const AttentionBackend before = attention_backend();
-  set_attention_backend(b);
-  try {
-    f();
-  } catch (...) {
-    set_attention_backend(before);
-    throw;
-  }
-  set_attention_backend(before);
-}
-
-bool cudnn_built() { return st::ops::cuda::cudnn_sdpa_status().rfind("cuDNN not built", 0) != 0; }
 
 }  // namespace
 
