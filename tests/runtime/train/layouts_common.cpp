@@ -197,6 +197,34 @@ Curve first_steps(Curve c, size_t n) {
   return c;
 }
 
+void expect_bf16_like_one_process(TrainConfig c, const std::string& name, const std::string& what) {
+  const Curve f32 = reference_of(c);
+  c.precision = Precision::bf16;
+  const Curve want = reference_of(c);
+  Curve extra = want;  // the bf16 reference's distance to f32, per step
+  for (size_t i = 0; i < want.loss.size(); ++i) {
+    extra.loss[i] = rel(want.loss[i], f32.loss[i]);
+    extra.grad_norm[i] = rel(want.grad_norm[i], f32.grad_norm[i]);
+  }
+  const Curve got = run_layout(c, name);
+  expect_same(got, want, what, 0, &extra);
+  ASSERT_EQ(got.loss.size(), f32.loss.size());
+  for (size_t i = 0; i < got.loss.size(); ++i) {
+    EXPECT_NEAR(got.loss[i], f32.loss[i], 0.02 * f32.loss[i]) << what << " vs f32, step " << i + 1;
+    if (world_rank() == 0 && std::getenv("ST_LAYOUT_NOISE_LOG"))
+      std::printf("%s step %zu: loss %.3g (allowance %.3g), norm %.3g (allowance %.3g)\n", what.c_str(), i + 1,
+                  rel(got.loss[i], want.loss[i]), extra.loss[i], rel(got.grad_norm[i], want.grad_norm[i]),
+                  extra.grad_norm[i]);
+  }
+}
+
+int64_t last_act_peak(const std::string& name) {
+  std::ifstream in(work_dir() + "/" + name + ".jsonl");
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  return nlohmann::json::parse(last)["mem_act_peak"].get<int64_t>();
+}
+
 Curve run_layout(TrainConfig c, const std::string& name, const TrainSeams& seams) {
   c.metrics = work_dir() + "/" + name + ".jsonl";
   if (world_rank() == 0) fs::remove(c.metrics);

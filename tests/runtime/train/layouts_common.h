@@ -93,11 +93,18 @@ Curve reference(runtime::TrainConfig c, int64_t dp, const runtime::TrainSeams& s
 Curve reference_of(runtime::TrainConfig c);
 // The curve's first n steps (a run stopped at a checkpoint against the uninterrupted reference).
 Curve first_steps(Curve c, size_t n);
+// mem_act_peak of the last step run `name` wrote (rank 0's metrics).
+int64_t last_act_peak(const std::string& name);
 // The layout `c` under run_parallel_training on every rank; its metrics read back.
 Curve run_layout(runtime::TrainConfig c, const std::string& name, const runtime::TrainSeams& seams = {});
 // got (steps from+1 …) against the reference `want` within its noise (see above). `extra`: an
 // absolute relative allowance added per step (the HF fixture: our own distance to transformers).
 void expect_same(const Curve& got, const Curve& want, const std::string& what, size_t from = 0,
                  const Curve* extra = nullptr);
+// The layout `c` (in f32) trained in bf16 against one process in bf16: within that curve's noise
+// plus, per step, its own distance to f32 (a layout rounds to bf16 at other places than one
+// process — the ring at other block boundaries — an error of the size of bf16's own), and within
+// 2 % of the f32 curve (the bound of the dp, pp and Llama bf16 tests). `name` names the run's files.
+void expect_bf16_like_one_process(runtime::TrainConfig c, const std::string& name, const std::string& what);
 
 }  // namespace st::layouts

@@ -105,24 +105,7 @@ TEST(CpPp, RecomputeEqualsOneProcess) {
 TEST(CpPp, Bf16EqualsOneProcess) {
   ASSERT_EQ(world_size(), 4);
   TrainConfig c = cp2_pp2(llama_config());
-  const Curve f32 = reference_of(c);
-  c.precision = Precision::bf16;
-  const Curve want = reference_of(c);
-  Curve extra = want;  // the bf16 reference's distance to f32, per step
-  for (size_t i = 0; i < want.loss.size(); ++i) {
-    extra.loss[i] = rel(want.loss[i], f32.loss[i]);
-    extra.grad_norm[i] = rel(want.grad_norm[i], f32.grad_norm[i]);
-  }
-  const Curve got = run_layout(c, "llama_cp2_pp2_bf16");
-  expect_same(got, want, "llama cp 2 x pp 2 bf16", 0, &extra);
-  ASSERT_EQ(got.loss.size(), f32.loss.size());
-  for (size_t i = 0; i < got.loss.size(); ++i) {
-    EXPECT_NEAR(got.loss[i], f32.loss[i], 0.02 * f32.loss[i]) << "llama cp 2 x pp 2 bf16 vs f32, step " << i + 1;
-    if (world_rank() == 0 && std::getenv("ST_LAYOUT_NOISE_LOG"))
-      std::printf("cp x pp bf16 step %zu: loss %.3g (allowance %.3g), norm %.3g (allowance %.3g)\n", i + 1,
-                  rel(got.loss[i], want.loss[i]), extra.loss[i], rel(got.grad_norm[i], want.grad_norm[i]),
-                  extra.grad_norm[i]);
-  }
+  expect_bf16_like_one_process(c, "llama_cp2_pp2_bf16", "llama cp 2 x pp 2 bf16");
 }
 
 // 3 steps at cp 2 × pp 2 (the cp index 0 rank of each stage writes its stage's weights, stage 0
@@ -195,14 +178,6 @@ TEST(CpPp, ValidationLossEqualsOneProcess) {
 
 namespace {
 
-// mem_act_peak of the run's last step (rank 0's, stage 0: its cp rank 1 holds as many tokens and
-// attention blocks, the load-balanced split).
-int64_t act_peak(const std::string& name) {
-  std::ifstream in(work_dir() + "/" + name + ".jsonl");
-  std::string line, last;
-  while (std::getline(in, line)) last = line;
-  return nlohmann::json::parse(last)["mem_act_peak"].get<int64_t>();
-}
 
 }  // namespace
 
@@ -234,7 +209,7 @@ TEST(CpPp, StageActivationPeakFallsWithCp) {
     l.dp = i == 0 ? 2 : 1;
     const std::string name = "act_pp2_cp" + std::to_string(l.cp);
     run_layout(l, name);
-    peak[i] = act_peak(name);
+    peak[i] = last_act_peak(name);
     planned[i] = plan_memory(model_entry(l), l.seq_len, plan_layout(l, l.dp)).stages[0].activations;
     barrier();
   }
