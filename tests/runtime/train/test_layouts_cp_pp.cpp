@@ -176,11 +176,6 @@ TEST(CpPp, ValidationLossEqualsOneProcess) {
   }
 }
 
-namespace {
-
-
-}  // namespace
-
 // Bytes per rank: stage 0 at cp 2 × pp 2 against stage 0 at dp 2 × pp 2 (the same micro-batches
 // per replica, the same in-flight micro-batches under 1F1B: K 2, stage 0 holds both), the shape
 // of test_layouts_cp.cpp's CpFour.ActivationPeakPerRankFallsWithCp (GPT, T 256, 2 blocks, B 1):
