@@ -218,11 +218,40 @@ void expect_bf16_like_one_process(TrainConfig c, const std::string& name, const 
   }
 }
 
-int64_t last_act_peak(const std::string& name) {
-  std::ifstream in(work_dir() + "/" + name + ".jsonl");
+namespace {
+
+// The last line of a metrics file, parsed.
+nlohmann::json last_metrics(const std::string& path) {
+  std::ifstream in(path);
   std::string line, last;
   while (std::getline(in, line)) last = line;
-  return nlohmann::json::parse(last)["mem_act_peak"].get<int64_t>();
+  return nlohmann::json::parse(last);
+}
+
+}  // namespace
+
+int64_t last_act_peak(const std::string& name) {
+  return last_metrics(work_dir() + "/" + name + ".jsonl")["mem_act_peak"].get<int64_t>();
+}
+
+void expect_val_loss_like_one_process(TrainConfig c, const std::string& name, const std::string& what) {
+  const Curve want = reference_of(c);
+  double one = 0;
+  if (world_rank() == 0) {  // one process, no communicator
+    TrainConfig o = c;
+    o.cp = o.pp = 1;
+    o.metrics = work_dir() + "/" + name + "_one.jsonl";
+    fs::remove(o.metrics);
+    Trainer(o).run();
+    one = last_metrics(o.metrics)["val_loss"].get<double>();
+  }
+  run_layout(c, name);
+  if (world_rank() == 0) {
+    const double got = last_metrics(work_dir() + "/" + name + ".jsonl")["val_loss"].get<double>();
+    const size_t k = want.loss.size() - 1;
+    EXPECT_LE(rel(got, one), kNoiseMultiple * std::max(want.loss_noise[k], kNoiseFloor))
+        << what << ": val loss " << got << " vs one process " << one;
+  }
 }
 
 Curve run_layout(TrainConfig c, const std::string& name, const TrainSeams& seams) {

@@ -95,6 +95,10 @@ Curve reference_of(runtime::TrainConfig c);
 Curve first_steps(Curve c, size_t n);
 // mem_act_peak of the last step run `name` wrote (rank 0's metrics).
 int64_t last_act_peak(const std::string& name);
+// The layout `c` (validation at its last step, c.val_data set) against one process run by rank 0
+// (cp, pp 1): the val losses within the training loss's noise envelope at that step (the same
+// weights up to that step's noise, one more forward). `name` names the layout run's files.
+void expect_val_loss_like_one_process(runtime::TrainConfig c, const std::string& name, const std::string& what);
 // The layout `c` under run_parallel_training on every rank; its metrics read back.
 Curve run_layout(runtime::TrainConfig c, const std::string& name, const runtime::TrainSeams& seams = {});
 // got (steps from+1 …) against the reference `want` within its noise (see above). `extra`: an

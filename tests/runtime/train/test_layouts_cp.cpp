@@ -200,29 +200,8 @@ TEST(CpTwo, ValidationLossEqualsOneProcess) {
   c.dp = 1;
   c.val_data = c.data;
   c.eval_every = c.steps;
-  const Curve want = reference_of(c);
-  auto val_loss = [](const std::string& metrics) {
-    std::ifstream in(metrics);
-    std::string line, last;
-    while (std::getline(in, line)) last = line;
-    return nlohmann::json::parse(last)["val_loss"].get<double>();
-  };
-  double one = 0;
-  if (world_rank() == 0) {  // one process, no communicator
-    TrainConfig o = c;
-    o.metrics = work_dir() + "/val_one.jsonl";
-    fs::remove(o.metrics);
-    Trainer(o).run();
-    one = val_loss(o.metrics);
-  }
-  TrainConfig l = c;
-  l.cp = 2;
-  run_layout(l, "val_cp2");
-  if (world_rank() == 0) {
-    const double got = val_loss(work_dir() + "/val_cp2.jsonl"), k = want.loss.size() - 1;
-    EXPECT_LE(rel(got, one), kNoiseMultiple * std::max(want.loss_noise[static_cast<size_t>(k)], kNoiseFloor))
-        << "val loss at cp 2 " << got << " vs one process " << one;
-  }
+  c.cp = 2;
+  expect_val_loss_like_one_process(c, "val_cp2", "cp 2");
 }
 
 // What is not wired with --cp is refused by TrainConfig::validate, before a rank builds

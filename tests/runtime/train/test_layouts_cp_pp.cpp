@@ -151,29 +151,7 @@ TEST(CpPp, ValidationLossEqualsOneProcess) {
   TrainConfig c = cp2_pp2(llama_config());
   c.val_data = c.data;
   c.eval_every = c.steps;
-  const Curve want = reference_of(c);
-  auto val_loss = [](const std::string& metrics) {
-    std::ifstream in(metrics);
-    std::string line, last;
-    while (std::getline(in, line)) last = line;
-    return nlohmann::json::parse(last)["val_loss"].get<double>();
-  };
-  double one = 0;
-  if (world_rank() == 0) {  // one process, no communicator
-    TrainConfig o = c;
-    o.cp = o.pp = 1;
-    o.metrics = work_dir() + "/val_one.jsonl";
-    fs::remove(o.metrics);
-    Trainer(o).run();
-    one = val_loss(o.metrics);
-  }
-  run_layout(c, "val_cp2_pp2");
-  if (world_rank() == 0) {
-    const double got = val_loss(work_dir() + "/val_cp2_pp2.jsonl");
-    const size_t k = want.loss.size() - 1;
-    EXPECT_LE(rel(got, one), kNoiseMultiple * std::max(want.loss_noise[k], kNoiseFloor))
-        << "val loss at cp 2 x pp 2 " << got << " vs one process " << one;
-  }
+  expect_val_loss_like_one_process(c, "val_cp2_pp2", "cp 2 x pp 2");
 }
 
 // Bytes per rank: stage 0 at cp 2 × pp 2 against stage 0 at dp 2 × pp 2 (the same micro-batches
