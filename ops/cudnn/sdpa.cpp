@@ -52,7 +52,7 @@ struct Key {
   std::array<int64_t, 24> strides;  // sb, sh, st of up to 8 operands
   int device;
   cudaStream_t stream;
-  bool causal = true;  // false: a ring's full block (no mask)
+  bool causal;  // false: a ring's full block (no mask)
   auto tie() const { return std::tie(dir, dt, B, H, Hkv, T, D, strides, device, stream, causal); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
@@ -199,8 +199,8 @@ std::shared_ptr<Plan> build_bwd(cudnnHandle_t h, DType dt, int64_t B, int64_t H,
 }
 
 Key make_key(int dir, DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
-             std::initializer_list<AttnOperand> ops, cudaStream_t stream) {
-  Key key{dir, dt, B, H, Hkv, T, D, {}, st::cuda::current_device(), stream};
+             std::initializer_list<AttnOperand> ops, cudaStream_t stream, bool causal) {
+  Key key{dir, dt, B, H, Hkv, T, D, {}, st::cuda::current_device(), stream, causal};
   size_t i = 0;
   for (const AttnOperand& o : ops) {
     key.strides[i++] = o.sb;
@@ -247,8 +247,7 @@ bool sdpa_fwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
     refuse(0, pre);
     return false;
   }
-  Key key = make_key(0, dt, B, H, Hkv, T, D, {q, k, v, out}, stream);
-  key.causal = causal;
+  const Key key = make_key(0, dt, B, H, Hkv, T, D, {q, k, v, out}, stream, causal);
   cudnnHandle_t h = handle_for(stream);
   auto plan = plan_for(key, [&] { return build_fwd(h, dt, B, H, Hkv, T, D, q, k, v, out, causal); });
   if (!plan) return false;
@@ -273,8 +272,7 @@ bool sdpa_bwd(DType dt, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D,
                     " MiB) is above " + std::to_string(kDeterministicWorkspaceMax >> 20) + " MiB");
     return false;
   }
-  Key key = make_key(dir, dt, B, H, Hkv, T, D, {q, k, v, out, dout, dq, dk, dv}, stream);
-  key.causal = causal;
+  const Key key = make_key(dir, dt, B, H, Hkv, T, D, {q, k, v, out, dout, dq, dk, dv}, stream, causal);
   cudnnHandle_t h = handle_for(stream);
   auto plan = plan_for(key, [&] {
     return build_bwd(h, dt, B, H, Hkv, T, D, q, k, v, out, dout, dq, dk, dv, deterministic, causal);

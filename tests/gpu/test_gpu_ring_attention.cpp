@@ -33,86 +33,68 @@ Tensor rounded(const Tensor& x, DType dt) { return x.to(dt).to(DType::f32); }
 
 Tensor cuda_of(const Tensor& x, DType dt) { return x.to(dt).to(Device::cuda); }
 
-}  // namespace
-
-void block_matches_cpu() {
+// One block on CUDA against the CPU op, for f16/bf16 × `lengths` × {causal, full}, B 2, 4 query
+// heads over 2 key/value heads, D 64, inputs drawn from seeds seed … seed + 3: out, lse, then the
+// backward against the CPU's lse and Δ (the block is the whole attention of its rows, so they are
+// the global ones): dq, dk, dv; dq is added to (+=): a second call doubles it exactly (x + x = 2x
+// in f32, the same kernel bits). `through_cudnn`: the backward is handed the block's output, and
+// both directions must have run on cuDNN (its call count).
+void blocks_match_cpu(std::initializer_list<int64_t> lengths, uint64_t seed, bool through_cudnn) {
   const int64_t B = 2, H = 4, Hkv = 2, D = 64;
   for (DType dt : {DType::f16, DType::bf16})
-    for (int64_t C : {96, 128})
+    for (int64_t C : lengths)
       for (BlockMask mask : {BlockMask::causal, BlockMask::full}) {
         const std::string what = std::string(dtype_name(dt)) + " C " + std::to_string(C) + " " + block_mask_name(mask);
         SCOPED_TRACE(what);
-        Tensor q = rounded(rand4(B, H, C, D, 31, 2.f), dt), k = rounded(rand4(B, Hkv, C, D, 32, 2.f), dt);
-        Tensor v = rounded(rand4(B, Hkv, C, D, 33, 1.f), dt), g = rounded(rand4(B, H, C, D, 34, 1.f), dt);
+        Tensor q = rounded(rand4(B, H, C, D, seed, 2.f), dt), k = rounded(rand4(B, Hkv, C, D, seed + 1, 2.f), dt);
+        Tensor v = rounded(rand4(B, Hkv, C, D, seed + 2, 1.f), dt), g = rounded(rand4(B, H, C, D, seed + 3, 1.f), dt);
         BlockAttention ref = block_attention_fwd(q, k, v, mask);  // CPU f32
+        const int64_t calls = st::ops::cuda::cudnn_sdpa_calls();
         BlockAttention y = block_attention_fwd(cuda_of(q, dt), cuda_of(k, dt), cuda_of(v, dt), mask);
         EXPECT_LE(rel_err(y.out.to_double(), ref.out.to_double()), tol_of(dt)) << "out";
         EXPECT_LE(rel_err(y.lse.to_double(), ref.lse.to_double()), 1e-4) << "lse";
 
-        // backward against the CPU's lse and Δ (the block is the whole attention of its rows)
         Tensor delta = attention_delta(ref.out, g);
         Tensor dq_ref = Tensor::zeros({B, H, C, D});
         BlockGrads gr = block_attention_bwd(q, k, v, g, ref.lse, delta, mask, dq_ref);
         Tensor dq = Tensor::zeros({B, H, C, D}, DType::f32, Device::cuda);
         Tensor lse_c = ref.lse.to(Device::cuda), delta_c = delta.to(Device::cuda);
-        BlockGrads gc = block_attention_bwd(cuda_of(q, dt), cuda_of(k, dt), cuda_of(v, dt), cuda_of(g, dt), lse_c,
-                                            delta_c, mask, dq);
+        Tensor out_c = through_cudnn ? cuda_of(ref.out, dt) : Tensor();  // none: the flash backward
+        auto backward = [&] {
+          return block_attention_bwd(cuda_of(q, dt), cuda_of(k, dt), cuda_of(v, dt), cuda_of(g, dt), lse_c, delta_c,
+                                     mask, dq, out_c);
+        };
+        BlockGrads gc = backward();
+        if (through_cudnn)
+          EXPECT_EQ(st::ops::cuda::cudnn_sdpa_calls() - calls, 2)
+              << "both directions on cuDNN: " << st::ops::cuda::cudnn_sdpa_status();
         EXPECT_LE(rel_err(dq.to_double(), dq_ref.to_double()), tol_of(dt)) << "dq";
         EXPECT_LE(rel_err(gc.dk.to_double(), gr.dk.to_double()), tol_of(dt)) << "dk";
         EXPECT_LE(rel_err(gc.dv.to_double(), gr.dv.to_double()), tol_of(dt)) << "dv";
         EXPECT_GT(max_abs(dq_ref.to_double()), 0.1) << "the gradient must not be zero";
 
-        // dq is added to: a second call doubles it exactly (x + x = 2x in f32, same kernel bits)
         const std::vector<float> once = dq.to_float();
-        block_attention_bwd(cuda_of(q, dt), cuda_of(k, dt), cuda_of(v, dt), cuda_of(g, dt), lse_c, delta_c, mask, dq);
+        backward();
         const std::vector<float> twice = dq.to_float();
         for (size_t i = 0; i < once.size(); ++i) ASSERT_EQ(twice[i], 2.f * once[i]) << "element " << i;
       }
 }
 
-// The flash kernels' Full / Acc instantiations (the backend that never takes cuDNN).
-TEST(GpuRingAttention, BlockMatchesCpu) { with_backend(AttentionBackend::Flash, block_matches_cpu); }
+}  // namespace
+
+// The flash kernels' Full / Acc instantiations (the backend that never takes cuDNN): chunk
+// lengths 96 (a partial key tile: the Full kernels' key-tail mask) and 128.
+TEST(GpuRingAttention, BlockMatchesCpu) {
+  with_backend(AttentionBackend::Flash, [] { blocks_match_cpu({96, 128}, 31, /*through_cudnn=*/false); });
+}
 
 // cuDNN's fused graphs for a block (the default backend, deterministic backward): the diagonal
 // block causal, a past block unmasked, chunk lengths 128 and 256 (cuDNN ≤ 9.15 takes multiples
-// of 128), GQA; the backward handed the block's output (here the whole attention of its rows, so
-// the block's lse and Δ are the global ones). Against the CPU op within the same bounds as the
-// flash kernels; both directions ran on cuDNN (its call count); dq is added to (+=): a second call
-// doubles it exactly (cuDNN's deterministic dq, the same bits, added in f32).
+// of 128), within the same bounds as the flash kernels; cuDNN's deterministic dq, added in f32,
+// doubles exactly too.
 TEST(GpuRingAttention, BlockThroughCudnnMatchesCpu) {
   if (!cudnn_built()) GTEST_SKIP() << st::ops::cuda::cudnn_sdpa_status();
-  with_backend(AttentionBackend::Deterministic, [] {
-    const int64_t B = 2, H = 4, Hkv = 2, D = 64;
-    for (DType dt : {DType::f16, DType::bf16})
-      for (int64_t C : {128, 256})
-        for (BlockMask mask : {BlockMask::causal, BlockMask::full}) {
-          const std::string what = std::string(dtype_name(dt)) + " C " + std::to_string(C) + " " + block_mask_name(mask);
-          SCOPED_TRACE(what);
-          Tensor q = rounded(rand4(B, H, C, D, 41, 2.f), dt), k = rounded(rand4(B, Hkv, C, D, 42, 2.f), dt);
-          Tensor v = rounded(rand4(B, Hkv, C, D, 43, 1.f), dt), g = rounded(rand4(B, H, C, D, 44, 1.f), dt);
-          BlockAttention ref = block_attention_fwd(q, k, v, mask);  // CPU f32
-          const int64_t calls = st::ops::cuda::cudnn_sdpa_calls();
-          BlockAttention y = block_attention_fwd(cuda_of(q, dt), cuda_of(k, dt), cuda_of(v, dt), mask);
-          EXPECT_LE(rel_err(y.out.to_double(), ref.out.to_double()), tol_of(dt)) << "out";
-          EXPECT_LE(rel_err(y.lse.to_double(), ref.lse.to_double()), 1e-4) << "lse";
-          Tensor delta = attention_delta(ref.out, g);
-          Tensor dq_ref = Tensor::zeros({B, H, C, D});
-          BlockGrads gr = block_attention_bwd(q, k, v, g, ref.lse, delta, mask, dq_ref);
-          Tensor dq = Tensor::zeros({B, H, C, D}, DType::f32, Device::cuda);
-          Tensor lse_c = ref.lse.to(Device::cuda), delta_c = delta.to(Device::cuda), out_c = cuda_of(ref.out, dt);
-          BlockGrads gc = block_attention_bwd(cuda_of(q, dt), cuda_of(k, dt), cuda_of(v, dt), cuda_of(g, dt), lse_c,
-                                              delta_c, mask, dq, out_c);
-          EXPECT_EQ(st::ops::cuda::cudnn_sdpa_calls() - calls, 2) << "both directions on cuDNN: " << st::ops::cuda::cudnn_sdpa_status();
-          EXPECT_LE(rel_err(dq.to_double(), dq_ref.to_double()), tol_of(dt)) << "dq";
-          EXPECT_LE(rel_err(gc.dk.to_double(), gr.dk.to_double()), tol_of(dt)) << "dk";
-          EXPECT_LE(rel_err(gc.dv.to_double(), gr.dv.to_double()), tol_of(dt)) << "dv";
-          const std::vector<float> once = dq.to_float();
-          block_attention_bwd(cuda_of(q, dt), cuda_of(k, dt), cuda_of(v, dt), cuda_of(g, dt), lse_c, delta_c, mask, dq,
-                              out_c);
-          const std::vector<float> twice = dq.to_float();
-          for (size_t i = 0; i < once.size(); ++i) ASSERT_EQ(twice[i], 2.f * once[i]) << "element " << i;
-        }
-  });
+  with_backend(AttentionBackend::Deterministic, [] { blocks_match_cpu({128, 256}, 41, /*through_cudnn=*/true); });
 }
 
 TEST(GpuRingAttention, MergeAndDeltaMatchCpu) {
