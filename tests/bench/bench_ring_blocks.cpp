@@ -203,5 +203,29 @@ int main(int argc, char** argv) {
               max_of(both) / mean_of(both));
   std::printf("efficiency single / (cp x max rank): fwd %.3f, fwd+bwd %.3f (1 = splitting costs nothing)\n",
               single_f / (N * max_of(fwd)), single_fb / (N * max_of(both)));
+
+  // where a rank's forward goes: one block of each kind alone, and rank 0's blocks without the merges
+  {
+    const RankInputs in = rank_inputs(q, k, v, dout, N, 0);
+    const int64_t C = in.q[0].size(2);
+    const double causal = time_ms([&] { ops::block_attention_fwd(in.q[0], in.k[0][0], in.v[0][0], ops::BlockMask::causal); }, reps);
+    const double full = time_ms([&] { ops::block_attention_fwd(in.q[1], in.k[0][0], in.v[0][0], ops::BlockMask::full); }, reps);
+    const double fl = 4.0 * B * H * C * C * D;  // a full block's forward FLOPs
+    std::printf("one block of %lld: causal fwd %.3f ms (%.1f TFLOP/s), full fwd %.3f ms (%.1f TFLOP/s)\n", (long long)C,
+                causal, fl / 2 / causal / 1e9, full, fl / full / 1e9);
+    int blocks = 0;
+    const double no_merge = time_ms([&] {
+      blocks = 0;
+      for (int64_t s = 0; s < N; ++s) {
+        const int64_t src = ops::ring_source(N, 0, s);
+        for (const ops::RingBlock& b : ops::ring_step_blocks(N, 0, s, ops::ContextSplit::load_balanced)) {
+          if (b.kind == ops::RingPair::skipped) continue;
+          ops::block_attention_fwd(in.q[b.q_slot], in.k[src][b.k_slot], in.v[src][b.k_slot], ops::ring_block_mask(b.kind));
+          ++blocks;
+        }
+      }
+    }, reps);
+    std::printf("rank 0: %d blocks, fwd without the merges %.3f ms (with them: %.3f ms)\n", blocks, no_merge, fwd[0]);
+  }
   return 0;
 }
