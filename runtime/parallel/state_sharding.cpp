@@ -140,9 +140,32 @@ void HostStaging::copy_in(const Tensor& t, size_t offset) {
     ST_CHECK(pinned_ != nullptr, Error, "HostStaging: a CUDA tensor into plain host memory");
     pieces_.push_back({c.data_ptr(), offset, c.nbytes()});
     queued_.push_back(c);  // alive until packed
+  } else if (pinned_) {  // the download covers the whole block: written after it (wait())
+    const auto* b = static_cast<const unsigned char*>(c.data_ptr());
+    host_pieces_.push_back({offset, std::vector<unsigned char>(b, b + c.nbytes())});
   } else {
     std::memcpy(const_cast<unsigned char*>(data()) + offset, c.data_ptr(), c.nbytes());
   }
+}
+
+void HostStaging::rewrite(size_t offset, const Tensor& t) {
+  const Tensor c = t.detach().contiguous();
+  ST_CHECK(!c.is_cuda(), Error, "HostStaging::rewrite: a CPU tensor, not " << c.describe());
+  ST_CHECK(offset + c.nbytes() <= bytes_, Error, "HostStaging: " << c.nbytes() << " bytes at " << offset
+                                                     << " past the block's " << bytes_);
+  const auto* b = static_cast<const unsigned char*>(c.data_ptr());
+  if (!pinned_) {
+    std::memcpy(const_cast<unsigned char*>(data()) + offset, b, c.nbytes());
+    return;
+  }
+  for (HostPiece& h : host_pieces_)
+    if (h.offset == offset) {
+      ST_CHECK(h.bytes.size() == c.nbytes(), Error, "HostStaging::rewrite: " << c.nbytes() << " bytes at " << offset
+                                                        << " over a tensor of " << h.bytes.size());
+      std::memcpy(h.bytes.data(), b, c.nbytes());
+      return;
+    }
+  ST_THROW(Error, "HostStaging::rewrite: no CPU tensor was copied in at " << offset);
 }
 
 void HostStaging::flush() {
@@ -160,7 +183,10 @@ void HostStaging::flush() {
 }
 
 void HostStaging::wait() {
-  if (pinned_) pinned_->wait();
+  if (!pinned_) return;
+  pinned_->wait();
+  unsigned char* block = static_cast<unsigned char*>(pinned_->data());
+  for (const HostPiece& h : host_pieces_) std::memcpy(block + h.offset, h.bytes.data(), h.bytes.size());
 }
 
 void HostStaging::release() {
@@ -168,6 +194,7 @@ void HostStaging::release() {
   device_ = Tensor();
   pieces_.clear();
   queued_.clear();
+  host_pieces_.clear();
 }
 
 const unsigned char* HostStaging::data() const {
@@ -200,6 +227,18 @@ PartSnapshot snapshot_parts(const std::string& base, const NamedTensors& state, 
   }
   snap.host->flush();
   return snap;
+}
+
+void rewrite_snapshot_entry(const PartSnapshot& snap, const std::string& name, const Tensor& t) {
+  for (size_t k = 0; k < snap.specs.size(); ++k) {
+    const SafetensorsWriter::Spec& s = snap.specs[k];
+    if (s.name != name) continue;
+    ST_CHECK(t.dtype() == s.dtype && t.shape() == s.shape, Error,
+             "checkpoint snapshot: '" << name << "' is " << dtype_name(s.dtype) << " " << shape_str(s.shape)
+                                      << ", rewritten with " << t.describe());
+    snap.host->rewrite(snap.offsets[k], t);
+    return;
+  }
 }
 
 void write_snapshot(const std::string& dir, const PartSnapshot& snap) {

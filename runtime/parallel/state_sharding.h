@@ -64,7 +64,10 @@ std::vector<std::string> write_parts(const std::string& dir, const std::string& 
 // own copy stream (PinnedBuffer::download_on_wait), overlapping the steps that follow without
 // queueing the whole block ahead of their own copies. The
 // device block is held until release(). Per save: two launches and a few CUDA calls, whatever the
-// number of tensors (a copy and a download per tensor took ~10 ms for GPT-2 124M's ~450).
+// number of tensors (a copy and a download per tensor took ~10 ms for GPT-2 124M's ~450). A CPU
+// tensor among CUDA ones (the optimizer's step count) is kept aside and written over the block by
+// wait(), after the download (which covers the whole block, gaps included); rewrite() replaces it
+// (a counter known only after the snapshot was taken, runtime/train/trainer.h's snapshot_early).
 class HostStaging {
  public:
   HostStaging();
@@ -76,12 +79,19 @@ class HostStaging {
   void flush();  // the CUDA tensors given to copy_in on their way (nothing for CPU ones)
   void wait();  // until every copy_in is in the block (CUDA: runs the download; any thread)
   void release();  // wait(), then the device block goes (the thread that made it)
+  // The bytes of the CPU tensor given to copy_in at `offset` become t's (same size; before wait()).
+  void rewrite(size_t offset, const Tensor& t);
   const unsigned char* data() const;
   size_t bytes() const { return bytes_; }
 
  private:
   std::vector<Tensor> queued_;              // CUDA tensors given to copy_in since the last flush
   std::vector<cuda::BytePiece> pieces_;     // their bytes → the device block
+  struct HostPiece {
+    size_t offset;
+    std::vector<unsigned char> bytes;
+  };
+  std::vector<HostPiece> host_pieces_;      // CPU tensors of a pinned block: written by wait()
   Tensor device_;  // the device block being downloaded (destroyed after pinned_)
   std::unique_ptr<cuda::PinnedBuffer> pinned_;
   std::unique_ptr<unsigned char[]> plain_;
@@ -106,5 +116,8 @@ PartSnapshot snapshot_parts(const std::string& base, const NamedTensors& state, 
 // Writes and fsyncs this rank's file of `snap` into DIR (nothing when it writes none); waits for
 // the host copies first. No collective, no tensor: safe on a background thread.
 void write_snapshot(const std::string& dir, const PartSnapshot& snap);
+// The snapshot's bytes of `name` become t's (a CPU tensor of the spec's dtype and shape); nothing
+// when this rank does not write `name`. Before write_snapshot.
+void rewrite_snapshot_entry(const PartSnapshot& snap, const std::string& name, const Tensor& t);
 
 }  // namespace st::runtime
