@@ -13,13 +13,17 @@
 #                the previous asynchronous write (0 when saves are further apart than one write:
 #                EVERY steps must take longer than a write, ~2.5 s for GPT-2 124M's 1.5 GB on the
 #                lent machine's disk)
-#   slowdown ms  what the save takes from the steps after it (the device copy, the download, the
-#                background write's CPU and disk): Σ (step_ms − the run's quiet median) over the
-#                W steps after each save inside the timed steps, averaged over those saves; W covers
+#   slowdown ms  what the save takes from its step and the steps after it (the device copy, the
+#                download, the background write's CPU and disk): Σ (step_ms − the run's quiet
+#                median) over the save's step and the W after it, averaged over the later saves
+#                inside the timed steps (the first one's are left out of both); W covers
 #                the write (the end's write time / the median step, + 2) and the quiet median is
 #                the run's own steps outside those windows (so the drift of clocks between runs,
 #                ±0.2 % of a step, which summed over 500 steps reached ±45 ms, does not count)
-#   overhead     a later save's boundary + slowdown, as % of the median step of the run without
+#   overhead     a later save's boundary + slowdown — or the slowdown alone where the line says the
+#                boundary ran "while the device ran the step" (the graph mode's snapshot at the
+#                step's launch: each step's time runs from the previous one's completion, so it
+#                holds whatever the boundary cost) — as % of the median step of the run without
 #                saves (issue 33 asks ≤ 5 % of a step for the asynchronous save) and of the
 #                synchronous save's overhead
 # The end-of-run wait for the last asynchronous write is printed, not counted (the run is over).
@@ -85,10 +89,12 @@ def steps(mode):
     p = os.path.join(out, mode + ".jsonl")
     return [json.loads(l) for l in open(p)] if os.path.exists(p) else []
 def boundary(mode):  # saves, mean ms, first ms, waited ms, end ms
-    m = re.search(r"^checkpoints: (\d+) \w+, ([\d.]+) ms per save at the step boundary \(the first ([\d.]+) ms"
+    m = re.search(r"^checkpoints: (\d+) \w+, ([\d.]+) ms per save at the step boundary( \(while the device ran the step\))?"
+                  r" \(the first ([\d.]+) ms"
                   r"[^;]*; ([\d.]+) ms in all waiting for a previous write\)(?:, ([\d.]+) ms for the last write)?",
                   open(os.path.join(out, mode + ".log")).read(), re.M)
-    return (int(m.group(1)), float(m.group(2)), float(m.group(3)), float(m.group(4)), float(m.group(5) or 0)) if m else None
+    return (int(m.group(1)), float(m.group(2)), float(m.group(4)), float(m.group(5)), float(m.group(6) or 0),
+            m.group(3) is not None) if m else None
 base = steps("none")
 if len(base) != n:
     print("no baseline run"); sys.exit(0)
@@ -97,10 +103,13 @@ print("median step without saves: %.1f ms" % med)
 saved = [s for s in range(warm + 1, n + 1) if s % every == 0 and s != n]  # saves inside the timed steps
 ends = [b[4] for b in (boundary("async"),) if b and b[4] > 0]
 win = min(every - 1, int((ends[0] if ends else 2000.0) / med) + 2)  # steps after a save that its write may touch
-def slowdown(rows):  # rows[i] is step i + 1; a save at step s happens after its line
-    touched = {s + k for s in saved for k in range(1, win + 1)}
+def slowdown(rows):  # rows[i] is step i + 1; a save at step s: its own step and the win after it
+    # (a snapshot taken at s's launch may delay s's own report); the first save's steps are
+    # neither counted nor quiet (its host memory's allocation, apart in "first")
+    touched = {s + k for s in saved for k in range(0, win + 1)}
+    later = {s + k for s in saved[1:] for k in range(0, win + 1)}
     quiet = statistics.median(r["step_ms"] for r in rows[warm:] if r["step"] not in touched)
-    return sum(r["step_ms"] - quiet for r in rows[warm:] if r["step"] in touched) / max(len(saved), 1)
+    return sum(r["step_ms"] - quiet for r in rows[warm:] if r["step"] in later) / max(len(saved) - 1, 1)
 print("steps after a save counted as its: %d; saves inside the timed steps: %d" % (win, len(saved)))
 print("| mode | saves | first save's boundary ms | later saves' boundary ms | waited ms | slowdown ms / save |"
       " overhead of a later save ms | % of a step | % of the synchronous save | median step ms | last write at the end ms |")
@@ -111,10 +120,12 @@ for mode in ("sync", "async"):
     rows, b = steps(mode), boundary(mode)
     if len(rows) != n or not b:
         print("| %s | failed |" % mode); continue
-    saves, mean, first, waited, end = b
+    saves, mean, first, waited, end, overlapped = b
     later = (mean * saves - first) / (saves - 1) if saves > 1 else first
     slow = slowdown(rows)
-    over = later + slow
+    # overlapped: the boundary ran while the device ran the step (the graph mode's early snapshot),
+    # so the step times (each from the previous step's completion) hold whatever it cost
+    over = slow if overlapped else later + slow
     if mode == "sync": sync_over = over
     print("| %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f %% | %s | %.1f | %s |" % (
         mode, saves, first, later, waited, slow, over, 100 * over / med,

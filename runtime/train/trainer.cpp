@@ -317,7 +317,7 @@ StepMetrics Trainer::complete_step(const Pending& p) {
 
 bool Trainer::sync_due(int64_t step) const {
   return step == cfg_.steps || (val_data_ && step % eval_interval(cfg_) == 0) ||
-         (!cfg_.checkpoint_dir.empty() && cfg_.checkpoint_every > 0 && step % cfg_.checkpoint_every == 0);
+         (!cfg_.async_checkpoint && checkpoint_due(step));
 }
 
 void Trainer::record_memory(StepMetrics& m, Device device) const {
@@ -379,87 +379,6 @@ double Trainer::evaluate(const TokenData& val, int64_t max_batches) {
   return w_.reductions.loss->allreduce_sum(mine);
 }
 
-TrainState Trainer::state() const {
-  TrainState s;
-  s.step = step_;
-  s.global_batch = w_.source->global_batch();
-  s.seq_len = w_.source->seq_len();
-  s.shuffle = cfg_.shuffle;
-  s.shuffle_seed = cfg_.shuffle ? cfg_.seed : 0;
-  s.schedule_steps = schedule_.total_steps;
-  if (model_->generator()) {
-    s.rng_seed = model_->generator()->seed();
-    s.rng_offset = model_->generator()->offset();
-  }
-  s.loss_scale = scaler_.scale();
-  s.loss_scale_good_steps = scaler_.good_steps();
-  s.precision = to_string(cfg_.precision);
-  s.optimizer = to_string(cfg_.optimizer);
-  const BatchLayout& l = w_.layout;
-  s.layout = {{"dp", l.dp},          {"tp", cfg_.tp},
-              {"cp", l.cp},          {"pp", cfg_.pp},
-              {"micro_batch", l.micro_batch}, {"grad_accum", l.grad_accum}};
-  s.model = {{"family", model_->family()}, {"config", model_->config_json()}};
-  return s;
-}
-
-NamedTensors Trainer::with_fp8_state(NamedTensors opt_state) const {
-  for (auto& kv : fp8_checkpoint_state(model_->fp8_named_states())) opt_state.push_back(std::move(kv));
-  return opt_state;
-}
-
-bool Trainer::written_elsewhere(const std::set<std::string>& elsewhere, const std::string& key) const {
-  // the FP8 scaling states: equal over the stage's dp × tp ranks, written by its dp 0 / tp 0
-  if (key.compare(0, 4, kFp8KeyPrefix) == 0) return !w_.writes_fp8_state;
-  return elsewhere.count(key) > 0;
-}
-
-std::string Trainer::save_checkpoint() {
-  ST_CHECK(!cfg_.checkpoint_dir.empty(), ValueError, "save_checkpoint: no --checkpoint-dir");
-  // every rank writes its share (a collective for sharded layouts); a copy another rank also
-  // holds (a tied weight's later stage, a tp-replicated tensor on tp rank > 0) is written there
-  const std::set<std::string>& elsewhere = w_.roles.counted_elsewhere;
-  // as whole as this rank writes them (ZeRO-3: assembled from the pieces, runtime/parallel/parameter_sharding.h)
-  const NamedTensors weights = w_.params->full_weights(opt_->master_weights());
-  const NamedTensors opt_state = with_fp8_state(w_.params->full_optimizer_state(opt_->state_dict()));
-  return save_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), weights,
-                               opt_state, model_->shard_rule(),
-                               [&](const std::string& name) { return written_elsewhere(elsewhere, name); }, *w_.state,
-                               cfg_.keep_checkpoints, w_.seams.crash_before_commit);
-}
-
-void Trainer::checkpoint_boundary(bool due) {
-  if (!due && !(async_ && async_->in_flight())) return;
-  const Clock::time_point t0 = Clock::now();
-  trace::Scope ts("checkpoint", "optimizer");
-  if (!cfg_.async_checkpoint) {
-    save_checkpoint();
-  } else {
-    if (!async_)
-      async_ = std::make_unique<AsyncCheckpointer>(w_.world, cfg_.keep_checkpoints, w_.seams.crash_before_commit,
-                                                   w_.seams.checkpoint_writer);
-    const Clock::time_point w0 = Clock::now();
-    {
-      trace::Scope tp("checkpoint poll", "optimizer");
-      async_->poll(/*wait=*/due);
-    }  // at most one in flight: a due save waits for the previous one
-    if (due) {
-      save_wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - w0).count();
-      const std::set<std::string>& elsewhere = w_.roles.counted_elsewhere;
-      trace::Scope tg("checkpoint gather", "optimizer");
-      const NamedTensors weights = w_.params->full_weights(opt_->master_weights());
-      const NamedTensors opt_state = with_fp8_state(w_.params->full_optimizer_state(opt_->state_dict()));
-      const TrainState now = state();
-      async_->start(snapshot_train_checkpoint(
-          cfg_.checkpoint_dir, now, model_->config_json(), weights, opt_state, model_->shard_rule(),
-          [&](const std::string& name) { return written_elsewhere(elsewhere, name); }, *w_.state, async_->plans()));
-    }
-  }
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  if (due && ++saves_ == 1) save_first_ms_ = ms;
-  save_stall_ms_ += ms;
-}
-
 void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Progress& bar) {
   StepMetrics m = step_metrics;
   const bool lead = rank() == 0;
@@ -472,9 +391,7 @@ void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Prog
     if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || m.step == cfg_.steps)) bar.line(m.line(cfg_.steps));
     bar.update(m.step);
   }
-  const bool ckpt_due = !cfg_.checkpoint_dir.empty() &&
-                        ((cfg_.checkpoint_every > 0 && m.step % cfg_.checkpoint_every == 0) || m.step == cfg_.steps);
-  checkpoint_boundary(ckpt_due);
+  checkpoint_boundary(m.step);
   memory_.params = std::max(memory_.params, m.mem_params);
   memory_.grads = std::max(memory_.grads, m.mem_grads);
   memory_.optim = std::max(memory_.optim, m.mem_optim);
@@ -534,6 +451,7 @@ void Trainer::run() {
     }
     if (previous) emit(complete_step(*previous), metrics, bar);
     previous.reset();
+    if (snapshots_early() && checkpoint_due(p.m.step)) snapshot_early();
     if (!runner_->defers_reports() || sync_due(p.m.step))
       emit(complete_step(p), metrics, bar);
     else
@@ -551,7 +469,8 @@ void Trainer::run() {
   if (lead) std::cout << memory_table(ranks) << std::flush;
   if (lead && saves_ > 0)  // what a save cost the training (launch/gpu/async_checkpoint_bench.sh reads it)
     std::cout << "checkpoints: " << saves_ << (cfg_.async_checkpoint ? " asynchronous" : " synchronous") << ", "
-              << save_stall_ms_ / static_cast<double>(saves_) << " ms per save at the step boundary (the first "
+              << save_stall_ms_ / static_cast<double>(saves_) << " ms per save at the step boundary"
+              << (snapshots_early() ? " (while the device ran the step)" : "") << " (the first "
               << save_first_ms_ << " ms" << (cfg_.async_checkpoint ? ", with the host memory's allocation" : "") << "; "
               << save_wait_ms_ << " ms in all waiting for a previous write)"
               << (cfg_.async_checkpoint ? ", " + std::to_string(end_wait_ms_) + " ms for the last write at the end" : "")

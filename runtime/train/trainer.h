@@ -3,12 +3,16 @@
 // passed in as TrainerWiring (below), built before the Trainer (runtime/train/parallel_training.cpp
 // builds one per axis); the step's order is train_step.h's.
 // With --cuda-graph 1 (one process on CUDA) each step's line is read after the next step was
-// launched, unless the host must see the step first (a checkpoint, validation, the end of the run).
+// launched, unless the host must see the step first (a synchronous checkpoint, validation, the end
+// of the run). An asynchronous checkpoint does not stop that: its snapshot is taken right after
+// its step's launch, queued behind it on the device, so the host's part of the save runs while
+// the device runs the step (snapshot_early below).
 // Checkpoints (runtime/train/train_checkpoint.h) every cfg.checkpoint_every steps and at the end;
 // --resume takes the newest complete one and continues bit-exactly (same data order, same
 // dropout stream, same optimizer and scaler state).
 #pragma once
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -103,12 +107,25 @@ class Trainer {
   };
   Pending launch_step();                        // advances step()
   StepMetrics complete_step(const Pending& p);  // waits for its report
-  bool sync_due(int64_t step) const;  // after `step` (from 1): a checkpoint, validation or the end
+  // after `step` (from 1): a synchronous checkpoint, validation or the end
+  bool sync_due(int64_t step) const;
   void emit(const StepMetrics& m, MetricsWriter& metrics, Progress& bar);  // run()'s per-step work
-  // run()'s checkpoint work at a step boundary (collective): with --async-checkpoint 1 the save
-  // in flight commits once every rank's writer finished (`due`: waited for), then a due save
-  // starts in the background; else a due save is written here. Times the training thread's part.
-  void checkpoint_boundary(bool due);
+  bool checkpoint_due(int64_t step) const;  // a checkpoint is written after `step` (from 1)
+  // run()'s checkpoint work at `step`'s boundary, after its line (collective): with
+  // --async-checkpoint 1 the save in flight commits once every rank's writer finished (waited for
+  // when a save is due), then a due save starts in the background — from the snapshot taken at
+  // the step's launch when there is one; else a due save is written here. Times the training
+  // thread's part (with the early snapshot's).
+  void checkpoint_boundary(int64_t step);
+  // The asynchronous save's snapshot in the graph mode, whose reports are read a step late: taken
+  // right after the due step's launch (the device copies queue behind it; the host's part runs
+  // while the device runs the step), so the next step is launched before this one is read, as at
+  // any other step. checkpoint_boundary() completes it once the step's report is read.
+  bool snapshots_early() const;
+  void snapshot_early();
+  // waits for the save in flight (collective), then this rank's share of the state in host
+  // memory (CUDA: its device copies queued on the current stream); makes async_ at the first save
+  CheckpointSnapshot take_snapshot();
   void record_memory(StepMetrics& m, Device device) const;   // the mem_* fields from the allocators
   // Collective (several ranks), one all-reduce: the largest rank's mem_bytes and that rank, for
   // the step line, and the fp8 counts summed over the ranks (set only under fp8).
@@ -134,6 +151,8 @@ class Trainer {
   StepMetrics step_memory_;              // mem_* of the last step that allocated (replays allocate nothing)
   Clock::time_point last_done_{};        // when the host saw the last step complete
   std::unique_ptr<AsyncCheckpointer> async_;  // --async-checkpoint 1: made at the first save
+  std::optional<CheckpointSnapshot> early_;   // taken at a due step's launch (snapshot_early)
+  double early_ms_ = 0;                       // the training thread's time taking it
   int64_t saves_ = 0;                    // checkpoints started by run()
   double save_stall_ms_ = 0;             // the training thread's time in checkpoint_boundary()
   double save_first_ms_ = 0;             // of it, the first save's (it reserves the host memory)

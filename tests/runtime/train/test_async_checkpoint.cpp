@@ -23,8 +23,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
-#include <sstream>
 #include <thread>
 
 #include "runtime/data/token_data.h"
@@ -32,6 +30,7 @@
 #include "runtime/train/parallel_training.h"
 #include "runtime/train/train_checkpoint.h"
 #include "tensor/philox.h"
+#include "tests/support/checkpoint_files.h"
 #include "tests/support/mpi_world.h"
 
 using namespace st;
@@ -41,6 +40,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using st::testing::barrier;
+using st::testing_support::expect_same_files;
 using st::testing::world_rank;
 using st::testing::world_size;
 
@@ -104,27 +104,6 @@ TrainConfig config(const std::string& layout, const std::string& name, bool asyn
 std::vector<std::string> layouts() {
   if (world_size() == 1) return {"one"};
   return {"tp2", "zero3"};
-}
-
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Every file of DIR_A/step_N against DIR_B/step_N, byte for byte (rank 0).
-void expect_same_files(const std::string& a, const std::string& b, int64_t step, const std::string& what) {
-  const std::string sa = CheckpointDir(a).path_for(step), sb = CheckpointDir(b).path_for(step);
-  ASSERT_TRUE(fs::is_directory(sa)) << what << ": " << sa;
-  ASSERT_TRUE(fs::is_directory(sb)) << what << ": " << sb;
-  std::set<std::string> fa, fb;
-  for (auto& e : fs::directory_iterator(sa)) fa.insert(e.path().filename().string());
-  for (auto& e : fs::directory_iterator(sb)) fb.insert(e.path().filename().string());
-  ASSERT_EQ(fa, fb) << what << " step " << step;
-  for (const std::string& f : fa)
-    EXPECT_TRUE(bytes_of(sa + "/" + f) == bytes_of(sb + "/" + f)) << what << " step " << step << ": " << f << " differs";
-  EXPECT_NO_THROW(open_train_checkpoint(sb)) << what;  // the checksums hold
 }
 
 struct Curve {

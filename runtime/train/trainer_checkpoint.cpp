@@ -1,0 +1,135 @@
+// Trainer's checkpoints: the train state, the synchronous save, and the asynchronous save's two
+// ways through a step boundary (see the header's checkpoint_boundary and snapshot_early).
+#include <chrono>
+
+#include "runtime/observe/trace.h"
+#include "runtime/train/fp8_delayed.h"
+#include "runtime/train/trainer.h"
+
+namespace st::runtime {
+
+TrainState Trainer::state() const {
+  TrainState s;
+  s.step = step_;
+  s.global_batch = w_.source->global_batch();
+  s.seq_len = w_.source->seq_len();
+  s.shuffle = cfg_.shuffle;
+  s.shuffle_seed = cfg_.shuffle ? cfg_.seed : 0;
+  s.schedule_steps = schedule_.total_steps;
+  if (model_->generator()) {
+    s.rng_seed = model_->generator()->seed();
+    s.rng_offset = model_->generator()->offset();
+  }
+  s.loss_scale = scaler_.scale();
+  s.loss_scale_good_steps = scaler_.good_steps();
+  s.precision = to_string(cfg_.precision);
+  s.optimizer = to_string(cfg_.optimizer);
+  const BatchLayout& l = w_.layout;
+  s.layout = {{"dp", l.dp},          {"tp", cfg_.tp},
+              {"cp", l.cp},          {"pp", cfg_.pp},
+              {"micro_batch", l.micro_batch}, {"grad_accum", l.grad_accum}};
+  s.model = {{"family", model_->family()}, {"config", model_->config_json()}};
+  return s;
+}
+
+NamedTensors Trainer::with_fp8_state(NamedTensors opt_state) const {
+  for (auto& kv : fp8_checkpoint_state(model_->fp8_named_states())) opt_state.push_back(std::move(kv));
+  return opt_state;
+}
+
+bool Trainer::written_elsewhere(const std::set<std::string>& elsewhere, const std::string& key) const {
+  // the FP8 scaling states: equal over the stage's dp × tp ranks, written by its dp 0 / tp 0
+  if (key.compare(0, 4, kFp8KeyPrefix) == 0) return !w_.writes_fp8_state;
+  return elsewhere.count(key) > 0;
+}
+
+bool Trainer::checkpoint_due(int64_t step) const {
+  return !cfg_.checkpoint_dir.empty() &&
+         ((cfg_.checkpoint_every > 0 && step % cfg_.checkpoint_every == 0) || step == cfg_.steps);
+}
+
+bool Trainer::snapshots_early() const { return cfg_.async_checkpoint && runner_ && runner_->defers_reports(); }
+
+std::string Trainer::save_checkpoint() {
+  ST_CHECK(!cfg_.checkpoint_dir.empty(), ValueError, "save_checkpoint: no --checkpoint-dir");
+  // every rank writes its share (a collective for sharded layouts); a copy another rank also
+  // holds (a tied weight's later stage, a tp-replicated tensor on tp rank > 0) is written there
+  const std::set<std::string>& elsewhere = w_.roles.counted_elsewhere;
+  // as whole as this rank writes them (ZeRO-3: assembled from the pieces, runtime/parallel/parameter_sharding.h)
+  const NamedTensors weights = w_.params->full_weights(opt_->master_weights());
+  const NamedTensors opt_state = with_fp8_state(w_.params->full_optimizer_state(opt_->state_dict()));
+  return save_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), weights,
+                               opt_state, model_->shard_rule(),
+                               [&](const std::string& name) { return written_elsewhere(elsewhere, name); }, *w_.state,
+                               cfg_.keep_checkpoints, w_.seams.crash_before_commit);
+}
+
+CheckpointSnapshot Trainer::take_snapshot() {
+  if (!async_)
+    async_ = std::make_unique<AsyncCheckpointer>(w_.world, cfg_.keep_checkpoints, w_.seams.crash_before_commit,
+                                                 w_.seams.checkpoint_writer);
+  {
+    const Clock::time_point w0 = Clock::now();
+    trace::Scope tp("checkpoint poll", "optimizer");
+    async_->poll(/*wait=*/true);  // at most one in flight: a due save waits for the previous one
+    save_wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - w0).count();
+  }
+  const std::set<std::string>& elsewhere = w_.roles.counted_elsewhere;
+  trace::Scope tg("checkpoint gather", "optimizer");
+  const NamedTensors weights = w_.params->full_weights(opt_->master_weights());
+  const NamedTensors opt_state = with_fp8_state(w_.params->full_optimizer_state(opt_->state_dict()));
+  return snapshot_train_checkpoint(
+      cfg_.checkpoint_dir, state(), model_->config_json(), weights, opt_state, model_->shard_rule(),
+      [&](const std::string& name) { return written_elsewhere(elsewhere, name); }, *w_.state, async_->plans());
+}
+
+void Trainer::snapshot_early() {
+  const Clock::time_point t0 = Clock::now();
+  trace::Scope ts("checkpoint", "optimizer");
+  early_ = take_snapshot();  // the device copies queue behind step step_, before the next step's launch
+  early_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+void Trainer::checkpoint_boundary(int64_t step) {
+  const bool due = checkpoint_due(step);
+  if (!due && !(async_ && async_->in_flight())) return;
+  const Clock::time_point t0 = Clock::now();
+  trace::Scope ts("checkpoint", "optimizer");
+  double early_ms = 0;  // the snapshot's share of this save, when it was taken at the step's launch
+  if (!cfg_.async_checkpoint) {
+    save_checkpoint();
+  } else if (early_) {
+    ST_CHECK(due && early_->state.step == step, Error,
+             "checkpoint: the snapshot taken at step " << early_->state.step << "'s launch reached step " << step
+                                                       << "'s boundary");
+    // Taken before this step's report was read: the host counters that the report sets are the
+    // snapshot's now (fp16's loss scale; the optimizer's step count, which a skipped step does
+    // not advance). Everything else in it was this step's when it was taken.
+    CheckpointSnapshot snap = std::move(*early_);
+    early_.reset();
+    snap.state.loss_scale = scaler_.scale();
+    snap.state.loss_scale_good_steps = scaler_.good_steps();
+    rewrite_snapshot_entry(*snap.optimizer, "step",
+                           Tensor::from_vector(std::vector<int64_t>{opt_->steps_taken()}, {1}));  // as Optimizer::state_dict
+    {
+      trace::Scope tw("checkpoint start", "optimizer");
+      async_->start(std::move(snap));
+    }
+    early_ms = early_ms_;
+  } else {
+    if (async_ && !due) {
+      trace::Scope tp("checkpoint poll", "optimizer");
+      async_->poll(/*wait=*/false);  // a save in flight commits once every rank's writer finished
+    }
+    if (due) {
+      CheckpointSnapshot snap = take_snapshot();  // makes async_ at the first save
+      trace::Scope tw("checkpoint start", "optimizer");
+      async_->start(std::move(snap));
+    }
+  }
+  const double ms = early_ms + std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  if (due && ++saves_ == 1) save_first_ms_ = ms;
+  save_stall_ms_ += ms;
+}
+
+}  // namespace st::runtime
