@@ -55,7 +55,7 @@ TEST(GpuAsyncCheckpoint, TheSnapshotHoldsTheValuesOfItsStepWhileTheNextStepOverw
     state.push_back({"large", cuda_normal({4096, 4096}, 30 + save)});  // 64 MiB
     state.push_back({"odd", cuda_normal({1023, 17}, 40 + save)});
     std::vector<Tensor> want;
-    for (auto& [name, t] : state) want.push_back(t.to(Device::cpu));
+    for (auto& [name, t] : state) want.push_back(t.to(Device::cpu).clone());  // a copy: the CPU counter is overwritten too
     const PartSnapshot snap = snapshot_parts("model", state, nullptr, nullptr, StateSharding{}, host);
     if (save == 1) {  // a counter known after the snapshot (the trainer's early snapshot)
       rewrite_snapshot_entry(snap, "step", Tensor::from_vector(std::vector<int64_t>{2001}, {1}));
