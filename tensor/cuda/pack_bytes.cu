@@ -32,29 +32,17 @@ struct Table {
 };
 
 // n bytes from s to d by this block's threads, in words of W where both share their address
-// modulo W (the caller checked), bytes around them. kInFlight words a thread are loaded before
-// any is stored (the pieces never overlap: __restrict__), so each thread keeps that many loads
-// in flight; one load then one store at a time left the pack at ~2/3 of the copy bandwidth.
-constexpr int kInFlight = 4;
+// modulo W (the caller checked), bytes around them.
 template <class W>
-__device__ void move(unsigned char* __restrict__ d, const unsigned char* __restrict__ s, size_t n) {
+__device__ void move(unsigned char* d, const unsigned char* s, size_t n) {
   size_t head = (sizeof(W) - reinterpret_cast<uintptr_t>(d) % sizeof(W)) % sizeof(W);
   head = head < n ? head : n;
   for (size_t i = threadIdx.x; i < head; i += blockDim.x) d[i] = s[i];
   const size_t words = (n - head) / sizeof(W);
-  W* __restrict__ dw = reinterpret_cast<W*>(d + head);
-  const W* __restrict__ sw = reinterpret_cast<const W*>(s + head);
-  const size_t stride = blockDim.x;
-  size_t i = threadIdx.x;
-  for (; i + (kInFlight - 1) * stride < words; i += kInFlight * stride) {
-    W w[kInFlight];
-#pragma unroll
-    for (int k = 0; k < kInFlight; ++k) w[k] = sw[i + k * stride];
-#pragma unroll
-    for (int k = 0; k < kInFlight; ++k) dw[i + k * stride] = w[k];
-  }
-  for (; i < words; i += stride) dw[i] = sw[i];
-  for (size_t j = head + words * sizeof(W) + threadIdx.x; j < n; j += blockDim.x) d[j] = s[j];
+  W* dw = reinterpret_cast<W*>(d + head);
+  const W* sw = reinterpret_cast<const W*>(s + head);
+  for (size_t i = threadIdx.x; i < words; i += blockDim.x) dw[i] = sw[i];
+  for (size_t i = head + words * sizeof(W) + threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];
 }
 
 __global__ void pack_kernel(unsigned char* dst, const __grid_constant__ Table table) {
