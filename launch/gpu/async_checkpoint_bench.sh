@@ -30,7 +30,8 @@
 # → OUTDIR/summary.txt, OUTDIR/{none,sync,async}.{jsonl,log}
 # Env: BUILD (build), DEVICE (cuda; cpu with TINY=1 checks the command lines at tiny sizes),
 # STEPS (495: WARMUP + STEPS a multiple of EVERY, so the end's save is a due one, not a second save 5 steps after the last), WARMUP (5), EVERY (125), MICRO (8), PRECISION (bf16; fp32 on the CPU), BUDGET_S (570),
-# MODEL (the model flags instead of GPT-2 124M's, with --seq-len: docs/PERFORMANCE.md's CPU run).
+# MODEL (the model flags instead of GPT-2 124M's, with --seq-len: docs/PERFORMANCE.md's CPU run), MODES (the runs, of
+# "none sync async"; the table needs none).
 set -u
 cd "$(dirname "$0")/../.."
 [ $# -ge 1 ] || { sed -n 2,23p "$0"; exit 2; }
@@ -67,7 +68,7 @@ TOK="$OUT/tokens.bin"
 [ -f "$TOK" ] || tokens "$TOK" 50257 $(( N * MICRO * T + 1 ))
 note "GPT: $GPT  B $MICRO  $PRECISION  $N steps (the first $WARMUP not counted), a save every $EVERY"
 
-for mode in none sync async; do
+for mode in ${MODES:-none sync async}; do
   extra=()
   case $mode in
     sync) extra=(--checkpoint-dir "$OUT/ckpt_sync" --checkpoint-every "$EVERY" --keep-checkpoints 2 --async-checkpoint 0) ;;
