@@ -55,11 +55,12 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Fp8Linea
                   gx, gw, gb, xdt, wdt, bdt](const Tensor& g_in) mutable {
                    NoGradGuard ng;
                    Tensor g = g_in.contiguous();                             // (M, N)
-                   Fp8Tensor qg = fp8_quantize(g, gscaling, /*transpose=*/gw, counts);  // g8 (M, N), g8ᵀ (N, M)
+                   // g8 (M, N), g8ᵀ (N, M); with a bias, its gradient Σ_rows g summed by the cast as it reads g
+                   Fp8Tensor qg = fp8_quantize(g, gscaling, /*transpose=*/gw, counts, /*column_sums=*/gb);
                    Tensor dx, dw, db;
                    if (gx) dx = fp8_matmul(qg.data, qg.scale_inv, w8, wsi, xdt);        // (M, N)·(K, N)ᵀ → (M, K)
                    if (gw) dw = fp8_matmul(xt, xsi, qg.data_t, qg.scale_inv, wdt);      // (K, M)·(N, M)ᵀ → (K, N)
-                   if (gb) db = contiguous_as(sum(g, {0}), bdt);                        // (N)
+                   if (gb) db = contiguous_as(qg.column_sums, bdt);                     // (N)
                    return std::vector<Tensor>{dx, dw, db};
                  });
   if (x.dim() != 2) {

@@ -7,7 +7,7 @@
 //   backward  g (..., N) the gradient of y:
 //             dx = deq(qg(g)) · deq(q4(w))ᵀ                         (=, x's dtype)
 //             dw = deq(q4(x))ᵀ · deq(qg(g))                         (=, w's dtype)
-//             db = Σ_rows g, from g itself (not quantized)          (=, bias's dtype)
+//             db = Σ_rows g, from g itself (not quantized), summed in f32 by g's cast as it reads g (ops/fp8_quantize.h's order)  (=, bias's dtype)
 //   q4 casts to E4M3 with the state's x / w scaling, qg to the state's gradient format (E5M2 by
 //   default: 2 more binades of range, 1 bit less precision; tests/bench/bench_fp8_error compares
 //   the two). The gradient passes through the casts unchanged (straight-through), as for every

@@ -29,7 +29,7 @@ Tensor fp8_amax(const Tensor& x) {
   return amax;
 }
 
-Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose, const Tensor& counts) {
+Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose, const Tensor& counts, bool column_sums) {
   check_input("fp8_quantize", x);
   float* state = fp8_state_ptr(scaling, "fp8_quantize");
   check_device("fp8_quantize", x, scaling.state.device());
@@ -48,6 +48,8 @@ Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose, con
   q.data = Tensor::empty(x.shape(), dt, x.device());                        // (..., C)
   if (transpose) q.data_t = Tensor::empty({C, R}, dt, x.device());           // (C, R)
   q.scale_inv = Tensor::empty({1}, DType::f32, x.device());                  // (1)
+  if (column_sums) q.column_sums = Tensor::empty({C}, DType::f32, x.device());  // (C)
+  float* cs = column_sums ? q.column_sums.data<float>() : nullptr;
   Tensor x2 = xc.view({R, C}), d2 = q.data.view({R, C});
   const bool current = scaling.options.mode == Fp8ScaleMode::current;
   float* si = q.scale_inv.data<float>();
@@ -57,14 +59,14 @@ Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose, con
       cuda::fp8_amax(xc, state + kFp8Amax);
       cuda::fp8_scale_current(state, scaling.options);
     }
-    cuda::fp8_cast(x2, d2, q.data_t, state, !current, si, cnt);
+    cuda::fp8_cast(x2, d2, q.data_t, state, !current, si, cnt, cs);
   } else {
     if (current) {
       state[kFp8Amax] = 0.f;
       cpu::fp8_amax(xc, state + kFp8Amax);
       cpu::fp8_scale_current(state, scaling.options);
     }
-    cpu::fp8_cast(x2, d2, q.data_t, state, !current, si, cnt);
+    cpu::fp8_cast(x2, d2, q.data_t, state, !current, si, cnt, cs);
   }
   return q;
 }

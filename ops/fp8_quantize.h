@@ -16,6 +16,11 @@
 //     counts (2) i64 on x's device, when defined: += [overflow, underflow] of this cast, the
 //     elements whose x·s the cast saturated / rounded to zero (ops/fp8_scaling.h, "overflow and
 //     underflow"), counted by the cast kernel itself as it converts (no pass of its own).
+//     column_sums (C) f32, when asked: Σ over the R rows of x, computed as the cast reads x (the
+//                bias gradient of fp8_linear's backward, which otherwise reads dy once more), in
+//                one order on both devices so that they agree bit for bit: rows in chunks of 8,
+//                chunks in tiles of 32 (the CUDA transposing cast's 256-row tile), each sum from 0
+//                in row order — Σ_tiles (Σ_chunks (Σ_rows x)); the last chunk and tile may be short.
 //   fp8_dequantize(q, dtype)    data · scale_inv → (..., C) of `dtype` (f32 exact)
 //   fp8_amax(x)                 (1) f32: max |x| (NaN if any element is NaN)
 #pragma once
@@ -28,9 +33,14 @@ struct Fp8Tensor {
   Tensor data;       // (..., C) f8e4m3 / f8e5m2
   Tensor data_t;     // (C, R) the transpose, or undefined
   Tensor scale_inv;  // (1) f32 s⁻¹, on data's device
+  Tensor column_sums;  // (C) f32 Σ over the rows, or undefined (fp8_quantize's column_sums)
 };
 
-Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose = false, const Tensor& counts = Tensor());
+// The order of fp8_quantize's column sums: rows a chunk, chunks a tile.
+constexpr int64_t kFp8SumChunkRows = 8, kFp8SumTileChunks = 32;
+
+Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose = false, const Tensor& counts = Tensor(),
+                       bool column_sums = false);
 Tensor fp8_dequantize(const Fp8Tensor& q, DType dtype = DType::f32);
 Tensor fp8_amax(const Tensor& x);
 
@@ -42,16 +52,17 @@ void fp8_scale_current(float* state, const Fp8ScalingOptions& options);
 // x (R, C) contiguous → q (R, C) and, when qt is defined, qt (C, R); s = state[0]; record: state[2]
 // max-accumulates max |x|; *scale_inv = state[1]; counts (2), when not null: += [overflow, underflow]
 void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv,
-              int64_t* counts = nullptr);
+              int64_t* counts = nullptr, float* column_sums = nullptr);
 // out (n) = f32(q) · *scale_inv rounded to out's dtype
 void fp8_dequantize(const Tensor& q, const float* scale_inv, Tensor& out);
 }  // namespace cpu
 namespace cuda {
 void fp8_amax(const Tensor& x, float* amax);
 void fp8_scale_current(float* state, const Fp8ScalingOptions& options);
-// counts: as the CPU's, added with one atomic per block and counter (none for a zero)
+// counts: as the CPU's, added with one atomic per block and counter (none for a zero);
+// column_sums (C), when not null: the CPU's bits (the transposing cast's tiles sum their columns)
 void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv,
-              int64_t* counts = nullptr);
+              int64_t* counts = nullptr, float* column_sums = nullptr);
 void fp8_dequantize(const Tensor& q, const float* scale_inv, Tensor& out);
 // *amax = 0 (on the stream; before a current-scaling amax pass)
 void fp8_zero(float* p);

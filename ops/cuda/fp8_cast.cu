@@ -267,21 +267,31 @@ __global__ void __launch_bounds__(kThreads) cast_kernel(const T* x, uint8_t* q, 
 
 // block (kCtTx, kCtTy), tile (bx, by) of x (R, C): rows 256·bx …, columns 8N·by … (rows on x: up to
 // 2^31 tiles). R % 8 = 0 and C % N = 0, so a thread's 8 × N chunk is wholly inside x or outside.
-template <class T, __nv_fp8_interpretation_t F>
+// kSum: also the tile's column sums into part (tiles_r, C) f32 — each thread its chunk's 8 rows,
+// then the tile's chunks in order (ops/fp8_quantize.h's order; colsum_reduce_kernel sums the tiles).
+template <class T, __nv_fp8_interpretation_t F, bool kSum>
 __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(const T* x, uint8_t* q, uint8_t* qt, int64_t R,
                                                                   int64_t C, float* state, bool record,
-                                                                  float* scale_inv, int64_t* counts) {
+                                                                  float* scale_inv, int64_t* counts, float* part) {
   constexpr int N = Pack<T>::N, W = N / 4;
+  static_assert(kCtRows == kFp8SumChunkRows && kCtTy == kFp8SumTileChunks, "the column sums' order is the tile's");
   const float s = state[kFp8Scale];
   const int64_t r = blockIdx.x * kCtTileRows + threadIdx.y * kCtRows;            // the chunk's first row
   const int64_t c = static_cast<int64_t>(blockIdx.y) * (kCtTx * N) + threadIdx.x * N;  // and column
   uint32_t m = 0;
   Fp8RangeCount cnt;
   uint32_t rare = 0;  // bit i: row i's pack may hold an overflow or underflow (encode_pack)
+  float cs[kSum ? N : 1] = {};  // the chunk's column sums (kSum)
   if (r < R && c < C) {
     Pack<T> p[kCtRows];
 #pragma unroll
     for (int i = 0; i < kCtRows; ++i) p[i] = load_pack(x + (r + i) * C + c);
+    if constexpr (kSum) {
+#pragma unroll
+      for (int i = 0; i < kCtRows; ++i)
+#pragma unroll
+        for (int j = 0; j < N; ++j) cs[j] = __fadd_rn(cs[j], to_float(p[i].v[j]));
+    }
     uint32_t w[kCtRows][W];  // row i of the chunk: N fp8 bytes
 #pragma unroll
     for (int i = 0; i < kCtRows; ++i) {
@@ -300,8 +310,52 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(const T* x, ui
 #pragma unroll 1
   for (int i = 0; i < kCtRows; ++i)  // after the stores: the chunk's registers are free
     if ((rare >> i) & 1u) count_pack<F>(x + (r + i) * C + c, s, cnt);
+  if constexpr (kSum) {  // the tile's chunks in order, by the first kCtTx·N threads (one column each)
+    __shared__ float sums[kCtTy][kCtTx * N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) sums[threadIdx.y][threadIdx.x * N + j] = cs[j];
+    __syncthreads();
+    const int t = threadIdx.y * kCtTx + threadIdx.x;
+    const int64_t col = static_cast<int64_t>(blockIdx.y) * (kCtTx * N) + t;
+    const int64_t rows = R - static_cast<int64_t>(blockIdx.x) * kCtTileRows;  // the tile's rows (R % 8 = 0)
+    const int chunks = static_cast<int>(rows < kCtTileRows ? rows / kCtRows : kCtTy);
+    if (t < kCtTx * N && col < C) {
+      float acc = 0.f;
+      for (int y = 0; y < chunks; ++y) acc = __fadd_rn(acc, sums[y][t]);
+      part[static_cast<int64_t>(blockIdx.x) * C + col] = acc;
+    }
+  }
   if (record || counts) block_finish(m, record ? state + kFp8Amax : nullptr, cnt, counts);
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *scale_inv = state[kFp8ScaleInv];
+}
+
+// out (C) = the tiles' column sums part (tiles, C) in order, from 0; one thread a column
+__global__ void colsum_reduce_kernel(const float* part, int64_t tiles, int64_t C, float* out) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= C) return;
+  float acc = 0.f;
+  for (int64_t t = 0; t < tiles; ++t) acc = __fadd_rn(acc, part[t * C + c]);
+  out[c] = acc;
+}
+
+// out (C) = Σ over the R rows of x (R, C) in ops/fp8_quantize.h's order, one thread a column (any
+// shape: beside the other casts)
+template <class T>
+__global__ void colsum_kernel(const T* x, int64_t R, int64_t C, float* out) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= C) return;
+  constexpr int64_t kTileRows = kFp8SumChunkRows * kFp8SumTileChunks;
+  float total = 0.f;
+  for (int64_t t0 = 0; t0 < R; t0 += kTileRows) {
+    float tile = 0.f;
+    for (int64_t c0 = t0; c0 < min(R, t0 + kTileRows); c0 += kFp8SumChunkRows) {
+      float chunk = 0.f;
+      for (int64_t r = c0; r < min(R, c0 + kFp8SumChunkRows); ++r) chunk = __fadd_rn(chunk, to_float(x[r * C + c]));
+      tile = __fadd_rn(tile, chunk);
+    }
+    total = __fadd_rn(total, tile);
+  }
+  out[c] = total;
 }
 
 // block (kTile, kTileRows): tile (bx, by) of x (R, C) (rows on x: up to 2^31 tiles); threads read
@@ -418,7 +472,8 @@ void fp8_scaling_update(float* state, const Fp8ScalingOptions& o) {
   CHECK_LAUNCH();
 }
 
-void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv, int64_t* counts) {
+void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv, int64_t* counts,
+              float* column_sums) {
   check_contiguous_cuda("fp8_quantize", {&x, &q, &qt});
   const int64_t R = x.size(0), C = x.size(1), n = R * C;
   cudaStream_t stream = current_stream();
@@ -426,6 +481,7 @@ void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record,
   uint8_t* pqt = qt.defined() ? static_cast<uint8_t*>(qt.data_ptr()) : nullptr;
   if (n == 0) {  // nothing to cast; s⁻¹ is still reported
     CHECK_CUDA(cudaMemcpyAsync(scale_inv, state + kFp8ScaleInv, sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    if (column_sums && C > 0) CHECK_CUDA(cudaMemsetAsync(column_sums, 0, C * sizeof(float), stream));
     return;
   }
   visit_float_dtype(x.dtype(), "fp8_quantize", [&](auto tag) {
@@ -440,8 +496,18 @@ void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record,
         ST_CHECK(tiles_r <= INT32_MAX && tiles_c <= 65535, ShapeError,
                  "fp8_quantize: (" << R << ", " << C << ") is too large for the transposing cast");
         const dim3 grid(static_cast<unsigned>(tiles_r), static_cast<unsigned>(tiles_c));
-        cast_transpose_kernel<T, F><<<grid, dim3(kCtTx, kCtTy), 0, stream>>>(px, pq, pqt, R, C, state, record,
-                                                                             scale_inv, counts);
+        if (column_sums) {
+          Tensor part = Tensor::empty({tiles_r, C}, DType::f32, x.device());  // (tiles_r, C) the tiles' sums
+          cast_transpose_kernel<T, F, true><<<grid, dim3(kCtTx, kCtTy), 0, stream>>>(
+              px, pq, pqt, R, C, state, record, scale_inv, counts, part.data<float>());
+          CHECK_LAUNCH();
+          colsum_reduce_kernel<<<grid_for(C, kThreads), kThreads, 0, stream>>>(part.data<float>(), tiles_r, C,
+                                                                               column_sums);
+          column_sums = nullptr;  // done
+        } else {
+          cast_transpose_kernel<T, F, false><<<grid, dim3(kCtTx, kCtTy), 0, stream>>>(px, pq, pqt, R, C, state, record,
+                                                                                      scale_inv, counts, nullptr);
+        }
       } else if (pqt) {  // any shape or alignment: one element a thread
         ST_CHECK((R + kTile - 1) / kTile <= INT32_MAX && (C + kTile - 1) / kTile <= 65535, ShapeError,
                  "fp8_quantize: (" << R << ", " << C << ") is too large for the transposing cast");
@@ -454,6 +520,10 @@ void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record,
                                                                                               record, scale_inv, counts);
       }
       CHECK_LAUNCH();
+      if (column_sums) {  // not summed by the cast above
+        colsum_kernel<T><<<grid_for(C, kThreads), kThreads, 0, stream>>>(px, R, C, column_sums);
+        CHECK_LAUNCH();
+      }
     });
   });
 }

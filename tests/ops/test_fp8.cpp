@@ -316,11 +316,47 @@ TEST(Fp8Linear, ForwardAndBackwardEqualTheFormula) {
       for (int64_t i = 0; i < K * N; ++i) ASSERT_NEAR(dw[i], fdw.c[i], fdw.bound[i]) << "dw " << i;
       const std::vector<double> db = b.grad().to_double();
       for (int64_t n = 0; n < N; ++n) {
-        double s = 0;
-        for (int64_t m = 0; m < M; ++m) s += gv[m * N + n];
-        ASSERT_NEAR(db[n], s, std::ldexp(std::fabs(s), -23)) << "db " << n;  // summed in double, rounded once
+        double s = 0, abs_sum = 0;
+        for (int64_t m = 0; m < M; ++m) s += gv[m * N + n], abs_sum += std::fabs(gv[m * N + n]);
+        // summed in f32 by g's cast (ops/fp8_quantize.h's order): any order of M f32 additions is
+        // within (M − 1)·2^-24·Σ|g| of the exact sum
+        ASSERT_NEAR(db[n], s, M * std::ldexp(abs_sum, -24)) << "db " << n;
       }
     }
+}
+
+// The cast's column sums (fp8_linear's bias gradient): the documented order — rows in chunks of 8,
+// chunks in tiles of 32, each sum from 0 — written out here in float, bit for bit, over shapes
+// whose last chunk and tile are short (R = 5, 13, 300, 517) or whole (256, 512), f32 and bf16
+// input, with and without the transpose; and within (R − 1)·2^-24·Σ|x| of the sum in double.
+TEST(Fp8Quantize, ColumnSumsInTheirOrder) {
+  for (int64_t R : {5, 13, 256, 300, 512, 517})
+    for (DType dt : {DType::f32, DType::bf16})
+      for (bool transpose : {false, true}) {
+        const int64_t C = 24;
+        SCOPED_TRACE("R " + std::to_string(R) + " " + dtype_name(dt) + (transpose ? " transposed" : ""));
+        const Tensor x = Tensor::from_vector(normal(R * C, 1.f, 21), {R, C}).to(dt);
+        Fp8Scaling sc = fp8_scaling({.format = Fp8Format::e5m2});
+        const Fp8Tensor q = fp8_quantize(x, sc, transpose, Tensor(), /*column_sums=*/true);
+        ASSERT_EQ(q.column_sums.shape(), (Shape{C}));
+        const std::vector<double> xv = x.to_double(), got = q.column_sums.to_double();
+        for (int64_t c = 0; c < C; ++c) {
+          float total = 0;
+          for (int64_t t0 = 0; t0 < R; t0 += 256) {
+            float tile = 0;
+            for (int64_t c0 = t0; c0 < std::min(R, t0 + 256); c0 += 8) {
+              float chunk = 0;
+              for (int64_t r = c0; r < std::min(R, c0 + 8); ++r) chunk += static_cast<float>(xv[r * C + c]);
+              tile += chunk;
+            }
+            total += tile;
+          }
+          EXPECT_EQ(got[c], static_cast<double>(total)) << "column " << c;
+          double exact = 0, abs_sum = 0;
+          for (int64_t r = 0; r < R; ++r) exact += xv[r * C + c], abs_sum += std::fabs(xv[r * C + c]);
+          EXPECT_NEAR(got[c], exact, R * std::ldexp(abs_sum, -24)) << "column " << c;
+        }
+      }
 }
 
 TEST(Fp8Linear, DelayedScalingCastsWithTheScalesOfTheLastUpdate) {
