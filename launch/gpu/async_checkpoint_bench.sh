@@ -20,6 +20,8 @@
 #                the write (the end's write time / the median step, + 2) and the quiet median is
 #                the run's own steps outside those windows (so the drift of clocks between runs,
 #                ±0.2 % of a step, which summed over 500 steps reached ±45 ms, does not count)
+#                The column after it sums only the save's step and the 2 after it (where the
+#                device copy lands; the longer window also sums the clocks' drift, ±0.5 ms a save)
 #   overhead     a later save's boundary + slowdown — or the slowdown alone where the line says the
 #                boundary ran "while the device ran the step" (the graph mode's snapshot at the
 #                step's launch: each step's time runs from the previous one's completion, so it
@@ -104,32 +106,34 @@ print("median step without saves: %.1f ms" % med)
 saved = [s for s in range(warm + 1, n + 1) if s % every == 0 and s != n]  # saves inside the timed steps
 ends = [b[4] for b in (boundary("async"),) if b and b[4] > 0]
 win = min(every - 1, int((ends[0] if ends else 2000.0) / med) + 2)  # steps after a save that its write may touch
-def slowdown(rows):  # rows[i] is step i + 1; a save at step s: its own step and the win after it
+def slowdown(rows, w=None):  # rows[i] is step i + 1; a save at step s: its own step and the w (win) after it
     # (a snapshot taken at s's launch may delay s's own report); the first save's steps are
     # neither counted nor quiet (its host memory's allocation, apart in "first")
     touched = {s + k for s in saved for k in range(0, win + 1)}
-    later = {s + k for s in saved[1:] for k in range(0, win + 1)}
+    later = {s + k for s in saved[1:] for k in range(0, (win if w is None else w) + 1)}
     quiet = statistics.median(r["step_ms"] for r in rows[warm:] if r["step"] not in touched)
     return sum(r["step_ms"] - quiet for r in rows[warm:] if r["step"] in later) / max(len(saved) - 1, 1)
 print("steps after a save counted as its: %d; saves inside the timed steps: %d" % (win, len(saved)))
 print("| mode | saves | first save's boundary ms | later saves' boundary ms | waited ms | slowdown ms / save |"
-      " overhead of a later save ms | % of a step | % of the synchronous save | median step ms | last write at the end ms |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
-print("| none | 0 | — | — | — | — | — | — | — | %.1f | — |" % med)
+      " of it, the save's step and the 2 after it | overhead of a later save ms | % of a step | % of the synchronous save |"
+      " median step ms | last write at the end ms |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| none | 0 | — | — | — | — | — | — | — | — | %.1f | — |" % med)
 sync_over = None
 for mode in ("sync", "async"):
+    if not os.path.exists(os.path.join(out, mode + ".log")): continue  # not among MODES
     rows, b = steps(mode), boundary(mode)
     if len(rows) != n or not b:
         print("| %s | failed |" % mode); continue
     saves, mean, first, waited, end, overlapped = b
     later = (mean * saves - first) / (saves - 1) if saves > 1 else first
-    slow = slowdown(rows)
+    slow, near = slowdown(rows), slowdown(rows, 2)
     # overlapped: the boundary ran while the device ran the step (the graph mode's early snapshot),
     # so the step times (each from the previous step's completion) hold whatever it cost
     over = slow if overlapped else later + slow
     if mode == "sync": sync_over = over
-    print("| %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f %% | %s | %.1f | %s |" % (
-        mode, saves, first, later, waited, slow, over, 100 * over / med,
+    print("| %s | %d | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.2f %% | %s | %.1f | %s |" % (
+        mode, saves, first, later, waited, slow, near, over, 100 * over / med,
         "%.2f %%" % (100 * over / sync_over) if sync_over else "—",
         statistics.median(r["step_ms"] for r in rows[warm:]), "%.0f" % end if mode == "async" else "—"))
 PY
