@@ -19,8 +19,10 @@
 #                      the allocation); unset: N. More than N counts as N.
 #   --gpu-memory SIZE  each device's memory, for the planner's choice of a smaller layout
 #                      (default 1TiB: every layout fits, the cost model alone ranks them)
-#   --launcher mpirun|srun   mpirun: launch/mpirun.sh -n W (default); srun: srun --ntasks=W
-#                      --kill-on-bad-exit=1 inside the job's allocation
+#   --launcher mpirun|srun   mpirun: launch/mpirun.sh -n W (default); srun: srun --unbuffered
+#                      --ntasks=W --kill-on-bad-exit=1 inside the job's allocation (unbuffered: a
+#                      line srun still held when a rank died was lost, and with it the job's
+#                      first lines, so a job killed early read as failed before its first step)
 #   --report FILE      one JSON line per restart (the fields of its line; times in Unix seconds)
 #   Other options before "--" go to the launcher (mpirun.sh: --gpus, --hostfile F, --mca ...;
 #   srun: --mpi=pmix, --cpu-bind=none ...). After "--": shardtrain train and its flags, as for
@@ -172,7 +174,7 @@ run_job() {
   local cmd line pend="" code seen_model=0 from="" nrec=0 recs r watch=""
   case "$launcher" in
     mpirun) cmd=("$root/launch/mpirun.sh" -n "$ranks" ${lopts[@]+"${lopts[@]}"} -- "$bin" train "${args[@]}") ;;
-    srun) cmd=(srun --ntasks="$ranks" --kill-on-bad-exit=1 ${lopts[@]+"${lopts[@]}"} "$bin" train "${args[@]}") ;;
+    srun) cmd=(srun --unbuffered --ntasks="$ranks" --kill-on-bad-exit=1 ${lopts[@]+"${lopts[@]}"} "$bin" train "${args[@]}") ;;
   esac
   STEPS=0 LAST_STEP="" FIRST_AT="" RESUMED="" CAUSE=""
   : >"$work/err"
