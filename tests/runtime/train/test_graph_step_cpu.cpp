@@ -5,7 +5,9 @@
 // arguments, the warm-up under the host-read guard, the report read a step late by run() — so a
 // difference here is a bug the GPU would have too. What only the GPU can check (the capture
 // itself, replays) is tests/gpu/test_gpu_cuda_graph.cpp; that the body itself computes what the
-// trainer computed before it was written once is tests/runtime/train/test_step_golden.cpp.
+// trainer computed before it was written once is tests/runtime/train/test_step_golden.cpp. The
+// asynchronous save's snapshot at its step's launch, which only the graph mode takes, is the last
+// test here.
 //
 // No tolerance: the same operations on the same values in the same order give the same bits;
 // the doubles of the step lines are compared with memcmp (a skipped step's NaN norm included).
@@ -24,6 +26,8 @@
 #include "runtime/train/trainer.h"
 #include "tensor/graph.h"
 #include "tensor/philox.h"
+#include "tests/support/checkpoint_files.h"
+#include "runtime/observe/trace.h"
 
 using namespace st;
 using namespace st::runtime;
@@ -309,4 +313,75 @@ TEST(GraphStepCpu, AWarmUpThatReadsBackFallsBackToEager) {
   }
   ASSERT_EQ(graph.loss.size(), eager.loss.size());
   for (size_t s = 0; s < eager.loss.size(); ++s) EXPECT_TRUE(same_bits(graph.loss[s], eager.loss[s])) << "step " << s + 1;
+}
+
+namespace {
+
+// config() in fp16 with dropout, a checkpoint every 3 of 7 steps under work_dir()/NAME and the
+// run's trace (the saves of (2) below).
+TrainConfig saving_config(const std::string& name, bool async) {
+  TrainConfig c = config(Precision::fp16, 2, 0.1);
+  c.steps = 7;
+  c.cuda_graph = true;
+  c.checkpoint_dir = work_dir() + "/" + name;
+  c.checkpoint_every = 3;
+  c.keep_checkpoints = 0;
+  c.async_checkpoint = async;
+  c.trace = work_dir() + "/" + name + ".json";
+  fs::remove_all(c.checkpoint_dir);
+  return c;
+}
+
+struct Ran {
+  std::vector<trace::Event> events;  // the training thread's, in recording order
+  int64_t skipped = 0;               // steps the loss scale skipped
+};
+
+Ran run_saving(const TrainConfig& c) {
+  Trainer t(c, rehearse(true));
+  EXPECT_TRUE(t.cuda_graph()) << "the graph mode was refused: nothing here is tested";
+  t.scaler().set_state(std::ldexp(1.0, 24), 0);  // before the first launch: the step state starts from it
+  t.run();
+  Ran r;
+  r.events = trace::events();
+  r.skipped = t.step() - t.optimizer().steps_taken();
+  return r;
+}
+
+int64_t begin_of(const std::vector<trace::Event>& events, const std::string& name, int nth = 0) {
+  for (const trace::Event& e : events)
+    if (e.name == name && nth-- == 0) return e.begin_us;
+  ADD_FAILURE() << "no event '" << name << "'";
+  return -1;
+}
+
+}  // namespace
+
+// --async-checkpoint 1 in the graph mode, whose step lines are read a step late: the save's
+// snapshot is taken right after its step's launch, queued behind that step, and handed to its
+// writer once the step's report is read — after the next step's launch (runtime/train/trainer.h's
+// snapshot_early), so a save never leaves the device waiting for the host. From a loss scale of
+// 2^24 (the first steps overflow and are skipped), dropout on, saves at steps 3, 6 and 7:
+//   (1) every checkpoint is byte for byte the synchronous save's of the same graph-mode run. The
+//       loss scale and the optimizer's step count (which a skipped step does not advance) are
+//       known only from the report, after the snapshot was taken: without their rewrite
+//       state.json and the optimizer file differ;
+//   (2) the next step is launched before the save is handed to its writer: in the run's trace,
+//       "step k+1" (the launch) begins before step k's "checkpoint start". Reading a save's step
+//       before launching the next one (the order before snapshot_early) fails it.
+TEST(GraphStepCpu, AnAsynchronousSaveTakenAtItsStepsLaunchWritesTheSynchronousFiles) {
+  const TrainConfig sync = saving_config("sync", false), async = saving_config("async", true);
+  const Ran s = run_saving(sync);
+  const Ran a = run_saving(async);
+  ASSERT_GE(a.skipped, 1) << "no step overflowed at 2^24: the step count's rewrite is not tested";
+  EXPECT_EQ(a.skipped, s.skipped);
+  EXPECT_EQ(CheckpointDir(async.checkpoint_dir).complete_steps(), (std::vector<int64_t>{3, 6, 7}));
+  for (int64_t step : {3, 6, 7}) st::testing_support::expect_same_files(sync.checkpoint_dir, async.checkpoint_dir, step, "async");
+  // (2): the saves of steps 3 and 6 are the first two handed to a writer
+  for (auto [step, nth] : {std::pair{3, 0}, std::pair{6, 1}}) {
+    const int64_t next_launch = begin_of(a.events, "step " + std::to_string(step + 1));
+    const int64_t handed = begin_of(a.events, "checkpoint start", nth);
+    EXPECT_LT(next_launch, handed) << "step " << step + 1 << " was launched after step " << step
+                                   << "'s save was handed to its writer: the host read step " << step << " first";
+  }
 }
