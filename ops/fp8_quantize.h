@@ -39,6 +39,27 @@ struct Fp8Tensor {
 // The order of fp8_quantize's column sums: rows a chunk, chunks a tile.
 constexpr int64_t kFp8SumChunkRows = 8, kFp8SumTileChunks = 32;
 
+// One column's sum over rows [0, R) in that order, at(r) being row r's value as a float: the CPU's
+// and CUDA's one-thread-a-column kernel's (the transposing cast's tiles add the same way in
+// ops/cuda/fp8_cast.cu). Additions only, so no contraction can change the bits.
+template <class At>
+ST_HOST_DEVICE inline float fp8_column_sum(int64_t R, const At& at) {
+  constexpr int64_t tile_rows = kFp8SumChunkRows * kFp8SumTileChunks;
+  float total = 0.f;
+  for (int64_t t0 = 0; t0 < R; t0 += tile_rows) {
+    const int64_t t1 = t0 + tile_rows < R ? t0 + tile_rows : R;
+    float tile = 0.f;
+    for (int64_t c0 = t0; c0 < t1; c0 += kFp8SumChunkRows) {
+      const int64_t c1 = c0 + kFp8SumChunkRows < t1 ? c0 + kFp8SumChunkRows : t1;
+      float chunk = 0.f;
+      for (int64_t r = c0; r < c1; ++r) chunk += at(r);
+      tile += chunk;
+    }
+    total += tile;
+  }
+  return total;
+}
+
 Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose = false, const Tensor& counts = Tensor(),
                        bool column_sums = false);
 Tensor fp8_dequantize(const Fp8Tensor& q, DType dtype = DType::f32);

@@ -2,9 +2,7 @@
 // ops/fp8_scaling.h): plain loops in a fixed order; the cast is x · s in f32 (one rounding) then
 // tensor/dtype.h's f32 → fp8 (nearest even, saturating), which ops/cuda/fp8_cast.cu matches bit
 // for bit with the GPU's cvt.rn.satfinite.
-#include <algorithm>
 #include <array>
-#include <vector>
 
 #include "ops/fp8_quantize.h"
 
@@ -101,21 +99,8 @@ void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record,
     }
     if (record) state[kFp8Amax] = fp8_amax_max(state[kFp8Amax], bits_f32(m));
     if (counts) counts[0] += over, counts[1] += under;
-    if (column_sums) {  // Σ_tiles (Σ_chunks (Σ_rows x)), each from 0 (ops/fp8_quantize.h)
-      std::vector<float> tile(static_cast<size_t>(C)), chunk(static_cast<size_t>(C));
-      std::fill(column_sums, column_sums + C, 0.f);
-      const int64_t tile_rows = kFp8SumChunkRows * kFp8SumTileChunks;
-      for (int64_t t0 = 0; t0 < R; t0 += tile_rows) {
-        std::fill(tile.begin(), tile.end(), 0.f);
-        for (int64_t c0 = t0; c0 < std::min(R, t0 + tile_rows); c0 += kFp8SumChunkRows) {
-          std::fill(chunk.begin(), chunk.end(), 0.f);
-          for (int64_t r = c0; r < std::min(R, c0 + kFp8SumChunkRows); ++r)
-            for (int64_t c = 0; c < C; ++c) chunk[static_cast<size_t>(c)] += load(p[r * C + c]);
-          for (int64_t c = 0; c < C; ++c) tile[static_cast<size_t>(c)] += chunk[static_cast<size_t>(c)];
-        }
-        for (int64_t c = 0; c < C; ++c) column_sums[c] += tile[static_cast<size_t>(c)];
-      }
-    }
+    if (column_sums)  // ops/fp8_quantize.h's order
+      for (int64_t c = 0; c < C; ++c) column_sums[c] = fp8_column_sum(R, [&](int64_t r) { return load(p[r * C + c]); });
   });
   *scale_inv = state[kFp8ScaleInv];
 }

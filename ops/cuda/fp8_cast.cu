@@ -343,19 +343,7 @@ __global__ void colsum_reduce_kernel(const float* part, int64_t tiles, int64_t C
 template <class T>
 __global__ void colsum_kernel(const T* x, int64_t R, int64_t C, float* out) {
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (c >= C) return;
-  constexpr int64_t kTileRows = kFp8SumChunkRows * kFp8SumTileChunks;
-  float total = 0.f;
-  for (int64_t t0 = 0; t0 < R; t0 += kTileRows) {
-    float tile = 0.f;
-    for (int64_t c0 = t0; c0 < min(R, t0 + kTileRows); c0 += kFp8SumChunkRows) {
-      float chunk = 0.f;
-      for (int64_t r = c0; r < min(R, c0 + kFp8SumChunkRows); ++r) chunk = __fadd_rn(chunk, to_float(x[r * C + c]));
-      tile = __fadd_rn(tile, chunk);
-    }
-    total = __fadd_rn(total, tile);
-  }
-  out[c] = total;
+  if (c < C) out[c] = fp8_column_sum(R, [&](int64_t r) { return to_float(x[r * C + c]); });
 }
 
 // block (kTile, kTileRows): tile (bx, by) of x (R, C) (rows on x: up to 2^31 tiles); threads read
@@ -484,6 +472,7 @@ void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record,
     if (column_sums && C > 0) CHECK_CUDA(cudaMemsetAsync(column_sums, 0, C * sizeof(float), stream));
     return;
   }
+  bool sum_columns = column_sums != nullptr;  // still to do
   visit_float_dtype(x.dtype(), "fp8_quantize", [&](auto tag) {
     using T = decltype(tag);
     constexpr int64_t N = Pack<T>::N;
@@ -496,14 +485,14 @@ void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record,
         ST_CHECK(tiles_r <= INT32_MAX && tiles_c <= 65535, ShapeError,
                  "fp8_quantize: (" << R << ", " << C << ") is too large for the transposing cast");
         const dim3 grid(static_cast<unsigned>(tiles_r), static_cast<unsigned>(tiles_c));
-        if (column_sums) {
+        if (sum_columns) {
           Tensor part = Tensor::empty({tiles_r, C}, DType::f32, x.device());  // (tiles_r, C) the tiles' sums
           cast_transpose_kernel<T, F, true><<<grid, dim3(kCtTx, kCtTy), 0, stream>>>(
               px, pq, pqt, R, C, state, record, scale_inv, counts, part.data<float>());
           CHECK_LAUNCH();
           colsum_reduce_kernel<<<grid_for(C, kThreads), kThreads, 0, stream>>>(part.data<float>(), tiles_r, C,
                                                                                column_sums);
-          column_sums = nullptr;  // done
+          sum_columns = false;  // done by the cast
         } else {
           cast_transpose_kernel<T, F, false><<<grid, dim3(kCtTx, kCtTy), 0, stream>>>(px, pq, pqt, R, C, state, record,
                                                                                       scale_inv, counts, nullptr);
@@ -520,7 +509,7 @@ void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record,
                                                                                               record, scale_inv, counts);
       }
       CHECK_LAUNCH();
-      if (column_sums) {  // not summed by the cast above
+      if (sum_columns) {  // not summed by the cast above
         colsum_kernel<T><<<grid_for(C, kThreads), kThreads, 0, stream>>>(px, R, C, column_sums);
         CHECK_LAUNCH();
       }
