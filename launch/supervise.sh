@@ -39,8 +39,11 @@
 # launch's layout, as rank 0 printed it), trying W, W-1, ... down to M until one keeps the global
 # batch. One line per restart, printed at the relaunch's first step: what failed, the
 # exit code, the step resumed from, the layout, the seconds from the failure's exit to that step.
-# Steps are seen in the --metrics file when the flags name one (every step), else in the step
-# lines (every --log-every). SIGINT/SIGTERM to the supervisor end the job and the supervisor.
+# Steps are seen in the --metrics file when the flags name one (every step: srun may still drop a
+# killed job's last lines, --unbuffered or not), else in the step lines (every --log-every); a
+# launch's own steps are those after the checkpoint it resumes (the newest with a state.json;
+# its "resumed from" line corrects that when it comes). SIGINT/SIGTERM to the supervisor end the
+# job and the supervisor.
 set -uo pipefail
 
 usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
@@ -136,6 +139,34 @@ plan_for() {
   [[ ${#PLANNED[@]} -gt 0 ]] || { say "no layout flags in shardtrain plan's line: $line"; return 1; }
 }
 
+# The step a launch of `args` starts from, as the files tell before it runs: under --resume the
+# newest checkpoint of --checkpoint-dir that has its state.json (or the step folder it names),
+# else 0. The job's "resumed from ... at step N" line, when it comes, has the last word (the
+# trainer may fall back further); it may not come: srun drops the lines it still holds when a rank
+# is killed (the model line, the step lines), so the metrics file alone must count the steps.
+launch_from() {
+  local i a resume=0 d n from=0
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    a="${args[i]}"
+    case "$a" in
+      --resume) resume="${args[i + 1]:-1}" ;;
+      --resume=*) resume="${a#--resume=}" ;;
+    esac
+  done
+  if [[ "$resume" != 0 ]]; then
+    if [[ "${ckpt_dir%/}" =~ /?step_0*([0-9]+)$ ]]; then
+      from="${BASH_REMATCH[1]}"
+    else
+      for d in "$ckpt_dir"/step_*; do
+        [[ -f "$d/state.json" && "${d##*/step_}" =~ ^0*([0-9]+)$ ]] || continue
+        n="${BASH_REMATCH[1]}"
+        ((n > from)) && from="$n"
+      done
+    fi
+  fi
+  echo "$from"
+}
+
 # Unix seconds with microseconds (bash 5's clock: no process per call)
 now() { echo "$EPOCHREALTIME"; }
 # the step of the metrics file's last line ("" when none)
@@ -171,12 +202,13 @@ pending=""  # the restart line waiting for the relaunch's first step
 # in this launch), LAST_STEP, FIRST_AT (the time of its first step), RESUMED (step resumed from),
 # CAUSE (the last error line on stderr, else "")
 run_job() {
-  local cmd line pend="" code seen_model=0 from="" nrec=0 recs r watch=""
+  local cmd line pend="" code from nrec=0 recs r watch=""
   case "$launcher" in
     mpirun) cmd=("$root/launch/mpirun.sh" -n "$ranks" ${lopts[@]+"${lopts[@]}"} -- "$bin" train "${args[@]}") ;;
     srun) cmd=(srun --unbuffered --ntasks="$ranks" --kill-on-bad-exit=1 ${lopts[@]+"${lopts[@]}"} "$bin" train "${args[@]}") ;;
   esac
-  STEPS=0 LAST_STEP="" FIRST_AT="" RESUMED="" CAUSE=""
+  STEPS=0 LAST_STEP="" FIRST_AT="" CAUSE=""
+  from=$(launch_from) RESUMED="$from"
   : >"$work/err"
   : >"$work/steps"
   rm -f "$work/out"
@@ -190,10 +222,9 @@ run_job() {
     watch=$!
   fi
   exec 5>&- 3<"$work/out"
-  # the steps of this launch: those after `from`, the step it starts from ("resumed from ... at
-  # step N", printed right after the model line; 0 when the line after it is another)
+  # the steps of this launch: those after `from`, the step it starts from (launch_from; then
+  # "resumed from ... at step N", printed right after the model line, when it comes)
   take_records() {
-    [[ -n "$from" ]] || return 0
     mapfile -t -s "$nrec" recs <"$work/steps"
     nrec=$((nrec + ${#recs[@]}))
     for r in ${recs[@]+"${recs[@]}"}; do
@@ -204,18 +235,12 @@ run_job() {
     if IFS= read -r -t 0.05 -u 3 line; then
       line="$pend$line" pend=""
       printf '%s\n' "$line"
-      if [[ "$line" == "resumed from "*" at step "* ]]; then
-        RESUMED="${line##* at step }" from="$RESUMED"
-      elif ((seen_model)); then
-        from="${from:-0}"
-      fi
-      [[ "$line" == "model "* ]] && seen_model=1
+      [[ "$line" == "resumed from "*" at step "* ]] && RESUMED="${line##* at step }" from="$RESUMED"
       if [[ ${#first_layout[@]} -eq 0 && "$line" =~ ^layout:\ world\ [0-9]+\ =\ dp\ ([0-9]+)\ x\ tp\ ([0-9]+)\ x\ pp\ ([0-9]+) ]]; then
         first_layout=(--dp "${BASH_REMATCH[1]}" --tp "${BASH_REMATCH[2]}" --pp "${BASH_REMATCH[3]}")
       fi
-      if [[ "$line" =~ ^step\ +([0-9]+)/ ]]; then
-        from="${from:-0}"
-        [[ -n "$metrics" ]] || note_step "${BASH_REMATCH[1]}" "$(now)"  # the metrics see every step
+      if [[ -z "$metrics" && "$line" =~ ^step\ +([0-9]+)/ ]]; then
+        note_step "${BASH_REMATCH[1]}" "$(now)"  # with --metrics the metrics see every step
       fi
     else
       code=$?
@@ -229,7 +254,6 @@ run_job() {
   RC=$?
   JOB=""
   [[ -n "$watch" ]] && wait "$watch"
-  ((seen_model)) && from="${from:-0}"
   take_records
   wait "$tee_pid" 2>/dev/null
   [[ -z "$pend" ]] || printf '%s\n' "$pend"
