@@ -215,6 +215,11 @@ PartSnapshot snapshot_parts(const std::string& base, const NamedTensors& state, 
   size_t total = 0;
   bool on_cuda = false;
   for (const SafetensorsWriter::Spec& s : plan.specs) {
+    // every tensor at a 16-byte boundary of the block (the file is written tensor by tensor, so
+    // the gaps never reach it): the device pack then moves 16-byte words wherever its source is
+    // aligned, where the optimizer part's 8-byte step count, first, put every moment 8 bytes off
+    // and the pack fell to 4-byte words (~2 ms a save for GPT-2 124M on an H100, against ~1 ms)
+    total = (total + kHostAlign - 1) / kHostAlign * kHostAlign;
     snap.offsets.push_back(total);
     total += static_cast<size_t>(shape_numel(s.shape)) * dtype_size(s.dtype);
   }

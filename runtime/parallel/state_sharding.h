@@ -98,12 +98,13 @@ class HostStaging {
   size_t bytes_ = 0;
 };
 
-// One part's share of this rank, in host memory.
+// One part's share of this rank, in host memory: each tensor at a multiple of kHostAlign bytes.
+constexpr size_t kHostAlign = 16;
 struct PartSnapshot {
   std::vector<std::string> files;  // every writing rank's file (relative to the directory), as write_parts returns
   std::string file;                // this rank's; "" when it writes nothing
   std::vector<SafetensorsWriter::Spec> specs;  // its tensors, in the file's order
-  std::vector<size_t> offsets;     // where each one's bytes start in `host`
+  std::vector<size_t> offsets;     // where each one's bytes start in `host` (multiples of kHostAlign)
   std::map<std::string, std::string> metadata;
   std::shared_ptr<HostStaging> host;
 };
