@@ -95,10 +95,16 @@ class Trainer {
 
  private:
   void init(const std::string& resume_path);
-  // the optimizer state plus --fp8-scaling delayed's scaling states (runtime/train/fp8_delayed.h)
-  NamedTensors with_fp8_state(NamedTensors opt_state) const;
-  // a checkpoint key another rank writes: `elsewhere` (the parameters), or an FP8 state this rank does not write
-  bool written_elsewhere(const std::set<std::string>& elsewhere, const std::string& key) const;
+  // What a checkpoint writes, as whole as this rank writes it (collective: ZeRO-3 assembles the
+  // pieces, runtime/parallel/parameter_sharding.h): the weights, then the optimizer state plus
+  // --fp8-scaling delayed's scaling states (runtime/train/fp8_delayed.h)
+  struct CheckpointTensors {
+    NamedTensors weights, optimizer;
+  };
+  CheckpointTensors checkpoint_tensors();
+  // a checkpoint key another rank writes: a parameter counted elsewhere (a tied weight's later
+  // stage, a tp-replicated tensor on tp rank > 0), or an FP8 state this rank does not write
+  WrittenElsewhere written_elsewhere() const;
   std::vector<double> norm_weights() const;
   // A launched step (its metrics' step, lr and memory filled) whose report is not read yet.
   struct Pending {

@@ -32,15 +32,20 @@ TrainState Trainer::state() const {
   return s;
 }
 
-NamedTensors Trainer::with_fp8_state(NamedTensors opt_state) const {
-  for (auto& kv : fp8_checkpoint_state(model_->fp8_named_states())) opt_state.push_back(std::move(kv));
-  return opt_state;
+Trainer::CheckpointTensors Trainer::checkpoint_tensors() {
+  CheckpointTensors t;
+  t.weights = w_.params->full_weights(opt_->master_weights());
+  t.optimizer = w_.params->full_optimizer_state(opt_->state_dict());
+  for (auto& kv : fp8_checkpoint_state(model_->fp8_named_states())) t.optimizer.push_back(std::move(kv));
+  return t;
 }
 
-bool Trainer::written_elsewhere(const std::set<std::string>& elsewhere, const std::string& key) const {
-  // the FP8 scaling states: equal over the stage's dp × tp ranks, written by its dp 0 / tp 0
-  if (key.compare(0, 4, kFp8KeyPrefix) == 0) return !w_.writes_fp8_state;
-  return elsewhere.count(key) > 0;
+WrittenElsewhere Trainer::written_elsewhere() const {
+  return [this](const std::string& key) {
+    // the FP8 scaling states: equal over the stage's dp × tp ranks, written by its dp 0 / tp 0
+    if (key.compare(0, 4, kFp8KeyPrefix) == 0) return !w_.writes_fp8_state;
+    return w_.roles.counted_elsewhere.count(key) > 0;
+  };
 }
 
 bool Trainer::checkpoint_due(int64_t step) const {
@@ -52,16 +57,11 @@ bool Trainer::snapshots_early() const { return cfg_.async_checkpoint && runner_ 
 
 std::string Trainer::save_checkpoint() {
   ST_CHECK(!cfg_.checkpoint_dir.empty(), ValueError, "save_checkpoint: no --checkpoint-dir");
-  // every rank writes its share (a collective for sharded layouts); a copy another rank also
-  // holds (a tied weight's later stage, a tp-replicated tensor on tp rank > 0) is written there
-  const std::set<std::string>& elsewhere = w_.roles.counted_elsewhere;
-  // as whole as this rank writes them (ZeRO-3: assembled from the pieces, runtime/parallel/parameter_sharding.h)
-  const NamedTensors weights = w_.params->full_weights(opt_->master_weights());
-  const NamedTensors opt_state = with_fp8_state(w_.params->full_optimizer_state(opt_->state_dict()));
-  return save_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), weights,
-                               opt_state, model_->shard_rule(),
-                               [&](const std::string& name) { return written_elsewhere(elsewhere, name); }, *w_.state,
-                               cfg_.keep_checkpoints, w_.seams.crash_before_commit);
+  // every rank writes its share (a collective for sharded layouts)
+  const CheckpointTensors t = checkpoint_tensors();
+  return save_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), t.weights, t.optimizer,
+                               model_->shard_rule(), written_elsewhere(), *w_.state, cfg_.keep_checkpoints,
+                               w_.seams.crash_before_commit);
 }
 
 CheckpointSnapshot Trainer::take_snapshot() {
@@ -74,13 +74,10 @@ CheckpointSnapshot Trainer::take_snapshot() {
     async_->poll(/*wait=*/true);  // at most one in flight: a due save waits for the previous one
     save_wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - w0).count();
   }
-  const std::set<std::string>& elsewhere = w_.roles.counted_elsewhere;
   trace::Scope tg("checkpoint gather", "optimizer");
-  const NamedTensors weights = w_.params->full_weights(opt_->master_weights());
-  const NamedTensors opt_state = with_fp8_state(w_.params->full_optimizer_state(opt_->state_dict()));
-  return snapshot_train_checkpoint(
-      cfg_.checkpoint_dir, state(), model_->config_json(), weights, opt_state, model_->shard_rule(),
-      [&](const std::string& name) { return written_elsewhere(elsewhere, name); }, *w_.state, async_->plans());
+  const CheckpointTensors t = checkpoint_tensors();
+  return snapshot_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), t.weights, t.optimizer,
+                                   model_->shard_rule(), written_elsewhere(), *w_.state, async_->plans());
 }
 
 void Trainer::snapshot_early() {

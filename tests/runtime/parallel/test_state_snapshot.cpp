@@ -8,9 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "tests/support/checkpoint_files.h"
 #include "runtime/parallel/state_sharding.h"
 #include "tensor/rng.h"
 
@@ -18,13 +17,9 @@ using namespace st;
 using namespace st::runtime;
 namespace fs = std::filesystem;
 
+using st::testing_support::bytes_of;
+
 namespace {
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 Tensor normal(const Shape& shape, uint64_t seed) {
   Tensor t = Tensor::empty(shape);
   Generator gen(seed);
