@@ -57,6 +57,7 @@ void check_slot(size_t k, const AdamWSlot& sl, Device device) {
     ST_CHECK(i == 1 || t.is_contiguous(), ValueError,
              op << ": slot " << k << ": " << role << " " << t.describe() << " must be contiguous");
   }
+  check_adamw_snapshot(op, k, sl);
 }
 
 GradScaleF32 to_f32(const GradScale& gs) {
@@ -64,6 +65,17 @@ GradScaleF32 to_f32(const GradScale& gs) {
 }
 
 }  // namespace
+
+void check_adamw_snapshot(const char* op, size_t k, const AdamWSlot& sl) {
+  const Tensor& b = sl.snapshot;
+  if (!b.defined()) return;
+  const int64_t need = adamw_snapshot_floats(sl.param->numel());
+  ST_CHECK(b.dtype() == DType::f32 && b.is_contiguous() && b.numel() >= need, ValueError,
+           op << ": slot " << k << ": snapshot " << b.describe() << " must be contiguous f32 of at least " << need
+              << " elements");
+  ST_CHECK(b.device() == sl.param->device(), DeviceError,
+           op << ": slot " << k << ": snapshot " << b.describe() << " is not on the param's device");
+}
 
 double decimal_widen(float f) {
   if (!std::isfinite(f)) return static_cast<double>(f);

@@ -88,6 +88,13 @@ double decimal_widen(float f);
 // not owned and must outlive the call. param, m, v (n) f32 contiguous; grad (n) any float dtype,
 // views fine (a non-contiguous one is copied first); param_lp (n) f16/bf16 contiguous or
 // undefined. All slots on one device; n may differ from slot to slot (and be 0).
+//
+// snapshot: undefined, or where the step also writes what it leaves in param, m and v — a
+// contiguous f32 tensor of ≥ adamw_snapshot_floats(n) elements on the slot's device, laid out
+// [param | m | v], each adamw_snapshot_stride(n) floats after the previous (16-byte aligned when
+// the tensor is). An asynchronous save downloads the copies while the next step overwrites the
+// state (runtime/optim/optimizer.h): written inside the update, they cost its stores alone, where
+// a copy afterwards reads the state once more.
 struct AdamWSlot {
   Tensor* param;
   const Tensor* grad;
@@ -95,7 +102,12 @@ struct AdamWSlot {
   Tensor* v;
   Tensor param_lp;
   AdamWScalars s;
+  Tensor snapshot;
 };
+constexpr int64_t adamw_snapshot_stride(int64_t n) { return (n + 3) / 4 * 4; }
+constexpr int64_t adamw_snapshot_floats(int64_t n) { return 3 * adamw_snapshot_stride(n); }
+// Throws naming `op` and slot k when sl.snapshot is defined but not as above.
+void check_adamw_snapshot(const char* op, size_t k, const AdamWSlot& sl);
 // Errors name the slot's index ("adamw_step_multi: slot 3: ..."). Nothing is updated when a
 // check fails (all slots are checked first). An empty list does nothing.
 void adamw_step_multi(const std::vector<AdamWSlot>& slots, const GradScale& gs = {});
@@ -109,6 +121,7 @@ namespace cpu {
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWScalars& s, Tensor& param_lp,
                 GradScaleF32 gs = {});
 void adamw_step_multi(const std::vector<AdamWSlot>& slots, GradScaleF32 gs = {});  // grads contiguous
+void adamw_snapshot(const AdamWSlot& sl);  // param, m, v → sl.snapshot (AdamWSlot's layout)
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum, float weight_decay,
               bool first_step, GradScaleF32 gs = {});
 // grads contiguous (any float dtype); weights aligned with grads

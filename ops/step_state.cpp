@@ -104,6 +104,7 @@ void adamw_step_multi_state(const std::vector<AdamWSlot>& slots, const std::vect
     ST_CHECK(slots[k].grad->is_contiguous(), ValueError,
              "adamw_step_multi_state: slot " << k << ": the gradient must be contiguous");
     check_on("adamw_step_multi_state", state, *slots[k].param);
+    check_adamw_snapshot("adamw_step_multi_state", k, slots[k]);
   }
   if (state.is_cuda())
     cuda::adamw_step_multi_state(slots, decays, state_ptr(state));

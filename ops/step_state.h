@@ -24,7 +24,9 @@
 //   step_state_decide     loss = loss_sum / divisor; skip = found_inf or loss not finite; the
 //                         loss scaler's update (LossScaler::update); else the clip coefficient
 //                         of √sumsq, opt_step + 1 and this step's AdamW scalars; the report
-//   adamw_step_multi_state  adamw_step_multi with those scalars, nothing when skip
+//   adamw_step_multi_state  adamw_step_multi with those scalars, nothing when skip; when the
+//                         host set `snapshot`, the slots' snapshot blocks receive what the step
+//                         left (the unchanged state when it skips)
 // The state lives on the model's device: CUDA (what a graph needs) or the CPU, where the same
 // functions run as plain host code (tests/runtime/train/test_step_golden.cpp holds them to the
 // bits the host-scalar trainer gave; test_graph_step_cpu.cpp the graph mode to the eager one).
@@ -53,7 +55,7 @@ struct DeviceStepState {
   // set by the host before each step (from the schedule)
   double lr = 0;    // decimal_widen(float(lr)), as adamw_scalars takes it
   float decay = 1;  // 1 − lr·wd of the decaying tensors (adamw_scalars)
-  float pad0 = 0;
+  int32_t snapshot = 0;  // 1: the optimizer also writes what it leaves into its slots' snapshot blocks
   // written by the step's kernels
   double loss_sum = 0;
   double sumsq = 0;
@@ -84,7 +86,8 @@ void grad_stats_to_state(const std::vector<Tensor>& grads, const std::vector<dou
 // bc1 (table_size) f64: 1 − β1^t; bc2_sqrt (table_size) f32: float(√(1 − β2^t)) (adamw_scalars' forms)
 void step_state_decide(Tensor& state, const Tensor& bc1, const Tensor& bc2_sqrt);
 // adamw_step_multi with slot k's scalars taken from the state (with_wd when decays[k], else no_wd);
-// the slots' own `s` is ignored.
+// the slots' own `s` is ignored. Their snapshot blocks are written only when state.snapshot is set,
+// then also when the step skips (the state as it was).
 void adamw_step_multi_state(const std::vector<AdamWSlot>& slots, const std::vector<bool>& decays,
                             const Tensor& state);
 

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace st::cuda {
 
@@ -34,8 +35,10 @@ class PinnedBuffer {
   // training's own small copies never wait behind more than one piece (a whole 1.5 GB download
   // queued at once held the next step's token upload and report read: +11 to +19 ms on the step
   // after an asynchronous save, GPT-2 124M on an H100). `src` must hold its bytes, unchanged and
-  // allocated, until wait() returned (a copy made for it: runtime/parallel/state_sharding.h's
-  // HostStaging). query() is false until a wait() has run the copy.
+  // allocated, until wait() returned (a copy made for it, or a block nothing writes before then:
+  // runtime/parallel/state_sharding.h's HostStaging). query() is false until a wait() has run the
+  // copy. Several calls before a wait() add pieces, issued in their order (up to kDownloadPiece
+  // bytes queued at a time), all after the current stream's point at the last call.
   void download_on_wait(const void* src, size_t bytes, size_t offset = 0);
   // 32 MiB: ~0.6 ms over a PCIe 5 x16 link, the longest another stream's copy waits for one.
   static constexpr size_t kDownloadPiece = size_t{32} << 20;
@@ -58,9 +61,12 @@ class PinnedBuffer {
   void* copy_stream_ = nullptr;  // cudaStream_t of download_on_wait (null until used)
   void* mark_ = nullptr;         // cudaEvent_t: the current stream's point the copy stream waits for
   int device_ = 0;               // the device the block's copies run on (set in wait()'s thread)
-  // a download_on_wait not issued yet (bytes 0: none)
-  const void* deferred_src_ = nullptr;
-  size_t deferred_bytes_ = 0, deferred_offset_ = 0;
+  // the download_on_wait pieces not issued yet
+  struct Deferred {
+    const void* src;
+    size_t bytes, offset;
+  };
+  std::vector<Deferred> deferred_;
   void run_deferred();
 };
 

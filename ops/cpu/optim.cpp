@@ -4,6 +4,7 @@
 // f32 products on the loaded gradient (×1 when unused: exact), as the passes they replace were.
 // adamw_step_multi is adamw_step slot by slot (identical by construction).
 // grad_stats: per-tensor double sums in element order, then Σ w·sum in tensor order.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/cpu/common.h"
@@ -42,7 +43,17 @@ void adamw_step_multi(const std::vector<AdamWSlot>& slots, GradScaleF32 gs) {
   for (const AdamWSlot& sl : slots) {
     Tensor lp = sl.param_lp;
     adamw_step(*sl.param, *sl.grad, *sl.m, *sl.v, sl.s, lp, gs);
+    if (sl.snapshot.defined()) adamw_snapshot(sl);
   }
+}
+
+void adamw_snapshot(const AdamWSlot& sl) {
+  const int64_t n = sl.param->numel();
+  const int64_t stride = adamw_snapshot_stride(n);
+  float* dst = sl.snapshot.data<float>();
+  const Tensor* parts[] = {sl.param, sl.m, sl.v};
+  for (int i = 0; i < 3; ++i)
+    std::copy_n(parts[i]->data<float>(), n, dst + i * stride);
 }
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum, float weight_decay,

@@ -97,10 +97,14 @@ void step_state_decide(double* state, const double* bc1, const float* bc2_sqrt) 
 void adamw_step_multi_state(const std::vector<AdamWSlot>& slots, const std::vector<bool>& decays,
                             const double* state) {
   const DeviceStepState* s = reinterpret_cast<const DeviceStepState*>(state);
-  if (s->skip) return;
   std::vector<AdamWSlot> with = slots;
-  for (size_t k = 0; k < with.size(); ++k) with[k].s = decays[k] ? s->with_wd : s->no_wd;
-  adamw_step_multi(with, s->gs);
+  for (size_t k = 0; k < with.size(); ++k) {
+    with[k].s = decays[k] ? s->with_wd : s->no_wd;
+    if (!s->snapshot) with[k].snapshot = Tensor();
+  }
+  if (!s->skip) return adamw_step_multi(with, s->gs);
+  for (const AdamWSlot& sl : with)
+    if (sl.snapshot.defined()) adamw_snapshot(sl);  // the state as it was
 }
 
 }  // namespace st::ops::cpu

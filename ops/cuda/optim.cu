@@ -30,7 +30,7 @@ constexpr int kReduceBlocks = 1024;
 
 // chunk table of adamw_step_multi
 constexpr int64_t kChunk = 8192;  // elements per block (a multiple of 4: aligned tensors keep aligned chunks)
-constexpr int kMaxTensors = 64;   // per launch
+constexpr int kMaxTensors = 60;   // per launch (the table within 4 KiB)
 constexpr int kMaxScalars = 4;    // distinct AdamWScalars per launch
 enum : uint8_t { kF32, kF16, kBF16, kNone };
 constexpr int64_t kMaxBlocks = (int64_t{1} << 31) - 1;  // grid x limit
@@ -41,6 +41,7 @@ struct AdamWTable {
   float* v[kMaxTensors];
   const void* g[kMaxTensors];
   void* lp[kMaxTensors];
+  float* snap[kMaxTensors];  // AdamWSlot::snapshot, or null
   int64_t numel[kMaxTensors];
   int first_block[kMaxTensors + 1];  // tensor i owns blocks [first_block[i], first_block[i + 1])
   AdamWScalars s[kMaxScalars];
@@ -95,6 +96,22 @@ __device__ __forceinline__ void adamw_element(float& p, float& m, float& v, floa
   v = vi;
 }
 
+// The chunk's p, m, v → its snapshot copies sp, sp + stride, sp + 2·stride (AdamWSlot::snapshot), by
+// the whole block: what a skipped step leaves.
+__device__ void snapshot_chunk(const float* p, const float* m, const float* v, float* sp, int64_t stride, int64_t n) {
+  const float* src[3] = {p, m, v};
+  int64_t i0 = 0;
+  if (quad_aligned(p) && quad_aligned(m) && quad_aligned(v) && quad_aligned(sp)) {  // stride: a multiple of 4
+    const int64_t quads = n / 4;
+#pragma unroll
+    for (int j = 0; j < 3; ++j)
+      for (int64_t k = threadIdx.x; k < quads; k += blockDim.x) store_quad(sp + j * stride + 4 * k, load_quad(src[j] + 4 * k));
+    i0 = quads * 4;
+  }
+  for (int j = 0; j < 3; ++j)
+    for (int64_t i = i0 + threadIdx.x; i < n; i += blockDim.x) sp[j * stride + i] = src[j][i];
+}
+
 // param, m, v (n) f32; grad (n) any float; param_lp (n) f16/bf16 or null
 template <class G, class L>
 __global__ void adamw_kernel(float* p, const G* g, float* m, float* v, L* lp, int64_t n, AdamWScalars s,
@@ -112,14 +129,16 @@ __global__ void adamw_kernel(float* p, const G* g, float* m, float* v, L* lp, in
 }
 
 // One chunk (n elements) of one tensor of the table, by the whole block; lp null (L = float) when
-// there is no copy
+// there is no copy; sp null when there is no snapshot (else p, m, v also go to sp, sp + stride,
+// sp + 2·stride)
 template <class G, class L>
 __device__ void adamw_chunk(float* p, const G* g, float* m, float* v, L* lp, int64_t n, const AdamWScalars& s,
-                            GradScaleF32 gs) {
+                            GradScaleF32 gs, float* sp, int64_t stride) {
   constexpr bool has_lp = !std::is_same_v<L, float>;
   int64_t i0 = 0;
   bool vec = quad_aligned(p) && quad_aligned(m) && quad_aligned(v) && quad_aligned(g);  // uniform over the block
   if constexpr (has_lp) vec = vec && quad_aligned(lp);
+  if (sp) vec = vec && quad_aligned(sp);  // stride: a multiple of 4
   if (vec) {
     const int64_t quads = n / 4;
     for (int64_t k = threadIdx.x; k < quads; k += blockDim.x) {
@@ -130,6 +149,11 @@ __device__ void adamw_chunk(float* p, const G* g, float* m, float* v, L* lp, int
       store_quad(m + 4 * k, mq);
       store_quad(v + 4 * k, vq);
       store_quad(p + 4 * k, pq);
+      if (sp) {
+        store_quad(sp + 4 * k, pq);
+        store_quad(sp + stride + 4 * k, mq);
+        store_quad(sp + 2 * stride + 4 * k, vq);
+      }
       if constexpr (has_lp) {
         Quad<L> lq;
 #pragma unroll
@@ -145,30 +169,40 @@ __device__ void adamw_chunk(float* p, const G* g, float* m, float* v, L* lp, int
     m[i] = mi;
     v[i] = vi;
     p[i] = pi;
+    if (sp) {
+      sp[i] = pi;
+      sp[stride + i] = mi;
+      sp[2 * stride + i] = vi;
+    }
     if constexpr (has_lp) lp[i] = from_float<L>(pi);
   }
 }
 
 template <class G>
 __device__ void adamw_chunk_g(const AdamWTable& tab, int t, int64_t begin, int64_t n, const AdamWScalars& s,
-                              GradScaleF32 gs) {
+                              GradScaleF32 gs, float* snap) {
   float* p = tab.p[t] + begin;
   float* m = tab.m[t] + begin;
   float* v = tab.v[t] + begin;
   const G* g = static_cast<const G*>(tab.g[t]) + begin;
+  float* sp = snap ? snap + begin : nullptr;
+  const int64_t stride = adamw_snapshot_stride(tab.numel[t]);
   switch (tab.lp_code[t]) {
-    case kF16: adamw_chunk(p, g, m, v, static_cast<half*>(tab.lp[t]) + begin, n, s, gs); break;
-    case kBF16: adamw_chunk(p, g, m, v, static_cast<bf16*>(tab.lp[t]) + begin, n, s, gs); break;
-    default: adamw_chunk(p, g, m, v, static_cast<float*>(nullptr), n, s, gs); break;
+    case kF16: adamw_chunk(p, g, m, v, static_cast<half*>(tab.lp[t]) + begin, n, s, gs, sp, stride); break;
+    case kBF16: adamw_chunk(p, g, m, v, static_cast<bf16*>(tab.lp[t]) + begin, n, s, gs, sp, stride); break;
+    default: adamw_chunk(p, g, m, v, static_cast<float*>(nullptr), n, s, gs, sp, stride); break;
   }
 }
 
 // one block per chunk of the `count` tensors of tab. st: a graph-captured step's state
 // (ops/step_state.h): nothing when it skips, else its GradScale and scalars (s_index 0: with
-// weight decay, 1: without) instead of gs and tab.s.
+// weight decay, 1: without) instead of gs and tab.s; the snapshot blocks only when it says so
+// (then a skipped step copies the state as it is).
 __global__ void adamw_multi_kernel(const __grid_constant__ AdamWTable tab, int count, GradScaleF32 gs,
                                    const DeviceStepState* st) {
-  if (st && st->skip) return;
+  const bool snapshot = !st || st->snapshot;
+  const bool skip = st && st->skip;
+  if (skip && !snapshot) return;
   if (st) gs = st->gs;
   // this block's tensor: the last t with first_block[t] ≤ blockIdx.x (every listed tensor has a block)
   const int b = static_cast<int>(blockIdx.x);
@@ -182,11 +216,18 @@ __global__ void adamw_multi_kernel(const __grid_constant__ AdamWTable tab, int c
   }
   const int64_t begin = static_cast<int64_t>(b - tab.first_block[lo]) * kChunk;
   const int64_t n = min(kChunk, tab.numel[lo] - begin);
+  float* snap = snapshot ? tab.snap[lo] : nullptr;
+  if (skip) {
+    if (snap)
+      snapshot_chunk(tab.p[lo] + begin, tab.m[lo] + begin, tab.v[lo] + begin, snap + begin,
+                     adamw_snapshot_stride(tab.numel[lo]), n);
+    return;
+  }
   const AdamWScalars& s = st ? (tab.s_index[lo] == 0 ? st->with_wd : st->no_wd) : tab.s[tab.s_index[lo]];
   switch (tab.g_code[lo]) {
-    case kF32: adamw_chunk_g<float>(tab, lo, begin, n, s, gs); break;
-    case kF16: adamw_chunk_g<half>(tab, lo, begin, n, s, gs); break;
-    default: adamw_chunk_g<bf16>(tab, lo, begin, n, s, gs); break;
+    case kF32: adamw_chunk_g<float>(tab, lo, begin, n, s, gs, snap); break;
+    case kF16: adamw_chunk_g<half>(tab, lo, begin, n, s, gs, snap); break;
+    default: adamw_chunk_g<bf16>(tab, lo, begin, n, s, gs, snap); break;
   }
 }
 
@@ -324,6 +365,7 @@ void adamw_multi(const std::vector<AdamWSlot>& slots, GradScaleF32 gs, const Dev
     tab.g_code[count] = code_of(sl.grad->dtype(), k);
     tab.lp[count] = sl.param_lp.defined() ? sl.param_lp.data_ptr() : nullptr;
     tab.lp_code[count] = sl.param_lp.defined() ? code_of(sl.param_lp.dtype(), k) : kNone;
+    tab.snap[count] = sl.snapshot.defined() ? sl.snapshot.data<float>() : nullptr;
     tab.s_index[count] = static_cast<uint8_t>(si);
     tab.numel[count] = n;
     tab.first_block[count] = blocks;

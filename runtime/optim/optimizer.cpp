@@ -108,6 +108,15 @@ void Optimizer::load_state(const std::function<void(const std::string& key, cons
     if (params_[i].second.dtype() != DType::f32) params_[i].second.detach().copy_(master_[i]);
 }
 
+Tensor Optimizer::snapshot_copy(const Tensor& t) const {
+  if (!t.defined()) return Tensor();
+  for (const auto& [src, copy] : copies_)
+    if (src.data_ptr() == t.data_ptr() && src.numel() == t.numel() && src.dtype() == t.dtype() &&
+        src.device() == t.device() && t.is_contiguous())
+      return copy.view(t.shape());
+  return Tensor();
+}
+
 // ---- AdamW ------------------------------------------------------------------------------------
 
 AdamW::AdamW(NamedTensors params, const AdamWOptions& opt, DType compute_dtype)
@@ -137,10 +146,30 @@ void AdamW::update_on_device(const std::vector<Tensor>& grads, const Tensor& sta
   std::vector<bool> decay;
   slots.reserve(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
-    slots.push_back({&master_[i], &grads[i], &m_[i], &v_[i], lp_target(i), {}});
+    slots.push_back({&master_[i], &grads[i], &m_[i], &v_[i], lp_target(i), {},
+                     slot_snapshot_.empty() ? Tensor() : slot_snapshot_[i]});
     decay.push_back(decays(i));
   }
   ops::adamw_step_multi_state(slots, decay, state);
+}
+
+bool AdamW::keep_snapshot() {
+  if (snapshot_.defined() || master_.empty()) return true;
+  constexpr int64_t kAlignFloats = 64;  // 256 bytes
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (const Tensor& m : master_) {
+    offsets.push_back(total);
+    total += (ops::adamw_snapshot_floats(m.numel()) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  }
+  snapshot_ = Tensor::empty({total}, DType::f32, master_.front().device());
+  for (size_t i = 0; i < master_.size(); ++i) {
+    const int64_t n = master_[i].numel(), stride = ops::adamw_snapshot_stride(n);
+    slot_snapshot_.push_back(snapshot_.narrow(0, offsets[i], ops::adamw_snapshot_floats(n)));
+    const Tensor* parts[] = {&master_[i], &m_[i], &v_[i]};
+    for (int k = 0; k < 3; ++k) copies_.emplace_back(*parts[k], snapshot_.narrow(0, offsets[i] + k * stride, n));
+  }
+  return true;
 }
 
 std::vector<std::pair<std::string, std::vector<Tensor>*>> AdamW::state_slots() {

@@ -77,6 +77,19 @@ class Optimizer {
   // place (runtime/parallel/state_io.h).
   void load_state(const std::function<void(const std::string& key, const Tensor& dst)>& fill);
 
+  // Asynchronous saves (runtime/train/trainer_checkpoint.cpp): keep_snapshot() gives the optimizer
+  // a block on its state's device into which every update_on_device whose step state says so
+  // (ops::DeviceStepState::snapshot) also writes the master weights and state it leaves — inside
+  // the update, at the cost of its stores alone — so that a save downloads them from there while
+  // the next step overwrites the state, instead of first copying them (reading them once more).
+  // False where the optimizer has no such update (SGD); a second call keeps the block.
+  virtual bool keep_snapshot() { return false; }
+  // The copy in that block of `t` (a master weight or a state tensor of this optimizer: the same
+  // bytes, as master_weights() and state_dict() give them), shaped like t; undefined for any other
+  // tensor or without a block. Valid after an update that wrote the block, until the next one.
+  Tensor snapshot_copy(const Tensor& t) const;
+  const Tensor& snapshot_block() const { return snapshot_; }  // undefined without keep_snapshot()
+
  protected:
   // All parameters at once; grads checked (one per parameter, shaped like it), step_ advanced.
   virtual void update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) = 0;
@@ -88,6 +101,8 @@ class Optimizer {
   std::vector<Tensor> master_;
   DType compute_;
   int64_t step_ = 0;
+  Tensor snapshot_;                                  // keep_snapshot()'s block (1-D f32)
+  std::vector<std::pair<Tensor, Tensor>> copies_;    // (a tensor the block copies, its copy there)
 };
 
 struct AdamWOptions {
@@ -105,9 +120,14 @@ class AdamW : public Optimizer {
   void update_on_device(const std::vector<Tensor>& grads, const Tensor& state) override;
   std::vector<std::pair<std::string, std::vector<Tensor>*>> state_slots() override;
 
+ public:
+  // param i's part of the block: [master | m | v] (ops::AdamWSlot::snapshot), at a 256-byte boundary
+  bool keep_snapshot() override;
+
  private:
   AdamWOptions opt_;
   std::vector<Tensor> m_, v_;          // f32, shaped like the params
+  std::vector<Tensor> slot_snapshot_;  // keep_snapshot(): param i's part of the block, else empty
 };
 
 struct SgdOptions {

@@ -138,6 +138,13 @@ void HostStaging::copy_in(const Tensor& t, size_t offset) {
   if (c.nbytes() == 0) return;
   if (c.is_cuda()) {
     ST_CHECK(pinned_ != nullptr, Error, "HostStaging: a CUDA tensor into plain host memory");
+    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+    const auto* b = direct_block_.defined() ? static_cast<const unsigned char*>(direct_block_.data_ptr()) : nullptr;
+    if (b && c.device() == direct_block_.device() && p >= b && p + c.nbytes() <= b + direct_block_.nbytes()) {
+      direct_.push_back({c.data_ptr(), offset, c.nbytes()});
+      direct_held_.push_back(c);
+      return;
+    }
     pieces_.push_back({c.data_ptr(), offset, c.nbytes()});
     queued_.push_back(c);  // alive until packed
   } else if (pinned_) {  // the download covers the whole block: written after it (wait())
@@ -169,16 +176,39 @@ void HostStaging::rewrite(size_t offset, const Tensor& t) {
 }
 
 void HostStaging::flush() {
-  if (pieces_.empty()) return;
+  if (pieces_.empty() && direct_.empty()) return;
   trace::Scope ts("checkpoint pack", "optimizer");
-  ST_CHECK(!device_.defined(), Error, "HostStaging: flush() while the previous device block is held");
-  size_t end = 0;  // the block's bytes in use: [0, the furthest piece's end)
-  for (const cuda::BytePiece& p : pieces_) end = std::max(end, p.offset + p.bytes);
-  // (ceil(end / 8)) i64 words: the caching allocator's block, 256-byte aligned
-  device_ = Tensor::empty({static_cast<int64_t>((end + 7) / 8)}, DType::i64, Device::cuda);
-  cuda::pack_bytes(device_.data_ptr(), pieces_);
-  pinned_->download_on_wait(device_.data_ptr(), end, 0);  // issued piece by piece by wait(): the writer thread
+  if (!pieces_.empty()) {
+    ST_CHECK(!device_.defined(), Error, "HostStaging: flush() while the previous device block is held");
+    // The packed pieces in runs — those, by offset, with no direct piece between them — laid out
+    // in the device block as in the host block, run after run (each at a 16-byte boundary), so
+    // that each run downloads as one piece and the block holds no room for the direct ones.
+    auto by_offset = [](const cuda::BytePiece& a, const cuda::BytePiece& b) { return a.offset < b.offset; };
+    std::sort(pieces_.begin(), pieces_.end(), by_offset);
+    std::sort(direct_.begin(), direct_.end(), by_offset);
+    struct Run {
+      size_t host, device, bytes;
+    };
+    std::vector<Run> runs;
+    size_t di = 0, device_end = 0;
+    for (cuda::BytePiece& p : pieces_) {
+      bool split = runs.empty();
+      while (di < direct_.size() && direct_[di].offset < p.offset) split = true, ++di;  // a direct piece before p
+      if (split) runs.push_back({p.offset, (device_end + kHostAlign - 1) / kHostAlign * kHostAlign, 0});
+      Run& r = runs.back();
+      r.bytes = std::max(r.bytes, p.offset + p.bytes - r.host);
+      p.offset = r.device + (p.offset - r.host);  // now the device block's
+      device_end = std::max(device_end, r.device + r.bytes);
+    }
+    // (ceil(device_end / 8)) i64 words: the caching allocator's block, 256-byte aligned
+    device_ = Tensor::empty({static_cast<int64_t>((device_end + 7) / 8)}, DType::i64, Device::cuda);
+    cuda::pack_bytes(device_.data_ptr(), pieces_);
+    for (const Run& r : runs)  // issued piece by piece by wait(): the writer thread
+      pinned_->download_on_wait(static_cast<const unsigned char*>(device_.data_ptr()) + r.device, r.bytes, r.host);
+  }
+  for (const cuda::BytePiece& d : direct_) pinned_->download_on_wait(d.src, d.bytes, d.offset);
   pieces_.clear();
+  direct_.clear();
   queued_.clear();  // stream-ordered: their memory is reused only after the pack ran
 }
 
@@ -194,6 +224,8 @@ void HostStaging::release() {
   device_ = Tensor();
   pieces_.clear();
   queued_.clear();
+  direct_.clear();
+  direct_held_.clear();
   host_pieces_.clear();
 }
 

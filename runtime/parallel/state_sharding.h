@@ -68,6 +68,10 @@ std::vector<std::string> write_parts(const std::string& dir, const std::string& 
 // tensor among CUDA ones (the optimizer's step count) is kept aside and written over the block by
 // wait(), after the download (which covers the whole block, gaps included); rewrite() replaces it
 // (a counter known only after the snapshot was taken, runtime/train/trainer.h's snapshot_early).
+// CUDA tensors inside the block given to download_directly (the optimizer's snapshot copies,
+// runtime/optim/optimizer.h: nothing writes them until the download has run) are not packed: wait()
+// downloads each from where it is, and the device block holds only the others, in runs (the
+// packed tensors between two direct ones), each run downloaded as one piece.
 class HostStaging {
  public:
   HostStaging();
@@ -77,16 +81,22 @@ class HostStaging {
   void reserve(size_t bytes, bool pinned);  // at least `bytes`; drops what was held (nothing in flight)
   void copy_in(const Tensor& t, size_t offset);  // t's bytes → [offset, offset + nbytes); CUDA: at flush()
   void flush();  // the CUDA tensors given to copy_in on their way (nothing for CPU ones)
+  // copy_in's CUDA tensors lying inside `block` are downloaded from there (undefined: none)
+  void download_directly(const Tensor& block) { direct_block_ = block; }
   void wait();  // until every copy_in is in the block (CUDA: runs the download; any thread)
   void release();  // wait(), then the device block goes (the thread that made it)
   // The bytes of the CPU tensor given to copy_in at `offset` become t's (same size; before wait()).
   void rewrite(size_t offset, const Tensor& t);
   const unsigned char* data() const;
   size_t bytes() const { return bytes_; }
+  size_t device_bytes() const { return device_.defined() ? device_.nbytes() : 0; }  // the packed copy's (tests)
 
  private:
   std::vector<Tensor> queued_;              // CUDA tensors given to copy_in since the last flush
-  std::vector<cuda::BytePiece> pieces_;     // their bytes → the device block
+  std::vector<cuda::BytePiece> pieces_;     // their bytes → their offsets in the host block
+  Tensor direct_block_;                     // download_directly's
+  std::vector<cuda::BytePiece> direct_;     // copy_in's tensors inside it → their offsets in the host block
+  std::vector<Tensor> direct_held_;         // those tensors, until release()
   struct HostPiece {
     size_t offset;
     std::vector<unsigned char> bytes;

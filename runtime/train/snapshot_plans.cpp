@@ -23,6 +23,11 @@ bool on_any_rank(bool mine, const StateSharding& sharding) {
 SnapshotPlans::SnapshotPlans()
     : model_host_(std::make_shared<HostStaging>()), optimizer_host_(std::make_shared<HostStaging>()) {}
 
+void SnapshotPlans::download_directly(const Tensor& block) {
+  model_host_->download_directly(block);
+  optimizer_host_->download_directly(block);
+}
+
 void SnapshotPlans::release() {
   model_host_->release();
   optimizer_host_->release();

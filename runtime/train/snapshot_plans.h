@@ -40,6 +40,8 @@ class SnapshotPlans {
   // Both parts' device blocks go (the writers have finished; runtime/parallel/state_sharding.h's
   // HostStaging::release). The host memory stays for the next save.
   void release();
+  // CUDA tensors inside `block` are downloaded from there, not packed (HostStaging::download_directly)
+  void download_directly(const Tensor& block);
 
   // This save's two parts. `model_metadata`: the model file's header metadata ({"format": "pt"}).
   // Collective over sharding.world when plans are built (snapshot_parts's calls) or, with several

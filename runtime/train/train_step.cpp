@@ -17,11 +17,12 @@
 namespace st::runtime {
 namespace {
 
-// the two words the host writes before each step: lr (f64) and decay (f32, then padding)
+// the two words the host writes before each step: lr (f64), then decay (f32) and snapshot (i32)
 constexpr size_t kLrWord = offsetof(ops::DeviceStepState, lr) / sizeof(int64_t);
 static_assert(offsetof(ops::DeviceStepState, lr) % sizeof(int64_t) == 0 &&
-                  offsetof(ops::DeviceStepState, decay) == offsetof(ops::DeviceStepState, lr) + sizeof(double),
-              "lr and decay are two consecutive 8-byte words");
+                  offsetof(ops::DeviceStepState, decay) == offsetof(ops::DeviceStepState, lr) + sizeof(double) &&
+                  offsetof(ops::DeviceStepState, snapshot) == offsetof(ops::DeviceStepState, decay) + sizeof(float),
+              "lr, then decay and snapshot, are two consecutive 8-byte words");
 constexpr int64_t kStateWords = sizeof(ops::DeviceStepState) / sizeof(int64_t);
 constexpr int64_t kSeedCapacity = 4096;  // dropout calls per step (GPT-2 124M: 25 per micro-batch)
 // staging slot (i64 words): [lr, decay] [seeds (kSeedCapacity)] [K × (inputs B·T, targets B·T)]
@@ -143,7 +144,7 @@ StepContext TrainStep::context(int64_t step) {
   return ctx;
 }
 
-void TrainStep::stage(int64_t step, double lr, int slot) {
+void TrainStep::stage(int64_t step, double lr, bool snapshot, int slot) {
   ops::AdamWParams a = c_.adam;
   a.lr = static_cast<float>(lr);
   const double lr_d = ops::decimal_widen(a.lr);
@@ -151,6 +152,8 @@ void TrainStep::stage(int64_t step, double lr, int slot) {
   int64_t words[2] = {0, 0};
   std::memcpy(&words[0], &lr_d, sizeof lr_d);
   std::memcpy(&words[1], &decay, sizeof decay);
+  const int32_t snap = snapshot ? 1 : 0;
+  std::memcpy(reinterpret_cast<char*>(&words[1]) + sizeof decay, &snap, sizeof snap);
   const std::vector<int64_t> seeds = seeds_ ? seeds_->set_step(step) : std::vector<int64_t>{};  // the slots the warm-up registered
   const int64_t K = static_cast<int64_t>(staged_.size());
   if (device_ != Device::cuda) {  // plain copies
@@ -254,7 +257,7 @@ void TrainStep::collect(int slot) {
                       kStateWords * sizeof(int64_t));
 }
 
-void TrainStep::launch(int64_t step, double lr) {
+void TrainStep::launch(int64_t step, double lr, bool snapshot) {
   if (step + 1 >= table_size_) {
     ST_CHECK(!graph_.captured(), ValueError,
              "cuda graph: step " << step + 1 << " is past the " << table_size_ - 2 << " steps it was built for");
@@ -264,7 +267,7 @@ void TrainStep::launch(int64_t step, double lr) {
   ST_CHECK(queue_.empty() || queue_.back() + 1 == step, ValueError,
            "train step: step " << step + 1 << " launched after step " << queue_.back() + 1);
   const int slot = static_cast<int>(step % 2);
-  stage(step, lr, slot);
+  stage(step, lr, snapshot, slot);
   if (mode_ == StepMode::eager) {
     body(step);
   } else if (mode_ == StepMode::rehearsal || eager_steps_ == 0) {

@@ -147,8 +147,9 @@ class TrainStep {
   ~TrainStep();
 
   // Runs (eager) or queues (graph, rehearsal) step `step` (from 0) at learning rate lr. At most two
-  // steps may be pending (wait for the older first).
-  void launch(int64_t step, double lr);
+  // steps may be pending (wait for the older first). snapshot: the optimizer also writes what it
+  // leaves into its snapshot block (Optimizer::keep_snapshot; nothing without one).
+  void launch(int64_t step, double lr, bool snapshot = false);
   // The report of the oldest pending step, which must be `step`: the host waits for it. A deferred
   // check that failed for that step throws here (ValueError, the op's own message).
   StepReport wait(int64_t step);
@@ -165,7 +166,7 @@ class TrainStep {
 
  private:
   void grow_tables(int64_t steps);                 // AdamW's β-power tables up to t = steps + 1
-  void stage(int64_t step, double lr, int slot);   // lr (, staged inputs, seeds) → the device
+  void stage(int64_t step, double lr, bool snapshot, int slot);  // lr, snapshot (, staged inputs, seeds) → the device
   void body(int64_t step);                         // the step's kernels (eager or being captured)
   void combine();                                  // step 6: the layout's reductions of the state
   void collect(int slot);                          // the report and check values → host slot

@@ -165,6 +165,10 @@ void Trainer::init(const std::string& resume_path) {
   {
     MemoryCategoryScope mem(MemoryCategory::optim);
     opt_ = make_optimizer(cfg_, opt_params, compute);
+    // an asynchronous save on the GPU downloads the optimizer's own copies of its state, written
+    // by the due step's update (runtime/optim/optimizer.h), instead of copying the state first
+    if (cfg_.async_checkpoint && !opt_params.empty() && opt_params.front().second.is_cuda())
+      snapshot_copies_ = opt_->keep_snapshot();
   }
   w_.params->adopt(compute);  // ZeRO-3: shards and gather buffers in the compute dtype
   {
@@ -275,7 +279,14 @@ Trainer::Pending Trainer::launch_step() {
   const bool replay = runner_->captured();
   if (!replay) reset_memory_peaks(device);
   const StepMode before = runner_->mode();
-  runner_->launch(step_, m.lr);
+  // a due asynchronous save's step: its update also leaves the state in the optimizer's snapshot
+  // block, which the previous save must have finished downloading
+  const bool snapshot = snapshot_copies_ && checkpoint_due(m.step);
+  if (snapshot) {
+    wait_for_save();
+    snapshot_written_ = m.step;
+  }
+  runner_->launch(step_, m.lr, snapshot);
   if (runner_->mode() != before && rank() == 0)
     std::cout << "cuda graph: off (" << runner_->fallback() << "); the step runs eagerly" << std::endl;
   if (!replay) record_memory(step_memory_, device);  // the step allocated now (a replay allocates nothing)

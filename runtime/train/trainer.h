@@ -132,6 +132,7 @@ class Trainer {
   // waits for the save in flight (collective), then this rank's share of the state in host
   // memory (CUDA: its device copies queued on the current stream); makes async_ at the first save
   CheckpointSnapshot take_snapshot();
+  void wait_for_save();  // the asynchronous save in flight, if any, finished (collective)
   void record_memory(StepMetrics& m, Device device) const;   // the mem_* fields from the allocators
   // Collective (several ranks), one all-reduce: the largest rank's mem_bytes and that rank, for
   // the step line, and the fp8 counts summed over the ranks (set only under fp8).
@@ -164,6 +165,8 @@ class Trainer {
   double save_first_ms_ = 0;             // of it, the first save's (it reserves the host memory)
   double save_wait_ms_ = 0;              // of it, due saves waiting for the previous asynchronous one
   double end_wait_ms_ = 0;               // run()'s wait for the last asynchronous save
+  bool snapshot_copies_ = false;         // the optimizer keeps a snapshot block (Optimizer::keep_snapshot)
+  int64_t snapshot_written_ = -1;        // the last step whose update wrote it
 };
 
 // One process (cfg.dp = tp = pp = 1; cfg.data required): trains, returns 0. Errors throw. Under

@@ -68,16 +68,30 @@ CheckpointSnapshot Trainer::take_snapshot() {
   if (!async_)
     async_ = std::make_unique<AsyncCheckpointer>(w_.world, cfg_.keep_checkpoints, w_.seams.crash_before_commit,
                                                  w_.seams.checkpoint_writer);
-  {
-    const Clock::time_point w0 = Clock::now();
-    trace::Scope tp("checkpoint poll", "optimizer");
-    async_->poll(/*wait=*/true);  // at most one in flight: a due save waits for the previous one
-    save_wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - w0).count();
-  }
+  wait_for_save();  // at most one in flight: a due save waits for the previous one
   trace::Scope tg("checkpoint gather", "optimizer");
-  const CheckpointTensors t = checkpoint_tensors();
+  CheckpointTensors t = checkpoint_tensors();
+  if (snapshot_written_ == step_) {
+    // this step's update left the masters and the optimizer state in the optimizer's snapshot
+    // block: those go from there, straight to the host; the rest (FP8 states, gathered tensors)
+    // is copied first, as without
+    for (NamedTensors* part : {&t.weights, &t.optimizer})
+      for (auto& [name, x] : *part)
+        if (Tensor c = opt_->snapshot_copy(x); c.defined()) x = c;
+    async_->plans().download_directly(opt_->snapshot_block());
+  } else {
+    async_->plans().download_directly(Tensor());
+  }
   return snapshot_train_checkpoint(cfg_.checkpoint_dir, state(), model_->config_json(), t.weights, t.optimizer,
                                    model_->shard_rule(), written_elsewhere(), *w_.state, async_->plans());
+}
+
+void Trainer::wait_for_save() {
+  if (!async_ || !async_->in_flight()) return;
+  const Clock::time_point w0 = Clock::now();
+  trace::Scope tp("checkpoint poll", "optimizer");
+  async_->poll(/*wait=*/true);
+  save_wait_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - w0).count();
 }
 
 void Trainer::snapshot_early() {

@@ -63,7 +63,6 @@ void PinnedBuffer::download_on_wait(const void* src, size_t bytes, size_t offset
   ST_CHECK(fence_, DeviceError, "PinnedBuffer: device-to-host copy, but no CUDA device is visible");
   ST_CHECK(offset + bytes <= bytes_, ValueError,
            "PinnedBuffer: copy of " << bytes << " bytes at " << offset << " into a block of " << bytes_);
-  ST_CHECK(deferred_bytes_ == 0, ValueError, "PinnedBuffer: a deferred download is already waiting for wait()");
   if (!copy_stream_) {
     cudaStream_t cs = nullptr;
     CHECK_CUDA(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
@@ -74,24 +73,33 @@ void PinnedBuffer::download_on_wait(const void* src, size_t bytes, size_t offset
   }
   CHECK_CUDA(cudaGetDevice(&device_));
   CHECK_CUDA(cudaEventRecord(fence_of(mark_), current_stream()));  // what made src's bytes
-  deferred_src_ = src;
-  deferred_bytes_ = bytes;
-  deferred_offset_ = offset;
+  if (bytes > 0) deferred_.push_back({src, bytes, offset});
 }
 
 void PinnedBuffer::run_deferred() {
-  const size_t bytes = deferred_bytes_;
-  deferred_bytes_ = 0;
+  std::vector<Deferred> pieces;
+  pieces.swap(deferred_);
   CHECK_CUDA(cudaSetDevice(device_));  // this thread's device: the block's
   cudaStream_t cs = static_cast<cudaStream_t>(copy_stream_);
   CHECK_CUDA(cudaStreamWaitEvent(cs, fence_of(mark_), 0));
   if (pending_) CHECK_CUDA(cudaStreamWaitEvent(cs, fence_of(fence_), 0));  // the block's last copy
-  for (size_t done = 0; done < bytes; done += kDownloadPiece) {
-    const size_t n = std::min(kDownloadPiece, bytes - done);
-    CHECK_CUDA(cudaMemcpyAsync(static_cast<char*>(data_) + deferred_offset_ + done,
-                               static_cast<const char*>(deferred_src_) + done, n, cudaMemcpyDeviceToHost, cs));
+  size_t queued = 0;  // bytes queued since the last wait
+  for (const Deferred& d : pieces)
+    for (size_t done = 0; done < d.bytes;) {
+      const size_t n = std::min(kDownloadPiece - queued, d.bytes - done);
+      CHECK_CUDA(cudaMemcpyAsync(static_cast<char*>(data_) + d.offset + done, static_cast<const char*>(d.src) + done,
+                                 n, cudaMemcpyDeviceToHost, cs));
+      done += n;
+      queued += n;
+      if (queued == kDownloadPiece) {  // at most one piece's bytes queued at a time
+        CHECK_CUDA(cudaEventRecord(fence_of(fence_), cs));
+        CHECK_CUDA(cudaEventSynchronize(fence_of(fence_)));
+        queued = 0;
+      }
+    }
+  if (queued > 0) {
     CHECK_CUDA(cudaEventRecord(fence_of(fence_), cs));
-    CHECK_CUDA(cudaEventSynchronize(fence_of(fence_)));  // one piece queued at a time
+    CHECK_CUDA(cudaEventSynchronize(fence_of(fence_)));
   }
   pending_ = false;
 }
@@ -122,7 +130,7 @@ void PinnedBuffer::upload_async(void* dst, size_t bytes, size_t offset) {
 }
 
 bool PinnedBuffer::query() {
-  if (deferred_bytes_ > 0) return false;
+  if (!deferred_.empty()) return false;
   if (!pending_) return true;
   const cudaError_t e = cudaEventQuery(fence_of(fence_));
   if (e == cudaErrorNotReady) return false;
@@ -132,7 +140,7 @@ bool PinnedBuffer::query() {
 }
 
 void PinnedBuffer::wait() {
-  if (deferred_bytes_ > 0) run_deferred();
+  if (!deferred_.empty()) run_deferred();
   if (!pending_) return;
   CHECK_CUDA(cudaEventSynchronize(fence_of(fence_)));
   pending_ = false;

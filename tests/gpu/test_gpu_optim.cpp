@@ -3,13 +3,14 @@
 // GradScale (unscale, clip); sum_squares, has_inf_nan, scale_; the multi-tensor grad_stats over
 // many tensors of odd sizes, mixed dtypes and 16-byte-misaligned views (several launches of its
 // chunk table, vector and scalar paths, chunk tails); the multi-tensor AdamW likewise, against
-// the CPU and the single-tensor kernel bit for bit.
+// the CPU and the single-tensor kernel bit for bit, with its snapshot blocks under the step state.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "ops/optim.h"
+#include "ops/step_state.h"
 #include "tensor/rng.h"
 
 using namespace st;
@@ -276,4 +277,58 @@ TEST(GpuOptim, AdamWMultiEqualsTheSingleTensorKernel) {
   EXPECT_EQ(lq.to_double(), lp.to_double());
   EXPECT_EQ(c.to_double(), b.to_double());
   EXPECT_EQ(mc.to_double(), mb.to_double());
+}
+
+TEST(GpuOptim, AdamWSnapshotBlocksMatchTheCpuBitForBit) {
+  // The trainer's step (adamw_step_multi_state) with every slot's snapshot block, on both devices:
+  // 130 slots (3 launches of the 60-tensor table) of sizes off the 4-element quads and the 8192
+  // chunks, some at odd offsets (the scalar path), bf16 grads and copies; the state asks for the
+  // snapshot at every step and skips step 2 (the blocks: the state as it was) — after each step
+  // every block, padding included, equals the CPU's bit for bit and holds the params
+  const int64_t sizes[] = {1, 7, 8, 8192 + 3, 20000, 100003};
+  const size_t N = 130;
+  std::vector<Tensor> pc(N), mc(N), vc(N), pg(N), mg(N), vg(N), lc(N), lg(N), bc(N), bg(N);
+  std::vector<bool> decays(N);
+  for (size_t i = 0; i < N; ++i) {
+    const int64_t n = sizes[i % 6] + static_cast<int64_t>(i / 6), off = i % 4 == 3 ? 1 : 0;
+    auto at = [&](Tensor t) {  // (n) at `off` of a CUDA buffer
+      Tensor base = Tensor::zeros({n + off}, t.dtype(), Device::cuda);
+      Tensor view = base.narrow(0, off, n);
+      view.copy_(t.to(Device::cuda));
+      return view;
+    };
+    pc[i] = rand({n}, 100 + i), mc[i] = rand({n}, 200 + i, -0.1f, 0.1f), vc[i] = rand({n}, 300 + i, 0.f, 0.01f);
+    pg[i] = at(pc[i]), mg[i] = at(mc[i]), vg[i] = at(vc[i]);
+    lc[i] = Tensor::zeros({n}, DType::bf16), lg[i] = at(lc[i]);
+    bc[i] = Tensor::full({ops::adamw_snapshot_floats(n) + 5}, -3.0), bg[i] = bc[i].to(Device::cuda);
+    decays[i] = i % 2 == 0;
+  }
+  ops::DeviceStepState init;
+  init.gs = {1.f / 1024, 0.5f};
+  for (int64_t step = 1; step <= 3; ++step) {
+    ops::DeviceStepState st = init;
+    st.with_wd = ops::adamw_scalars({1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f}, step);
+    st.no_wd = ops::adamw_scalars({1e-3f, 0.9f, 0.95f, 1e-8f, 0.f}, step);
+    st.snapshot = 1;
+    st.skip = step == 2 ? 1 : 0;
+    Tensor sc = ops::step_state_tensor(st, Device::cpu), sg = ops::step_state_tensor(st, Device::cuda);
+    std::vector<Tensor> gc(N), gg(N);
+    std::vector<ops::AdamWSlot> cpu, gpu;
+    for (size_t i = 0; i < N; ++i) {
+      gg[i] = gpu_grad(pc[i].numel(), 1000 * step + i, DType::bf16, 0, 700.f);
+      gc[i] = gg[i].to(Device::cpu);
+      cpu.push_back({&pc[i], &gc[i], &mc[i], &vc[i], lc[i], {}, bc[i]});
+      gpu.push_back({&pg[i], &gg[i], &mg[i], &vg[i], lg[i], {}, bg[i]});
+    }
+    ops::adamw_step_multi_state(cpu, decays, sc);
+    ops::adamw_step_multi_state(gpu, decays, sg);
+    for (size_t i = 0; i < N; ++i) {
+      SCOPED_TRACE("step " + std::to_string(step) + " slot " + std::to_string(i) + " n " +
+                   std::to_string(pc[i].numel()));
+      ASSERT_EQ(pg[i].to_double(), pc[i].to_double());
+      ASSERT_EQ(bg[i].to_double(), bc[i].to_double());
+      ASSERT_EQ(bc[i].narrow(0, 0, pc[i].numel()).to_double(), pc[i].to_double());
+      ASSERT_NE(pc[i].to_double(), rand({pc[i].numel()}, 100 + i).to_double()) << "the reference moved";
+    }
+  }
 }

@@ -1,12 +1,14 @@
 // Optimizer kernels against closed forms written out in double: AdamW (docs/design.md, PyTorch's
 // decoupled decay, bias-corrected moments) and SGD with momentum for three steps each, decay
 // only where the caller asks; plus sum_squares, has_inf_nan and scale_; the multi-tensor AdamW
-// against the per-tensor op, bit for bit.
+// against the per-tensor op, bit for bit, and its snapshot blocks (what the step left, also when
+// the step state skips; untouched when it does not ask).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "ops/optim.h"
+#include "ops/step_state.h"
 
 using namespace st;
 
@@ -368,4 +370,102 @@ TEST(AdamWMulti, BadSlotsNameTheSlotAndChangeNothing) {
   EXPECT_THROW(ops::adamw_step_multi(bad), DTypeError);
   bad[1] = {&p_nc, &g2, &m2, &v2, Tensor(), s};
   EXPECT_THROW(ops::adamw_step_multi(bad), ValueError);
+}
+
+TEST(AdamWMulti, SnapshotBlocksHoldWhatTheStepLeft) {
+  // slot 0: 7 elements (stride 8: one float of padding after each part), slot 1: (2, 4) with a
+  // block longer than it needs, slot 2: no block. Every block starts as a sentinel; after the
+  // step it holds [p | m | v] bit for bit, the padding and the tail still the sentinel.
+  const float kSentinel = -12345.f;
+  const Shape shapes[] = {{7}, {2, 4}, {3}};
+  std::vector<Tensor> p, m, v, g, block;
+  for (int i = 0; i < 3; ++i) {
+    p.push_back(random_grad(shapes[i], 1 + i, DType::f32));
+    m.push_back(random_grad(shapes[i], 10 + i, DType::f32, 0.1));
+    v.push_back(random_grad(shapes[i], 20 + i, DType::f32, 0.01, true));
+    g.push_back(random_grad(shapes[i], 30 + i, DType::bf16));
+  }
+  EXPECT_EQ(ops::adamw_snapshot_stride(7), 8);
+  EXPECT_EQ(ops::adamw_snapshot_floats(8), 24);
+  block.push_back(Tensor::full({24}, kSentinel));
+  block.push_back(Tensor::full({30}, kSentinel));
+  const ops::AdamWScalars s = ops::adamw_scalars({1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f}, 1);
+  auto slots_of = [&](std::vector<Tensor>& pp, std::vector<Tensor>& mm, std::vector<Tensor>& vv) {
+    return std::vector<ops::AdamWSlot>{{&pp[0], &g[0], &mm[0], &vv[0], Tensor(), s, block[0]},
+                                       {&pp[1], &g[1], &mm[1], &vv[1], Tensor(), s, block[1]},
+                                       {&pp[2], &g[2], &mm[2], &vv[2], Tensor(), s, Tensor()}};
+  };
+  auto part = [&](int i, int k) {  // block i's copy of p (k 0), m (1) or v (2)
+    const int64_t n = shape_numel(shapes[i]), stride = ops::adamw_snapshot_stride(n);
+    return block[i].narrow(0, k * stride, n).to_double();
+  };
+  // the step without blocks, for reference
+  std::vector<Tensor> pr, mr, vr;
+  for (int i = 0; i < 3; ++i) pr.push_back(p[i].clone()), mr.push_back(m[i].clone()), vr.push_back(v[i].clone());
+  std::vector<ops::AdamWSlot> ref = slots_of(pr, mr, vr);
+  for (auto& sl : ref) sl.snapshot = Tensor();
+  ops::adamw_step_multi(ref);
+  std::vector<ops::AdamWSlot> slots = slots_of(p, m, v);
+  ops::adamw_step_multi(slots);
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE("slot " + std::to_string(i));
+    EXPECT_EQ(p[i].to_double(), pr[i].to_double());  // the update is the same with a block
+    EXPECT_NE(part(i, 0), random_grad(shapes[i], 1 + i, DType::f32).to_double()) << "the params moved";
+    EXPECT_EQ(part(i, 0), p[i].reshape({-1}).to_double());
+    EXPECT_EQ(part(i, 1), m[i].reshape({-1}).to_double());
+    EXPECT_EQ(part(i, 2), v[i].reshape({-1}).to_double());
+  }
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(block[0].to_double()[8 * k + 7], kSentinel) << "padding after part " << k;
+  for (int64_t j = 24; j < 30; ++j) EXPECT_EQ(block[1].to_double()[j], kSentinel) << "tail " << j;
+
+  // a block one float short is refused, naming the slot, before anything changes
+  std::vector<ops::AdamWSlot> bad = slots_of(p, m, v);
+  bad[1].snapshot = Tensor::zeros({23});
+  const std::vector<double> before = p[0].to_double();
+  try {
+    ops::adamw_step_multi(bad);
+    ADD_FAILURE() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("slot 1: snapshot"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(p[0].to_double(), before);
+  bad[1].snapshot = Tensor::zeros({24}, DType::f16);
+  EXPECT_THROW(ops::adamw_step_multi(bad), ValueError);
+}
+
+TEST(AdamWMulti, TheStepStateSaysWhenTheBlocksAreWritten) {
+  // adamw_step_multi_state (the trainer's step): the blocks are written only when the state's
+  // `snapshot` is set — then also when the step skips (the state as it was, unchanged)
+  const int64_t n = 5;
+  Tensor p = random_grad({n}, 1, DType::f32), m = random_grad({n}, 2, DType::f32, 0.1);
+  Tensor v = random_grad({n}, 3, DType::f32, 0.01, true), g = random_grad({n}, 4, DType::f16);
+  Tensor block = Tensor::full({ops::adamw_snapshot_floats(n)}, 7.f);
+  ops::DeviceStepState init;
+  init.with_wd = init.no_wd = ops::adamw_scalars({1e-2f, 0.9f, 0.95f, 1e-8f, 0.f}, 1);
+  auto run = [&](bool snapshot, bool skip) {
+    ops::DeviceStepState st = init;
+    st.snapshot = snapshot ? 1 : 0;
+    st.skip = skip ? 1 : 0;
+    Tensor state = ops::step_state_tensor(st, Device::cpu);
+    std::vector<ops::AdamWSlot> slots{{&p, &g, &m, &v, Tensor(), {}, block}};
+    ops::adamw_step_multi_state(slots, {false}, state);
+  };
+  const int64_t stride = ops::adamw_snapshot_stride(n);
+  auto copies = [&] {
+    return std::vector<std::vector<double>>{block.narrow(0, 0, n).to_double(), block.narrow(0, stride, n).to_double(),
+                                            block.narrow(0, 2 * stride, n).to_double()};
+  };
+  auto state_now = [&] { return std::vector<std::vector<double>>{p.to_double(), m.to_double(), v.to_double()}; };
+  const std::vector<double> untouched(static_cast<size_t>(n), 7.0);
+  const auto s0 = state_now();
+  run(/*snapshot=*/false, /*skip=*/false);
+  EXPECT_NE(state_now(), s0) << "the step updated";
+  EXPECT_EQ(copies()[0], untouched) << "no snapshot asked: the block stays";
+  const auto s1 = state_now();
+  run(/*snapshot=*/true, /*skip=*/true);
+  EXPECT_EQ(state_now(), s1) << "a skipped step changes nothing";
+  EXPECT_EQ(copies(), s1) << "a skipped step's snapshot is the state as it was";
+  run(/*snapshot=*/true, /*skip=*/false);
+  EXPECT_NE(state_now(), s1);
+  EXPECT_EQ(copies(), state_now());
 }

@@ -1,10 +1,12 @@
 // Optimizers against closed forms computed here in double: AdamW (PyTorch's: decoupled decay on
 // ≥ 2-dim tensors only, bias-corrected moments), SGD with momentum; state dicts (names, strict
-// loading, bit-exact continuation); f16/bf16 parameters with f32 masters.
+// loading, bit-exact continuation); f16/bf16 parameters with f32 masters; AdamW's snapshot block
+// (what a device step asked for it left there, each tensor's copy found by snapshot_copy).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "ops/step_state.h"
 #include "runtime/optim/optimizer.h"
 
 namespace st::runtime {
@@ -117,6 +119,54 @@ TEST(Optimizer, StateDictNamesAndBitExactContinuation) {
   auto extra = saved;
   extra["exp_avg.other"] = Tensor::zeros({1});
   EXPECT_THROW(b.load_state_dict(extra), ValueError);
+}
+
+TEST(Optimizer, AdamWsSnapshotBlockHoldsWhatItsAskingStepLeft) {
+  NamedTensors params{{"w", Tensor::from_vector(std::vector<double>{0.1, 0.2, 0.3, 0.4, 0.5, 0.6}, {2, 3})},
+                      {"b", Tensor::from_vector(std::vector<double>{0.0, 1.0, -1.0}, {3})}};
+  AdamW a(params, AdamWOptions{1e-2, 0.9, 0.95, 1e-8, 0.1});
+  ASSERT_TRUE(a.keep_snapshot());
+  // w: 3 · 8 floats (6 padded to 8), b: 3 · 4, each part at a 64-float (256-byte) boundary
+  EXPECT_EQ(a.snapshot_block().numel(), 128);
+  auto state = [&](int64_t t, bool snapshot) {
+    ops::DeviceStepState st;
+    st.with_wd = ops::adamw_scalars({1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f}, t);
+    st.no_wd = ops::adamw_scalars({1e-2f, 0.9f, 0.95f, 1e-8f, 0.f}, t);
+    st.snapshot = snapshot ? 1 : 0;
+    return ops::step_state_tensor(st, Device::cpu);
+  };
+  auto grads = [](int t) {
+    return std::vector<Tensor>{Tensor::from_vector(grad_values(6, t), {2, 3}), Tensor::from_vector(grad_values(3, t), {3})};
+  };
+  auto saved = [&] {  // every tensor a checkpoint takes from the optimizer, with its copy
+    NamedTensors all = a.master_weights();
+    for (auto& [k, t] : a.state_dict())
+      if (k != "step") all.emplace_back(k, t);
+    return all;
+  };
+  a.step_on_device(grads(1), state(1, true));
+  ASSERT_EQ(saved().size(), 6u);
+  std::vector<std::vector<double>> first;
+  for (auto& [k, t] : saved()) {
+    SCOPED_TRACE(k);
+    const Tensor c = a.snapshot_copy(t);
+    ASSERT_TRUE(c.defined());
+    EXPECT_EQ(c.shape(), t.shape());
+    EXPECT_EQ(c.to_double(), t.to_double());
+    first.push_back(c.to_double());
+  }
+  a.step_on_device(grads(2), state(2, false));  // not asked: the copies stay step 1's
+  size_t i = 0;
+  for (auto& [k, t] : saved()) {
+    EXPECT_EQ(a.snapshot_copy(t).to_double(), first[i]) << k;
+    EXPECT_NE(t.to_double(), first[i++]) << k << " moved at step 2";
+  }
+  EXPECT_FALSE(a.snapshot_copy(Tensor::zeros({2, 3})).defined()) << "not the optimizer's";
+  EXPECT_TRUE(a.snapshot_copy(params[0].second).defined()) << "f32: the model's own tensor is the master";
+  EXPECT_FALSE(a.snapshot_copy(params[0].second.narrow(0, 0, 1)).defined()) << "a part of a tensor is not copied alone";
+  Sgd sgd(NamedTensors{{"w", Tensor::zeros({2})}}, SgdOptions{});
+  EXPECT_FALSE(sgd.keep_snapshot());
+  EXPECT_FALSE(sgd.snapshot_block().defined());
 }
 
 TEST(Optimizer, LowPrecisionParamsGetF32Masters) {
