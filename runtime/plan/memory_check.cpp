@@ -31,9 +31,10 @@ std::string human_bytes(double b) {
   return buf;
 }
 
-ParamBytes param_bytes(Precision precision, OptimizerKind optimizer) {
+ParamBytes param_bytes(Precision precision, OptimizerKind optimizer, bool snapshot_block) {
   const bool mixed = precision != Precision::fp32;
-  return {mixed ? 2.0 : 4.0, mixed ? 2.0 : 4.0, mixed ? 4.0 : 0.0, optimizer == OptimizerKind::adamw ? 8.0 : 4.0};
+  return {mixed ? 2.0 : 4.0, mixed ? 2.0 : 4.0, mixed ? 4.0 : 0.0, optimizer == OptimizerKind::adamw ? 8.0 : 4.0,
+          snapshot_block ? 12.0 : 0.0};
 }
 
 MemoryEstimate estimate_training_memory(const TrainConfig& cfg, const nlohmann::json& entry, int64_t tp, int64_t dp) {
@@ -47,14 +48,15 @@ MemoryEstimate estimate_training_memory(const TrainConfig& cfg, const nlohmann::
   const bool mixed = cfg.precision != Precision::fp32;
   const int zero = zero_stage_in_effect(cfg.zero, dp);
   const double share = zero >= 1 ? 1.0 / static_cast<double>(dp) : 1.0;  // ZeRO-1: this rank's part
-  const ParamBytes b = param_bytes(cfg.precision, cfg.optimizer);
-  const double state = b.state, weights = b.weight, grads = b.grad, master = b.master;
+  const ParamBytes b = param_bytes(cfg.precision, cfg.optimizer, keeps_snapshot_block(cfg));
+  const double state = b.state + b.snapshot, weights = b.weight, grads = b.grad, master = b.master;
   const double grad_share = zero >= 2 ? share : 1.0;  // ZeRO-2: the owned gradients after the reduce
   const double weight_share = zero >= 3 ? share : 1.0;  // ZeRO-3: the parameter shards (a gathered layer beside them)
   e.bytes_per_param = weights * weight_share + grads * grad_share + (master + state) * share;
   std::ostringstream o;
   o << to_string(cfg.precision) << " weights " << weights << (mixed ? " + f32 master 4" : "") << " + grads " << grads
-    << " + " << (cfg.optimizer == OptimizerKind::adamw ? "AdamW moments 8" : "SGD momentum 4");
+    << " + " << (cfg.optimizer == OptimizerKind::adamw ? "AdamW moments 8" : "SGD momentum 4")
+    << (b.snapshot > 0 ? " + the asynchronous save's copies 12" : "");
   if (share < 1)
     o << " (master and state" << (grad_share < 1 ? ", grads" : "") << (weight_share < 1 ? ", weights" : "") << " / dp "
       << dp << " under ZeRO-" << zero << ")";

@@ -8,7 +8,8 @@
 //   bytes per P     weights + gradients + optimizer state:
 //                     fp32       4 + 4               + state
 //                     fp16/bf16  2 + 4 (f32 master) + 2 + state
-//                   state: AdamW 8 (two f32 moments), SGD 4 (momentum); under ZeRO-1 (dp > 1) the
+//                   state: AdamW 8 (two f32 moments), SGD 4 (momentum), + 12 where the run keeps
+//                   the optimizer's snapshot block (keeps_snapshot_block); under ZeRO-1 (dp > 1) the
 //                   master and the state are this rank's 1/dp, under ZeRO-2 the gradients too
 //                   (what it holds after the reduce; backward's peak is above that, grad_reducer.h),
 //                   under ZeRO-3 the weights too (their shards; the gathered layers come on top,
@@ -33,8 +34,9 @@ namespace st::runtime {
 // (ZeRO-1: master and state / dp).
 struct ParamBytes {
   double weight = 0, grad = 0, master = 0, state = 0;
+  double snapshot = 0;  // the optimizer's snapshot block (keeps_snapshot_block): 12
 };
-ParamBytes param_bytes(Precision precision, OptimizerKind optimizer);
+ParamBytes param_bytes(Precision precision, OptimizerKind optimizer, bool snapshot_block = false);
 
 struct MemoryEstimate {
   double params = 0;           // the whole model's

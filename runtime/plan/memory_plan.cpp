@@ -138,6 +138,7 @@ PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp) {
   l.device = cfg.device;
   l.chunked_head = cfg.chunked_head;
   l.sequence_parallel = cfg.sequence_parallel == 1 && cfg.tp > 1;
+  l.snapshot_block = keeps_snapshot_block(cfg);
   return l;
 }
 
@@ -170,8 +171,8 @@ MemoryPlan plan_memory(const nlohmann::json& entry, int64_t seq_len, const PlanL
   const ActivationCoefficients a =
       decoder ? decoder_activations(*d.decoder, static_cast<double>(d.vocab_size), l, local_tokens(l, seq_len))
               : ActivationCoefficients{};
-  const ParamBytes pb = param_bytes(l.precision, l.optimizer);  // the same per-parameter bytes as the memory check
-  const double e = pb.weight, master = pb.master, state = pb.state;
+  const ParamBytes pb = param_bytes(l.precision, l.optimizer, l.snapshot_block);  // as the memory check's
+  const double e = pb.weight, master = pb.master, state = pb.state + pb.snapshot;
   const double dp = static_cast<double>(l.dp), tokens = local_tokens(l, seq_len);
   const double C = decoder ? static_cast<double>(d.decoder->d_model) : 0.0;
   const int last_layer = static_cast<int>(d.layers.size()) - 1;

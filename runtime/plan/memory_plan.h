@@ -12,7 +12,9 @@
 //   parameters   P_s · e
 //   gradients    P_s · e                              ZeRO-2: its own run (below); ZeRO-3: / dp
 //   optimizer    P_s · (master + state)               ZeRO-1/2/3: / dp
-//                  master 4 under fp16/bf16 (f32 copy), 0 under fp32; state AdamW 8, SGD 4
+//                  master 4 under fp16/bf16 (f32 copy), 0 under fp32; state AdamW 8, SGD 4,
+//                  + 12 where the run keeps the optimizer's snapshot block (keeps_snapshot_block:
+//                  --async-checkpoint 1 with AdamW on CUDA)
 //   ZeRO-2       gradients: the largest owner's run of buckets (Zero1's cut: contiguous runs of
 //                whole tensors balanced by bytes), plus in backward the other owners' gradients
 //                the engine holds until their bucket is final, at most the window's buckets and
@@ -147,6 +149,7 @@ struct PlanLayout {
   Device device = Device::cpu;  // the activation term's ops (the CUDA paths fuse and keep less)
   bool chunked_head = false;  // --chunked-head (in effect only where head_is_chunked says so)
   bool sequence_parallel = false;  // --sequence-parallel 1 at tp > 1 (block_activations says what it changes)
+  bool snapshot_block = false;     // keeps_snapshot_block: the optimizer term + 12 bytes a parameter
   int64_t world() const { return dp * cp * tp * pp; }
 };
 // The layout a train config asks for (its ZeRO stage: cfg.zero as an integer).

@@ -68,6 +68,15 @@ struct TrainConfig : ModelOptions,
   void validate_context_parallel(const OptionFail& fail) const;
 };
 
+// Whether a run keeps the optimizer's snapshot block for its asynchronous saves
+// (runtime/optim/optimizer.h keep_snapshot): --async-checkpoint 1 with a checkpoint directory,
+// AdamW, on CUDA — 12 bytes a parameter of the optimizer's share, for the whole run (the planner
+// and the memory check count them).
+inline bool keeps_snapshot_block(const TrainConfig& c) {
+  return c.async_checkpoint && !c.checkpoint_dir.empty() && c.optimizer == OptimizerKind::adamw &&
+         c.device == Device::cuda;
+}
+
 // How often a run validates: eval_every, or with val_data and eval_every 0 every max(1, steps / 10)
 // steps; 0 (never) without val_data.
 inline int64_t eval_interval(const TrainConfig& c) {

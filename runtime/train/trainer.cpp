@@ -167,8 +167,7 @@ void Trainer::init(const std::string& resume_path) {
     opt_ = make_optimizer(cfg_, opt_params, compute);
     // an asynchronous save on the GPU downloads the optimizer's own copies of its state, written
     // by the due step's update (runtime/optim/optimizer.h), instead of copying the state first
-    if (cfg_.async_checkpoint && !cfg_.checkpoint_dir.empty() && !opt_params.empty() &&
-        opt_params.front().second.is_cuda())
+    if (keeps_snapshot_block(cfg_) && !opt_params.empty() && opt_params.front().second.is_cuda())
       snapshot_copies_ = opt_->keep_snapshot();
   }
   w_.params->adopt(compute);  // ZeRO-3: shards and gather buffers in the compute dtype

@@ -1,12 +1,14 @@
 // The memory check (runtime/plan/memory_check.h): each family's closed-form parameter count
 // equals the built model's, exactly (integers below 2^53 in a double); the bytes per parameter
-// follow the header's table; a model whose parameters alone exceed the machine is refused
-// before anything is allocated, with the estimate and what is available in the message.
+// follow the header's table (the asynchronous save's snapshot block where a run keeps one); a
+// model whose parameters alone exceed the machine is refused before anything is allocated, with
+// the estimate and what is available in the message.
 #include <gtest/gtest.h>
 
 #include <chrono>
 
 #include "runtime/plan/memory_check.h"
+#include "runtime/plan/memory_plan.h"
 #include "runtime/setup/model_registry.h"
 
 namespace st::runtime {
@@ -64,6 +66,44 @@ TEST(MemoryCheck, BytesPerParameterFollowTheTable) {
   c.zero = 0;
   c.pp = 2;
   EXPECT_EQ(estimate_training_memory(c, model_entry(c), 4, 1).rank_bytes, 16 * P / 8);  // tp 4 × pp 2
+  // --async-checkpoint 1 on CUDA with AdamW and a checkpoint directory: the optimizer's snapshot
+  // block, its master, m and v again (runtime/optim/optimizer.h keep_snapshot)
+  c.pp = 1;
+  c.async_checkpoint = true;
+  c.checkpoint_dir = "ckpt";
+  EXPECT_EQ(estimate_training_memory(c, model_entry(c), 1, 1).bytes_per_param, 16) << "the CPU keeps none";
+  c.device = Device::cuda;
+  EXPECT_EQ(estimate_training_memory(c, model_entry(c), 1, 1).bytes_per_param, 28);  // 4 + 4 + 8 + 12
+  c.zero = 1;
+  EXPECT_EQ(estimate_training_memory(c, model_entry(c), 1, 4).bytes_per_param, 13);  // 4 + 4 + (8 + 12)/4
+  c.zero = 0;
+  c.checkpoint_dir.clear();
+  EXPECT_EQ(estimate_training_memory(c, model_entry(c), 1, 1).bytes_per_param, 16) << "no saves, no block";
+  c.checkpoint_dir = "ckpt";
+  c.optimizer = OptimizerKind::sgd;
+  EXPECT_EQ(estimate_training_memory(c, model_entry(c), 1, 1).bytes_per_param, 12) << "SGD packs at the save";
+}
+
+TEST(MemoryCheck, ThePlannerCountsTheSnapshotBlockAsTheCheckDoes) {
+  // `shardtrain plan`'s optimizer term grows by the block's 12 bytes a parameter (/ dp under ZeRO),
+  // the peak with it, and nothing else changes
+  TrainConfig c = sized("gpt", 2, 64, 4, 256, 32);
+  const double P = 12 * 2 * 64.0 * 64 + 13 * 2 * 64 + 64 * (256 + 32) + 2 * 64;
+  c.device = Device::cuda;
+  c.precision = Precision::bf16;
+  c.checkpoint_dir = "ckpt";
+  for (int zero : {0, 1}) {
+    c.zero = zero;
+    const int64_t dp = zero ? 4 : 1;
+    c.async_checkpoint = false;
+    const StageMemory without = plan_memory(model_entry(c), c.seq_len, plan_layout(c, dp)).stages.at(0);
+    c.async_checkpoint = true;
+    const StageMemory with = plan_memory(model_entry(c), c.seq_len, plan_layout(c, dp)).stages.at(0);
+    EXPECT_DOUBLE_EQ(with.optim - without.optim, 12 * P / static_cast<double>(dp)) << "zero " << zero;
+    EXPECT_DOUBLE_EQ(with.peak - without.peak, 12 * P / static_cast<double>(dp)) << "zero " << zero;
+    EXPECT_EQ(with.params, without.params);
+    EXPECT_EQ(with.activations, without.activations);
+  }
 }
 
 TEST(MemoryCheck, RefusesAModelLargerThanTheMachineBeforeAllocating) {
