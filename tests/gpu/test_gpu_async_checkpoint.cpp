@@ -8,7 +8,9 @@
 // likewise. Fails without the device copy (the download would race the overwrite) or the fence.
 // A CPU tensor among them (the optimizer's step count, at the block's start) keeps its bytes,
 // though the download covers the whole block (it held the device block's unwritten bytes before
-// 2026-12-06), and a rewrite of it after the snapshot lands.
+// 2026-12-06), and a rewrite of it after the snapshot lands. Tensors of a block downloaded
+// directly (the optimizer's snapshot copies) and packed ones in one snapshot; the trainer's saves
+// (graph and eager, bf16 and fp8) byte for byte its synchronous ones.
 #include <gtest/gtest.h>
 
 #include <cstring>
