@@ -109,12 +109,13 @@ void Optimizer::load_state(const std::function<void(const std::string& key, cons
 }
 
 Tensor Optimizer::snapshot_copy(const Tensor& t) const {
-  if (!t.defined()) return Tensor();
-  for (const auto& [src, copy] : copies_)
-    if (src.data_ptr() == t.data_ptr() && src.numel() == t.numel() && src.dtype() == t.dtype() &&
-        src.device() == t.device() && t.is_contiguous())
-      return copy.view(t.shape());
-  return Tensor();
+  if (!t.defined() || t.numel() == 0) return Tensor();
+  const auto it = copies_.find(t.data_ptr());
+  if (it == copies_.end()) return Tensor();
+  const auto& [src, copy] = it->second;
+  if (src.numel() != t.numel() || src.dtype() != t.dtype() || src.device() != t.device() || !t.is_contiguous())
+    return Tensor();
+  return copy.view(t.shape());
 }
 
 // ---- AdamW ------------------------------------------------------------------------------------
@@ -167,7 +168,9 @@ bool AdamW::keep_snapshot() {
     const int64_t n = master_[i].numel(), stride = ops::adamw_snapshot_stride(n);
     slot_snapshot_.push_back(snapshot_.narrow(0, offsets[i], ops::adamw_snapshot_floats(n)));
     const Tensor* parts[] = {&master_[i], &m_[i], &v_[i]};
-    for (int k = 0; k < 3; ++k) copies_.emplace_back(*parts[k], snapshot_.narrow(0, offsets[i] + k * stride, n));
+    if (n > 0)
+      for (int k = 0; k < 3; ++k)
+        copies_.emplace(parts[k]->data_ptr(), std::pair{*parts[k], snapshot_.narrow(0, offsets[i] + k * stride, n)});
   }
   return true;
 }

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ops/optim.h"
@@ -102,7 +103,8 @@ class Optimizer {
   DType compute_;
   int64_t step_ = 0;
   Tensor snapshot_;                                  // keep_snapshot()'s block (1-D f32)
-  std::vector<std::pair<Tensor, Tensor>> copies_;    // (a tensor the block copies, its copy there)
+  // a tensor the block copies (by its data pointer; none of 0 elements) → (it, its copy there)
+  std::unordered_map<const void*, std::pair<Tensor, Tensor>> copies_;
 };
 
 struct AdamWOptions {

@@ -168,7 +168,7 @@ void Trainer::init(const std::string& resume_path) {
     // an asynchronous save on the GPU downloads the optimizer's own copies of its state, written
     // by the due step's update (runtime/optim/optimizer.h), instead of copying the state first
     if (keeps_snapshot_block(cfg_) && !opt_params.empty() && opt_params.front().second.is_cuda())
-      snapshot_copies_ = opt_->keep_snapshot();
+      opt_->keep_snapshot();
   }
   w_.params->adopt(compute);  // ZeRO-3: shards and gather buffers in the compute dtype
   {
@@ -281,7 +281,7 @@ Trainer::Pending Trainer::launch_step() {
   const StepMode before = runner_->mode();
   // a due asynchronous save's step: its update also leaves the state in the optimizer's snapshot
   // block, which the previous save must have finished downloading
-  const bool snapshot = snapshot_copies_ && checkpoint_due(m.step);
+  const bool snapshot = opt_->snapshot_block().defined() && checkpoint_due(m.step);
   if (snapshot) {
     wait_for_save();
     snapshot_written_ = m.step;

@@ -165,7 +165,6 @@ class Trainer {
   double save_first_ms_ = 0;             // of it, the first save's (it reserves the host memory)
   double save_wait_ms_ = 0;              // of it, due saves waiting for the previous asynchronous one
   double end_wait_ms_ = 0;               // run()'s wait for the last asynchronous save
-  bool snapshot_copies_ = false;         // the optimizer keeps a snapshot block (Optimizer::keep_snapshot)
   int64_t snapshot_written_ = -1;        // the last step whose update wrote it
 };
 

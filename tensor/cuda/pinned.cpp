@@ -84,6 +84,11 @@ void PinnedBuffer::run_deferred() {
   CHECK_CUDA(cudaStreamWaitEvent(cs, fence_of(mark_), 0));
   if (pending_) CHECK_CUDA(cudaStreamWaitEvent(cs, fence_of(fence_), 0));  // the block's last copy
   size_t queued = 0;  // bytes queued since the last wait
+  auto drain = [&] {  // at most one piece's bytes queued at a time
+    CHECK_CUDA(cudaEventRecord(fence_of(fence_), cs));
+    CHECK_CUDA(cudaEventSynchronize(fence_of(fence_)));
+    queued = 0;
+  };
   for (const Deferred& d : pieces)
     for (size_t done = 0; done < d.bytes;) {
       const size_t n = std::min(kDownloadPiece - queued, d.bytes - done);
@@ -91,16 +96,9 @@ void PinnedBuffer::run_deferred() {
                                  n, cudaMemcpyDeviceToHost, cs));
       done += n;
       queued += n;
-      if (queued == kDownloadPiece) {  // at most one piece's bytes queued at a time
-        CHECK_CUDA(cudaEventRecord(fence_of(fence_), cs));
-        CHECK_CUDA(cudaEventSynchronize(fence_of(fence_)));
-        queued = 0;
-      }
+      if (queued == kDownloadPiece) drain();
     }
-  if (queued > 0) {
-    CHECK_CUDA(cudaEventRecord(fence_of(fence_), cs));
-    CHECK_CUDA(cudaEventSynchronize(fence_of(fence_)));
-  }
+  if (queued > 0) drain();
   pending_ = false;
 }
 
