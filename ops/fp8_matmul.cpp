@@ -9,7 +9,7 @@
 namespace st::ops {
 
 Tensor fp8_matmul(const Tensor& a, const Tensor& a_scale_inv, const Tensor& b, const Tensor& b_scale_inv,
-                  DType out_dtype, const Tensor& amax, const Tensor& bias) {
+                  DType out_dtype, const Tensor& amax, const Tensor& bias, Fp8Accum accum) {
   const char* op = "fp8_matmul";
   check_defined(op, {a, a_scale_inv, b, b_scale_inv});
   check_dtype(op, a, {DType::f8e4m3, DType::f8e5m2});
@@ -40,7 +40,7 @@ Tensor fp8_matmul(const Tensor& a, const Tensor& a_scale_inv, const Tensor& b, c
   Tensor ac = a.contiguous(), bc = b.contiguous(), sa = a_scale_inv.contiguous(), sb = b_scale_inv.contiguous();
   Tensor c = Tensor::empty({a.size(0), b.size(0)}, out_dtype, a.device());  // (M, N)
   if (a.is_cuda()) {
-    cuda::fp8_gemm(ac, sa.data<float>(), bc, sb.data<float>(), c, bias_c);
+    cuda::fp8_gemm(ac, sa.data<float>(), bc, sb.data<float>(), c, bias_c, accum);
     if (amax.defined()) cuda::fp8_amax(c, amax.data<float>());
   } else {
     cpu::fp8_gemm(ac, sa.data<float>(), bc, sb.data<float>(), c, bias_c);

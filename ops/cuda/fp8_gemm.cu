@@ -5,7 +5,8 @@
 // ld K, op N): exactly the "TN" form cublasLtMatmul's FP8 requirements ask for (A transposed, B
 // not; CUBLAS_COMPUTE_32F; scale type CUDA_R_32F; 16-byte aligned pointers and leading dims).
 // The scales go in as device pointers (A_SCALE = b's s⁻¹, B_SCALE = a's), read when the GEMM runs;
-// FAST_ACCUM stays off (cuBLASLt promotes the tensor cores' partial sums to f32 periodically);
+// FAST_ACCUM off for Fp8Accum::promoted (cuBLASLt promotes the tensor cores' partial sums to f32
+// periodically), on for Fp8Accum::fast;
 // C = D in c's dtype, β = 0; a bias (N, c's dtype) is added by the epilogue (CUBLASLT_EPILOGUE_BIAS:
 // to α·Σ in f32, before the one rounding to c's dtype). The algorithm of each (device, dtypes, shape, alignment) comes from
 // cuBLASLt's heuristic once and is cached; a case with no kernel is remembered as unsupported.
@@ -31,8 +32,8 @@ namespace {
 struct Fp8LtState {
   std::mutex mu;
   std::map<int, cublasLtHandle_t> handles;  // per device
-  // (device, a dtype, b dtype, c dtype, M, N, K, bias); matrices always 16-byte aligned here
-  using Key = std::tuple<int, int, int, int, int64_t, int64_t, int64_t, bool>;
+  // (device, a dtype, b dtype, c dtype, M, N, K, bias, fast accumulation); matrices always 16-byte aligned here
+  using Key = std::tuple<int, int, int, int, int64_t, int64_t, int64_t, bool, bool>;
   std::map<Key, std::pair<bool, cublasLtMatmulAlgo_t>> algos;  // (supported, algorithm)
   int64_t launches = 0;
 };
@@ -68,7 +69,8 @@ void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const
 }
 
 // false, touching nothing, where cuBLASLt has no FP8 kernel for the case
-bool fp8_gemm_lt(const Tensor& a, const float* sa, const Tensor& b, const float* sb, Tensor& c, const Tensor& bias) {
+bool fp8_gemm_lt(const Tensor& a, const float* sa, const Tensor& b, const float* sb, Tensor& c, const Tensor& bias,
+                 Fp8Accum accum) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(0);
   if (M <= 0 || N <= 0 || K <= 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return false;
   // the documented requirements: 16-byte leading dims (fp8 operands: K elements; c: N elements)
@@ -92,7 +94,7 @@ bool fp8_gemm_lt(const Tensor& a, const float* sa, const Tensor& b, const float*
   set_attr(d.op, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
   set_attr(d.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(sb));  // A = b
   set_attr(d.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(sa));  // B = a
-  const int8_t fast_accum = 0;
+  const int8_t fast_accum = accum == Fp8Accum::fast ? 1 : 0;
   set_attr(d.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast_accum);
   if (bias.defined()) {  // D = α·A·B + bias[row of D] (D's rows are c's columns), in f32, then rounded
     set_attr(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
@@ -104,7 +106,7 @@ bool fp8_gemm_lt(const Tensor& a, const float* sa, const Tensor& b, const float*
   CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&d.d, lt_type(c.dtype()), N, M, N));  // c: N × M col-major
 
   const Fp8LtState::Key key{device, static_cast<int>(a.dtype()), static_cast<int>(b.dtype()),
-                            static_cast<int>(c.dtype()), M, N, K, bias.defined()};
+                            static_cast<int>(c.dtype()), M, N, K, bias.defined(), fast_accum != 0};
   auto it = s.algos.find(key);
   if (it == s.algos.end()) {
     cublasLtMatmulPreference_t pref = nullptr;
@@ -160,10 +162,10 @@ void fp8_gemm_fallback(const Tensor& a, const float* sa, const Tensor& b, const 
 }  // namespace
 
 void fp8_gemm(const Tensor& a, const float* a_scale_inv, const Tensor& b, const float* b_scale_inv, Tensor& c,
-              const Tensor& bias) {
+              const Tensor& bias, Fp8Accum accum) {
   check_contiguous_cuda("fp8_matmul", {&a, &b, &c});
   if (bias.defined()) check_contiguous_cuda("fp8_matmul", {&bias});
-  if (!fp8_gemm_lt(a, a_scale_inv, b, b_scale_inv, c, bias))
+  if (!fp8_gemm_lt(a, a_scale_inv, b, b_scale_inv, c, bias, accum))  // the fallback's f32 sums serve both
     fp8_gemm_fallback(a, a_scale_inv, b, b_scale_inv, c, bias);
 }
 

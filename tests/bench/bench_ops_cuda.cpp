@@ -11,7 +11,7 @@
 // Shapes are issue 3's: B·T = 16384 tokens, C = 768, V = 50304 (padded; 50257 shown too), and
 // attention B=16, 12 heads, T=1024, D=64 in f16 (bf16 and f32 too).
 // Usage: bench_ops_cuda [B=16] [T=1024] [sections=all]
-//   sections: a comma list of ceil, gemm, elem, fp8, layernorm, llama, ce, adamw, attn (the copy ceiling
+//   sections: a comma list of ceil, gemm, fp8gemm, elem, fp8, layernorm, llama, ce, adamw, attn (the copy ceiling
 //   always runs: the GB/s rows are shown against it)
 #include <algorithm>
 #include <cstdio>
@@ -27,6 +27,7 @@
 #include "ops/cuda/sdpa_cudnn.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
+#include "ops/fp8_matmul.h"
 #include "ops/fp8_quantize.h"
 #include "ops/matmul.h"
 #include "ops/layernorm.h"
@@ -88,6 +89,63 @@ void gemm_row(const char* name, int64_t M, int64_t N, int64_t K, bool tb, DType 
               tf32 ? "+tf32" : "     ", (long)M, (long)N, (long)K, ms, 2.0 * M * N * K / ms / 1e9);
 }
 
+// One product of a block's linear layer, as fp8_linear runs it (ops/fp8_linear.h): c (M, N) =
+// a (M, K) · b (N, K)ᵀ in FP8 (formats fa, fb) with promoted and with
+// fast accumulation, against the bf16 GEMM of the same shape; returns the three times (ms).
+struct GemmTimes {
+  double bf16 = 0, promoted = 0, fast = 0;
+};
+GemmTimes fp8_gemm_row(const char* name, int64_t M, int64_t N, int64_t K, ops::Fp8Format fa, ops::Fp8Format fb) {
+  Tensor a16 = rnd({M, K}, DType::bf16), b16 = rnd({N, K}, DType::bf16);
+  Tensor c = Tensor::empty({M, N}, DType::bf16, Device::cuda);
+  ops::Fp8ScalingOptions oa, ob;
+  oa.format = fa;
+  ob.format = fb;
+  ops::Fp8Scaling sa = ops::fp8_scaling(oa, Device::cuda), sb = ops::fp8_scaling(ob, Device::cuda);
+  const ops::Fp8Tensor qa = ops::fp8_quantize(a16, sa), qb = ops::fp8_quantize(b16, sb);
+  const float *xa = qa.scale_inv.data<float>(), *xb = qb.scale_inv.data<float>();
+  GemmTimes t;
+  t.bf16 = time_ms([&] { ops::cuda::gemm(a16, b16, c, false, true, 1, M, N, K, false); });
+  t.promoted = time_ms([&] { ops::cuda::fp8_gemm(qa.data, xa, qb.data, xb, c); });
+  t.fast = time_ms([&] { ops::cuda::fp8_gemm(qa.data, xa, qb.data, xb, c, Tensor(), ops::Fp8Accum::fast); });
+  const double tf = 2.0 * M * N * K / 1e9;
+  std::printf("fp8g  %-16s M=%-6ld N=%-6ld K=%-6ld bf16 %7.3f ms %6.0f | fp8 %7.3f ms %6.0f | fast %7.3f ms %6.0f TFLOP/s\n",
+              name, (long)M, (long)N, (long)K, t.bf16, tf / t.bf16, t.promoted, tf / t.promoted, t.fast, tf / t.fast);
+  return t;
+}
+
+// A block's twelve products (forward, dgrad, wgrad of qkv, o, up, down) at M tokens, width C,
+// qkv width Q, MLP width U (up's output: 4C; SwiGLU's gate|up 2F) and D (down's input: U or F);
+// the sums say how much faster the block's GEMMs can get in FP8 (fast accumulation: forward only).
+void fp8_block_rows(const char* model, int64_t M, int64_t C, int64_t Q, int64_t U, int64_t D) {
+  struct P {
+    const char* name;
+    int64_t in, out;
+  } ps[] = {{"qkv", C, Q}, {"o", C, C}, {"up", C, U}, {"down", D, C}};
+  // the training recipe casts gradients to E4M3 too (runtime/optim/mixed_precision.h)
+  constexpr ops::Fp8Format E4 = ops::Fp8Format::e4m3, E5 = ops::Fp8Format::e4m3;
+  GemmTimes sum;
+  double fast_fwd = 0;  // forward fast, gradients promoted: what --precision fp8 runs
+  char name[48];
+  for (const P& p : ps) {
+    std::snprintf(name, sizeof name, "%s fwd", p.name);
+    GemmTimes f = fp8_gemm_row(name, M, p.out, p.in, E4, E4);  // x (M, in) · wᵀ
+    std::snprintf(name, sizeof name, "%s dgrad", p.name);
+    GemmTimes d = fp8_gemm_row(name, M, p.in, p.out, E5, E4);  // g (M, out) · w
+    std::snprintf(name, sizeof name, "%s wgrad", p.name);
+    GemmTimes w = fp8_gemm_row(name, p.in, p.out, M, E4, E5);  // xᵀ (in, M) · gᵀ
+    for (const GemmTimes* t : {&f, &d, &w}) {
+      sum.bf16 += t->bf16;
+      sum.promoted += t->promoted;
+      sum.fast += t->fast;
+    }
+    fast_fwd += f.fast + d.promoted + w.promoted;
+  }
+  std::printf("fp8g  %s block: bf16 %.3f ms, fp8 promoted %.3f ms (%.2fx), fast forward %.3f ms (%.2fx), all fast %.3f ms (%.2fx)\n",
+              model, sum.bf16, sum.promoted, sum.bf16 / sum.promoted, fast_fwd, sum.bf16 / fast_fwd, sum.fast,
+              sum.bf16 / sum.fast);
+}
+
 void bw_row(const char* name, double bytes, double ms, double copy_gbs) {
   const double gbs = bytes / ms / 1e6;
   std::printf("mem   %-40s %8.3f ms %8.1f GB/s  (%.0f%% of copy)\n", name, ms, gbs, 100.0 * gbs / copy_gbs);
@@ -132,6 +190,13 @@ int main(int argc, char** argv) {
       gemm_row("lm head (tied wte^T)", BT, V, C, true, dt, tf32);
       gemm_row("lm head, V=50257", BT, 50257, C, true, dt, tf32);
     }
+  }
+
+  // ---- FP8 GEMMs of a block (ops/fp8_linear.h's three products per linear) against bf16: GPT-2
+  // 124M at B·T tokens, and Llama-3.2-1B's block (C 2048, 8 kv heads of 64, F 8192) at B 4 · T 2048
+  if (want("fp8gemm")) {
+    fp8_block_rows("gpt2", BT, C, 3 * C, 4 * C, 4 * C);
+    fp8_block_rows("llama-1b", 4 * 2048, 2048, 2048 + 2 * 512, 2 * 8192, 8192);
   }
 
   // ---- elementwise and tensor-core kernels of the training step (f16, as profiled)
@@ -342,7 +407,7 @@ int main(int argc, char** argv) {
     const ops::AdamWScalars sw = ops::adamw_scalars({6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f}, 10);
     const ops::AdamWScalars s0 = ops::adamw_scalars({6e-4f, 0.9f, 0.95f, 1e-8f, 0.f}, 10);
     std::vector<ops::AdamWSlot> slots;
-    for (size_t i = 0; i < N; ++i) slots.push_back({&p[i], &g[i], &m[i], &v[i], lp[i], p[i].dim() >= 2 ? sw : s0});
+    for (size_t i = 0; i < N; ++i) slots.push_back({&p[i], &g[i], &m[i], &v[i], lp[i], p[i].dim() >= 2 ? sw : s0, Tensor()});
     const double bytes = static_cast<double>(P) * (4 * 4 + 3 * 4 + 2);
     double loop = time_ms([&] {
       for (size_t i = 0; i < N; ++i) ops::cuda::adamw_step(p[i], g[i], m[i], v[i], slots[i].s, lp[i]);

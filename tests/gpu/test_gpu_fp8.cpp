@@ -208,47 +208,51 @@ TEST(GpuFp8, MatmulEqualsTheCpuEmulation) {
                         {33, 20, 40, Fp8Format::e4m3, Fp8Format::e4m3, DType::f32, false},
                         {7, 20, 16, Fp8Format::e5m2, Fp8Format::e4m3, DType::bf16, false}};  // 20·2 bytes % 16 ≠ 0
   for (const Case& c : cases)
-    for (bool with_bias : {false, true}) {
-      SCOPED_TRACE(std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) + " " +
-                   fp8_format_name(c.fa) + "·" + fp8_format_name(c.fb) + " → " + dtype_name(c.out) +
-                   (with_bias ? " + bias" : ""));
-      Fp8Scaling sa = fp8_scaling({.format = c.fa, .pow2 = false}), sb = fp8_scaling({.format = c.fb});
-      Fp8Tensor qa = fp8_quantize(Tensor::from_vector(normal(c.M * c.K, 2.f, 1), {c.M, c.K}), sa);
-      Fp8Tensor qb = fp8_quantize(Tensor::from_vector(normal(c.N * c.K, 0.05f, 2), {c.N, c.K}), sb);
-      const Tensor bias = with_bias ? Tensor::from_vector(normal(c.N, 0.5f, 3), {c.N}) : Tensor();  // (N)
-      Tensor amax_c = Tensor::zeros({1}), amax_g = Tensor::zeros({1}, DType::f32, Device::cuda);
-      Tensor cc = fp8_matmul(qa.data, qa.scale_inv, qb.data, qb.scale_inv, c.out, amax_c, bias);
-      const int64_t lt0 = ops::cuda::fp8_gemm_lt_launches();
-      Tensor cg = fp8_matmul(qa.data.to(Device::cuda), qa.scale_inv.to(Device::cuda), qb.data.to(Device::cuda),
-                             qb.scale_inv.to(Device::cuda), c.out, amax_g,
-                             with_bias ? bias.to(Device::cuda) : Tensor());
-      // the bias epilogue: on cuBLASLt for bf16 outputs (what fp8_linear runs); an f32 D with a bias
-      // may take the fallback (cuBLASLt's FP8 table gives f32 outputs a bf16 bias), so it is not asserted
-      if (!with_bias || c.out == DType::bf16) {
-        EXPECT_EQ(ops::cuda::fp8_gemm_lt_launches() - lt0, c.lt ? 1 : 0) << "cuBLASLt path";
-      }
-      const std::vector<double> a = qa.data.to_double(), b = qb.data.to_double(), vc = cc.to_double(), vg = cg.to_double();
-      const double alpha = qa.scale_inv.item() * qb.scale_inv.item();
-      int bad = 0;
-      double cmax = 0;
-      for (int64_t m = 0; m < c.M; ++m)
-        for (int64_t n = 0; n < c.N; ++n) {
-          double sabs = 0;
-          for (int64_t k = 0; k < c.K; ++k) sabs += std::fabs(a[m * c.K + k] * b[n * c.K + k]);
-          const double ref = vc[m * c.N + n];
-          // the accumulations' difference, plus for bf16 one ulp (≤ |ref|·2⁻⁷): each side rounds its own
-          // f32 sum to nearest, so sums a hair apart can land on neighbouring bf16 values (seen on the
-          // H100, 2026-12-05: 46 of 131072 outputs of the 256x512 case one ulp apart; half an ulp failed);
-          // for f32 with a bias two f32 roundings of the add (an FMA or not: 2⁻²²·|ref|)
-          const double tol = alpha * std::ldexp(sabs, -11) +
-                             std::ldexp(std::fabs(ref), c.out == DType::bf16 ? -7 : -22);
-          if (std::fabs(vg[m * c.N + n] - ref) > tol && bad++ < 5)
-            ADD_FAILURE() << "c[" << m << ", " << n << "] = " << vg[m * c.N + n] << " on CUDA, " << ref << " on the CPU";
-          cmax = std::max(cmax, std::fabs(vg[m * c.N + n]));
+    for (bool with_bias : {false, true})
+      for (Fp8Accum accum : {Fp8Accum::promoted, Fp8Accum::fast}) {
+        const bool fast = accum == Fp8Accum::fast;
+        SCOPED_TRACE(std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) + " " +
+                     fp8_format_name(c.fa) + "·" + fp8_format_name(c.fb) + " → " + dtype_name(c.out) +
+                     (with_bias ? " + bias" : "") + (fast ? ", fast accumulation" : ""));
+        Fp8Scaling sa = fp8_scaling({.format = c.fa, .pow2 = false}), sb = fp8_scaling({.format = c.fb});
+        Fp8Tensor qa = fp8_quantize(Tensor::from_vector(normal(c.M * c.K, 2.f, 1), {c.M, c.K}), sa);
+        Fp8Tensor qb = fp8_quantize(Tensor::from_vector(normal(c.N * c.K, 0.05f, 2), {c.N, c.K}), sb);
+        const Tensor bias = with_bias ? Tensor::from_vector(normal(c.N, 0.5f, 3), {c.N}) : Tensor();  // (N)
+        Tensor amax_c = Tensor::zeros({1}), amax_g = Tensor::zeros({1}, DType::f32, Device::cuda);
+        Tensor cc = fp8_matmul(qa.data, qa.scale_inv, qb.data, qb.scale_inv, c.out, amax_c, bias);
+        const int64_t lt0 = ops::cuda::fp8_gemm_lt_launches();
+        Tensor cg = fp8_matmul(qa.data.to(Device::cuda), qa.scale_inv.to(Device::cuda), qb.data.to(Device::cuda),
+                               qb.scale_inv.to(Device::cuda), c.out, amax_g,
+                               with_bias ? bias.to(Device::cuda) : Tensor(), accum);
+        // the bias epilogue: on cuBLASLt for bf16 outputs (what fp8_linear runs); an f32 D with a bias
+        // may take the fallback (cuBLASLt's FP8 table gives f32 outputs a bf16 bias), so it is not asserted
+        if (!with_bias || c.out == DType::bf16) {
+          EXPECT_EQ(ops::cuda::fp8_gemm_lt_launches() - lt0, c.lt ? 1 : 0) << "cuBLASLt path";
         }
-      EXPECT_EQ(bad, 0);
-      EXPECT_EQ(amax_g.item(), cmax);
-    }
+        const std::vector<double> a = qa.data.to_double(), b = qb.data.to_double(), vc = cc.to_double(), vg = cg.to_double();
+        const double alpha = qa.scale_inv.item() * qb.scale_inv.item();
+        int bad = 0;
+        double cmax = 0;
+        for (int64_t m = 0; m < c.M; ++m)
+          for (int64_t n = 0; n < c.N; ++n) {
+            double sabs = 0;
+            for (int64_t k = 0; k < c.K; ++k) sabs += std::fabs(a[m * c.K + k] * b[n * c.K + k]);
+            const double ref = vc[m * c.N + n];
+            // the accumulations' difference, plus for bf16 one ulp (≤ |ref|·2⁻⁷): each side rounds its own
+            // f32 sum to nearest, so sums a hair apart can land on neighbouring bf16 values (seen on the
+            // H100, 2026-12-05: 46 of 131072 outputs of the 256x512 case one ulp apart; half an ulp failed);
+            // for f32 with a bias two f32 roundings of the add (an FMA or not: 2⁻²²·|ref|)
+            // fast accumulation keeps the tensor cores' ~14-bit sums over all of K: each of the
+            // K/32 MMA additions may lose 2^-13 of the running sum, so (K/32 + 1)·2^-12 (2× over)
+            const double acc_tol = fast ? (c.K / 32.0 + 1) * std::ldexp(sabs, -12) : std::ldexp(sabs, -11);
+            const double tol = alpha * acc_tol + std::ldexp(std::fabs(ref), c.out == DType::bf16 ? -7 : -22);
+            if (std::fabs(vg[m * c.N + n] - ref) > tol && bad++ < 5)
+              ADD_FAILURE() << "c[" << m << ", " << n << "] = " << vg[m * c.N + n] << " on CUDA, " << ref << " on the CPU";
+            cmax = std::max(cmax, std::fabs(vg[m * c.N + n]));
+          }
+        EXPECT_EQ(bad, 0);
+        EXPECT_EQ(amax_g.item(), cmax);
+      }
 }
 
 // The cast's column sums on CUDA equal the CPU's bit for bit on every path: the transposing
