@@ -16,6 +16,7 @@ Fp8LinearState fp8_linear_state(const Fp8LinearOptions& o, Device device) {
   st.w = fp8_scaling(s, device);
   s.format = o.grad_format;
   st.grad = fp8_scaling(s, device);
+  st.forward_accum = o.forward_accum;
   return st;
 }
 
@@ -47,7 +48,8 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Fp8Linea
     NoGradGuard ng;
     qx = fp8_quantize(x2, state.x, /*transpose=*/gw, state.counts);  // x8 (M, K), x8ᵀ (K, M) for wgrad
     qw = fp8_quantize(w, state.w, /*transpose=*/true, state.counts);  // w8 (K, N) for dgrad, w8ᵀ (N, K)
-    y = fp8_matmul(qx.data, qx.scale_inv, qw.data_t, qw.scale_inv, xdt, Tensor(), bias);  // (M, N), + bias in the epilogue
+    y = fp8_matmul(qx.data, qx.scale_inv, qw.data_t, qw.scale_inv, xdt, Tensor(), bias,
+                   state.forward_accum);  // (M, N), + bias in the epilogue
   }
   Fp8Scaling gscaling = state.grad;  // shares the state buffer
   attach_grad_fn(y, op, {x2, w, bias},

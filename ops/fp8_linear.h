@@ -3,7 +3,8 @@
 //   fp8_linear(x, w, bias, state)
 //     x (..., K) f32/bf16/f16 · w (K, N) (in, out: ops/matmul.h's layout) + bias (N) → y (..., N) of x's dtype
 //   forward   y  = deq(q4(x)) · deq(q4(w)) + bias                  (E4M3 · E4M3; bias in x's dtype, added
-//                                                                   in f32 by the GEMM: one rounding)
+//                                                                   in f32 by the GEMM: one rounding;
+//                                                                   options.forward_accum: fast by default)
 //   backward  g (..., N) the gradient of y:
 //             dx = deq(qg(g)) · deq(q4(w))ᵀ                         (=, x's dtype)
 //             dw = deq(q4(x))ᵀ · deq(qg(g))                         (=, w's dtype)
@@ -25,6 +26,7 @@
 // layer's at its step state's two words, runtime/train/train_step.h).
 // The model integration (`--precision fp8`) is the runtime's.
 #pragma once
+#include "ops/fp8_matmul.h"
 #include "ops/fp8_scaling.h"
 #include "tensor/tensor.h"
 
@@ -32,6 +34,7 @@ namespace st::ops {
 
 struct Fp8LinearOptions {
   Fp8ScaleMode mode = Fp8ScaleMode::current;
+  Fp8Accum forward_accum = Fp8Accum::fast;  // the forward product's (ops/fp8_matmul.h); dgrad and wgrad: promoted
   Fp8Format grad_format = Fp8Format::e5m2;
   int64_t history = 16;  // delayed scaling
   int margin = 0;
@@ -40,6 +43,7 @@ struct Fp8LinearOptions {
 
 struct Fp8LinearState {
   Fp8Scaling x, w, grad;  // x and w E4M3, grad in options.grad_format
+  Fp8Accum forward_accum = Fp8Accum::fast;
   Tensor counts;          // (2) i64 [overflow, underflow] on the layer's device, += by every cast; or undefined
 };
 

@@ -1,8 +1,10 @@
 // FP8 casts with a per-tensor scale (ops/fp8_quantize.h): checks, the order of the passes
 // (current scaling: amax, then the scale, then the cast; delayed: the cast alone, recording amax),
+// the activation casts (fused on CUDA under delayed scaling, else the activation, then the cast),
 // and the dispatch to ops/cpu/fp8_cast.cpp or ops/cuda/fp8_cast.cu.
 #include "ops/fp8_quantize.h"
 
+#include "ops/activation.h"
 #include "ops/check.h"
 #include "tensor/autograd.h"
 
@@ -29,26 +31,39 @@ Tensor fp8_amax(const Tensor& x) {
   return amax;
 }
 
-Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose, const Tensor& counts, bool column_sums) {
-  check_input("fp8_quantize", x);
-  float* state = fp8_state_ptr(scaling, "fp8_quantize");
-  check_device("fp8_quantize", x, scaling.state.device());
-  int64_t* cnt = nullptr;  // (2) [overflow, underflow], or none
-  if (counts.defined()) {
-    ST_CHECK(counts.dtype() == DType::i64 && counts.numel() == 2 && counts.is_contiguous(), ValueError,
-             "fp8_quantize: counts must be a contiguous (2) i64 tensor, got " << counts.describe());
-    check_device("fp8_quantize", counts, x.device());
-    cnt = counts.data<int64_t>();
-  }
-  NoGradGuard ng;
-  Tensor xc = x.detach().contiguous();
+namespace {
+
+// counts' (2) i64 [overflow, underflow] on x's device, or none
+int64_t* counts_ptr(const char* op, const Tensor& counts, const Tensor& x) {
+  if (!counts.defined()) return nullptr;
+  ST_CHECK(counts.dtype() == DType::i64 && counts.numel() == 2 && counts.is_contiguous(), ValueError,
+           op << ": counts must be a contiguous (2) i64 tensor, got " << counts.describe());
+  check_device(op, counts, x.device());
+  return counts.data<int64_t>();
+}
+
+// The outputs of a cast of x (..., C) seen as (R, C) to fp8 `dt`
+Fp8Tensor cast_outputs(const Tensor& x, DType dt, bool transpose, bool column_sums) {
   const int64_t C = x.size(-1), R = C > 0 ? x.numel() / C : 0;
-  const DType dt = fp8_dtype(scaling.options.format);
   Fp8Tensor q;
   q.data = Tensor::empty(x.shape(), dt, x.device());                        // (..., C)
   if (transpose) q.data_t = Tensor::empty({C, R}, dt, x.device());           // (C, R)
   q.scale_inv = Tensor::empty({1}, DType::f32, x.device());                  // (1)
   if (column_sums) q.column_sums = Tensor::empty({C}, DType::f32, x.device());  // (C)
+  return q;
+}
+
+}  // namespace
+
+Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose, const Tensor& counts, bool column_sums) {
+  check_input("fp8_quantize", x);
+  float* state = fp8_state_ptr(scaling, "fp8_quantize");
+  check_device("fp8_quantize", x, scaling.state.device());
+  int64_t* cnt = counts_ptr("fp8_quantize", counts, x);
+  NoGradGuard ng;
+  Tensor xc = x.detach().contiguous();
+  const int64_t C = x.size(-1), R = C > 0 ? x.numel() / C : 0;
+  Fp8Tensor q = cast_outputs(x, fp8_dtype(scaling.options.format), transpose, column_sums);
   float* cs = column_sums ? q.column_sums.data<float>() : nullptr;
   Tensor x2 = xc.view({R, C}), d2 = q.data.view({R, C});
   const bool current = scaling.options.mode == Fp8ScaleMode::current;
@@ -69,6 +84,38 @@ Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose, con
     cpu::fp8_cast(x2, d2, q.data_t, state, !current, si, cnt, cs);
   }
   return q;
+}
+
+Fp8Tensor fp8_quantize_act(Fp8Act act, const Tensor& pre, const Tensor& dh, Fp8Scaling& scaling, const Tensor& counts,
+                           bool column_sums) {
+  const char* op = "fp8_quantize_act";
+  check_input(op, pre);
+  const bool grad = act == Fp8Act::gelu_grad;
+  if (grad) {
+    check_input(op, dh);
+    ST_CHECK(dh.dtype() == pre.dtype() && dh.shape() == pre.shape(), ShapeError,
+             op << ": dh " << dh.describe() << " must have pre's dtype and shape " << pre.describe());
+    check_same_device(op, {pre, dh});
+  }
+  float* state = fp8_state_ptr(scaling, op);
+  check_device(op, pre, scaling.state.device());
+  int64_t* cnt = counts_ptr(op, counts, pre);
+  NoGradGuard ng;
+  Tensor pc = pre.detach().contiguous(), dc = grad ? dh.detach().contiguous() : Tensor();
+  if (pre.is_cuda() && scaling.options.mode == Fp8ScaleMode::delayed) {  // x computed as the cast reads pre, dh
+    const int64_t C = pre.size(-1), R = C > 0 ? pre.numel() / C : 0;
+    Fp8Tensor q = cast_outputs(pre, fp8_dtype(scaling.options.format), true, column_sums);
+    Tensor d2 = q.data.view({R, C});
+    if (cuda::fp8_cast_act(act, pc.view({R, C}), grad ? dc.view({R, C}) : Tensor(), d2, q.data_t, state, true,
+                           q.scale_inv.data<float>(), cnt, column_sums ? q.column_sums.data<float>() : nullptr))
+      return q;
+  }
+  Tensor x = Tensor::empty(pre.shape(), pre.dtype(), pre.device());  // (..., C) the activation (gradient)
+  if (pre.is_cuda())
+    grad ? cuda::gelu_bwd(pc, dc, x) : cuda::gelu_fwd(pc, x);
+  else
+    grad ? cpu::gelu_bwd(pc, dc, x) : cpu::gelu_fwd(pc, x);
+  return fp8_quantize(x, scaling, true, counts, column_sums);
 }
 
 Tensor fp8_dequantize(const Fp8Tensor& q, DType dtype) {

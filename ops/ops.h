@@ -8,6 +8,7 @@
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/fp8_linear.h"
+#include "ops/fp8_mlp.h"
 #include "ops/fp8_matmul.h"
 #include "ops/fp8_quantize.h"
 #include "ops/fp8_scaling.h"

@@ -28,7 +28,7 @@ for stage in $stages; do
     { cmake -S . -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release &&
       cmake --build "$BUILD" -j"$JOBS" --target test_gpu_tensor test_gpu_ops test_gpu_ops_nn test_gpu_optim test_gpu_attention \
         test_gpu_attention_gqa test_gpu_gemm_lt test_gpu_trainer test_gpu_cuda_graph test_gpu_lm_head test_gpu_add_layernorm \
-        test_gpu_rmsnorm test_gpu_swiglu test_gpu_fp8 test_gpu_llama \
+        test_gpu_rmsnorm test_gpu_swiglu test_gpu_fp8 test_gpu_fp8_mlp test_gpu_llama \
         bench_ops_cuda test_comm_nccl test_comm_mpi_cuda shardtrain \
         bench_dp_overlap bench_gpt_train
     } > "$OUT/build.log" 2>&1

@@ -4,6 +4,7 @@
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
+#include "ops/fp8_mlp.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
 #include "ops/mlp.h"
@@ -221,6 +222,13 @@ Tensor DecoderBlock::mlp(const Tensor& h, bool sp) const {
     // into the GEMMs; several: column-parallel up, GELU, row-parallel down
     if (runtime::tp_size(tp_) == 1 && s_.layout == WeightLayout::in_out && s_.mlp_bias && !fp8())
       return ops::mlp_gelu(h, up_->weight, up_->bias, down_->weight, down_->bias);
+    if (fp8()) {  // the same, in FP8 as one node (the GELU and its gradient inside the casts), any tp
+      const bool oi = s_.layout == WeightLayout::out_in, one = runtime::tp_size(tp_) == 1;
+      Tensor y = ops::fp8_mlp_gelu(runtime::column_input(h, tp_, sp), oi ? up_->weight.transpose(0, 1) : up_->weight,
+                                   up_->bias, oi ? down_->weight.transpose(0, 1) : down_->weight,
+                                   one ? down_->bias : Tensor(), *fp8_up_, *fp8_down_);
+      return one ? y : runtime::row_output(y, down_->bias, tp_, sp);  // (B, T, C), sp: (B, T/tp, C)
+    }
     return down_->forward(ops::gelu(up_->forward(h, sp)), sp);
   }
   // SwiGLU: gate and up as one GEMM of their concatenated weights → [gate | up] (B, T, 2F/tp)

@@ -54,6 +54,7 @@
 #include <type_traits>
 
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/gelu.cuh"
 #include "ops/fp8_quantize.h"
 
 namespace st::ops::cuda {
@@ -128,12 +129,11 @@ __device__ inline uint32_t pack_amax(const Pack<T>& p) {
 template <__nv_fp8_interpretation_t F>
 __device__ constexpr Fp8RangeBits range_of() { return fp8_range_bits(F == __NV_E4M3); }
 
-// the rare case of encode_pack: the pack at src (read again) counted element by element. Callers
+// the rare case of encode_pack: the pack (read or computed again) counted element by element. Callers
 // run it after a group of packs is converted and stored, so it holds none of their registers
 // (inside the group, the bf16 cast_kernel measured 63 registers a thread against 32 by ptxas).
 template <__nv_fp8_interpretation_t F, class T>
-__device__ inline void count_pack(const T* src, float s, Fp8RangeCount& n) {
-  const Pack<T> p = load_pack(src);
+__device__ inline void count_pack(const Pack<T>& p, float s, Fp8RangeCount& n) {
 #pragma unroll
   for (int i = 0; i < Pack<T>::N; ++i) {
     const float v = to_float(p.v[i]);
@@ -223,6 +223,42 @@ __device__ inline void for_each_pack(const T* x, int64_t packs, int64_t t0, int6
   }
 }
 
+// Where the transposing cast reads its x (R, C) from: src(r, c) is the pack of x[r, c … c+N).
+//   PlainSrc     x itself (row-major, leading dim C)
+//   GeluSrc      x = gelu(pre), each value rounded to T as ops::gelu's kernel rounds it (gelu.cuh)
+//   GeluGradSrc  x = dh · gelu'(pre), rounded to T as ops::gelu's backward rounds it
+// The last two are the fused MLP's casts (ops/fp8_mlp.h): x is never written to memory.
+template <class T>
+struct PlainSrc {
+  const T* x;
+  int64_t C;
+  __device__ Pack<T> operator()(int64_t r, int64_t c) const { return load_pack(x + r * C + c); }
+};
+template <class T>
+struct GeluSrc {
+  const T* pre;
+  int64_t C;
+  __device__ Pack<T> operator()(int64_t r, int64_t c) const {
+    Pack<T> p = load_pack(pre + r * C + c);
+#pragma unroll
+    for (int j = 0; j < Pack<T>::N; ++j) p.v[j] = from_float<T>(gelu_tanh(to_float(p.v[j])));
+    return p;
+  }
+};
+template <class T>
+struct GeluGradSrc {
+  const T* pre;
+  const T* dh;
+  int64_t C;
+  __device__ Pack<T> operator()(int64_t r, int64_t c) const {
+    Pack<T> p = load_pack(pre + r * C + c);
+    const Pack<T> g = load_pack(dh + r * C + c);
+#pragma unroll
+    for (int j = 0; j < Pack<T>::N; ++j) p.v[j] = from_float<T>(gelu_tanh_grad(to_float(p.v[j]), to_float(g.v[j])));
+    return p;
+  }
+};
+
 // x (n): elements [head, head + packs·N) as packs (x + head 16-byte aligned), the others one by one
 template <class T>
 __global__ void __launch_bounds__(kThreads) amax_kernel(const T* x, int64_t n, int64_t head, int64_t packs,
@@ -254,7 +290,7 @@ __global__ void __launch_bounds__(kThreads) cast_kernel(const T* x, uint8_t* q, 
         store_words(q + i * N, w);
         return rare;
       },
-      [&](int64_t i) { count_pack<F>(x + i * N, s, c); });
+      [&](int64_t i) { count_pack<F>(load_pack(x + i * N), s, c); });
   for (int64_t j = packs * N + t0; j < n; j += stride) {
     const float v = to_float(x[j]), y = __fmul_rn(v, s);
     q[j] = encode<F>(y);
@@ -265,12 +301,12 @@ __global__ void __launch_bounds__(kThreads) cast_kernel(const T* x, uint8_t* q, 
   if (blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = state[kFp8ScaleInv];
 }
 
-// block (kCtTx, kCtTy), tile (bx, by) of x (R, C): rows 256·bx …, columns 8N·by … (rows on x: up to
+// block (kCtTx, kCtTy), tile (bx, by) of x (R, C) = src: rows 256·bx …, columns 8N·by … (rows on x: up to
 // 2^31 tiles). R % 8 = 0 and C % N = 0, so a thread's 8 × N chunk is wholly inside x or outside.
 // kSum: also the tile's column sums into part (tiles_r, C) f32 — each thread its chunk's 8 rows,
 // then the tile's chunks in order (ops/fp8_quantize.h's order; colsum_reduce_kernel sums the tiles).
-template <class T, __nv_fp8_interpretation_t F, bool kSum>
-__global__ void __launch_bounds__(kThreads) cast_transpose_kernel(const T* x, uint8_t* q, uint8_t* qt, int64_t R,
+template <class T, __nv_fp8_interpretation_t F, bool kSum, class Src>
+__global__ void __launch_bounds__(kThreads) cast_transpose_kernel(Src src, uint8_t* q, uint8_t* qt, int64_t R,
                                                                   int64_t C, float* state, bool record,
                                                                   float* scale_inv, int64_t* counts, float* part) {
   constexpr int N = Pack<T>::N, W = N / 4;
@@ -285,7 +321,7 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(const T* x, ui
   if (r < R && c < C) {
     Pack<T> p[kCtRows];
 #pragma unroll
-    for (int i = 0; i < kCtRows; ++i) p[i] = load_pack(x + (r + i) * C + c);
+    for (int i = 0; i < kCtRows; ++i) p[i] = src(r + i, c);
     if constexpr (kSum) {
 #pragma unroll
       for (int i = 0; i < kCtRows; ++i)
@@ -309,7 +345,7 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(const T* x, ui
   }
 #pragma unroll 1
   for (int i = 0; i < kCtRows; ++i)  // after the stores: the chunk's registers are free
-    if ((rare >> i) & 1u) count_pack<F>(x + (r + i) * C + c, s, cnt);
+    if ((rare >> i) & 1u) count_pack<F>(src(r + i, c), s, cnt);
   if constexpr (kSum) {  // the tile's chunks in order, by the first kCtTx·N threads (one column each)
     __shared__ float sums[kCtTy][kCtTx * N];
 #pragma unroll
@@ -460,6 +496,41 @@ void fp8_scaling_update(float* state, const Fp8ScalingOptions& o) {
   CHECK_LAUNCH();
 }
 
+namespace {
+
+// Whether the packed transposing cast takes x (R, C) of T (at px) → q, qt
+template <class T>
+bool packed_transpose_fits(const void* px, const void* pq, const void* pqt, int64_t R, int64_t C) {
+  constexpr int64_t N = Pack<T>::N;
+  auto aligned = [](const void* p, uintptr_t b) { return reinterpret_cast<uintptr_t>(p) % b == 0; };
+  return pqt && R % kCtRows == 0 && C % N == 0 && aligned16(px) && aligned(pq, N) && aligned(pqt, 8);
+}
+
+// The packed transposing cast of x (R, C) = src (packed_transpose_fits), with the column sums
+// when column_sums is set
+template <class T, __nv_fp8_interpretation_t F, class Src>
+void launch_cast_transpose(const Src& src, uint8_t* pq, uint8_t* pqt, int64_t R, int64_t C, float* state, bool record,
+                           float* scale_inv, int64_t* counts, float* column_sums, Device device, cudaStream_t stream) {
+  constexpr int64_t N = Pack<T>::N;
+  const int64_t tiles_r = (R + kCtTileRows - 1) / kCtTileRows, tiles_c = (C + kCtTx * N - 1) / (kCtTx * N);
+  ST_CHECK(tiles_r <= INT32_MAX && tiles_c <= 65535, ShapeError,
+           "fp8_quantize: (" << R << ", " << C << ") is too large for the transposing cast");
+  const dim3 grid(static_cast<unsigned>(tiles_r), static_cast<unsigned>(tiles_c));
+  if (column_sums) {
+    Tensor part = Tensor::empty({tiles_r, C}, DType::f32, device);  // (tiles_r, C) the tiles' sums
+    cast_transpose_kernel<T, F, true><<<grid, dim3(kCtTx, kCtTy), 0, stream>>>(src, pq, pqt, R, C, state, record,
+                                                                               scale_inv, counts, part.data<float>());
+    CHECK_LAUNCH();
+    colsum_reduce_kernel<<<grid_for(C, kThreads), kThreads, 0, stream>>>(part.data<float>(), tiles_r, C, column_sums);
+  } else {
+    cast_transpose_kernel<T, F, false><<<grid, dim3(kCtTx, kCtTy), 0, stream>>>(src, pq, pqt, R, C, state, record,
+                                                                                scale_inv, counts, nullptr);
+  }
+  CHECK_LAUNCH();
+}
+
+}  // namespace
+
 void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv, int64_t* counts,
               float* column_sums) {
   check_contiguous_cuda("fp8_quantize", {&x, &q, &qt});
@@ -480,41 +551,56 @@ void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record,
     auto aligned = [](const void* p, uintptr_t b) { return reinterpret_cast<uintptr_t>(p) % b == 0; };
     visit_fp8(q.dtype(), [&](auto fmt) {
       constexpr __nv_fp8_interpretation_t F = decltype(fmt)::value;
-      if (pqt && R % kCtRows == 0 && C % N == 0 && aligned16(px) && aligned(pq, N) && aligned(pqt, 8)) {
-        const int64_t tiles_r = (R + kCtTileRows - 1) / kCtTileRows, tiles_c = (C + kCtTx * N - 1) / (kCtTx * N);
-        ST_CHECK(tiles_r <= INT32_MAX && tiles_c <= 65535, ShapeError,
-                 "fp8_quantize: (" << R << ", " << C << ") is too large for the transposing cast");
-        const dim3 grid(static_cast<unsigned>(tiles_r), static_cast<unsigned>(tiles_c));
-        if (sum_columns) {
-          Tensor part = Tensor::empty({tiles_r, C}, DType::f32, x.device());  // (tiles_r, C) the tiles' sums
-          cast_transpose_kernel<T, F, true><<<grid, dim3(kCtTx, kCtTy), 0, stream>>>(
-              px, pq, pqt, R, C, state, record, scale_inv, counts, part.data<float>());
-          CHECK_LAUNCH();
-          colsum_reduce_kernel<<<grid_for(C, kThreads), kThreads, 0, stream>>>(part.data<float>(), tiles_r, C,
-                                                                               column_sums);
-          sum_columns = false;  // done by the cast
-        } else {
-          cast_transpose_kernel<T, F, false><<<grid, dim3(kCtTx, kCtTy), 0, stream>>>(px, pq, pqt, R, C, state, record,
-                                                                                      scale_inv, counts, nullptr);
-        }
+      if (packed_transpose_fits<T>(px, pq, pqt, R, C)) {
+        launch_cast_transpose<T, F>(PlainSrc<T>{px, C}, pq, pqt, R, C, state, record, scale_inv, counts, column_sums,
+                                    x.device(), stream);
+        sum_columns = false;  // done by the cast
       } else if (pqt) {  // any shape or alignment: one element a thread
         ST_CHECK((R + kTile - 1) / kTile <= INT32_MAX && (C + kTile - 1) / kTile <= 65535, ShapeError,
                  "fp8_quantize: (" << R << ", " << C << ") is too large for the transposing cast");
         const dim3 grid(static_cast<unsigned>((R + kTile - 1) / kTile), static_cast<unsigned>((C + kTile - 1) / kTile));
         cast_transpose_scalar_kernel<T, F><<<grid, dim3(kTile, kTileRows), 0, stream>>>(px, pq, pqt, R, C, state,
                                                                                         record, scale_inv, counts);
+        CHECK_LAUNCH();
       } else {
         const int64_t packs = aligned16(px) && aligned(pq, N) ? n / N : 0, units = packs + (n - packs * N);
         cast_kernel<T, F><<<grid_for(units, kThreads * 4, kMaxBlocks), kThreads, 0, stream>>>(px, pq, n, packs, state,
                                                                                               record, scale_inv, counts);
+        CHECK_LAUNCH();
       }
-      CHECK_LAUNCH();
       if (sum_columns) {  // not summed by the cast above
         colsum_kernel<T><<<grid_for(C, kThreads), kThreads, 0, stream>>>(px, R, C, column_sums);
         CHECK_LAUNCH();
       }
     });
   });
+}
+
+bool fp8_cast_act(Fp8Act act, const Tensor& pre, const Tensor& dh, Tensor& q, Tensor& qt, float* state, bool record,
+                  float* scale_inv, int64_t* counts, float* column_sums) {
+  check_contiguous_cuda("fp8_quantize_act", {&pre, &dh, &q, &qt});
+  const int64_t R = pre.size(0), C = pre.size(1);
+  if (R * C == 0) return false;
+  bool done = false;
+  visit_float_dtype(pre.dtype(), "fp8_quantize_act", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pp = static_cast<const T*>(pre.data_ptr());
+    const T* pd = dh.defined() ? static_cast<const T*>(dh.data_ptr()) : nullptr;
+    uint8_t* pq = static_cast<uint8_t*>(q.data_ptr());
+    uint8_t* pqt = qt.defined() ? static_cast<uint8_t*>(qt.data_ptr()) : nullptr;
+    if (!packed_transpose_fits<T>(pp, pq, pqt, R, C) || (act == Fp8Act::gelu_grad && !aligned16(pd))) return;
+    visit_fp8(q.dtype(), [&](auto fmt) {
+      constexpr __nv_fp8_interpretation_t F = decltype(fmt)::value;
+      if (act == Fp8Act::gelu)
+        launch_cast_transpose<T, F>(GeluSrc<T>{pp, C}, pq, pqt, R, C, state, record, scale_inv, counts, column_sums,
+                                    pre.device(), current_stream());
+      else
+        launch_cast_transpose<T, F>(GeluGradSrc<T>{pp, pd, C}, pq, pqt, R, C, state, record, scale_inv, counts,
+                                    column_sums, pre.device(), current_stream());
+    });
+    done = true;
+  });
+  return done;
 }
 
 void fp8_dequantize(const Tensor& q, const float* scale_inv, Tensor& out) {

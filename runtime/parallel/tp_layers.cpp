@@ -126,14 +126,23 @@ Tensor RowParallelLinear::forward(const Tensor& x, bool sequence_parallel) const
            "RowParallelLinear: local input must be (..., " << in_local << "), got " << shape_str(xin.shape()));
   auto product = [&](const Tensor& b) { return local_linear(xin, weight, b, out_in, fp8.get()); };
   if (tp_size(tp_) == 1) return product(bias);     // one rank: the bias in the product, as a plain linear
-  if (sequence_parallel) {
-    // (B, T/tp, out) Σ over ranks, this rank's positions; without FP8 the GEMM and the reduce-scatter
-    // one node (sp_linear.h: the (B, T, out) partial sums are not kept)
-    Tensor y = fp8 ? reduce_scatter_seq_to_sp(product(Tensor()), tp_) : sp_row_linear(xin, weight, out_in, tp_);
+  if (sequence_parallel && !fp8) {
+    // (B, T/tp, out) Σ over ranks, this rank's positions: the GEMM and the reduce-scatter one node
+    // (sp_linear.h: the (B, T, out) partial sums are not kept)
+    Tensor y = sp_row_linear(xin, weight, out_in, tp_);
     return bias.defined() ? ops::add(y, sp_param(bias, tp_, true)) : y;
   }
-  Tensor y = reduce_from_tp(product(Tensor()), tp_);  // (..., out) Σ over ranks
-  return bias.defined() ? ops::add(y, bias) : y;      // bias once, after the sum
+  return row_output(product(Tensor()), bias, tp_, sequence_parallel);
+}
+
+Tensor row_output(const Tensor& partial, const Tensor& bias, const TpGroup& tp, bool sequence_parallel) {
+  if (tp_size(tp) == 1) return bias.defined() ? ops::add(partial, bias) : partial;
+  if (sequence_parallel) {  // (B, T/tp, out) Σ over ranks, this rank's positions
+    Tensor y = reduce_scatter_seq_to_sp(partial, tp);
+    return bias.defined() ? ops::add(y, sp_param(bias, tp, true)) : y;
+  }
+  Tensor y = reduce_from_tp(partial, tp);        // (..., out) Σ over ranks
+  return bias.defined() ? ops::add(y, bias) : y;  // bias once, after the sum
 }
 
 // ---- vocab-parallel embedding -----------------------------------------------------------------

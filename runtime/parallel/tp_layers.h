@@ -51,6 +51,11 @@ int64_t pad_vocab(int64_t vocab, int tp);
 // else ops::linear / linear_nt. The one place a projection picks its GEMM's precision.
 Tensor local_linear(const Tensor& x, const Tensor& w, const Tensor& b, bool out_in, ops::Fp8LinearState* fp8);
 
+// A row-parallel product's output from this rank's partial sums (..., out): Σ over the tp ranks
+// (reduce_from_tp; sequence_parallel: reduce_scatter_seq_to_sp, this rank's positions), then the
+// bias once (replicated; under sp through sp_param). One rank: partial + bias.
+Tensor row_output(const Tensor& partial, const Tensor& bias, const TpGroup& tp, bool sequence_parallel);
+
 class ColumnParallelLinear : public Module {
  public:
   // Throws ValueError unless out_full divides by the group size.
