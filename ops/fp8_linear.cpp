@@ -26,43 +26,47 @@ void fp8_linear_update(Fp8LinearState& state) {
   fp8_scaling_update(state.grad);
 }
 
-Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Fp8LinearState& state) {
+Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Fp8LinearState& state, bool w_out_in) {
   const char* op = "fp8_linear";
   check_defined(op, {x, w});
-  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(0))
+  const int64_t K = w.dim() == 2 ? w.size(w_out_in ? 1 : 0) : -1, N = w.dim() == 2 ? w.size(w_out_in ? 0 : 1) : -1;
+  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != K)
     ST_THROW(ShapeError, op << ": input " << shape_str(x.shape()) << " and weight " << shape_str(w.shape())
-                            << " (expected (C_in, C_out))");
-  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != w.size(1)))
+                            << (w_out_in ? " (expected (C_out, C_in))" : " (expected (C_in, C_out))"));
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != N))
     ST_THROW(ShapeError, op << ": bias " << shape_str(bias.shape()) << " for weight " << shape_str(w.shape()));
   ST_CHECK(state.x.options.format == Fp8Format::e4m3 && state.w.options.format == Fp8Format::e4m3, ValueError,
            op << ": x and w are cast to e4m3 (the state's x / w scalings must be e4m3)");
   check_same_device(op, {x, w, state.x.state, state.w.state, state.grad.state});
   if (bias.defined()) check_same_device(op, {x, bias});
-  const int64_t K = w.size(0), N = w.size(1);
   Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, K});  // (M, K)
   const DType xdt = x.dtype(), wdt = w.dtype(), bdt = bias.defined() ? bias.dtype() : xdt;
   const bool gx = x2.requires_grad(), gw = w.requires_grad(), gb = bias.defined() && bias.requires_grad();
   Fp8Tensor qx, qw;
-  Tensor y;
+  Tensor y, w8, w8t;  // w8 (K, N) for dgrad, w8ᵀ (N, K) for forward: the weight cast's two layouts
   {
     NoGradGuard ng;
     qx = fp8_quantize(x2, state.x, /*transpose=*/gw, state.counts);  // x8 (M, K), x8ᵀ (K, M) for wgrad
-    qw = fp8_quantize(w, state.w, /*transpose=*/true, state.counts);  // w8 (K, N) for dgrad, w8ᵀ (N, K)
-    y = fp8_matmul(qx.data, qx.scale_inv, qw.data_t, qw.scale_inv, xdt, Tensor(), bias,
+    qw = fp8_quantize(w, state.w, /*transpose=*/true, state.counts);  // w's layout and its transpose
+    w8 = w_out_in ? qw.data_t : qw.data;
+    w8t = w_out_in ? qw.data : qw.data_t;
+    y = fp8_matmul(qx.data, qx.scale_inv, w8t, qw.scale_inv, xdt, Tensor(), bias,
                    state.forward_accum);  // (M, N), + bias in the epilogue
   }
   Fp8Scaling gscaling = state.grad;  // shares the state buffer
   attach_grad_fn(y, op, {x2, w, bias},
-                 [xt = qx.data_t, xsi = qx.scale_inv, w8 = qw.data, wsi = qw.scale_inv, gscaling, counts = state.counts,
-                  gx, gw, gb, xdt, wdt, bdt](const Tensor& g_in) mutable {
+                 [xt = qx.data_t, xsi = qx.scale_inv, w8, wsi = qw.scale_inv, gscaling, counts = state.counts, gx,
+                  gw, gb, w_out_in, xdt, wdt, bdt](const Tensor& g_in) mutable {
                    NoGradGuard ng;
-                   Tensor g = g_in.contiguous();                             // (M, N)
+                   Tensor g = g_in.contiguous();  // (M, N)
                    // g8 (M, N), g8ᵀ (N, M); with a bias, its gradient Σ_rows g summed by the cast as it reads g
                    Fp8Tensor qg = fp8_quantize(g, gscaling, /*transpose=*/gw, counts, /*column_sums=*/gb);
                    Tensor dx, dw, db;
-                   if (gx) dx = fp8_matmul(qg.data, qg.scale_inv, w8, wsi, xdt);        // (M, N)·(K, N)ᵀ → (M, K)
-                   if (gw) dw = fp8_matmul(xt, xsi, qg.data_t, qg.scale_inv, wdt);      // (K, M)·(N, M)ᵀ → (K, N)
-                   if (gb) db = contiguous_as(qg.column_sums, bdt);                     // (N)
+                   if (gx) dx = fp8_matmul(qg.data, qg.scale_inv, w8, wsi, xdt);  // (M, N)·(K, N)ᵀ → (M, K)
+                   if (gw)  // in w's layout: (K, M)·(N, M)ᵀ → (K, N), or (N, M)·(K, M)ᵀ → (N, K)
+                     dw = w_out_in ? fp8_matmul(qg.data_t, qg.scale_inv, xt, xsi, wdt)
+                                   : fp8_matmul(xt, xsi, qg.data_t, qg.scale_inv, wdt);
+                   if (gb) db = contiguous_as(qg.column_sums, bdt);  // (N)
                    return std::vector<Tensor>{dx, dw, db};
                  });
   if (x.dim() != 2) {

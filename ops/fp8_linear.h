@@ -14,6 +14,9 @@
 //   the two). The gradient passes through the casts unchanged (straight-through), as for every
 //   FP8 recipe.
 //
+// w_out_in: w is stored (N, K) (nn.Linear's layout, y = x·wᵀ: Llama's checkpoints); its cast
+// gives w8ᵀ as data and w8 as data_t — the same bytes, no transposed copy of w — and dw is
+// computed in that layout ((N, M)·(K, M)ᵀ: the same products as the (K, N) one, transposed).
 // Layouts (Hopper's FP8 GEMMs take both operands K-contiguous, ops/fp8_matmul.h): the x cast keeps
 // x8 (M, K) and x8ᵀ (K, M), the w cast w8 (K, N) and w8ᵀ (N, K), the gradient cast g8 (M, N) and
 // g8ᵀ (N, M); forward = x8 · (w8ᵀ)ᵀ, dgrad = g8 · (w8)ᵀ, wgrad = x8ᵀ · (g8ᵀ)ᵀ. Backward keeps
@@ -49,6 +52,6 @@ struct Fp8LinearState {
 
 Fp8LinearState fp8_linear_state(const Fp8LinearOptions& options, Device device = Device::cpu);
 void fp8_linear_update(Fp8LinearState& state);  // fp8_scaling_update of all three
-Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Fp8LinearState& state);
+Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Fp8LinearState& state, bool w_out_in = false);
 
 }  // namespace st::ops

@@ -6,8 +6,9 @@
 #      its kernels summed per op family (GEMM, attention, layernorm, cross-entropy, ...).
 # The table: kernel time per family against the wall time; wall − Σ kernels is the time the GPU
 # waited for the host (launch gaps, host reads) — what the graph exists to remove.
-#   usage: launch/gpu/profile_step.sh OUTDIR [gpt-fp16 gpt-bf16 gpt-fp8 gpt-bf16-b64 llama-bf16 seed-fp16 seed-fp32 ...]
-# Workloads (the peers' shapes, launch/gpu/bench_peers.sh): gpt-* GPT-2 124M, T 1024, B 16 (b64: 64);
+#   usage: launch/gpu/profile_step.sh OUTDIR [gpt-fp16 gpt-bf16 gpt-fp8 gpt-fp8d gpt-bf16-b64 llama-bf16 llama-fp8d seed-fp16 seed-fp32 ...]
+# Workloads (the peers' shapes, launch/gpu/bench_peers.sh): gpt-* GPT-2 124M, T 1024, B 16 (b64: 64;
+# fp8d: --precision fp8 --fp8-scaling delayed, as llama-fp8d);
 # llama-bf16 Llama-3.2-1B's shapes, T 2048, B 4 (LLAMA_LAYERS of its 16 blocks: under Nsight Compute
 # the 16 took over 5 minutes; the blocks are alike, so 4 show the per-block mix);
 # seed-* the seed's Transformer (vocab 10000, d 256, 8 heads, 6 layers, B 32, T 128, dropout 0.1).
@@ -55,7 +56,9 @@ for w in $works; do
     gpt-bf16) args="--model gpt $GPT --micro-batch $GB --precision bf16 --lr 3e-4 --weight-decay 0.1 --clip 1"; tok=$OUT/gpt_tokens.bin; v=$GV; n=$((GB * GT * 40)) ;;
     gpt-bf16-b64) args="--model gpt $GPT --micro-batch $((GB * 4)) --precision bf16 --lr 3e-4 --weight-decay 0.1 --clip 1"; tok=$OUT/gpt_tokens_b64.bin; v=$GV; n=$((GB * 4 * GT * 40)) ;;
     gpt-fp8) args="--model gpt $GPT --micro-batch $GB --precision fp8 --lr 3e-4 --weight-decay 0.1 --clip 1"; tok=$OUT/gpt_tokens.bin; v=$GV; n=$((GB * GT * 40)) ;;
+    gpt-fp8d) args="--model gpt $GPT --micro-batch $GB --precision fp8 --fp8-scaling delayed --lr 3e-4 --weight-decay 0.1 --clip 1"; tok=$OUT/gpt_tokens.bin; v=$GV; n=$((GB * GT * 40)) ;;
     llama-bf16) args="--model llama $LLAMA --tie-embeddings 1 --micro-batch $LB --precision bf16 --lr 3e-4 --weight-decay 0.1 --clip 1"; tok=$OUT/llama_tokens.bin; v=$LV; n=$((LB * LT * 40)) ;;
+    llama-fp8d) args="--model llama $LLAMA --tie-embeddings 1 --micro-batch $LB --precision fp8 --fp8-scaling delayed --lr 3e-4 --weight-decay 0.1 --clip 1"; tok=$OUT/llama_tokens.bin; v=$LV; n=$((LB * LT * 40)) ;;
     seed-fp16) args="--model simple-transformer $SEED --micro-batch $SB --precision fp16 --lr 1e-3 --weight-decay 0 --clip 0"; tok=$OUT/seed_tokens.bin; v=$SV; n=$((SB * ST_T * 40)) ;;
     seed-fp32) args="--model simple-transformer $SEED --micro-batch $SB --precision fp32 --lr 1e-3 --weight-decay 0 --clip 0"; tok=$OUT/seed_tokens.bin; v=$SV; n=$((SB * ST_T * 40)) ;;
     *) echo "profile_step: unknown workload $w"; exit 2 ;;

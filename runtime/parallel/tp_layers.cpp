@@ -68,9 +68,7 @@ int64_t pad_vocab(int64_t vocab, int tp) {
 
 Tensor local_linear(const Tensor& x, const Tensor& w, const Tensor& b, bool out_in, ops::Fp8LinearState* fp8) {
   if (!fp8) return out_in ? ops::linear_nt(x, w, b) : ops::linear(x, w, b);
-  // fp8_linear takes w (K, N); an (N, K) weight is cast from its transpose (the cast reads it
-  // contiguous: one more copy of the bf16 weight, autograd transposes the gradient back)
-  return ops::fp8_linear(x, out_in ? w.transpose(0, 1) : w, b, *fp8);
+  return ops::fp8_linear(x, w, b, *fp8, out_in);  // an (N, K) weight cast as stored (ops/fp8_linear.h)
 }
 
 ColumnParallelLinear::ColumnParallelLinear(int64_t in_, int64_t out_full_, TpGroup tp, bool has_bias, bool gather,

@@ -47,7 +47,7 @@ namespace st::runtime {
 int64_t pad_vocab(int64_t vocab, int tp);
 
 // The local product of a projection: x (..., K) · w → (..., N) + b, w (K, N), or (N, K) when
-// out_in; through ops::fp8_linear when fp8 is set (an out_in weight is cast from its transpose),
+// out_in; through ops::fp8_linear when fp8 is set (an out_in weight cast as stored, ops/fp8_linear.h),
 // else ops::linear / linear_nt. The one place a projection picks its GEMM's precision.
 Tensor local_linear(const Tensor& x, const Tensor& w, const Tensor& b, bool out_in, ops::Fp8LinearState* fp8);
 

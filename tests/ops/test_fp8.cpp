@@ -391,3 +391,36 @@ TEST(Fp8Linear, DelayedScalingCastsWithTheScalesOfTheLastUpdate) {
   }
   EXPECT_THROW(fp8_linear(x, Tensor::ones({K + 1, N}), Tensor(), st), ShapeError);
 }
+
+// w stored (N, K) (w_out_in: Llama's layout) is cast as stored — its data the (N, K) operand the
+// forward takes, its data_t the (K, N) one dgrad takes — and dw comes back in that layout: y, dx,
+// db and the states are the bits of the (K, N) path on wᵀ, dw is its transpose (the same products
+// in the same order: the CPU's sgemm sums over M in order either way).
+TEST(Fp8Linear, AnOutInWeightIsCastAsStored) {
+  const int64_t B = 2, T = 8, K = 48, N = 32, M = B * T;
+  const std::vector<float> xv = normal(M * K, 1.f, 41), wv = normal(N * K, 0.05f, 42), bv = normal(N, 0.1f, 43),
+                           gv = normal(M * N, 1e-2f, 44);
+  std::vector<uint8_t> outs[2][6];  // [in_out, out_in] × (y, dx, dw (K, N), db, w state, grad state)
+  for (int oi = 0; oi < 2; ++oi) {
+    Tensor x = Tensor::from_vector(xv, {B, T, K}).to(DType::bf16).requires_grad_();
+    Tensor w_nk = Tensor::from_vector(wv, {N, K}).to(DType::bf16);
+    Tensor w = (oi ? w_nk : w_nk.transpose(0, 1).contiguous()).requires_grad_();  // (N, K) or (K, N)
+    Tensor b = Tensor::from_vector(bv, {N}).to(DType::bf16).requires_grad_();
+    Fp8LinearState st = fp8_linear_state({.grad_format = Fp8Format::e4m3});
+    Tensor y = fp8_linear(x, w, b, st, oi == 1);
+    y.backward(Tensor::from_vector(gv, {B, T, N}).to(DType::bf16));
+    const Tensor dw = oi ? w.grad().transpose(0, 1).contiguous() : w.grad();  // (K, N)
+    const Tensor ts[6] = {y.detach(), x.grad(), dw, b.grad(), st.w.state, st.grad.state};
+    for (int j = 0; j < 6; ++j) {
+      const Tensor c = ts[j].contiguous();
+      outs[oi][j].assign(static_cast<const uint8_t*>(c.data_ptr()), static_cast<const uint8_t*>(c.data_ptr()) + c.nbytes());
+    }
+    if (oi) {
+      EXPECT_EQ(w.grad().shape(), (Shape{N, K}));
+    }
+  }
+  const char* names[6] = {"y", "dx", "dw", "db", "w state", "grad state"};
+  for (int j = 0; j < 6; ++j) EXPECT_EQ(outs[0][j], outs[1][j]) << names[j];
+  Fp8LinearState st = fp8_linear_state({});
+  EXPECT_THROW(fp8_linear(Tensor::ones({4, K}), Tensor::ones({K, N}), Tensor(), st, true), ShapeError);  // (K, N) as out_in
+}
