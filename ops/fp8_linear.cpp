@@ -26,6 +26,17 @@ void fp8_linear_update(Fp8LinearState& state) {
   fp8_scaling_update(state.grad);
 }
 
+Fp8Weight fp8_cast_weight(const Tensor& w, Fp8LinearState& state, bool out_in) {
+  Fp8Tensor q = fp8_quantize(w, state.w, /*transpose=*/true, state.counts);  // w's layout and its transpose
+  return out_in ? Fp8Weight{q.data_t, q.data, q.scale_inv} : Fp8Weight{q.data, q.data_t, q.scale_inv};
+}
+
+Tensor fp8_weight_grad(const Tensor& xt, const Tensor& xsi, const Tensor& gt, const Tensor& gsi, bool out_in,
+                       DType dtype) {
+  return out_in ? fp8_matmul(gt, gsi, xt, xsi, dtype)   // (N, M)·(K, M)ᵀ → (N, K)
+                : fp8_matmul(xt, xsi, gt, gsi, dtype);  // (K, M)·(N, M)ᵀ → (K, N)
+}
+
 Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Fp8LinearState& state, bool w_out_in) {
   const char* op = "fp8_linear";
   check_defined(op, {x, w});
@@ -42,30 +53,27 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Fp8Linea
   Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, K});  // (M, K)
   const DType xdt = x.dtype(), wdt = w.dtype(), bdt = bias.defined() ? bias.dtype() : xdt;
   const bool gx = x2.requires_grad(), gw = w.requires_grad(), gb = bias.defined() && bias.requires_grad();
-  Fp8Tensor qx, qw;
-  Tensor y, w8, w8t;  // w8 (K, N) for dgrad, w8ᵀ (N, K) for forward: the weight cast's two layouts
+  Fp8Tensor qx;
+  Fp8Weight qw;
+  Tensor y;
   {
     NoGradGuard ng;
     qx = fp8_quantize(x2, state.x, /*transpose=*/gw, state.counts);  // x8 (M, K), x8ᵀ (K, M) for wgrad
-    qw = fp8_quantize(w, state.w, /*transpose=*/true, state.counts);  // w's layout and its transpose
-    w8 = w_out_in ? qw.data_t : qw.data;
-    w8t = w_out_in ? qw.data : qw.data_t;
-    y = fp8_matmul(qx.data, qx.scale_inv, w8t, qw.scale_inv, xdt, Tensor(), bias,
+    qw = fp8_cast_weight(w, state, w_out_in);                          // w8 (K, N), w8ᵀ (N, K)
+    y = fp8_matmul(qx.data, qx.scale_inv, qw.w8t, qw.scale_inv, xdt, Tensor(), bias,
                    state.forward_accum);  // (M, N), + bias in the epilogue
   }
   Fp8Scaling gscaling = state.grad;  // shares the state buffer
   attach_grad_fn(y, op, {x2, w, bias},
-                 [xt = qx.data_t, xsi = qx.scale_inv, w8, wsi = qw.scale_inv, gscaling, counts = state.counts, gx,
-                  gw, gb, w_out_in, xdt, wdt, bdt](const Tensor& g_in) mutable {
+                 [xt = qx.data_t, xsi = qx.scale_inv, w8 = qw.w8, wsi = qw.scale_inv, gscaling,
+                  counts = state.counts, gx, gw, gb, w_out_in, xdt, wdt, bdt](const Tensor& g_in) mutable {
                    NoGradGuard ng;
                    Tensor g = g_in.contiguous();  // (M, N)
                    // g8 (M, N), g8ᵀ (N, M); with a bias, its gradient Σ_rows g summed by the cast as it reads g
                    Fp8Tensor qg = fp8_quantize(g, gscaling, /*transpose=*/gw, counts, /*column_sums=*/gb);
                    Tensor dx, dw, db;
                    if (gx) dx = fp8_matmul(qg.data, qg.scale_inv, w8, wsi, xdt);  // (M, N)·(K, N)ᵀ → (M, K)
-                   if (gw)  // in w's layout: (K, M)·(N, M)ᵀ → (K, N), or (N, M)·(K, M)ᵀ → (N, K)
-                     dw = w_out_in ? fp8_matmul(qg.data_t, qg.scale_inv, xt, xsi, wdt)
-                                   : fp8_matmul(xt, xsi, qg.data_t, qg.scale_inv, wdt);
+                   if (gw) dw = fp8_weight_grad(xt, xsi, qg.data_t, qg.scale_inv, w_out_in, wdt);  // w's layout
                    if (gb) db = contiguous_as(qg.column_sums, bdt);  // (N)
                    return std::vector<Tensor>{dx, dw, db};
                  });

@@ -54,4 +54,16 @@ Fp8LinearState fp8_linear_state(const Fp8LinearOptions& options, Device device =
 void fp8_linear_update(Fp8LinearState& state);  // fp8_scaling_update of all three
 Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& bias, Fp8LinearState& state, bool w_out_in = false);
 
+// fp8_linear's pieces, for the fused MLP (ops/fp8_mlp.h):
+// the weight's cast with its transpose — w (K, N), or (N, K) when out_in — in the two roles
+struct Fp8Weight {
+  Tensor w8;         // (K, N): dgrad's operand
+  Tensor w8t;        // (N, K): the forward's operand
+  Tensor scale_inv;  // (1) s⁻¹
+};
+Fp8Weight fp8_cast_weight(const Tensor& w, Fp8LinearState& state, bool out_in);
+// dw in w's layout from x8ᵀ (K, M) and g8ᵀ (N, M): (K, N), or (N, K) when out_in
+Tensor fp8_weight_grad(const Tensor& xt, const Tensor& x_scale_inv, const Tensor& gt, const Tensor& g_scale_inv,
+                       bool out_in, DType dtype);
+
 }  // namespace st::ops

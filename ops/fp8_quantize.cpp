@@ -6,6 +6,7 @@
 
 #include "ops/activation.h"
 #include "ops/check.h"
+#include "ops/swiglu.h"
 #include "tensor/autograd.h"
 
 namespace st::ops {
@@ -86,35 +87,46 @@ Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose, con
   return q;
 }
 
-Fp8Tensor fp8_quantize_act(Fp8Act act, const Tensor& pre, const Tensor& dh, Fp8Scaling& scaling, const Tensor& counts,
+Fp8Tensor fp8_quantize_act(Fp8Act act, const Tensor& pre, const Tensor& dy, Fp8Scaling& scaling, const Tensor& counts,
                            bool column_sums) {
   const char* op = "fp8_quantize_act";
   check_input(op, pre);
-  const bool grad = act == Fp8Act::gelu_grad;
+  const bool grad = act == Fp8Act::gelu_grad || act == Fp8Act::swiglu_grad;
+  const bool swiglu = act == Fp8Act::swiglu || act == Fp8Act::swiglu_grad;
+  const int64_t W = pre.size(-1), R = W > 0 ? pre.numel() / W : 0;  // pre (R, W)
+  if (swiglu) ST_CHECK(W % 2 == 0, ShapeError, op << ": swiglu's input " << pre.describe() << " must be [gate | up] (..., 2F)");
+  const int64_t C = act == Fp8Act::swiglu ? W / 2 : W;  // x (R, C)
   if (grad) {
-    check_input(op, dh);
-    ST_CHECK(dh.dtype() == pre.dtype() && dh.shape() == pre.shape(), ShapeError,
-             op << ": dh " << dh.describe() << " must have pre's dtype and shape " << pre.describe());
-    check_same_device(op, {pre, dh});
+    check_input(op, dy);
+    Shape want = pre.shape();
+    want.back() = swiglu ? W / 2 : W;
+    ST_CHECK(dy.dtype() == pre.dtype() && dy.shape() == want, ShapeError,
+             op << ": dy " << dy.describe() << " must be (" << shape_str(want) << ") of pre's dtype (pre "
+                << pre.describe() << ")");
+    check_same_device(op, {pre, dy});
   }
   float* state = fp8_state_ptr(scaling, op);
   check_device(op, pre, scaling.state.device());
   int64_t* cnt = counts_ptr(op, counts, pre);
   NoGradGuard ng;
-  Tensor pc = pre.detach().contiguous(), dc = grad ? dh.detach().contiguous() : Tensor();
-  if (pre.is_cuda() && scaling.options.mode == Fp8ScaleMode::delayed) {  // x computed as the cast reads pre, dh
-    const int64_t C = pre.size(-1), R = C > 0 ? pre.numel() / C : 0;
-    Fp8Tensor q = cast_outputs(pre, fp8_dtype(scaling.options.format), true, column_sums);
-    Tensor d2 = q.data.view({R, C});
-    if (cuda::fp8_cast_act(act, pc.view({R, C}), grad ? dc.view({R, C}) : Tensor(), d2, q.data_t, state, true,
-                           q.scale_inv.data<float>(), cnt, column_sums ? q.column_sums.data<float>() : nullptr))
+  Tensor p2 = pre.detach().contiguous().view({R, W}), d2 = grad ? dy.detach().contiguous().view({R, dy.size(-1)}) : Tensor();
+  Shape xs = pre.shape();
+  xs.back() = C;
+  Tensor x = Tensor::empty(xs, pre.dtype(), pre.device());  // the shape and dtype of x; written only unfused
+  if (pre.is_cuda() && scaling.options.mode == Fp8ScaleMode::delayed) {  // x computed as the cast reads pre, dy
+    Fp8Tensor q = cast_outputs(x, fp8_dtype(scaling.options.format), true, column_sums);
+    Tensor q2 = q.data.view({R, C});
+    if (cuda::fp8_cast_act(act, p2, d2, q2, q.data_t, state, true, q.scale_inv.data<float>(), cnt,
+                           column_sums ? q.column_sums.data<float>() : nullptr))
       return q;
   }
-  Tensor x = Tensor::empty(pre.shape(), pre.dtype(), pre.device());  // (..., C) the activation (gradient)
-  if (pre.is_cuda())
-    grad ? cuda::gelu_bwd(pc, dc, x) : cuda::gelu_fwd(pc, x);
-  else
-    grad ? cpu::gelu_bwd(pc, dc, x) : cpu::gelu_fwd(pc, x);
+  Tensor x2 = x.view({R, C});
+  switch (act) {
+    case Fp8Act::gelu: pre.is_cuda() ? cuda::gelu_fwd(p2, x2) : cpu::gelu_fwd(p2, x2); break;
+    case Fp8Act::gelu_grad: pre.is_cuda() ? cuda::gelu_bwd(p2, d2, x2) : cpu::gelu_bwd(p2, d2, x2); break;
+    case Fp8Act::swiglu: pre.is_cuda() ? cuda::swiglu_fwd(p2, x2) : cpu::swiglu_fwd(p2, x2); break;
+    case Fp8Act::swiglu_grad: pre.is_cuda() ? cuda::swiglu_bwd(p2, d2, x2) : cpu::swiglu_bwd(p2, d2, x2); break;
+  }
   return fp8_quantize(x, scaling, true, counts, column_sums);
 }
 

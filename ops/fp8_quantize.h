@@ -21,14 +21,18 @@
 //                one order on both devices so that they agree bit for bit: rows in chunks of 8,
 //                chunks in tiles of 32 (the CUDA transposing cast's 256-row tile), each sum from 0
 //                in row order — Σ_tiles (Σ_chunks (Σ_rows x)); the last chunk and tile may be short.
-//   fp8_quantize_act(act, pre, dh, scaling, counts, column_sums)
-//     the transposing cast (data and data_t) of x = gelu(pre) (act gelu) or x = gelu_bwd(pre, dh)
-//     = dh · gelu'(pre) (act gelu_grad), each x rounded to pre's dtype: the bits of
-//     fp8_quantize(ops::gelu's output / its input gradient, scaling, true, counts, column_sums).
-//     With delayed scaling on CUDA the cast computes x as it reads pre (and dh), so x is never
+//   fp8_quantize_act(act, pre, dy, scaling, counts, column_sums)
+//     the transposing cast (data and data_t) of an MLP activation or its gradient x, each value
+//     rounded to pre's dtype as the activation's own op rounds it: the bits of
+//     fp8_quantize(x, scaling, true, counts, column_sums) with
+//       gelu         x (..., C)  = ops::gelu(pre),                pre (..., C)
+//       gelu_grad    x (..., C)  = gelu's input gradient for dy,  pre, dy (..., C)
+//       swiglu       x (..., F)  = ops::swiglu(pre),              pre = [gate | up] (..., 2F)
+//       swiglu_grad  x (..., 2F) = swiglu's input gradient for dy, pre (..., 2F), dy (..., F)
+//     With delayed scaling on CUDA the cast computes x as it reads pre (and dy), so x is never
 //     written (the fused MLP, ops/fp8_mlp.h); current scaling (its amax pass would need x first),
 //     the CPU and the shapes the packed kernel does not take compute x, then cast it.
-//     pre, dh (..., C) f32 / f16 / bf16 of one dtype and shape.
+//     pre, dy f32 / f16 / bf16 of one dtype.
 //   fp8_dequantize(q, dtype)    data · scale_inv → (..., C) of `dtype` (f32 exact)
 //   fp8_amax(x)                 (1) f32: max |x| (NaN if any element is NaN)
 #pragma once
@@ -70,8 +74,8 @@ ST_HOST_DEVICE inline float fp8_column_sum(int64_t R, const At& at) {
 
 Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose = false, const Tensor& counts = Tensor(),
                        bool column_sums = false);
-enum class Fp8Act { gelu, gelu_grad };
-Fp8Tensor fp8_quantize_act(Fp8Act act, const Tensor& pre, const Tensor& dh, Fp8Scaling& scaling,
+enum class Fp8Act { gelu, gelu_grad, swiglu, swiglu_grad };
+Fp8Tensor fp8_quantize_act(Fp8Act act, const Tensor& pre, const Tensor& dy, Fp8Scaling& scaling,
                            const Tensor& counts = Tensor(), bool column_sums = false);
 Tensor fp8_dequantize(const Fp8Tensor& q, DType dtype = DType::f32);
 Tensor fp8_amax(const Tensor& x);
@@ -96,10 +100,11 @@ void fp8_scale_current(float* state, const Fp8ScalingOptions& options);
 void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record, float* scale_inv,
               int64_t* counts = nullptr, float* column_sums = nullptr);
 void fp8_dequantize(const Tensor& q, const float* scale_inv, Tensor& out);
-// fp8_cast of x = act(pre[, dh]) (R, C) into q and qt, computed as the packed transposing cast reads
-// pre and dh (contiguous, one dtype); false, launching nothing, where that kernel does not take
-// the shape or alignment (the caller computes x and casts it)
-bool fp8_cast_act(Fp8Act act, const Tensor& pre, const Tensor& dh, Tensor& q, Tensor& qt, float* state, bool record,
+// fp8_cast of x = act(pre[, dy]) (R, C) into q (R, C) and qt (C, R), computed as the packed
+// transposing cast reads pre and dy (2D, contiguous, one dtype; shapes as fp8_quantize_act's);
+// false, launching nothing, where that kernel does not take the shape or alignment (the caller
+// computes x and casts it)
+bool fp8_cast_act(Fp8Act act, const Tensor& pre, const Tensor& dy, Tensor& q, Tensor& qt, float* state, bool record,
                   float* scale_inv, int64_t* counts = nullptr, float* column_sums = nullptr);
 // *amax = 0 (on the stream; before a current-scaling amax pass)
 void fp8_zero(float* p);

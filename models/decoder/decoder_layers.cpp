@@ -189,9 +189,7 @@ void DecoderBlock::set_fp8(const std::optional<ops::Fp8LinearOptions>& options, 
   fp8_up_ = make();
   fp8_down_ = make();
   if (qkv_) qkv_->fp8 = fp8_qkv_;
-  o_->fp8 = fp8_o_;
-  up_->fp8 = fp8_up_;  // the GELU MLP's up (SwiGLU's runs as gate|up below)
-  down_->fp8 = fp8_down_;
+  o_->fp8 = fp8_o_;  // up and down: the MLP's states, read by ops::fp8_mlp in mlp() below
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<ops::Fp8LinearState>>> DecoderBlock::fp8_states() const {
@@ -217,26 +215,23 @@ Tensor DecoderBlock::attention(const Tensor& h, bool sp) const {
 }
 
 Tensor DecoderBlock::mlp(const Tensor& h, bool sp) const {
-  if (s_.mlp == MlpKind::gelu) {
-    // one rank: gelu_tanh(h·W_up + b_up)·W_down + b_down as one op, so CUDA fuses bias and GELU
-    // into the GEMMs; several: column-parallel up, GELU, row-parallel down
-    if (runtime::tp_size(tp_) == 1 && s_.layout == WeightLayout::in_out && s_.mlp_bias && !fp8())
-      return ops::mlp_gelu(h, up_->weight, up_->bias, down_->weight, down_->bias);
-    if (fp8()) {  // the same, in FP8 as one node (the GELU and its gradient inside the casts), any tp
-      const bool oi = s_.layout == WeightLayout::out_in, one = runtime::tp_size(tp_) == 1;
-      Tensor y = ops::fp8_mlp_gelu(runtime::column_input(h, tp_, sp), oi ? up_->weight.transpose(0, 1) : up_->weight,
-                                   up_->bias, oi ? down_->weight.transpose(0, 1) : down_->weight,
-                                   one ? down_->bias : Tensor(), *fp8_up_, *fp8_down_);
-      return one ? y : runtime::row_output(y, down_->bias, tp_, sp);  // (B, T, C), sp: (B, T/tp, C)
-    }
-    return down_->forward(ops::gelu(up_->forward(h, sp)), sp);
-  }
+  const bool gelu = s_.mlp == MlpKind::gelu, oi = s_.layout == WeightLayout::out_in;
+  // one rank: gelu_tanh(h·W_up + b_up)·W_down + b_down as one op, so CUDA fuses bias and GELU into the GEMMs
+  if (gelu && runtime::tp_size(tp_) == 1 && !oi && s_.mlp_bias && !fp8())
+    return ops::mlp_gelu(h, up_->weight, up_->bias, down_->weight, down_->bias);
   // SwiGLU: gate and up as one GEMM of their concatenated weights → [gate | up] (B, T, 2F/tp)
-  Tensor w = cat_out({gate_->weight, up_->weight}, s_, false);
-  Tensor b = s_.mlp_bias ? cat_out({gate_->bias, up_->bias}, s_, true) : Tensor();
-  // h (B, T, C), or under sp (B, T/tp, C) gathered inside the product → (B, T, 2F/tp)
-  Tensor gu = runtime::column_linear(h, w, b, s_.layout == WeightLayout::out_in, fp8_up_.get(), tp_, sp);
-  return down_->forward(ops::swiglu(gu), sp);  // silu(gate)·up (B, T, F/tp) → (B, T, C)
+  Tensor w = gelu ? up_->weight : cat_out({gate_->weight, up_->weight}, s_, false);
+  Tensor b = gelu ? up_->bias : s_.mlp_bias ? cat_out({gate_->bias, up_->bias}, s_, true) : Tensor();
+  if (fp8()) {  // up, the activation and down in FP8 as one node (the activation inside the casts), any tp
+    const bool one = runtime::tp_size(tp_) == 1;
+    Tensor y = ops::fp8_mlp(runtime::column_input(h, tp_, sp), {w, b, down_->weight, one ? down_->bias : Tensor(), oi},
+                            gelu ? ops::Fp8MlpAct::gelu : ops::Fp8MlpAct::swiglu, *fp8_up_, *fp8_down_);
+    return one ? y : runtime::row_output(y, down_->bias, tp_, sp);  // (B, T, C), sp: (B, T/tp, C)
+  }
+  // several ranks: column-parallel up, the activation, row-parallel down
+  // h (B, T, C), or under sp (B, T/tp, C) gathered inside the product → (B, T, U/tp)
+  Tensor pre = runtime::column_linear(h, w, b, oi, nullptr, tp_, sp);
+  return down_->forward(gelu ? ops::gelu(pre) : ops::swiglu(pre), sp);  // (B, T, C)
 }
 
 Tensor DecoderBlock::forward(const Tensor& x) {

@@ -16,8 +16,8 @@
 // one op (ops::mlp_gelu), so a one-process model computes what GPT-2's own layers did.
 // FP8 (DecoderBlock::set_fp8, --precision fp8): the block's four GEMMs — qkv (packed, or q, k, v
 // as one), o, up (SwiGLU: gate and up as one), down — run through ops::fp8_linear, each with its
-// own scaling state (Fp8LinearState) owned by the block; the GELU MLP is then one node,
-// ops::fp8_mlp_gelu (up → gelu → down with the GELU and its gradient inside the casts: the bits of
+// own scaling state (Fp8LinearState) owned by the block; the MLP is then one node, ops::fp8_mlp
+// (up → GELU / SwiGLU → down with the activation and its gradient inside the casts: the bits of
 // the three ops), between the tp collectives (runtime::column_input, runtime::row_output). The
 // other projections pick their precision in one place, runtime::local_linear (runtime/parallel/tp_layers.h).
 // Sequence parallel (set_sequence_parallel, --sequence-parallel 1; tp > 1, T divisible by tp, no

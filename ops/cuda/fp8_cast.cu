@@ -55,6 +55,7 @@
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/gelu.cuh"
+#include "ops/cuda/silu.cuh"
 #include "ops/fp8_quantize.h"
 
 namespace st::ops::cuda {
@@ -227,7 +228,8 @@ __device__ inline void for_each_pack(const T* x, int64_t packs, int64_t t0, int6
 //   PlainSrc     x itself (row-major, leading dim C)
 //   GeluSrc      x = gelu(pre), each value rounded to T as ops::gelu's kernel rounds it (gelu.cuh)
 //   GeluGradSrc  x = dh · gelu'(pre), rounded to T as ops::gelu's backward rounds it
-// The last two are the fused MLP's casts (ops/fp8_mlp.h): x is never written to memory.
+//   SwigluSrc, SwigluGradSrc  (below) ops::swiglu's output and input gradient
+// All but the first are the fused MLP's casts (ops/fp8_mlp.h): x is never written to memory.
 template <class T>
 struct PlainSrc {
   const T* x;
@@ -256,6 +258,46 @@ struct GeluGradSrc {
 #pragma unroll
     for (int j = 0; j < Pack<T>::N; ++j) p.v[j] = from_float<T>(gelu_tanh_grad(to_float(p.v[j]), to_float(g.v[j])));
     return p;
+  }
+};
+
+// [gate | up] rows of width 2F: SwiGLU's output x (R, F) and its input gradient x (R, 2F) for dy
+// (R, F), each value rounded as ops::swiglu's kernels round it (swiglu.cu: silu rounded to T, the
+// products each rounded)
+template <class T>
+struct SwigluSrc {
+  const T* gu;
+  int64_t F;
+  __device__ Pack<T> operator()(int64_t r, int64_t c) const {
+    const Pack<T> g = load_pack(gu + r * 2 * F + c), u = load_pack(gu + r * 2 * F + F + c);
+    Pack<T> o;
+#pragma unroll
+    for (int j = 0; j < Pack<T>::N; ++j)
+      o.v[j] = from_float<T>(__fmul_rn(to_float(from_float<T>(silu_f32(to_float(g.v[j])))), to_float(u.v[j])));
+    return o;
+  }
+};
+template <class T>
+struct SwigluGradSrc {
+  const T* gu;
+  const T* dy;
+  int64_t F;
+  __device__ Pack<T> operator()(int64_t r, int64_t c) const {  // c < F: d(gate), else d(up); F % N = 0
+    const int64_t f = c < F ? c : c - F;
+    const Pack<T> g = load_pack(gu + r * 2 * F + f), d = load_pack(dy + r * F + f);
+    Pack<T> o;
+    if (c < F) {
+      const Pack<T> u = load_pack(gu + r * 2 * F + F + f);
+#pragma unroll
+      for (int j = 0; j < Pack<T>::N; ++j)
+        o.v[j] = from_float<T>(
+            silu_grad_f32(to_float(g.v[j]), to_float(from_float<T>(__fmul_rn(to_float(d.v[j]), to_float(u.v[j]))))));
+    } else {
+#pragma unroll
+      for (int j = 0; j < Pack<T>::N; ++j)
+        o.v[j] = from_float<T>(__fmul_rn(to_float(d.v[j]), to_float(from_float<T>(silu_f32(to_float(g.v[j]))))));
+    }
+    return o;
   }
 };
 
@@ -576,27 +618,35 @@ void fp8_cast(const Tensor& x, Tensor& q, Tensor& qt, float* state, bool record,
   });
 }
 
-bool fp8_cast_act(Fp8Act act, const Tensor& pre, const Tensor& dh, Tensor& q, Tensor& qt, float* state, bool record,
+bool fp8_cast_act(Fp8Act act, const Tensor& pre, const Tensor& dy, Tensor& q, Tensor& qt, float* state, bool record,
                   float* scale_inv, int64_t* counts, float* column_sums) {
-  check_contiguous_cuda("fp8_quantize_act", {&pre, &dh, &q, &qt});
-  const int64_t R = pre.size(0), C = pre.size(1);
+  check_contiguous_cuda("fp8_quantize_act", {&pre, &dy, &q, &qt});
+  const int64_t R = q.size(0), C = q.size(1);  // x's shape
   if (R * C == 0) return false;
   bool done = false;
   visit_float_dtype(pre.dtype(), "fp8_quantize_act", [&](auto tag) {
     using T = decltype(tag);
     const T* pp = static_cast<const T*>(pre.data_ptr());
-    const T* pd = dh.defined() ? static_cast<const T*>(dh.data_ptr()) : nullptr;
+    const T* pd = dy.defined() ? static_cast<const T*>(dy.data_ptr()) : nullptr;
     uint8_t* pq = static_cast<uint8_t*>(q.data_ptr());
     uint8_t* pqt = qt.defined() ? static_cast<uint8_t*>(qt.data_ptr()) : nullptr;
-    if (!packed_transpose_fits<T>(pp, pq, pqt, R, C) || (act == Fp8Act::gelu_grad && !aligned16(pd))) return;
+    const bool grad = act == Fp8Act::gelu_grad || act == Fp8Act::swiglu_grad;
+    const int64_t F = pre.size(1) / 2;  // swiglu's half width
+    const bool swiglu = act == Fp8Act::swiglu || act == Fp8Act::swiglu_grad;
+    if (!packed_transpose_fits<T>(pp, pq, pqt, R, C) || (grad && !aligned16(pd)) || (swiglu && F % Pack<T>::N != 0))
+      return;
     visit_fp8(q.dtype(), [&](auto fmt) {
-      constexpr __nv_fp8_interpretation_t F = decltype(fmt)::value;
-      if (act == Fp8Act::gelu)
-        launch_cast_transpose<T, F>(GeluSrc<T>{pp, C}, pq, pqt, R, C, state, record, scale_inv, counts, column_sums,
-                                    pre.device(), current_stream());
-      else
-        launch_cast_transpose<T, F>(GeluGradSrc<T>{pp, pd, C}, pq, pqt, R, C, state, record, scale_inv, counts,
-                                    column_sums, pre.device(), current_stream());
+      constexpr __nv_fp8_interpretation_t F8 = decltype(fmt)::value;
+      auto launch = [&](const auto& src) {
+        launch_cast_transpose<T, F8>(src, pq, pqt, R, C, state, record, scale_inv, counts, column_sums, pre.device(),
+                                     current_stream());
+      };
+      switch (act) {
+        case Fp8Act::gelu: return launch(GeluSrc<T>{pp, C});
+        case Fp8Act::gelu_grad: return launch(GeluGradSrc<T>{pp, pd, C});
+        case Fp8Act::swiglu: return launch(SwigluSrc<T>{pp, F});
+        case Fp8Act::swiglu_grad: return launch(SwigluGradSrc<T>{pp, pd, F});
+      }
     });
     done = true;
   });
