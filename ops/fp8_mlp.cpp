@@ -1,6 +1,8 @@
 // fp8_mlp (ops/fp8_mlp.h): fp8_linear's casts and products twice, the activation in the casts.
 #include "ops/fp8_mlp.h"
 
+#include <utility>
+
 #include "ops/check.h"
 #include "ops/fp8_matmul.h"
 #include "ops/fp8_quantize.h"
@@ -68,13 +70,14 @@ Tensor fp8_mlp(const Tensor& x, const Fp8MlpWeights& p, Fp8MlpAct act, Fp8Linear
         NoGradGuard ng;
         Tensor g = g_in.contiguous();  // (M, N)
         Fp8Tensor qg = fp8_quantize(g, gdown, /*transpose=*/gwd, dcounts, /*column_sums=*/gbd);
-        Tensor dx, dwu, dbu, dwd, dbd;
+        Tensor dx, dwu, dbu, dwd, dbd, dh;
         if (gwd) dwd = fp8_weight_grad(ht, hsi, qg.data_t, qg.scale_inv, out_in, wddt);  // w_down's layout
         if (gbd) dbd = contiguous_as(qg.column_sums, bddt);                              // (N)
-        if (gx || gwu || gbu) {
-          Tensor dh = fp8_matmul(qg.data, qg.scale_inv, wd8, wdsi, xdt);  // (M, N)·(H, N)ᵀ → (M, H)
+        if (gx || gwu || gbu) dh = fp8_matmul(qg.data, qg.scale_inv, wd8, wdsi, xdt);   // (M, N)·(H, N)ᵀ → (M, H)
+        qg = Fp8Tensor();  // down's part done: held no longer than the unfused down's node holds it
+        if (dh.defined()) {
           // dpre8 (M, U), dpre8ᵀ = cast(act's input gradient), its column sums the up bias's gradient
-          Fp8Tensor qd = fp8_quantize_act(bwd, pre, dh, gup, ucounts, /*column_sums=*/gbu);
+          Fp8Tensor qd = fp8_quantize_act(bwd, pre, std::move(dh), gup, ucounts, /*column_sums=*/gbu);
           if (gx) dx = fp8_matmul(qd.data, qd.scale_inv, wu8, wusi, xdt);  // (M, U)·(C, U)ᵀ → (M, C)
           if (gwu) dwu = fp8_weight_grad(xt, xsi, qd.data_t, qd.scale_inv, out_in, wudt);  // w_up's layout
           if (gbu) dbu = contiguous_as(qd.column_sums, budt);                             // (U)

@@ -87,7 +87,7 @@ Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose, con
   return q;
 }
 
-Fp8Tensor fp8_quantize_act(Fp8Act act, const Tensor& pre, const Tensor& dy, Fp8Scaling& scaling, const Tensor& counts,
+Fp8Tensor fp8_quantize_act(Fp8Act act, const Tensor& pre, Tensor dy, Fp8Scaling& scaling, const Tensor& counts,
                            bool column_sums) {
   const char* op = "fp8_quantize_act";
   check_input(op, pre);
@@ -127,6 +127,7 @@ Fp8Tensor fp8_quantize_act(Fp8Act act, const Tensor& pre, const Tensor& dy, Fp8S
     case Fp8Act::swiglu: pre.is_cuda() ? cuda::swiglu_fwd(p2, x2) : cpu::swiglu_fwd(p2, x2); break;
     case Fp8Act::swiglu_grad: pre.is_cuda() ? cuda::swiglu_bwd(p2, d2, x2) : cpu::swiglu_bwd(p2, d2, x2); break;
   }
+  d2 = dy = Tensor();  // x replaces dy (freed here when the caller moved it in)
   return fp8_quantize(x, scaling, true, counts, column_sums);
 }
 

@@ -31,7 +31,8 @@
 //       swiglu_grad  x (..., 2F) = swiglu's input gradient for dy, pre (..., 2F), dy (..., F)
 //     With delayed scaling on CUDA the cast computes x as it reads pre (and dy), so x is never
 //     written (the fused MLP, ops/fp8_mlp.h); current scaling (its amax pass would need x first),
-//     the CPU and the shapes the packed kernel does not take compute x, then cast it.
+//     the CPU and the shapes the packed kernel does not take compute x, then cast it (dy, taken by
+//     value, is let go first: a caller that moves it in holds x and its cast, not dy as well).
 //     pre, dy f32 / f16 / bf16 of one dtype.
 //   fp8_dequantize(q, dtype)    data · scale_inv → (..., C) of `dtype` (f32 exact)
 //   fp8_amax(x)                 (1) f32: max |x| (NaN if any element is NaN)
@@ -75,7 +76,7 @@ ST_HOST_DEVICE inline float fp8_column_sum(int64_t R, const At& at) {
 Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose = false, const Tensor& counts = Tensor(),
                        bool column_sums = false);
 enum class Fp8Act { gelu, gelu_grad, swiglu, swiglu_grad };
-Fp8Tensor fp8_quantize_act(Fp8Act act, const Tensor& pre, const Tensor& dy, Fp8Scaling& scaling,
+Fp8Tensor fp8_quantize_act(Fp8Act act, const Tensor& pre, Tensor dy, Fp8Scaling& scaling,
                            const Tensor& counts = Tensor(), bool column_sums = false);
 Tensor fp8_dequantize(const Fp8Tensor& q, DType dtype = DType::f32);
 Tensor fp8_amax(const Tensor& x);
