@@ -26,17 +26,14 @@
 #include "ops/fp8_linear.h"
 #include "ops/fp8_matmul.h"
 #include "ops/fp8_quantize.h"
+#include "tests/support/fp8_test_util.h"
 
 using namespace st;
 using namespace st::ops;
+using st::test::normal;
+using st::test::bytes;
 
 namespace {
-
-std::vector<uint8_t> bytes(const Tensor& t) {
-  Tensor h = t.to(Device::cpu).contiguous();
-  const uint8_t* p = static_cast<const uint8_t*>(h.data_ptr());
-  return std::vector<uint8_t>(p, p + h.nbytes());
-}
 
 // index of the first differing byte, −1 when equal
 int64_t first_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
@@ -49,14 +46,6 @@ int64_t first_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b)
 std::vector<int64_t> counts_of(const Tensor& counts) {  // (2) i64 [overflow, underflow]
   const Tensor h = counts.to(Device::cpu);
   return {h.data<int64_t>()[0], h.data<int64_t>()[1]};
-}
-
-std::vector<float> normal(size_t n, float std, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.f, std);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
 }
 
 // A state on `device` holding s (and 1/s) with delayed scaling, so a cast uses exactly s.

@@ -18,25 +18,14 @@
 #include "ops/fp8_mlp.h"
 #include "ops/fp8_quantize.h"
 #include "ops/swiglu.h"
+#include "tests/support/fp8_test_util.h"
 
 using namespace st;
 using namespace st::ops;
+using st::test::normal;
+using st::test::bytes;
 
 namespace {
-
-std::vector<uint8_t> bytes(const Tensor& t) {
-  Tensor h = t.to(Device::cpu).contiguous();
-  const uint8_t* p = static_cast<const uint8_t*>(h.data_ptr());
-  return std::vector<uint8_t>(p, p + h.nbytes());
-}
-
-std::vector<float> normal(size_t n, float std, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.f, std);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
 
 // A delayed-scaling state on CUDA holding s (and 1/s), so a cast uses exactly s and records amax.
 Fp8Scaling fixed_scale(Fp8Format f, float s) {

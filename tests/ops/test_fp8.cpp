@@ -14,9 +14,11 @@
 #include "ops/fp8_matmul.h"
 #include "ops/fp8_quantize.h"
 #include "tests/support/fp8_reference.h"
+#include "tests/support/fp8_test_util.h"
 
 using namespace st;
 using namespace st::ops;
+using st::test::normal;
 using st::test::Fp8Ref;
 
 namespace {
@@ -40,14 +42,6 @@ float amax_of(const std::vector<float>& v) {
   float m = 0;
   for (float x : v) m = std::max(m, std::fabs(x));
   return m;
-}
-
-std::vector<float> normal(size_t n, float std, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.f, std);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
 }
 
 // the codes of fp8(x · s), x · s in f32

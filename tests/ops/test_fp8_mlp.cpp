@@ -16,26 +16,14 @@
 #include "ops/fp8_linear.h"
 #include "ops/fp8_mlp.h"
 #include "ops/swiglu.h"
+#include "tests/support/fp8_test_util.h"
 
 using namespace st;
 using namespace st::ops;
+using st::test::normal;
+using st::test::bytes;
 
 namespace {
-
-std::vector<float> normal(size_t n, float std, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.f, std);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
-
-std::vector<uint8_t> bytes(const Tensor& t) {
-  Tensor c = t.to(Device::cpu).contiguous();
-  std::vector<uint8_t> out(static_cast<size_t>(c.nbytes()));
-  std::memcpy(out.data(), c.data_ptr(), out.size());
-  return out;
-}
 
 struct MlpCase {
   Fp8MlpAct act;
