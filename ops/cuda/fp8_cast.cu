@@ -27,7 +27,8 @@
 //                      (scalar head and tail); grid-stride, 4 packs in flight a thread, ≤ 4096 blocks
 //   cast_kernel        x (n) → q (n), records amax        packs when x is 16-byte and q N-byte
 //                      aligned (scalar tail), else one element a thread; grid-stride, ≤ 4096 blocks
-//   cast_transpose_kernel         x (R, C) → q (R, C), qt (C, R): tiles of 256 rows × 8N columns,
+//   cast_transpose_kernel         x (R, C) → q (R, C), qt (C, R), x read through a source (x itself,
+//                      or an MLP activation computed as it loads: ops/cuda/fp8_cast_sources.cuh): tiles of 256 rows × 8N columns,
 //                      block 8 × 32; thread (tx, ty) converts the 8 × N chunk at rows 8ty …,
 //                      columns N·tx …: 8 pack loads, 8 N-byte q stores, then its N columns
 //                      transposed in registers (byte permutes, no shared memory) into N 8-byte qt
@@ -54,8 +55,7 @@
 #include <type_traits>
 
 #include "ops/cuda/common.cuh"
-#include "ops/cuda/gelu.cuh"
-#include "ops/cuda/silu.cuh"
+#include "ops/cuda/fp8_cast_sources.cuh"
 #include "ops/fp8_quantize.h"
 
 namespace st::ops::cuda {
@@ -64,6 +64,7 @@ namespace {
 using st::cuda::aligned16;
 using st::cuda::load_pack;
 using st::cuda::Pack;
+using namespace fp8_sources;
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;           // grid-stride kernels: at most this many atomics a call
@@ -223,83 +224,6 @@ __device__ inline void for_each_pack(const T* x, int64_t packs, int64_t t0, int6
     }
   }
 }
-
-// Where the transposing cast reads its x (R, C) from: src(r, c) is the pack of x[r, c … c+N).
-//   PlainSrc     x itself (row-major, leading dim C)
-//   GeluSrc      x = gelu(pre), each value rounded to T as ops::gelu's kernel rounds it (gelu.cuh)
-//   GeluGradSrc  x = dh · gelu'(pre), rounded to T as ops::gelu's backward rounds it
-//   SwigluSrc, SwigluGradSrc  (below) ops::swiglu's output and input gradient
-// All but the first are the fused MLP's casts (ops/fp8_mlp.h): x is never written to memory.
-template <class T>
-struct PlainSrc {
-  const T* x;
-  int64_t C;
-  __device__ Pack<T> operator()(int64_t r, int64_t c) const { return load_pack(x + r * C + c); }
-};
-template <class T>
-struct GeluSrc {
-  const T* pre;
-  int64_t C;
-  __device__ Pack<T> operator()(int64_t r, int64_t c) const {
-    Pack<T> p = load_pack(pre + r * C + c);
-#pragma unroll
-    for (int j = 0; j < Pack<T>::N; ++j) p.v[j] = from_float<T>(gelu_tanh(to_float(p.v[j])));
-    return p;
-  }
-};
-template <class T>
-struct GeluGradSrc {
-  const T* pre;
-  const T* dh;
-  int64_t C;
-  __device__ Pack<T> operator()(int64_t r, int64_t c) const {
-    Pack<T> p = load_pack(pre + r * C + c);
-    const Pack<T> g = load_pack(dh + r * C + c);
-#pragma unroll
-    for (int j = 0; j < Pack<T>::N; ++j) p.v[j] = from_float<T>(gelu_tanh_grad(to_float(p.v[j]), to_float(g.v[j])));
-    return p;
-  }
-};
-
-// [gate | up] rows of width 2F: SwiGLU's output x (R, F) and its input gradient x (R, 2F) for dy
-// (R, F), each value rounded as ops::swiglu's kernels round it (swiglu.cu: silu rounded to T, the
-// products each rounded)
-template <class T>
-struct SwigluSrc {
-  const T* gu;
-  int64_t F;
-  __device__ Pack<T> operator()(int64_t r, int64_t c) const {
-    const Pack<T> g = load_pack(gu + r * 2 * F + c), u = load_pack(gu + r * 2 * F + F + c);
-    Pack<T> o;
-#pragma unroll
-    for (int j = 0; j < Pack<T>::N; ++j)
-      o.v[j] = from_float<T>(__fmul_rn(to_float(from_float<T>(silu_f32(to_float(g.v[j])))), to_float(u.v[j])));
-    return o;
-  }
-};
-template <class T>
-struct SwigluGradSrc {
-  const T* gu;
-  const T* dy;
-  int64_t F;
-  __device__ Pack<T> operator()(int64_t r, int64_t c) const {  // c < F: d(gate), else d(up); F % N = 0
-    const int64_t f = c < F ? c : c - F;
-    const Pack<T> g = load_pack(gu + r * 2 * F + f), d = load_pack(dy + r * F + f);
-    Pack<T> o;
-    if (c < F) {
-      const Pack<T> u = load_pack(gu + r * 2 * F + F + f);
-#pragma unroll
-      for (int j = 0; j < Pack<T>::N; ++j)
-        o.v[j] = from_float<T>(
-            silu_grad_f32(to_float(g.v[j]), to_float(from_float<T>(__fmul_rn(to_float(d.v[j]), to_float(u.v[j]))))));
-    } else {
-#pragma unroll
-      for (int j = 0; j < Pack<T>::N; ++j)
-        o.v[j] = from_float<T>(__fmul_rn(to_float(d.v[j]), to_float(from_float<T>(silu_f32(to_float(g.v[j]))))));
-    }
-    return o;
-  }
-};
 
 // x (n): elements [head, head + packs·N) as packs (x + head 16-byte aligned), the others one by one
 template <class T>
