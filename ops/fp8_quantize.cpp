@@ -43,14 +43,14 @@ int64_t* counts_ptr(const char* op, const Tensor& counts, const Tensor& x) {
   return counts.data<int64_t>();
 }
 
-// The outputs of a cast of x (..., C) seen as (R, C) to fp8 `dt`
-Fp8Tensor cast_outputs(const Tensor& x, DType dt, bool transpose, bool column_sums) {
-  const int64_t C = x.size(-1), R = C > 0 ? x.numel() / C : 0;
+// The outputs of a cast of an x of `shape` (..., C), seen as (R, C), to fp8 `dt` on `device`
+Fp8Tensor cast_outputs(const Shape& shape, DType dt, Device device, bool transpose, bool column_sums) {
+  const int64_t C = shape.back(), R = C > 0 ? shape_numel(shape) / C : 0;
   Fp8Tensor q;
-  q.data = Tensor::empty(x.shape(), dt, x.device());                        // (..., C)
-  if (transpose) q.data_t = Tensor::empty({C, R}, dt, x.device());           // (C, R)
-  q.scale_inv = Tensor::empty({1}, DType::f32, x.device());                  // (1)
-  if (column_sums) q.column_sums = Tensor::empty({C}, DType::f32, x.device());  // (C)
+  q.data = Tensor::empty(shape, dt, device);                               // (..., C)
+  if (transpose) q.data_t = Tensor::empty({C, R}, dt, device);              // (C, R)
+  q.scale_inv = Tensor::empty({1}, DType::f32, device);                     // (1)
+  if (column_sums) q.column_sums = Tensor::empty({C}, DType::f32, device);  // (C)
   return q;
 }
 
@@ -64,7 +64,7 @@ Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose, con
   NoGradGuard ng;
   Tensor xc = x.detach().contiguous();
   const int64_t C = x.size(-1), R = C > 0 ? x.numel() / C : 0;
-  Fp8Tensor q = cast_outputs(x, fp8_dtype(scaling.options.format), transpose, column_sums);
+  Fp8Tensor q = cast_outputs(x.shape(), fp8_dtype(scaling.options.format), x.device(), transpose, column_sums);
   float* cs = column_sums ? q.column_sums.data<float>() : nullptr;
   Tensor x2 = xc.view({R, C}), d2 = q.data.view({R, C});
   const bool current = scaling.options.mode == Fp8ScaleMode::current;
@@ -91,8 +91,7 @@ Fp8Tensor fp8_quantize_act(Fp8Act act, const Tensor& pre, Tensor dy, Fp8Scaling&
                            bool column_sums) {
   const char* op = "fp8_quantize_act";
   check_input(op, pre);
-  const bool grad = act == Fp8Act::gelu_grad || act == Fp8Act::swiglu_grad;
-  const bool swiglu = act == Fp8Act::swiglu || act == Fp8Act::swiglu_grad;
+  const bool grad = fp8_act_is_grad(act), swiglu = fp8_act_is_swiglu(act);
   const int64_t W = pre.size(-1), R = W > 0 ? pre.numel() / W : 0;  // pre (R, W)
   if (swiglu) ST_CHECK(W % 2 == 0, ShapeError, op << ": swiglu's input " << pre.describe() << " must be [gate | up] (..., 2F)");
   const int64_t C = act == Fp8Act::swiglu ? W / 2 : W;  // x (R, C)
@@ -110,17 +109,16 @@ Fp8Tensor fp8_quantize_act(Fp8Act act, const Tensor& pre, Tensor dy, Fp8Scaling&
   int64_t* cnt = counts_ptr(op, counts, pre);
   NoGradGuard ng;
   Tensor p2 = pre.detach().contiguous().view({R, W}), d2 = grad ? dy.detach().contiguous().view({R, dy.size(-1)}) : Tensor();
-  Shape xs = pre.shape();
+  Shape xs = pre.shape();  // x (..., C)
   xs.back() = C;
-  Tensor x = Tensor::empty(xs, pre.dtype(), pre.device());  // the shape and dtype of x; written only unfused
   if (pre.is_cuda() && scaling.options.mode == Fp8ScaleMode::delayed) {  // x computed as the cast reads pre, dy
-    Fp8Tensor q = cast_outputs(x, fp8_dtype(scaling.options.format), true, column_sums);
+    Fp8Tensor q = cast_outputs(xs, fp8_dtype(scaling.options.format), pre.device(), true, column_sums);
     Tensor q2 = q.data.view({R, C});
     if (cuda::fp8_cast_act(act, p2, d2, q2, q.data_t, state, true, q.scale_inv.data<float>(), cnt,
                            column_sums ? q.column_sums.data<float>() : nullptr))
       return q;
   }
-  Tensor x2 = x.view({R, C});
+  Tensor x = Tensor::empty(xs, pre.dtype(), pre.device()), x2 = x.view({R, C});  // written, then cast
   switch (act) {
     case Fp8Act::gelu: pre.is_cuda() ? cuda::gelu_fwd(p2, x2) : cpu::gelu_fwd(p2, x2); break;
     case Fp8Act::gelu_grad: pre.is_cuda() ? cuda::gelu_bwd(p2, d2, x2) : cpu::gelu_bwd(p2, d2, x2); break;

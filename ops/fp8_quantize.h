@@ -76,6 +76,8 @@ ST_HOST_DEVICE inline float fp8_column_sum(int64_t R, const At& at) {
 Fp8Tensor fp8_quantize(const Tensor& x, Fp8Scaling& scaling, bool transpose = false, const Tensor& counts = Tensor(),
                        bool column_sums = false);
 enum class Fp8Act { gelu, gelu_grad, swiglu, swiglu_grad };
+constexpr bool fp8_act_is_grad(Fp8Act a) { return a == Fp8Act::gelu_grad || a == Fp8Act::swiglu_grad; }  // reads dy
+constexpr bool fp8_act_is_swiglu(Fp8Act a) { return a == Fp8Act::swiglu || a == Fp8Act::swiglu_grad; }   // pre (..., 2F)
 Fp8Tensor fp8_quantize_act(Fp8Act act, const Tensor& pre, Tensor dy, Fp8Scaling& scaling,
                            const Tensor& counts = Tensor(), bool column_sums = false);
 Tensor fp8_dequantize(const Fp8Tensor& q, DType dtype = DType::f32);

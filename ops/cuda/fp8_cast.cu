@@ -554,10 +554,9 @@ bool fp8_cast_act(Fp8Act act, const Tensor& pre, const Tensor& dy, Tensor& q, Te
     const T* pd = dy.defined() ? static_cast<const T*>(dy.data_ptr()) : nullptr;
     uint8_t* pq = static_cast<uint8_t*>(q.data_ptr());
     uint8_t* pqt = qt.defined() ? static_cast<uint8_t*>(qt.data_ptr()) : nullptr;
-    const bool grad = act == Fp8Act::gelu_grad || act == Fp8Act::swiglu_grad;
     const int64_t F = pre.size(1) / 2;  // swiglu's half width
-    const bool swiglu = act == Fp8Act::swiglu || act == Fp8Act::swiglu_grad;
-    if (!packed_transpose_fits<T>(pp, pq, pqt, R, C) || (grad && !aligned16(pd)) || (swiglu && F % Pack<T>::N != 0))
+    if (!packed_transpose_fits<T>(pp, pq, pqt, R, C) || (fp8_act_is_grad(act) && !aligned16(pd)) ||
+        (fp8_act_is_swiglu(act) && F % Pack<T>::N != 0))
       return;
     visit_fp8(q.dtype(), [&](auto fmt) {
       constexpr __nv_fp8_interpretation_t F8 = decltype(fmt)::value;
