@@ -41,4 +41,16 @@ void fp8_scaling_update(Fp8Scaling& scaling) {
     cpu::fp8_scaling_update(state, scaling.options);
 }
 
+void fp8_scaling_update(const std::vector<Fp8Scaling*>& scalings) {
+  std::vector<std::pair<float*, const Fp8ScalingOptions*>> on_cuda;
+  for (Fp8Scaling* s : scalings) {
+    if (s->options.mode == Fp8ScaleMode::current) continue;
+    if (s->state.is_cuda())
+      on_cuda.emplace_back(fp8_state_ptr(*s, "fp8_scaling_update"), &s->options);
+    else
+      fp8_scaling_update(*s);
+  }
+  if (!on_cuda.empty()) cuda::fp8_scaling_update(on_cuda);
+}
+
 }  // namespace st::ops

@@ -35,6 +35,8 @@
 #include <cfloat>
 #include <cstdint>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "tensor/philox.h"  // ST_HOST_DEVICE
 #include "tensor/tensor.h"
@@ -70,6 +72,10 @@ Fp8Scaling fp8_scaling(const Fp8ScalingOptions& options, Device device = Device:
 // Delayed: push amax into the history (unless non-finite), amax ← 0, s from the history's max.
 // Current: nothing (the cast sets s). On the state's device, in stream order.
 void fp8_scaling_update(Fp8Scaling& scaling);
+// The same for several states on one device (a model's GEMMs, once per optimizer step): on CUDA
+// one launch for up to 256 delayed states (a block each, each the bits of its own update); on the
+// CPU one update after another. Current states are left alone.
+void fp8_scaling_update(const std::vector<Fp8Scaling*>& scalings);
 
 // The state's f32 pointer, after checking it is the buffer fp8_scaling() made for these options
 // (ValueError naming op otherwise).
@@ -154,6 +160,7 @@ void fp8_scaling_update(float* state, const Fp8ScalingOptions& options);
 }  // namespace cpu
 namespace cuda {
 void fp8_scaling_update(float* state, const Fp8ScalingOptions& options);
+void fp8_scaling_update(const std::vector<std::pair<float*, const Fp8ScalingOptions*>>& states);
 }  // namespace cuda
 
 }  // namespace st::ops

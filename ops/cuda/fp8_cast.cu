@@ -28,7 +28,9 @@
 //   cast_kernel        x (n) → q (n), records amax        packs when x is 16-byte and q N-byte
 //                      aligned (scalar tail), else one element a thread; grid-stride, ≤ 4096 blocks
 //   cast_transpose_kernel         x (R, C) → q (R, C), qt (C, R), x read through a source (x itself,
-//                      or an MLP activation computed as it loads: ops/cuda/fp8_cast_sources.cuh): tiles of 256 rows × 8N columns,
+//                      or an MLP activation computed as it loads: ops/cuda/fp8_cast_sources.cuh; SwiGLU's
+//                      gradient gives both halves of a row from one read, each chunk stored
+//                      twice, at c and C/2 + c): tiles of 256 rows × 8N columns,
 //                      block 8 × 32; thread (tx, ty) converts the 8 × N chunk at rows 8ty …,
 //                      columns N·tx …: 8 pack loads, 8 N-byte q stores, then its N columns
 //                      transposed in registers (byte permutes, no shared memory) into N 8-byte qt
@@ -38,11 +40,10 @@
 //                      16-byte, q N-byte and qt 8-byte aligned.
 //   cast_transpose_scalar_kernel  the same for any shape: 32 × 32 tiles through shared memory
 //                      (block 32 × 8, 4 rows a thread, one byte a store), reads and writes coalesced
-//   scale_current_kernel  state: s from amax                        one thread
-//   update_kernel         state: history ← amax, s from its max     one block, history in shared memory
 //   dequantize_kernel     q (n) → out (n) = f32(q) · s⁻¹            grid-stride, one element a thread
 // The s a cast multiplies by and the s⁻¹ it reports are read from the state in device memory by
-// the kernel itself, so a captured CUDA graph replays them with the state's current values.
+// the kernel itself, so a captured CUDA graph replays them with the state's current values (the
+// state's updates: ops/cuda/fp8_scaling.cu).
 // Where the amax pass could go (current scaling reads x twice: amax_kernel, then the cast): of the
 // tensors fp8_linear casts, these are written by kernels of ours, which could max-accumulate |y|
 // into the scaling state's amax slot (block_amax below) as they store y: the norm outputs (qkv, up:
@@ -269,62 +270,77 @@ __global__ void __launch_bounds__(kThreads) cast_kernel(const T* x, uint8_t* q, 
 
 // block (kCtTx, kCtTy), tile (bx, by) of x (R, C) = src: rows 256·bx …, columns 8N·by … (rows on x: up to
 // 2^31 tiles). R % 8 = 0 and C % N = 0, so a thread's 8 × N chunk is wholly inside x or outside.
+// A source of H = 2 halves gives the chunk at columns c and C/2 + c from one read (the tiles span
+// C/2 columns; (C/2) % N = 0).
 // kSum: also the tile's column sums into part (tiles_r, C) f32 — each thread its chunk's 8 rows,
 // then the tile's chunks in order (ops/fp8_quantize.h's order; colsum_reduce_kernel sums the tiles).
 template <class T, __nv_fp8_interpretation_t F, bool kSum, class Src>
 __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(Src src, uint8_t* q, uint8_t* qt, int64_t R,
                                                                   int64_t C, float* state, bool record,
                                                                   float* scale_inv, int64_t* counts, float* part) {
-  constexpr int N = Pack<T>::N, W = N / 4;
+  constexpr int N = Pack<T>::N, W = N / 4, H = src_halves<Src>::value;
   static_assert(kCtRows == kFp8SumChunkRows && kCtTy == kFp8SumTileChunks, "the column sums' order is the tile's");
+  static_assert(H * kCtRows <= 32, "one bit a chunk row and half in `rare`");
   const float s = state[kFp8Scale];
+  const int64_t CH = C / H;                                                      // a half's columns
   const int64_t r = blockIdx.x * kCtTileRows + threadIdx.y * kCtRows;            // the chunk's first row
-  const int64_t c = static_cast<int64_t>(blockIdx.y) * (kCtTx * N) + threadIdx.x * N;  // and column
+  const int64_t c = static_cast<int64_t>(blockIdx.y) * (kCtTx * N) + threadIdx.x * N;  // and column (of its half)
   uint32_t m = 0;
   Fp8RangeCount cnt;
-  uint32_t rare = 0;  // bit i: row i's pack may hold an overflow or underflow (encode_pack)
-  float cs[kSum ? N : 1] = {};  // the chunk's column sums (kSum)
-  if (r < R && c < C) {
-    Pack<T> p[kCtRows];
+  uint32_t rare = 0;  // bit h·8 + i: row i's pack of half h may hold an overflow or underflow (encode_pack)
+  float cs[H][kSum ? N : 1] = {};  // the chunk's column sums (kSum)
+  if (r < R && c < CH) {
+    uint32_t w[H][kCtRows][W];  // row i of the chunk's half h: N fp8 bytes
 #pragma unroll
-    for (int i = 0; i < kCtRows; ++i) p[i] = src(r + i, c);
-    if constexpr (kSum) {
+    for (int i = 0; i < kCtRows; ++i) {  // a row at a time: only its packs and the words live
+      Pack<T> p[H];
+      load_src(src, r + i, c, p);
 #pragma unroll
-      for (int i = 0; i < kCtRows; ++i)
+      for (int h = 0; h < H; ++h) {
+        if constexpr (kSum) {
 #pragma unroll
-        for (int j = 0; j < N; ++j) cs[j] = __fadd_rn(cs[j], to_float(p[i].v[j]));
+          for (int j = 0; j < N; ++j) cs[h][j] = __fadd_rn(cs[h][j], to_float(p[h].v[j]));
+        }
+        rare |= static_cast<uint32_t>(encode_pack<F>(p[h], s, w[h][i], m)) << (h * kCtRows + i);
+        store_words(q + (r + i) * C + h * CH + c, w[h][i]);
+      }
     }
-    uint32_t w[kCtRows][W];  // row i of the chunk: N fp8 bytes
 #pragma unroll
-    for (int i = 0; i < kCtRows; ++i) {
-      rare |= static_cast<uint32_t>(encode_pack<F>(p[i], s, w[i], m)) << i;
-      store_words(q + (r + i) * C + c, w[i]);
-    }
+    for (int h = 0; h < H; ++h)
 #pragma unroll
-    for (int k = 0; k < W; ++k) {  // columns c + 4k … c + 4k + 3
-      uint32_t lo[4], hi[4];       // rows 0–3 and 4–7 of each
-      transpose4x4(w[0][k], w[1][k], w[2][k], w[3][k], lo);
-      transpose4x4(w[4][k], w[5][k], w[6][k], w[7][k], hi);
+      for (int k = 0; k < W; ++k) {  // columns c + 4k … c + 4k + 3 of half h
+        uint32_t lo[4], hi[4];       // rows 0–3 and 4–7 of each
+        transpose4x4(w[h][0][k], w[h][1][k], w[h][2][k], w[h][3][k], lo);
+        transpose4x4(w[h][4][k], w[h][5][k], w[h][6][k], w[h][7][k], hi);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) *reinterpret_cast<uint2*>(qt + (c + 4 * k + j) * R + r) = make_uint2(lo[j], hi[j]);
-    }
+        for (int j = 0; j < 4; ++j)
+          *reinterpret_cast<uint2*>(qt + (h * CH + c + 4 * k + j) * R + r) = make_uint2(lo[j], hi[j]);
+      }
   }
 #pragma unroll 1
-  for (int i = 0; i < kCtRows; ++i)  // after the stores: the chunk's registers are free
-    if ((rare >> i) & 1u) count_pack<F>(src(r + i, c), s, cnt);
-  if constexpr (kSum) {  // the tile's chunks in order, by the first kCtTx·N threads (one column each)
+  for (int b = 0; b < H * kCtRows; ++b)  // after the stores: the chunk's registers are free
+    if ((rare >> b) & 1u) {
+      Pack<T> p[H];
+      load_src(src, r + b % kCtRows, c, p);
+      count_pack<F>(p[b / kCtRows], s, cnt);
+    }
+  if constexpr (kSum) {  // per half, the tile's chunks in order, by the first kCtTx·N threads (one column each)
     __shared__ float sums[kCtTy][kCtTx * N];
-#pragma unroll
-    for (int j = 0; j < N; ++j) sums[threadIdx.y][threadIdx.x * N + j] = cs[j];
-    __syncthreads();
     const int t = threadIdx.y * kCtTx + threadIdx.x;
     const int64_t col = static_cast<int64_t>(blockIdx.y) * (kCtTx * N) + t;
     const int64_t rows = R - static_cast<int64_t>(blockIdx.x) * kCtTileRows;  // the tile's rows (R % 8 = 0)
     const int chunks = static_cast<int>(rows < kCtTileRows ? rows / kCtRows : kCtTy);
-    if (t < kCtTx * N && col < C) {
-      float acc = 0.f;
-      for (int y = 0; y < chunks; ++y) acc = __fadd_rn(acc, sums[y][t]);
-      part[static_cast<int64_t>(blockIdx.x) * C + col] = acc;
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      if (h > 0) __syncthreads();  // the last half's sums read
+#pragma unroll
+      for (int j = 0; j < N; ++j) sums[threadIdx.y][threadIdx.x * N + j] = cs[h][j];
+      __syncthreads();
+      if (t < kCtTx * N && col < CH) {
+        float acc = 0.f;
+        for (int y = 0; y < chunks; ++y) acc = __fadd_rn(acc, sums[y][t]);
+        part[static_cast<int64_t>(blockIdx.x) * C + h * CH + col] = acc;
+      }
     }
   }
   if (record || counts) block_finish(m, record ? state + kFp8Amax : nullptr, cnt, counts);
@@ -381,38 +397,6 @@ __global__ void cast_transpose_scalar_kernel(const T* x, uint8_t* q, uint8_t* qt
   if (blockIdx.x == 0 && blockIdx.y == 0 && tx == 0 && ty == 0) *scale_inv = state[kFp8ScaleInv];
 }
 
-__global__ void scale_current_kernel(float* state, float fmax, int margin, bool pow2) {
-  const float s = fp8_scale_from_amax(state[kFp8Amax], state[kFp8Scale], fmax, margin, pow2);
-  state[kFp8Scale] = s;
-  state[kFp8ScaleInv] = __fdiv_rn(1.f, s);
-}
-
-// one block; dynamic shared memory: n floats
-__global__ void update_kernel(float* state, int n, float fmax, int margin, bool pow2) {
-  extern __shared__ float shifted[];
-  __shared__ uint32_t warp_max[32];
-  float* h = state + kFp8History;
-  const float a = state[kFp8Amax];
-  const bool push = __float_as_uint(a) < 0x7f800000u;  // finite (≥ 0 by construction)
-  for (int i = threadIdx.x; i < n; i += blockDim.x) shifted[i] = push ? (i == 0 ? a : h[i - 1]) : h[i];
-  __syncthreads();
-  uint32_t m = 0;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    h[i] = shifted[i];
-    m = max(m, __float_as_uint(shifted[i]));
-  }
-  m = __reduce_max_sync(0xffffffffu, m);
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) m = max(m, warp_max[w]);
-    const float s = fp8_scale_from_amax(__uint_as_float(m), state[kFp8Scale], fmax, margin, pow2);
-    state[kFp8Scale] = s;
-    state[kFp8ScaleInv] = __fdiv_rn(1.f, s);
-    state[kFp8Amax] = 0.f;
-  }
-}
-
 template <class O, __nv_fp8_interpretation_t F>
 __global__ void dequantize_kernel(const uint8_t* q, int64_t n, const float* scale_inv, O* out) {
   const float si = *scale_inv;
@@ -430,8 +414,6 @@ void visit_fp8(DType t, Fn&& fn) {
 }
 
 }  // namespace
-
-void fp8_zero(float* p) { CHECK_CUDA(cudaMemsetAsync(p, 0, sizeof(float), current_stream())); }
 
 void fp8_amax(const Tensor& x, float* amax) {
   check_contiguous_cuda("fp8_amax", {&x});
@@ -451,17 +433,6 @@ void fp8_amax(const Tensor& x, float* amax) {
   });
 }
 
-void fp8_scale_current(float* state, const Fp8ScalingOptions& o) {
-  scale_current_kernel<<<1, 1, 0, current_stream()>>>(state, fp8_max(o.format), o.margin, o.pow2);
-  CHECK_LAUNCH();
-}
-
-void fp8_scaling_update(float* state, const Fp8ScalingOptions& o) {
-  const int n = static_cast<int>(o.history);
-  update_kernel<<<1, 1024, n * sizeof(float), current_stream()>>>(state, n, fp8_max(o.format), o.margin, o.pow2);
-  CHECK_LAUNCH();
-}
-
 namespace {
 
 // Whether the packed transposing cast takes x (R, C) of T (at px) → q, qt
@@ -477,8 +448,8 @@ bool packed_transpose_fits(const void* px, const void* pq, const void* pqt, int6
 template <class T, __nv_fp8_interpretation_t F, class Src>
 void launch_cast_transpose(const Src& src, uint8_t* pq, uint8_t* pqt, int64_t R, int64_t C, float* state, bool record,
                            float* scale_inv, int64_t* counts, float* column_sums, Device device, cudaStream_t stream) {
-  constexpr int64_t N = Pack<T>::N;
-  const int64_t tiles_r = (R + kCtTileRows - 1) / kCtTileRows, tiles_c = (C + kCtTx * N - 1) / (kCtTx * N);
+  constexpr int64_t N = Pack<T>::N, H = src_halves<Src>::value;  // the tiles span a half: C / H columns
+  const int64_t tiles_r = (R + kCtTileRows - 1) / kCtTileRows, tiles_c = (C / H + kCtTx * N - 1) / (kCtTx * N);
   ST_CHECK(tiles_r <= INT32_MAX && tiles_c <= 65535, ShapeError,
            "fp8_quantize: (" << R << ", " << C << ") is too large for the transposing cast");
   const dim3 grid(static_cast<unsigned>(tiles_r), static_cast<unsigned>(tiles_c));

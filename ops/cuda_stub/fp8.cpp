@@ -5,6 +5,9 @@
 
 namespace st::ops::cuda {
 void fp8_scaling_update(float*, const Fp8ScalingOptions&) { no_cuda("fp8_scaling_update"); }
+void fp8_scaling_update(const std::vector<std::pair<float*, const Fp8ScalingOptions*>>&) {
+  no_cuda("fp8_scaling_update");
+}
 void fp8_amax(const Tensor&, float*) { no_cuda("fp8_amax"); }
 void fp8_scale_current(float*, const Fp8ScalingOptions&) { no_cuda("fp8_quantize"); }
 void fp8_cast(const Tensor&, Tensor&, Tensor&, float*, bool, float*, int64_t*, float*) { no_cuda("fp8_quantize"); }

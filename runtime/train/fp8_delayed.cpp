@@ -1,6 +1,8 @@
 // --fp8-scaling delayed in the step and the checkpoint (see the header).
 #include "runtime/train/fp8_delayed.h"
 
+#include <vector>
+
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -41,7 +43,11 @@ void Fp8DelayedScaling::update() {
     for (auto& [name, s] : states_)
       for (auto& [suffix, sc] : parts(*s)) sc->amax().copy_(amax_.narrow(0, i++, 1));
   }
-  for (auto& [name, s] : states_) ops::fp8_linear_update(*s);
+  std::vector<ops::Fp8Scaling*> all;  // one launch on CUDA (ops::fp8_scaling_update)
+  all.reserve(3 * states_.size());
+  for (auto& [name, s] : states_)
+    for (auto& [suffix, sc] : parts(*s)) all.push_back(sc);
+  ops::fp8_scaling_update(all);
 }
 
 Fp8StateKeeper::Fp8StateKeeper(const LanguageModel::NamedFp8States& states) {

@@ -3,7 +3,8 @@
 // last update, ops/fp8_scaling.h) are max-reduced over the ranks of this rank's pipeline stage
 // (its dp × tp ranks: each sees other sequences or another shard of the same layers, and all must
 // scale alike or the replicas drift apart; the stages hold different layers, so never across
-// them), then each state rolls its history and sets its next scale (ops::fp8_linear_update).
+// them), then each state rolls its history and sets its next scale (ops::fp8_scaling_update of all of
+// them: one launch on CUDA).
 //
 //   update()   one process: the updates only — device kernels in stream order, no host read,
 //              so the captured step (runtime/train/train_step.h) replays them. Several: the

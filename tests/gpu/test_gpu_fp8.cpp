@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ops/fp8_linear.h"
@@ -140,6 +141,47 @@ TEST(GpuFp8, ScaledTransposingCastsAndUpdatesEqualTheCpu) {
   Fp8Tensor qc = fp8_quantize(x, sc, true), qg = fp8_quantize(x.to(Device::cuda), sg, true);
   EXPECT_EQ(bytes(sc.state), bytes(sg.state));
   EXPECT_EQ(first_diff(bytes(qc.data_t), bytes(qg.data_t)), -1);
+}
+
+// The batched update (one launch for up to 256 states, ops/cuda/fp8_scaling.cu) against the CPU's
+// one-at-a-time updates: 300 states (two launches), both formats, histories 1 … 40, margins 0 … 2,
+// pow2 on and off, amaxes normal, 0 (s kept), inf and NaN (not pushed), over three rounds; and a
+// current-scaling state in the list, left alone.
+TEST(GpuFp8, BatchedUpdatesEqualTheCpuStateByState) {
+  std::mt19937 rng(11);
+  std::vector<Fp8Scaling> cpu, gpu;
+  for (int i = 0; i < 300; ++i) {
+    const Fp8ScalingOptions o{.format = i % 2 ? Fp8Format::e5m2 : Fp8Format::e4m3, .mode = Fp8ScaleMode::delayed,
+                              .history = 1 + i % 40, .margin = i % 3, .pow2 = i % 5 != 0};
+    cpu.push_back(fp8_scaling(o));
+    gpu.push_back(fp8_scaling(o, Device::cuda));
+  }
+  Fp8Scaling cur_c = fp8_scaling({}), cur_g = fp8_scaling({}, Device::cuda);  // current: untouched
+  std::lognormal_distribution<float> amax(0.f, 4.f);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 300; ++i) {
+      float a = amax(rng);
+      if ((i + round) % 37 == 0) a = 0.f;
+      if ((i + round) % 53 == 0) a = INFINITY;
+      if ((i + round) % 71 == 0) a = NAN;
+      cpu[i].amax().fill_(a);
+      gpu[i].amax().fill_(a);
+    }
+    cur_c.amax().fill_(3.f);
+    cur_g.amax().fill_(3.f);
+    std::vector<Fp8Scaling*> all{&cur_g};
+    for (int i = 0; i < 300; ++i) {
+      fp8_scaling_update(cpu[i]);
+      all.push_back(&gpu[i]);
+    }
+    fp8_scaling_update(all);
+    for (int i = 0; i < 300; ++i) {
+      SCOPED_TRACE("round " + std::to_string(round) + " state " + std::to_string(i));
+      ASSERT_EQ(bytes(cpu[i].state), bytes(gpu[i].state));
+    }
+    EXPECT_EQ(bytes(cur_c.state), bytes(cur_g.state));
+  }
+  EXPECT_NE(gpu[1].scale().to(Device::cpu).data<float>()[0], 1.f) << "the updates set scales";
 }
 
 // The one-dimensional cast and the amax take 16-byte packs from the first aligned element and the
