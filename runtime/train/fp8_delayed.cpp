@@ -1,8 +1,6 @@
 // --fp8-scaling delayed in the step and the checkpoint (see the header).
 #include "runtime/train/fp8_delayed.h"
 
-#include <vector>
-
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -23,9 +21,11 @@ bool fp8_delayed(const LanguageModel::NamedFp8States& states) {
 
 Fp8DelayedScaling::Fp8DelayedScaling(LanguageModel::NamedFp8States states, std::shared_ptr<comm::Communicator> group)
     : states_(std::move(states)), group_(std::move(group)) {
+  for (auto& [name, s] : states_)
+    for (auto& [suffix, sc] : parts(*s)) scalings_.push_back(sc);
   if (group_ && group_->size() <= 1) group_.reset();
-  if (group_ && !states_.empty())
-    amax_ = Tensor::zeros({3 * static_cast<int64_t>(states_.size())}, DType::f32, states_.front().second->x.state.device());
+  if (group_ && !scalings_.empty())
+    amax_ = Tensor::zeros({static_cast<int64_t>(scalings_.size())}, DType::f32, scalings_.front()->state.device());
 }
 
 void Fp8DelayedScaling::update() {
@@ -35,19 +35,11 @@ void Fp8DelayedScaling::update() {
     // exact and order-free, so every rank gets the same bits; the amaxes are ≥ 0 floats (a NaN one
     // comes from a step the trainer skips: whichever the reduction keeps, every rank keeps it).
     // (A stage without FP8 GEMMs has no buffer: every rank of its group alike, so none reduces.)
-    int64_t i = 0;
-    for (auto& [name, s] : states_)
-      for (auto& [suffix, sc] : parts(*s)) amax_.narrow(0, i++, 1).copy_(sc->amax());
+    for (size_t i = 0; i < scalings_.size(); ++i) amax_.narrow(0, i, 1).copy_(scalings_[i]->amax());
     group_->all_reduce(amax_, comm::ReduceOp::max)->wait();
-    i = 0;
-    for (auto& [name, s] : states_)
-      for (auto& [suffix, sc] : parts(*s)) sc->amax().copy_(amax_.narrow(0, i++, 1));
+    for (size_t i = 0; i < scalings_.size(); ++i) scalings_[i]->amax().copy_(amax_.narrow(0, i, 1));
   }
-  std::vector<ops::Fp8Scaling*> all;  // one launch on CUDA (ops::fp8_scaling_update)
-  all.reserve(3 * states_.size());
-  for (auto& [name, s] : states_)
-    for (auto& [suffix, sc] : parts(*s)) all.push_back(sc);
-  ops::fp8_scaling_update(all);
+  ops::fp8_scaling_update(scalings_);  // one launch on CUDA
 }
 
 Fp8StateKeeper::Fp8StateKeeper(const LanguageModel::NamedFp8States& states) {

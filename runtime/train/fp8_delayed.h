@@ -20,6 +20,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "runtime/common/named_tensors.h"
@@ -40,6 +41,7 @@ class Fp8DelayedScaling {
 
  private:
   LanguageModel::NamedFp8States states_;
+  std::vector<ops::Fp8Scaling*> scalings_;  // (3·L): x, w, grad of GEMM 0, then 1, ... (states_'s)
   std::shared_ptr<comm::Communicator> group_;
   Tensor amax_;  // (3·L) f32 on the states' device: [x, w, grad] of GEMM 0, then 1, ...
 };
