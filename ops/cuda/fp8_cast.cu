@@ -132,9 +132,10 @@ __device__ inline uint32_t pack_amax(const Pack<T>& p) {
 template <__nv_fp8_interpretation_t F>
 __device__ constexpr Fp8RangeBits range_of() { return fp8_range_bits(F == __NV_E4M3); }
 
-// the rare case of encode_pack: the pack (read or computed again) counted element by element. Callers
-// run it after a group of packs is converted and stored, so it holds none of their registers
-// (inside the group, the bf16 cast_kernel measured 63 registers a thread against 32 by ptxas).
+// the rare case of encode_pack: the pack counted element by element. The grid-stride casts run it
+// after a group of packs is converted and stored, reading the pack again, so it holds none of
+// their registers (inside the group, the bf16 cast_kernel measured 63 registers a thread against
+// 32 by ptxas); the tiled cast counts the pack in place (its source may compute x: see there).
 template <__nv_fp8_interpretation_t F, class T>
 __device__ inline void count_pack(const Pack<T>& p, float s, Fp8RangeCount& n) {
 #pragma unroll
@@ -280,14 +281,12 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(Src src, uint8
                                                                   float* scale_inv, int64_t* counts, float* part) {
   constexpr int N = Pack<T>::N, W = N / 4, H = src_halves<Src>::value;
   static_assert(kCtRows == kFp8SumChunkRows && kCtTy == kFp8SumTileChunks, "the column sums' order is the tile's");
-  static_assert(H * kCtRows <= 32, "one bit a chunk row and half in `rare`");
   const float s = state[kFp8Scale];
   const int64_t CH = C / H;                                                      // a half's columns
   const int64_t r = blockIdx.x * kCtTileRows + threadIdx.y * kCtRows;            // the chunk's first row
   const int64_t c = static_cast<int64_t>(blockIdx.y) * (kCtTx * N) + threadIdx.x * N;  // and column (of its half)
   uint32_t m = 0;
   Fp8RangeCount cnt;
-  uint32_t rare = 0;  // bit h·8 + i: row i's pack of half h may hold an overflow or underflow (encode_pack)
   float cs[H][kSum ? N : 1] = {};  // the chunk's column sums (kSum)
   if (r < R && c < CH) {
     uint32_t w[H][kCtRows][W];  // row i of the chunk's half h: N fp8 bytes
@@ -301,7 +300,10 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(Src src, uint8
 #pragma unroll
           for (int j = 0; j < N; ++j) cs[h][j] = __fadd_rn(cs[h][j], to_float(p[h].v[j]));
         }
-        rare |= static_cast<uint32_t>(encode_pack<F>(p[h], s, w[h][i], m)) << (h * kCtRows + i);
+        // a pack that may hold an overflow or underflow is counted here, from its registers: a
+        // gradient's underflows flag some pack of nearly every warp, and counting after the stores
+        // re-ran the source for the warp (a SwiGLU gradient's cast took 3× its traffic's time)
+        if (encode_pack<F>(p[h], s, w[h][i], m)) count_pack<F>(p[h], s, cnt);
         store_words(q + (r + i) * C + h * CH + c, w[h][i]);
       }
     }
@@ -317,13 +319,6 @@ __global__ void __launch_bounds__(kThreads) cast_transpose_kernel(Src src, uint8
           *reinterpret_cast<uint2*>(qt + (h * CH + c + 4 * k + j) * R + r) = make_uint2(lo[j], hi[j]);
       }
   }
-#pragma unroll 1
-  for (int b = 0; b < H * kCtRows; ++b)  // after the stores: the chunk's registers are free
-    if ((rare >> b) & 1u) {
-      Pack<T> p[H];
-      load_src(src, r + b % kCtRows, c, p);
-      count_pack<F>(p[b / kCtRows], s, cnt);
-    }
   if constexpr (kSum) {  // per half, the tile's chunks in order, by the first kCtTx·N threads (one column each)
     __shared__ float sums[kCtTy][kCtTx * N];
     const int t = threadIdx.y * kCtTx + threadIdx.x;
