@@ -1,4 +1,5 @@
-// FP8 casts, amax and the scaling state's updates on CUDA (ops/fp8_quantize.h, ops/fp8_scaling.h),
+// FP8 casts and amax on CUDA (ops/fp8_quantize.h, ops/fp8_scaling.h; the state's updates:
+// ops/cuda/fp8_scaling.cu),
 // every value as ops/cpu/fp8_cast.cpp computes it:
 //   cast      q = cvt.rn.satfinite(x · s): __fmul_rn (one rounding, never contracted) then the
 //             hardware conversion (sm_89+; two values an instruction, the same cvt.rn.satfinite
@@ -32,7 +33,8 @@
 //                      gradient gives both halves of a row from one read, each chunk stored
 //                      twice, at c and C/2 + c): tiles of 256 rows × 8N columns,
 //                      block 8 × 32; thread (tx, ty) converts the 8 × N chunk at rows 8ty …,
-//                      columns N·tx …: 8 pack loads, 8 N-byte q stores, then its N columns
+//                      columns N·tx …, a row at a time (its pack loaded, encoded, a flagged
+//                      pack counted in place, N bytes stored to q), then its N columns
 //                      transposed in registers (byte permutes, no shared memory) into N 8-byte qt
 //                      stores. A warp (8 × 4 threads) reads 4 rows × 128 contiguous bytes a load,
 //                      writes 4 rows × 8N bytes a q store and 8 qt rows × 32 contiguous bytes a qt
