@@ -259,6 +259,7 @@ struct Registrar {
            return std::make_shared<MlpLm>(MlpLm::config_from_json(j), b.layers);
          },
          .param_count = mlp_param_count,
+         .layer_noun = "hidden layers",
          .check_options =
              [](const TrainConfig& c, const OptionFail& fail) {
                if (c.dropout > 0) fail("dropout", "the mlp model has no dropout layers");

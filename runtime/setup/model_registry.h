@@ -61,6 +61,8 @@ struct ModelFactory {
   std::string hf_model_type = {};
   // The family a run gets when --model is not given (exactly one family says so).
   bool is_default = false;
+  // What the start-up line calls the model's depth() units ("model gpt: N parameters, 12 blocks").
+  std::string layer_noun = "blocks";
   // The family's own checks of the options (heads dividing the width, no dropout where it has
   // none, ...): fail(flag, why) for the first bad one. Null: none.
   std::function<void(const TrainConfig& cfg, const OptionFail& fail)> check_options = {};
