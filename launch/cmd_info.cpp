@@ -1,14 +1,13 @@
 // `shardtrain info`: build features (CUDA / NCCL / cuDNN), MPI and library versions, devices.
 #include <mpi.h>
 
-#include <cstdlib>
 #include <iostream>
 #include <string>
 
 #include "launch/build_info.h"
 #include "launch/commands.h"
+#include "launch/gpu_env.h"
 #include "launch/options.h"
-#include "ops/attention_backend.h"
 #include "tensor/storage.h"
 
 namespace st::launch {
@@ -29,22 +28,17 @@ int cmd_info(const std::vector<std::string>& args) {
   std::cout << "NCCL: " << feature(b.nccl, b.nccl_version) << "\n";
   std::cout << "cuDNN: " << feature(b.cudnn, b.cudnn_version) << "\n";
   if (b.cuda) {  // docs/launch.md, "GPU settings"
-    const char* env = std::getenv("ST_ATTENTION");
-    const std::string mode = env && *env ? env : "deterministic";
-    std::string what;
-    try {
-      const ops::AttentionBackend a = ops::parse_attention_backend(mode, "ST_ATTENTION");
-      what = a == ops::AttentionBackend::Flash ? "own flash kernels (bitwise reproducible)"
-             : !b.cudnn                        ? "own flash kernels (built without cuDNN)"
-             : a == ops::AttentionBackend::Cudnn
-                 ? "cuDNN fused attention, an error where it declines the shape"
-             : a == ops::AttentionBackend::Fast
-                 ? "cuDNN fused attention (dQ by atomics) where it takes the shape, else own flash kernels"
-                 : "cuDNN fused attention, deterministic backward, where it takes the shape, else own flash kernels";
-    } catch (const ValueError&) {
-      what = "not one of deterministic, fast, cudnn, flash: train and generate refuse it";
-    }
-    std::cout << "attention (GPU, f16/bf16): ST_ATTENTION=" << mode << ": " << what << "\n";
+    const AttentionSetting a = attention_setting();
+    using ops::AttentionBackend;
+    const std::string what =
+        !a.backend                            ? "not one of deterministic, fast, cudnn, flash: train and generate refuse it"
+        : a.backend == AttentionBackend::Flash ? "own flash kernels (bitwise reproducible)"
+        : !b.cudnn                            ? "own flash kernels (built without cuDNN)"
+        : a.backend == AttentionBackend::Cudnn ? "cuDNN fused attention, an error where it declines the shape"
+        : a.backend == AttentionBackend::Fast
+            ? "cuDNN fused attention (dQ by atomics) where it takes the shape, else own flash kernels"
+            : "cuDNN fused attention, deterministic backward, where it takes the shape, else own flash kernels";
+    std::cout << "attention (GPU, f16/bf16): " << a.variable << "=" << a.value << ": " << what << "\n";
   }
   char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int len = 0;

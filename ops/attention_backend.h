@@ -1,5 +1,5 @@
 // Which kernels run causal attention on CUDA, as a process setting of ops/ (launch/ sets it from
-// ST_ATTENTION: docs/launch.md, "GPU settings"; tests and benchmarks set it directly). The CPU
+// SHARDTRAIN_ATTENTION: docs/launch.md, "GPU settings"; tests and benchmarks set it directly). The CPU
 // path has one kernel and ignores it. The backends (ops/cuda/sdpa_cudnn.h says what each does):
 //   deterministic  (default) cuDNN's fused attention with its deterministic backward where cuDNN
 //                  takes the shape, else our flash kernels; bitwise reproducible either way

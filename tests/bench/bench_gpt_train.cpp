@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/attention_backend.h"
+#include "launch/gpu_env.h"
 #include "runtime/data/token_data.h"
 #include "runtime/train/trainer.h"
 #include "tensor/cuda/runtime.h"
@@ -41,10 +41,8 @@ int main(int argc, char** argv) {
     }
     a[k.substr(2)] = argv[i + 1];
   }
-  if (const char* e = std::getenv("ST_ATTENTION"); e && *e) {  // as shardtrain reads it (launch/gpu_env.cpp)
-    ops::set_attention_backend(ops::parse_attention_backend(e, "ST_ATTENTION"));
-  }
   try {
+    launch::apply_gpu_environment();  // SHARDTRAIN_ATTENTION, as shardtrain reads it
     runtime::TrainConfig cfg;
     cfg.model = "gpt";
     cfg.layers = std::stoll(a["layers"]);

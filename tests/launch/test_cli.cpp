@@ -134,8 +134,14 @@ TEST(Cli, InfoReportsBuildFeatures) {
     EXPECT_TRUE(has(r.out, line)) << r.out;
   if (ST_BUILT_WITH_CUDA) {
     EXPECT_TRUE(has(r.out, "CUDA: yes")) << r.out;
-    // the attention choice (docs/launch.md, "GPU settings"): deterministic unless ST_ATTENTION says
-    EXPECT_TRUE(has(r.out, "ST_ATTENTION=deterministic: ")) << r.out;
+    // the attention choice (docs/launch.md, "GPU settings"): deterministic unless
+    // SHARDTRAIN_ATTENTION (or its older name ST_ATTENTION) says otherwise; the two must agree
+    EXPECT_TRUE(has(r.out, "SHARDTRAIN_ATTENTION=deterministic: ")) << r.out;
+    Result now = run("info", "SHARDTRAIN_ATTENTION=flash");
+    EXPECT_TRUE(has(now.out, "SHARDTRAIN_ATTENTION=flash: own flash kernels")) << now.out;
+    Result both = run("info", "SHARDTRAIN_ATTENTION=flash ST_ATTENTION=fast");
+    EXPECT_NE(both.code, 0) << both.out;
+    EXPECT_TRUE(has(both.out, "SHARDTRAIN_ATTENTION=flash and ST_ATTENTION=fast disagree")) << both.out;
     Result flash = run("info", "ST_ATTENTION=flash");
     EXPECT_TRUE(has(flash.out, "ST_ATTENTION=flash: own flash kernels")) << flash.out;
     Result bad = run("info", "ST_ATTENTION=fastest");
