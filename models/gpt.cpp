@@ -69,8 +69,8 @@ runtime::ShardRule gpt_tp_shard_rule(int64_t vocab_size) {
 }
 
 Gpt::Gpt(const GptConfig& c, std::shared_ptr<Generator> gen, std::vector<runtime::LayerRange> layers,
-         runtime::TpGroup tp)
-    : DecoderModel(gpt_spec(c), std::move(tp), std::move(gen), std::move(layers)), cfg_(c) {}
+         runtime::TpGroup tp, const runtime::ModelForm& form)
+    : DecoderModel(gpt_spec(c), std::move(tp), std::move(gen), std::move(layers), form), cfg_(c) {}
 
 
 int64_t gpt_end_of_text(int64_t vocab_size) {

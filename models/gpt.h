@@ -45,9 +45,10 @@ int64_t gpt_end_of_text(int64_t vocab_size);
 class Gpt : public DecoderModel {
  public:
   // Parameters are zeros / LN ones; call init_weights() or load a state dict. `tp`: a group of
-  // several ranks splits it (decoder_tp_plan.h); `layers`: a range of its layers (a stage).
+  // several ranks splits it (decoder_tp_plan.h); `layers`: a range of its layers (a stage);
+  // `form`: the form its layers take (DecoderModel's constructor says which).
   Gpt(const GptConfig& c, std::shared_ptr<Generator> gen, std::vector<runtime::LayerRange> layers = {},
-      runtime::TpGroup tp = nullptr);
+      runtime::TpGroup tp = nullptr, const runtime::ModelForm& form = {});
   const GptConfig& config() const { return cfg_; }
 
  private:

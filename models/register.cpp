@@ -191,11 +191,13 @@ struct Registrar {
         {.config_from_options = gpt_options,
          .describe = [](const nlohmann::json& j, int64_t T) { return describe_decoder(gpt_spec(gpt_config(j)), T); },
          .build = [](const nlohmann::json& j, const ModelBuild& b) -> std::shared_ptr<runtime::LanguageModel> {
-           return std::make_shared<Gpt>(gpt_config(j), dropout_generator(b), b.layers, split_group(b));
+           return std::make_shared<Gpt>(gpt_config(j), dropout_generator(b), b.layers, split_group(b), b.form);
          },
          .load_pretrained = load_hf_gpt2_weights,
          .tensor_parallel = true,
          .context_parallel = true,
+         .sequence_parallel = true,
+         .fp8 = true,
          .param_count = [](const nlohmann::json& j) { return decoder_param_count(gpt_spec(gpt_config(j))); },
          .shard_rule = [](const nlohmann::json& j) { return decoder_tp_rule(gpt_spec(gpt_config(j))); },
          .open_pretrained = open_hf_gpt2_weights,
@@ -210,11 +212,13 @@ struct Registrar {
          .describe = [](const nlohmann::json& j, int64_t T) { return describe_decoder(llama_spec(j, "model config"), T); },
          .build = [](const nlohmann::json& j, const ModelBuild& b) -> std::shared_ptr<runtime::LanguageModel> {
            return std::make_shared<DecoderModel>(llama_spec(j, "model config"), split_group(b), dropout_generator(b),
-                                                 b.layers);
+                                                 b.layers, b.form);
          },
          .load_pretrained = load_hf_llama_weights,
          .tensor_parallel = true,
          .context_parallel = true,
+         .sequence_parallel = true,
+         .fp8 = true,
          .param_count = [](const nlohmann::json& j) { return decoder_param_count(llama_spec(j, "model config")); },
          .shard_rule = [](const nlohmann::json& j) { return decoder_tp_rule(llama_spec(j, "model config")); },
          .open_pretrained = open_hf_llama_weights,

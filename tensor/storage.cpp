@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "tensor/allocate_now.h"
 #include "tensor/error.h"
 
 namespace st {
@@ -19,6 +20,8 @@ thread_local bool t_defer = false;
 
 Storage::DeferAllocation::DeferAllocation() : prev_(t_defer) { t_defer = true; }
 Storage::DeferAllocation::~DeferAllocation() { t_defer = prev_; }
+AllocateNow::AllocateNow() : prev_(t_defer) { t_defer = false; }
+AllocateNow::~AllocateNow() { t_defer = prev_; }
 
 Storage::Storage(size_t bytes, Device device)
     : bytes_(bytes), device_(device), category_(current_memory_category()) {

@@ -12,10 +12,13 @@
 namespace st::models {
 
 DecoderModel::DecoderModel(DecoderSpec spec, runtime::TpGroup tp, std::shared_ptr<Generator> gen,
-                           std::vector<runtime::LayerRange> ranges)
+                           std::vector<runtime::LayerRange> ranges, const runtime::ModelForm& form)
     : spec_(std::move(spec)), tp_(std::move(tp)) {
   spec_.check();
   spec_.check_tp(runtime::tp_size(tp_));
+  check_form(form);
+  sp_ = form.sequence_parallel;
+  chunked_ = form.chunked_head && tp_size() == 1;
   set_generator(gen);
   std::shared_ptr<DecoderEmbedding> emb;
   // one set of rotary tables for the model's blocks
@@ -23,69 +26,46 @@ DecoderModel::DecoderModel(DecoderSpec spec, runtime::TpGroup tp, std::shared_pt
   const int total = static_cast<int>(spec_.layers) + 2;
   for (int i : set_layer_ranges(std::move(ranges), total)) {
     if (i == 0) {
-      emb = std::make_shared<DecoderEmbedding>(spec_, tp_, gen);
+      emb = std::make_shared<DecoderEmbedding>(spec_, tp_, gen, form);
       add_layer(layer_scope(spec_, i), emb);
     } else if (i <= spec_.layers) {
-      add_layer(layer_scope(spec_, i), std::make_shared<DecoderBlock>(spec_, tp_, gen, i, rope));
+      blocks_.push_back(std::make_shared<DecoderBlock>(spec_, tp_, gen, i, rope, form));
+      add_layer(layer_scope(spec_, i), blocks_.back());
     } else {  // the head: the embedding's tensor when tied and held here, else its own (or the stage copy)
-      head_ = std::make_shared<DecoderHead>(spec_, tp_, emb && spec_.tied_head ? emb->token_weight() : Tensor());
+      head_ = std::make_shared<DecoderHead>(spec_, tp_, emb && spec_.tied_head ? emb->token_weight() : Tensor(), form);
       add_layer(layer_scope(spec_, i), head_);
     }
   }
 }
 
-void DecoderModel::set_chunked_head(bool on) {
-  chunked_ = on && tp_size() == 1;
-  if (head_) head_->chunked = chunked_;
-}
-
-void DecoderModel::set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device) {
-  for (const auto& layer : layers())
-    if (auto* b = dynamic_cast<DecoderBlock*>(layer.get())) b->set_fp8(options, device);
-}
-
-void DecoderModel::set_sequence_parallel(bool on) {
-  if (on) {
+void DecoderModel::check_form(const runtime::ModelForm& form) const {
+  const bool dropout = spec_.embd_pdrop != 0.0 || spec_.resid_pdrop != 0.0;
+  if (form.sequence_parallel) {
     ST_CHECK(tp_size() > 1, ValueError, spec_.family << ": sequence parallelism needs tp > 1 (--tp), got tp " << tp_size());
-    ST_CHECK(spec_.embd_pdrop == 0.0 && spec_.resid_pdrop == 0.0, ValueError,
+    ST_CHECK(!dropout, ValueError,
              spec_.family << ": sequence parallelism runs without dropout (masks are drawn per whole sequence); "
                           << "the model has dropout " << spec_.resid_pdrop << ": use --dropout 0");
   }
-  sp_ = on;
-  for (const auto& layer : layers()) {
-    if (auto* e = dynamic_cast<DecoderEmbedding*>(layer.get())) e->set_sequence_parallel(on);
-    if (auto* b = dynamic_cast<DecoderBlock*>(layer.get())) b->set_sequence_parallel(on);
-    if (auto* h = dynamic_cast<DecoderHead*>(layer.get())) h->set_sequence_parallel(on);
-  }
-}
-
-void DecoderModel::set_context_parallel(std::shared_ptr<comm::Communicator> cp) {
-  if (cp && cp->size() == 1) cp = nullptr;
-  if (cp) {
-    ST_CHECK(spec_.embd_pdrop == 0.0 && spec_.resid_pdrop == 0.0, ValueError,
-             spec_.family << ": --cp " << cp->size() << " runs without dropout (masks are drawn per whole sequence); "
+  if (form.context_parallel()) {
+    ST_CHECK(!dropout, ValueError,
+             spec_.family << ": --cp " << form.cp->size() << " runs without dropout (masks are drawn per whole sequence); "
                           << "the model has dropout " << spec_.resid_pdrop << ": use --dropout 0");
-    ST_CHECK(!sp_, ValueError, spec_.family << ": --cp " << cp->size() << " with --sequence-parallel 1 is not supported");
-  }
-  for (const auto& layer : layers()) {
-    if (auto* e = dynamic_cast<DecoderEmbedding*>(layer.get())) e->set_context_parallel(cp);
-    if (auto* b = dynamic_cast<DecoderBlock*>(layer.get())) b->set_context_parallel(cp);
+    ST_CHECK(!form.sequence_parallel, ValueError,
+             spec_.family << ": --cp " << form.cp->size() << " with --sequence-parallel 1 is not supported");
   }
 }
 
 std::vector<std::shared_ptr<ops::Fp8LinearState>> DecoderModel::fp8_states() const {
   std::vector<std::shared_ptr<ops::Fp8LinearState>> out;
-  for (const auto& layer : layers())
-    if (auto* b = dynamic_cast<DecoderBlock*>(layer.get()))
-      for (auto& [name, st] : b->fp8_states()) out.push_back(st);
+  for (const auto& b : blocks_)
+    for (auto& [name, st] : b->fp8_states()) out.push_back(st);
   return out;
 }
 
 runtime::LanguageModel::NamedFp8States DecoderModel::fp8_named_states() const {
   NamedFp8States out;
-  for (const auto& layer : layers())
-    if (auto* b = dynamic_cast<DecoderBlock*>(layer.get()))
-      for (auto& [name, st] : b->fp8_states()) out.emplace_back(layer->scope() + "." + name, st);
+  for (const auto& b : blocks_)
+    for (auto& [name, st] : b->fp8_states()) out.emplace_back(b->scope() + "." + name, st);
   return out;
 }
 

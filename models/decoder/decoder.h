@@ -31,9 +31,21 @@ class DecoderModel : public runtime::LanguageModel {
  public:
   // Parameters start as zeros (norm weights one): call init_weights() or load a state dict.
   // `tp`: null or one rank for one process. ValueError when the spec is invalid or the plan cannot
-  // split it over tp (DecoderSpec::check_tp says which tp would work).
+  // split it over tp (DecoderSpec::check_tp says which tp would work). `form` (the run's plan,
+  // runtime/nn/model_form.h), each layer built in it:
+  //  - chunked_head (one rank): forward returns the final norm's output (B, T, C) and loss() is
+  //    ops::lm_head_cross_entropy of it against the head's weight (no (B·T, V) logits); a range
+  //    without the head keeps the flag for loss(), which it never runs; ignored under tp (the
+  //    vocabulary-parallel loss needs every rank's logits);
+  //  - fp8: every block's GEMMs (decoder_layers.h); the embedding and the head stay bf16;
+  //  - sequence_parallel: ValueError with dropout in the spec (its masks are drawn per whole
+  //    sequence) or a tp of one rank; the sequence length must divide by tp (the embedding checks
+  //    it: ShapeError);
+  //  - cp: the embedding adds the learned positions of the rank's chunks' global indices, each
+  //    block's attention runs as a ring over the group with rotary positions at the global
+  //    indices; ValueError with dropout in the spec or with sequence parallelism.
   DecoderModel(DecoderSpec spec, runtime::TpGroup tp, std::shared_ptr<Generator> gen,
-               std::vector<runtime::LayerRange> layers = {});
+               std::vector<runtime::LayerRange> layers = {}, const runtime::ModelForm& form = {});
   const DecoderSpec& spec() const { return spec_; }
 
   void init_parameter(const std::string& name, Tensor& t, uint64_t seed, int64_t first) const override;
@@ -43,27 +55,10 @@ class DecoderModel : public runtime::LanguageModel {
   int64_t depth() const override { return spec_.layers; }
   nlohmann::json config_json() const override { return spec_.hf_config; }  // the family's Hugging Face config.json
 
-  // Chunked head (one rank): forward returns the final norm's output (B, T, C) and loss() is
-  // ops::lm_head_cross_entropy of it against the head's weight (no (B·T, V) logits). A range
-  // without the head keeps the flag for loss(), which it never runs. Under tp the flag is ignored
-  // (the vocabulary-parallel loss needs every rank's logits).
-  void set_chunked_head(bool on) override;
   bool chunked_head() const override { return chunked_; }
-  // FP8: every block held here (DecoderBlock::set_fp8); the embedding and the head stay bf16
-  void set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device) override;
   std::vector<std::shared_ptr<ops::Fp8LinearState>> fp8_states() const override;
   NamedFp8States fp8_named_states() const override;  // "<block scope>.<qkv|o|up|down>"
-  // Sequence parallelism (decoder_layers.h): every layer held here switched. ValueError when on
-  // with dropout in the spec (its masks are drawn per whole sequence) or tp of one rank. The
-  // sequence length must divide by tp (the embedding checks it: ShapeError).
-  void set_sequence_parallel(bool on) override;
   bool sequence_parallel() const { return sp_; }
-  // Context parallelism (--cp): every layer held here told the cp group (null: off). The embedding
-  // adds the learned positions of the rank's chunks' global indices, each block's attention runs
-  // as a ring over the group with rotary positions at the global indices (decoder_layers.h).
-  // ValueError with dropout in the spec (masks are drawn per whole sequence) or with sequence
-  // parallelism on (its shards are cut from the whole sequence).
-  void set_context_parallel(std::shared_ptr<comm::Communicator> cp) override;
   // logits (B, T, V or Vp/tp) — or with the chunked head hidden (B, T, C) — against targets
   // (B, T) → () f32, the mean over counted targets (-100 ignored); collective under tp.
   Tensor loss(const Tensor& out, const Tensor& targets) const override;
@@ -81,9 +76,12 @@ class DecoderModel : public runtime::LanguageModel {
   int tp_size() const { return runtime::tp_size(tp_); }
 
  private:
+  void check_form(const runtime::ModelForm& form) const;  // the ValueErrors of the constructor's comment
+
   DecoderSpec spec_;
   runtime::TpGroup tp_;
   std::shared_ptr<DecoderHead> head_;  // null when this range does not hold the head
+  std::vector<std::shared_ptr<DecoderBlock>> blocks_;  // the blocks held here, in order
   bool chunked_ = false;
   bool sp_ = false;
 };

@@ -13,6 +13,8 @@
 #include "runtime/parallel/context_shard.h"
 #include "runtime/parallel/ring_attention_qkv.h"
 #include "tensor/autograd.h"
+#include "tensor/allocate_now.h"
+#include "tensor/memory_category.h"
 
 namespace st::models {
 namespace {
@@ -36,7 +38,7 @@ Tensor cat_out(const std::vector<Tensor>& parts, const DecoderSpec& s, bool bias
 
 // ---- norm -------------------------------------------------------------------------------------
 
-DecoderNorm::DecoderNorm(const DecoderSpec& s, int64_t c) {
+DecoderNorm::DecoderNorm(const DecoderSpec& s, int64_t c, runtime::TpGroup sp) : sp_(std::move(sp)) {
   if (s.norm == NormKind::layernorm)
     ln_ = register_module("", std::make_shared<LayerNorm>(c, s.norm_eps));
   else
@@ -64,7 +66,7 @@ ops::ResidualNorm DecoderNorm::forward_residual(const Tensor& x, const Tensor& a
 
 ops::ResidualNorm DecoderNorm::dropout_residual(const Tensor& x, const Tensor& a, const Dropout& drop,
                                                 bool training) const {
-  // sequence parallel runs without dropout (DecoderModel::set_sequence_parallel): drop is the identity
+  // sequence parallel runs without dropout (the DecoderModel's check): drop is the identity
   if (sp_) return forward_residual(x, drop.forward(a, training));
   if (ln_) return drop.add_layernorm(x, a, *ln_, training);
   return rms_->forward_residual(x, drop.forward(a, training));
@@ -72,8 +74,10 @@ ops::ResidualNorm DecoderNorm::dropout_residual(const Tensor& x, const Tensor& a
 
 // ---- embedding --------------------------------------------------------------------------------
 
-DecoderEmbedding::DecoderEmbedding(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen)
-    : s_(s), drop_(s.embd_pdrop, std::move(gen), /*site=*/0), tp_(tp) {
+DecoderEmbedding::DecoderEmbedding(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen,
+                                   const runtime::ModelForm& form)
+    : s_(s), drop_(s.embd_pdrop, std::move(gen), /*site=*/0), tp_(tp),
+      cp_(form.context_parallel() ? form.cp : nullptr), sp_(form.sequence_parallel) {
   if (runtime::tp_size(tp) > 1) {
     tok_tp_ = register_module(s.names.tok_embed, std::make_shared<runtime::VocabParallelEmbedding>(s.vocab, s.d_model, tp));
     tok_w_ = tok_tp_->weight;
@@ -101,7 +105,7 @@ Tensor DecoderEmbedding::forward(const Tensor& ids) {
     // the whole table through copy_to_tp, then this rank's rows: each rank's gradient lands on its
     // own positions (zeros elsewhere) and the sum over tp assembles the full one
     if (pos_) x = ops::add(x, runtime::copy_to_tp(pos_->weight, tp_).narrow(0, runtime::tp_rank(tp_) * n, n));
-    return drop_.forward(x, is_training());  // p = 0 (DecoderModel::set_sequence_parallel)
+    return drop_.forward(x, is_training());  // p = 0 (sequence parallel runs without dropout)
   }
   if (cp_) {  // ids: this rank's two chunks (B, 2C) of sequences of cp · 2C tokens
     const int64_t n = cp_->size(), global = T * n;
@@ -113,7 +117,7 @@ Tensor DecoderEmbedding::forward(const Tensor& ids) {
       const Tensor& at = cp_positions_.get(global, n, cp_->rank(), ops::ContextSplit::load_balanced, ids.device());
       x = ops::add(x, pos_->forward(at));
     }
-    return x;  // no dropout under cp (DecoderModel::set_context_parallel)
+    return x;  // no dropout under cp (the DecoderModel's check)
   }
   Tensor x = tokens(ids);                                                   // (B, T, C)
   if (pos_) x = ops::add(x, pos_->weight.narrow(0, 0, T));                  // (T, C), broadcast over B
@@ -134,8 +138,12 @@ runtime::LayerCost DecoderEmbedding::cost(int64_t) const {
 // ---- block ------------------------------------------------------------------------------------
 
 DecoderBlock::DecoderBlock(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen, int index,
-                           std::shared_ptr<RopeTables> rope)
-    : s_(s), tp_(std::move(tp)), drop_(s.resid_pdrop, std::move(gen), static_cast<uint64_t>(index)) {
+                           std::shared_ptr<RopeTables> rope, const runtime::ModelForm& form)
+    : s_(s),
+      tp_(std::move(tp)),
+      drop_(s.resid_pdrop, std::move(gen), static_cast<uint64_t>(index)),
+      cp_(form.context_parallel() ? form.cp : nullptr),
+      sp_(form.sequence_parallel) {
   if (s.position == PositionKind::rotary) rope_ = rope ? std::move(rope) : std::make_shared<RopeTables>(s);
   const int p = runtime::tp_size(tp_);
   s.check_tp(p);
@@ -150,7 +158,8 @@ DecoderBlock::DecoderBlock(const DecoderSpec& s, runtime::TpGroup tp, std::share
   auto row = [&](const std::string& name, int64_t in, bool bias) {
     return register_module(name, std::make_shared<runtime::RowParallelLinear>(in, C, tp_, bias, true, out_in));
   };
-  norm1_ = register_module(n.norm1, std::make_shared<DecoderNorm>(s, C));
+  const runtime::TpGroup sp_group = sp_ ? tp_ : nullptr;
+  norm1_ = register_module(n.norm1, std::make_shared<DecoderNorm>(s, C, sp_group));
   if (!n.qkv.empty()) {
     qkv_ = column(n.qkv, s.qkv_width(), s.qkv_bias);  // this rank's [q_r | k_r | v_r] (the plan's 3 chunks)
   } else {
@@ -159,16 +168,23 @@ DecoderBlock::DecoderBlock(const DecoderSpec& s, runtime::TpGroup tp, std::share
     v_ = column(n.v, s.kv_width(), s.qkv_bias);
   }
   o_ = row(n.o, s.q_width(), s.o_bias);
-  norm2_ = register_module(n.norm2, std::make_shared<DecoderNorm>(s, C));
+  norm2_ = register_module(n.norm2, std::make_shared<DecoderNorm>(s, C, sp_group));
   if (s.mlp == MlpKind::swiglu) gate_ = column(n.gate, F, s.mlp_bias);
   up_ = column(n.up, F, s.mlp_bias);
   down_ = row(n.down, F, s.mlp_bias);
-}
-
-void DecoderBlock::set_sequence_parallel(bool on) {
-  sp_ = on;
-  norm1_->set_sequence_parallel(on ? tp_ : nullptr);
-  norm2_->set_sequence_parallel(on ? tp_ : nullptr);
+  if (form.fp8) {
+    // the scaling states are no parameters: their bytes now, also in a ZeRO-3 build (which defers
+    // the parameters'), counted as other memory as before they were part of the build
+    AllocateNow now;
+    MemoryCategoryScope mem(MemoryCategory::other);
+    auto make = [&] { return std::make_shared<ops::Fp8LinearState>(ops::fp8_linear_state(*form.fp8, form.fp8_device)); };
+    fp8_qkv_ = make();
+    fp8_o_ = make();
+    fp8_up_ = make();
+    fp8_down_ = make();
+    if (qkv_) qkv_->fp8 = fp8_qkv_;
+    o_->fp8 = fp8_o_;  // up and down: the MLP's states, read by ops::fp8_mlp in mlp() below
+  }
 }
 
 Tensor DecoderBlock::qkv(const Tensor& h, bool sp) const {
@@ -178,18 +194,6 @@ Tensor DecoderBlock::qkv(const Tensor& h, bool sp) const {
   Tensor b = s_.qkv_bias ? cat_out({q_->bias, k_->bias, v_->bias}, s_, true) : Tensor();
   // h (B, T, C), or under sp (B, T/tp, C) gathered inside the product → (B, T, ...)
   return runtime::column_linear(h, w, b, s_.layout == WeightLayout::out_in, fp8_qkv_.get(), tp_, sp);
-}
-
-void DecoderBlock::set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device) {
-  auto make = [&]() {
-    return options ? std::make_shared<ops::Fp8LinearState>(ops::fp8_linear_state(*options, device)) : nullptr;
-  };
-  fp8_qkv_ = make();
-  fp8_o_ = make();
-  fp8_up_ = make();
-  fp8_down_ = make();
-  if (qkv_) qkv_->fp8 = fp8_qkv_;
-  o_->fp8 = fp8_o_;  // up and down: the MLP's states, read by ops::fp8_mlp in mlp() below
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<ops::Fp8LinearState>>> DecoderBlock::fp8_states() const {
@@ -252,8 +256,10 @@ runtime::LayerCost DecoderBlock::cost(int64_t seq_len) const {
 
 // ---- head -------------------------------------------------------------------------------------
 
-DecoderHead::DecoderHead(const DecoderSpec& s, runtime::TpGroup tp, Tensor tied) : tp_(std::move(tp)) {
+DecoderHead::DecoderHead(const DecoderSpec& s, runtime::TpGroup tp, Tensor tied, const runtime::ModelForm& form)
+    : tp_(std::move(tp)), sp_(form.sequence_parallel) {
   const int p = runtime::tp_size(tp_);
+  chunked = form.chunked_head && p == 1;  // the vocabulary-parallel loss needs every rank's logits
   const int64_t rows = p > 1 ? runtime::pad_vocab(s.vocab, p) / p : s.vocab;
   const std::string& scope = s.names.head_scope;
   // the weight first (registration order: the checkpoints' and the optimizer's order), then the norm
@@ -263,12 +269,7 @@ DecoderHead::DecoderHead(const DecoderSpec& s, runtime::TpGroup tp, Tensor tied)
   } else {
     weight = register_parameter(s.names.lm_head + ".weight", Tensor::zeros({rows, s.d_model}));
   }
-  norm_ = register_module(s.names.final_norm, std::make_shared<DecoderNorm>(s, s.d_model));
-}
-
-void DecoderHead::set_sequence_parallel(bool on) {
-  sp_ = on;
-  norm_->set_sequence_parallel(on ? tp_ : nullptr);
+  norm_ = register_module(s.names.final_norm, std::make_shared<DecoderNorm>(s, s.d_model, sp_ ? tp_ : nullptr));
 }
 
 // h (B, T, C) → norm → (copy_to_tp) → · Wᵀ (C, V or Vp/tp) → (B, T, V or Vp/tp);

@@ -10,17 +10,18 @@
 //                     [q | k | v] of this rank's heads (ops::causal_attention_qkv)
 //   DecoderHead       h (B, T, C) → final norm → · Wᵀ (W the tied embedding or its own, (V, C);
 //                     under tp this rank's vocabulary rows) → logits (B, T, V or Vp/tp); chunked
-//                     (DecoderModel::set_chunked_head): the final norm only, the projection fused
+//                     (ModelForm::chunked_head): the final norm only, the projection fused
 //                     with the loss
+// Each layer takes its form when it is built (runtime/nn/model_form.h: the run's plan), never after.
 // With one rank every projection is a plain product (the bias in its epilogue) and the GELU MLP
 // one op (ops::mlp_gelu), so a one-process model computes what GPT-2's own layers did.
-// FP8 (DecoderBlock::set_fp8, --precision fp8): the block's four GEMMs — qkv (packed, or q, k, v
+// FP8 (ModelForm::fp8, --precision fp8): the block's four GEMMs — qkv (packed, or q, k, v
 // as one), o, up (SwiGLU: gate and up as one), down — run through ops::fp8_linear, each with its
 // own scaling state (Fp8LinearState) owned by the block; the MLP is then one node, ops::fp8_mlp
 // (up → GELU / SwiGLU → down with the activation and its gradient inside the casts: the bits of
 // the three ops), between the tp collectives (runtime::column_input, runtime::row_output). The
 // other projections pick their precision in one place, runtime::local_linear (runtime/parallel/tp_layers.h).
-// Sequence parallel (set_sequence_parallel, --sequence-parallel 1; tp > 1, T divisible by tp, no
+// Sequence parallel (ModelForm::sequence_parallel, --sequence-parallel 1; tp > 1, T divisible by tp, no
 // dropout): between the layers the residual stream is rank r's positions (B, T/tp, C) — the
 // embedding reduce-scatters its vocabulary-parallel partial sums along T (learned positions added
 // on the shard), each norm and residual add runs on the shard, each column-parallel GEMM's input
@@ -32,7 +33,7 @@
 // The replicated parameters used on the shard (norms, row biases, learned positions) go through
 // copy_to_tp, so their gradients are summed over tp. The cached (generation) path never runs
 // sequence parallel.
-// Context parallel (set_context_parallel, --cp N > 1; no dropout, no sequence parallelism): the
+// Context parallel (ModelForm::cp, --cp N > 1; no dropout, no sequence parallelism): the
 // model runs on this rank's two chunks of every sequence, (B, 2C, C) in local order
 // (runtime/parallel/context_shard.h); the embedding adds the learned positions of the chunks'
 // GLOBAL indices, each block's attention is runtime::ring_attention_qkv over the cp group (rotary
@@ -48,6 +49,7 @@
 #include "models/nn.h"
 #include "runtime/nn/kv_cache.h"
 #include "runtime/nn/language_model.h"
+#include "runtime/nn/model_form.h"
 #include "runtime/parallel/context_shard.h"
 #include "runtime/parallel/tp_layers.h"
 
@@ -56,13 +58,13 @@ namespace st::models {
 // A norm of either kind, with its fused residual forms.
 class DecoderNorm : public Module {
  public:
-  DecoderNorm(const DecoderSpec& s, int64_t c);
+  // `sp`: a tp group of several ranks under sequence parallelism (x a T-shard: the weights, and
+  // the bias, enter through copy_to_tp; see the top); null: off
+  DecoderNorm(const DecoderSpec& s, int64_t c, runtime::TpGroup sp = nullptr);
   Tensor forward(const Tensor& x) const;                                       // (..., C) → (..., C)
   ops::ResidualNorm forward_residual(const Tensor& x, const Tensor& a = Tensor()) const;  // {x + a, norm(x + a)}
   // {x + drop(a), norm(x + drop(a))}, the mask forward(a) would draw (LayerNorm: one op)
   ops::ResidualNorm dropout_residual(const Tensor& x, const Tensor& a, const Dropout& drop, bool training) const;
-  // on: the weights (and bias) enter through copy_to_tp (x is a T-shard; see the top)
-  void set_sequence_parallel(runtime::TpGroup tp) { sp_ = std::move(tp); }
 
  private:
   runtime::TpGroup sp_;  // null: off
@@ -72,16 +74,16 @@ class DecoderNorm : public Module {
 
 class DecoderEmbedding : public runtime::Layer, public runtime::CachedLayer {
  public:
-  DecoderEmbedding(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen);  // dropout site 0
+  // dropout site 0; form: sequence parallel (forward returns this rank's positions (B, T/tp, C)),
+  // context parallel (ids are this rank's two chunks (B, 2C); learned positions at their global
+  // indices); see the top
+  DecoderEmbedding(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen,
+                   const runtime::ModelForm& form = {});
   Tensor forward(const Tensor& ids) override;  // ids (B, T) i64 → (B, T, C), replicated over tp
   // ids (B, T) → tokens (+ the positions step.positions) (B, T, C); no dropout (eval)
   Tensor forward_cached(const Tensor& ids, runtime::KvSlot& slot, const runtime::CacheStep& step) override;
   runtime::LayerCost cost(int64_t seq_len) const override;
   Tensor token_weight() const { return tok_w_; }  // (V, C), or this rank's (Vp/tp, C)
-  // on: forward returns this rank's positions (B, T/tp, C) (see the top)
-  void set_sequence_parallel(bool on) { sp_ = on; }
-  // non-null: ids are this rank's two chunks (B, 2C); learned positions at their global indices
-  void set_context_parallel(std::shared_ptr<comm::Communicator> cp) { cp_ = std::move(cp); }
 
  private:
   Tensor tokens(const Tensor& ids) const;  // (..., C)
@@ -101,8 +103,11 @@ class DecoderBlock : public runtime::Layer, public runtime::CachedLayer {
  public:
   // `index`: the block's layer index in the model (1 + its number), its dropout site. `rope`: the
   // model's rotary tables, shared by its blocks (null with rotary positions: the block's own).
+  // `form`: sequence parallel, context parallel (x holds this rank's two chunks (B, 2C, C);
+  // attention is a ring over the cp group), FP8 GEMMs (fresh scaling states on form.fp8_device);
+  // see the top.
   DecoderBlock(const DecoderSpec& s, runtime::TpGroup tp, std::shared_ptr<Generator> gen, int index,
-               std::shared_ptr<RopeTables> rope = nullptr);
+               std::shared_ptr<RopeTables> rope = nullptr, const runtime::ModelForm& form = {});
   Tensor forward(const Tensor& x) override;  // x (B, T, C) → (B, T, C); sequence parallel (B, T/tp, C) → same
   // x (B, T, C) of the step's new positions → (B, T, C), attention over the cached ones (this
   // rank's key/value heads only)
@@ -112,15 +117,10 @@ class DecoderBlock : public runtime::Layer, public runtime::CachedLayer {
   Tensor qkv(const Tensor& h, bool sp = false) const;        // h (B, T, C) → (B, T, (Hl + 2·Hkv_l)·D) packed, this rank's heads
   Tensor attention(const Tensor& h, bool sp = false) const;  // h (B, T, C) → (B, T, C), o applied (and summed over tp)
   Tensor mlp(const Tensor& h, bool sp = false) const;        // h (B, T, C) → (B, T, C) (summed over tp)
-  void set_sequence_parallel(bool on);
-  // non-null: x holds this rank's two chunks (B, 2C, C); attention is a ring over `cp` (see the top)
-  void set_context_parallel(std::shared_ptr<comm::Communicator> cp) { cp_ = std::move(cp); }
   int64_t local_heads() const { return heads_; }
   int64_t local_kv_heads() const { return kv_heads_; }
   const DecoderNorm& norm1() const { return *norm1_; }
   const DecoderNorm& norm2() const { return *norm2_; }
-  // FP8 GEMMs on (options set: fresh states on `device`) or off (nullopt: the states dropped)
-  void set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device);
   bool fp8() const { return fp8_qkv_ != nullptr; }
   // The states by GEMM ("qkv", "o", "up", "down"); empty when off
   std::vector<std::pair<std::string, std::shared_ptr<ops::Fp8LinearState>>> fp8_states() const;
@@ -145,15 +145,15 @@ class DecoderBlock : public runtime::Layer, public runtime::CachedLayer {
 class DecoderHead : public runtime::Layer, public runtime::CachedLayer {
  public:
   // `weight`: the tied embedding's tensor (V or Vp/tp, C); undefined: the head's own (untied).
-  DecoderHead(const DecoderSpec& s, runtime::TpGroup tp, Tensor tied);
+  // form: sequence parallel (h arrives as (B, T/tp, C); the final norm's output is all-gathered
+  // along T before the GEMM), the chunked head (at tp 1 only: `chunked`).
+  DecoderHead(const DecoderSpec& s, runtime::TpGroup tp, Tensor tied, const runtime::ModelForm& form = {});
   Tensor forward(const Tensor& h) override;  // h (B, T, C) → logits (B, T, V or Vp/tp); chunked: norm(h) (B, T, C)
   Tensor logits(const Tensor& h, bool sp = false) const;  // h (B, T, C) → logits, whatever `chunked`; sp: h (B, T/tp, C)
   Tensor forward_cached(const Tensor& h, runtime::KvSlot&, const runtime::CacheStep&) override { return logits(h); }
   runtime::LayerCost cost(int64_t seq_len) const override;
   Tensor weight;  // (V, C), or this rank's rows (Vp/tp, C)
   bool chunked = false;
-  // on: h arrives as (B, T/tp, C); the final norm's output is all-gathered along T before the GEMM
-  void set_sequence_parallel(bool on);
 
  private:
   std::shared_ptr<DecoderNorm> norm_;

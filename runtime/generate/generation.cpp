@@ -167,6 +167,9 @@ Tensor run_cached_layers(LanguageModel& model, const Tensor& x_in, KvCache& cach
   Tensor x = x_in;
   const auto& layers = model.layers();
   for (size_t i = 0; i < layers.size(); ++i) {
+    // A capability, not a feature's hook: a layer that can run on a KV cache implements
+    // CachedLayer beside Layer (every decoder layer does; the seed's Transformer and the MLP do
+    // not), and generation asks each layer once per step. The side cast is that question.
     auto* cached = dynamic_cast<CachedLayer*>(layers[i].get());
     ST_CHECK(cached, ValueError,
              "generate: the " << model.family() << " model has no KV cache (layer " << model.global_layer(i)

@@ -17,19 +17,6 @@ void LanguageModel::init_weights(uint64_t seed) {
   }
 }
 
-void LanguageModel::set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device) {
-  ST_CHECK(!options, ValueError, "--precision fp8: the " << family() << " model has no FP8 path (the decoder families have)");
-}
-
-void LanguageModel::set_sequence_parallel(bool on) {
-  ST_CHECK(!on, ValueError, "--sequence-parallel 1: the " << family() << " model has no sequence-parallel form (the decoder families have)");
-}
-
-void LanguageModel::set_context_parallel(std::shared_ptr<comm::Communicator> cp) {
-  ST_CHECK(!cp || cp->size() == 1, ValueError,
-           "--cp " << cp->size() << ": the " << family() << " model has no context-parallel form (the decoder families have)");
-}
-
 void LanguageModel::init_parameter(const std::string& name, Tensor&, uint64_t, int64_t) const {
   ST_THROW(ValueError, "the " << family() << " model cannot draw a part of '" << name << "' alone");
 }

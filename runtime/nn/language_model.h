@@ -2,7 +2,7 @@
 // (B, T) i64 to hidden (B, T, C), the last maps hidden to logits (B, T, V). The loss is not part
 // of forward: the gradient sources (runtime/train/) call loss() on the last layer's output, so a
 // pipeline stage runs any contiguous slice of layers and only the last stage needs the targets.
-// With the chunked head on (set_chunked_head; the trainer's --chunked-head, GPT only) the last
+// With the chunked head on (ModelForm::chunked_head; the trainer's --chunked-head) the last
 // layer returns its hidden state before the vocabulary projection instead, (B, T, C), and loss()
 // runs the projection fused with the cross-entropy in row chunks (ops/lm_head_loss.h): training
 // without the (B·T, V) logits. Generation and anything else that needs logits leave it off.
@@ -136,24 +136,11 @@ class LanguageModel : public Module {
   // model's logits are a vocabulary shard and its loss is collective over the tp group. With the
   // chunked head on, `logits` is the last layer's hidden output (B, T, C) (see the top).
   virtual Tensor loss(const Tensor& logits, const Tensor& targets) const;
-  // Switches the chunked head on or off (off when built). A family without that form (and the
-  // tensor-parallel GPT, whose vocabulary-parallel loss is collective) ignores it: chunked_head()
-  // then stays false and forward() returns logits.
-  virtual void set_chunked_head(bool) {}
+  // The chunked head (ModelForm::chunked_head, chosen at build): forward() returns the last
+  // layer's hidden state and loss() runs the projection fused with the cross-entropy. False for a
+  // family without that form and for the tensor-parallel GPT (its vocabulary-parallel loss is
+  // collective).
   virtual bool chunked_head() const { return false; }
-  // --sequence-parallel 1: between its layers the tensor-parallel model holds T/tp of the
-  // sequence (models/decoder/decoder_layers.h says how). Default: ValueError for on (the family
-  // has no sequence-parallel form), nothing for off.
-  virtual void set_sequence_parallel(bool on);
-  // --cp > 1: the model's forward takes this rank's two chunks of every sequence (B, 2C) in local
-  // order (runtime/parallel/context_shard.h), its positions the chunks' global ones and its
-  // attention a ring over `cp` (runtime/parallel/ring_attention.h); loss() is then the mean over
-  // this rank's tokens. Null or a group of one: off. Default: ValueError for a group of several
-  // (the family has no context-parallel form).
-  virtual void set_context_parallel(std::shared_ptr<comm::Communicator> cp);
-  // --precision fp8: the model's FP8 GEMMs on (options: fresh scaling states on `device`) or off
-  // (nullopt). Default: ValueError for options (the family has no FP8 path), nothing for nullopt.
-  virtual void set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device);
   // The scaling states of the model's FP8 GEMMs, in layer order (empty when off): the metrics' source.
   virtual std::vector<std::shared_ptr<ops::Fp8LinearState>> fp8_states() const { return {}; }
   // The same states named by their GEMM's full name, "<layer scope>.<gemm>" (e.g.

@@ -14,7 +14,7 @@
 //         --fp8-scaling delayed); the model's parameters stay bf16 (the
 //         f32 masters in the optimizer) and are cast to FP8 at use. Embeddings, attention, norms
 //         and the head stay bf16. Only the decoder families have the FP8 path
-//         (LanguageModel::set_fp8); no loss scaling.
+//         (ModelForm::fp8: the model is built with them); no loss scaling.
 // The loss itself (cross-entropy) is always computed in f32 from the logits.
 #pragma once
 #include <cstdint>

@@ -35,13 +35,7 @@ class StageModel : public LanguageModel {
     part_->init_parameter(name, t, seed, first);
   }
   Tensor loss(const Tensor& logits, const Tensor& targets) const override { return part_->loss(logits, targets); }
-  void set_chunked_head(bool on) override { part_->set_chunked_head(on); }
   bool chunked_head() const override { return part_->chunked_head(); }
-  void set_fp8(const std::optional<ops::Fp8LinearOptions>& options, Device device) override {
-    part_->set_fp8(options, device);
-  }
-  void set_sequence_parallel(bool on) override { part_->set_sequence_parallel(on); }
-  void set_context_parallel(std::shared_ptr<comm::Communicator> cp) override { part_->set_context_parallel(std::move(cp)); }
   std::vector<std::shared_ptr<ops::Fp8LinearState>> fp8_states() const override { return part_->fp8_states(); }
   NamedFp8States fp8_named_states() const override { return part_->fp8_named_states(); }
   void load_full_state_dict(const std::map<std::string, Tensor>& full, bool strict) override;

@@ -82,6 +82,12 @@ std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& entry
   const ModelFactory& f = model_factory(family);
   ST_CHECK(!build.tp || build.tp->size() == 1 || f.tensor_parallel, ValueError,
            "--tp > 1: the " << family << " model has no tensor-parallel form");
+  const ModelForm& form = build.form;
+  ST_CHECK(!form.sequence_parallel || f.sequence_parallel, ValueError,
+           "--sequence-parallel 1: the " << family << " model has no sequence-parallel form (the decoder families have)");
+  ST_CHECK(!form.context_parallel() || f.context_parallel, ValueError,
+           "--cp " << form.cp->size() << ": the " << family << " model has no context-parallel form (the decoder families have)");
+  ST_CHECK(!form.fp8 || f.fp8, ValueError, "--precision fp8: the " << family << " model has no FP8 path (the decoder families have)");
   MemoryCategoryScope mem(MemoryCategory::params);
   return f.build(entry.at("config"), build);
 }
@@ -89,9 +95,9 @@ std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& entry
 uint64_t dropout_seed(uint64_t seed) { return seed ^ 0x9E3779B97F4A7C15ull; }
 
 std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, std::vector<LayerRange> layers,
-                                           std::shared_ptr<comm::Communicator> tp, Device device) {
+                                           std::shared_ptr<comm::Communicator> tp, Device device, const ModelForm& form) {
   const nlohmann::json entry = model_entry(cfg);
-  auto model = build_model_from_json(entry, ModelBuild{std::move(layers), tp, dropout_seed(cfg.seed)});
+  auto model = build_model_from_json(entry, ModelBuild{std::move(layers), tp, dropout_seed(cfg.seed), form});
   {
     MemoryCategoryScope mem(MemoryCategory::params);
     model->move_parameters(device);

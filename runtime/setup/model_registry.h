@@ -18,16 +18,19 @@
 #include "comm/communicator.h"
 #include "runtime/common/shard_spec.h"
 #include "runtime/nn/language_model.h"
+#include "runtime/nn/model_form.h"
 #include "runtime/parallel/state_io.h"
 #include "runtime/setup/train_config.h"
 
 namespace st::runtime {
 
-// What to build of a model.
+// What to build of a model, and in which form (a model is built from its plan, never configured
+// after: runtime/nn/model_form.h).
 struct ModelBuild {
   std::vector<LayerRange> layers;               // the ranges this rank holds (empty: all)
   std::shared_ptr<comm::Communicator> tp;       // a group of > 1 ranks: the tensor-parallel variant
   uint64_t dropout_seed = 0;                    // seed of the model's dropout generator
+  ModelForm form = {};                          // sequence / context parallel, FP8, the chunked head
 };
 
 // A family's factory, filled by name (designated initializers: models/register.cpp); a member left
@@ -44,7 +47,11 @@ struct ModelFactory {
   // Reads this model's part of pretrained weights from a directory (--init-from); null: none.
   std::function<void(LanguageModel& model, const std::string& dir)> load_pretrained = {};
   bool tensor_parallel = false;  // build() accepts a tp group of > 1 ranks
-  bool context_parallel = false;  // the model's set_context_parallel takes a cp group of > 1 ranks (--cp)
+  // The forms build() accepts (ModelForm): a cp group of > 1 ranks (--cp), sequence parallelism,
+  // FP8 GEMMs. build_model_from_json refuses the others, naming the flag and the family.
+  bool context_parallel = false;
+  bool sequence_parallel = false;
+  bool fp8 = false;
   // The number of parameters build() would make of the whole model, in closed form from the
   // config, without building or describing it (for the memory check, runtime/plan/memory_check.h);
   // a double, as absurd sizes overflow int64. Null: the family does not say.
@@ -95,13 +102,13 @@ nlohmann::json model_entry(const TrainConfig& cfg);
 // The description of a {"family", "config"} entry.
 ModelDescription describe_model(const nlohmann::json& entry, int64_t seq_len);
 // Builds `build.layers` of the model of `entry`, unfilled (see ModelFactory::build); ValueError
-// for a tp group of > 1 ranks when the family has no tensor-parallel variant.
+// for a tp group of > 1 ranks or a form (build.form) the family has no variant for.
 std::shared_ptr<LanguageModel> build_model_from_json(const nlohmann::json& entry, const ModelBuild& build = {});
-// Builds the model the options ask for and fills it: from cfg.init_from (load_pretrained), else
-// init_weights(cfg.seed). Its dropout seed derives from cfg.seed. On `device`.
+// Builds the model the options ask for, in `form`, and fills it: from cfg.init_from
+// (load_pretrained), else init_weights(cfg.seed). Its dropout seed derives from cfg.seed. On `device`.
 std::shared_ptr<LanguageModel> build_model(const TrainConfig& cfg, std::vector<LayerRange> layers = {},
                                            std::shared_ptr<comm::Communicator> tp = nullptr,
-                                           Device device = Device::cpu);
+                                           Device device = Device::cpu, const ModelForm& form = {});
 // The dropout generator's seed of a run seeded `seed` (its own stream, not the weights').
 uint64_t dropout_seed(uint64_t seed);
 

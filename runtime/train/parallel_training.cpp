@@ -88,13 +88,12 @@ std::vector<TiedWeight> wire_pipeline(const Job& job, const ModelPlan& plan, con
 }
 
 // Context parallel (cp > 1): the model runs on this rank's two chunks of every sequence, its
-// attention a ring over the cp group (LanguageModel::set_context_parallel; a family without that
-// form refuses here; with pp > 1 the stage's part of the model, before wire_pipeline wraps it);
-// the gradient source, local or pipeline, keeps those chunks of the replica's micro-batches. The
-// weights are replicated over cp: the gradients are summed over dp × cp (wire_data_parallel), the
-// norm counts one cp rank (wire_reductions), the cp index 0 ranks write the checkpoints.
-void wire_context_parallel(const Job& job, LanguageModel& model, TrainInputs& in) {
-  model.set_context_parallel(job.grid.cp_group());  // T % 2·cp: TrainConfig::validate, LocalGradientSource
+// attention a ring over the cp group (built so: prepare_training's ModelForm; a family without
+// that form refuses there); the gradient source, local or pipeline, keeps those chunks of the
+// replica's micro-batches (T % 2·cp: TrainConfig::validate, LocalGradientSource). The weights are
+// replicated over cp: the gradients are summed over dp × cp (wire_data_parallel), the norm counts
+// one cp rank (wire_reductions), the cp index 0 ranks write the checkpoints.
+void wire_context_parallel(const Job& job, TrainInputs& in) {
   in.layout.cp = job.grid.layout().cp;
   in.layout.cp_rank = job.me.cp;
 }
@@ -173,7 +172,7 @@ std::shared_ptr<DataParallelSync> wire_data_parallel(const Job& job, const Langu
 // The color is the position's index in the grid's rank order, so the cp ranks of a (dp, tp)
 // position get groups of their own. Collective over the world (the split) even for ranks that
 // hold no tied weight.
-std::shared_ptr<GradientSync> wire_tied_weights(const Job& job, const StageModel& stage,
+std::shared_ptr<TiedGradSync> wire_tied_weights(const Job& job, const StageModel& stage,
                                                 const std::vector<TiedWeight>& tied) {
   const comm::GridLayout& g = job.grid.layout();
   const int color = tied.empty() ? -1 : (job.me.dp * g.cp + job.me.cp) * g.tp + job.me.tp;
@@ -266,8 +265,8 @@ int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
   }
   // ZeRO-3 builds no parameter's bytes: each rank fills only its pieces (Trainer, Zero3::shard)
   TrainInputs in = prepare_training(cfg, plan, stage_layers, layout.dp, job.me.dp, grid.tp_group(),
-                                    /*sharded_start=*/job.zero_stage() == 3);
-  if (layout.cp > 1) wire_context_parallel(job, *in.model, in);
+                                    /*sharded_start=*/job.zero_stage() == 3, grid.cp_group());
+  if (layout.cp > 1) wire_context_parallel(job, in);
   const ShardRule rule = in.model->shard_rule();  // null unless tp > 1
   std::shared_ptr<LanguageModel> model = in.model;
   TrainerWiring w;
@@ -293,14 +292,13 @@ int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
   std::shared_ptr<DataParallelSync> dp_sync;
   std::shared_ptr<ZeroSync> zero_sync;
   std::shared_ptr<Zero3Sync> zero3_sync;
-  std::shared_ptr<GradientSync> tied_sync =
+  std::shared_ptr<TiedGradSync> tied_sync =
       layout.pp > 1 ? wire_tied_weights(job, static_cast<const StageModel&>(*model), tied) : nullptr;
   // order of finish(): the DP all-reduce, then the tied sum; under ZeRO the tied sum, then the
   // reduce to the owners (zero1.h says why); under ZeRO-3 the reduce-scatters, then the tied sum
   // of the shards (Zero3Sync)
   if (job.zero_stage() == 3) {
-    auto* tg = dynamic_cast<TiedGradSync*>(tied_sync.get());
-    syncs.push_back(zero3_sync = wire_zero3(job, *model, tied, tg ? tg->group() : nullptr, w));
+    syncs.push_back(zero3_sync = wire_zero3(job, *model, tied, tied_sync ? tied_sync->group() : nullptr, w));
   } else if (job.zero_stage() > 0) {
     if (tied_sync) syncs.push_back(tied_sync);
     syncs.push_back(zero_sync = wire_zero(job, *model, tied, w));

@@ -2,8 +2,10 @@
 #include "runtime/train/train_setup.h"
 
 #include "runtime/io/checkpoint_dir.h"
+#include "runtime/optim/mixed_precision.h"
 #include "runtime/parallel/state_io.h"
 #include "runtime/plan/memory_check.h"
+#include "runtime/plan/memory_plan.h"
 #include "runtime/setup/model_registry.h"
 #include "runtime/train/train_checkpoint.h"
 #include "tensor/memory_category.h"
@@ -59,8 +61,22 @@ ModelPlan plan_model(const TrainConfig& cfg, int64_t tp, int64_t dp) {
   return plan;
 }
 
+ModelForm model_form(const TrainConfig& cfg, int64_t dp, std::shared_ptr<comm::Communicator> cp) {
+  ModelForm f;
+  f.sequence_parallel = cfg.sequence_parallel && cfg.tp > 1;
+  if (cp && cp->size() > 1) f.cp = std::move(cp);
+  if (cfg.precision == Precision::fp8) {
+    f.fp8 = fp8_training_recipe(cfg.fp8_scaling, cfg.fp8_amax_history);
+    f.fp8_device = cfg.device;
+  }
+  // the chunked head's loss reads wte outside the head's forward, where ZeRO-3 has released it
+  f.chunked_head = head_is_chunked(plan_layout(cfg, dp));
+  return f;
+}
+
 TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std::vector<LayerRange> layers, int64_t dp,
-                             int64_t replica, std::shared_ptr<comm::Communicator> tp, bool sharded_start) {
+                             int64_t replica, std::shared_ptr<comm::Communicator> tp, bool sharded_start,
+                             std::shared_ptr<comm::Communicator> cp) {
   ST_CHECK(!cfg.data.empty(), ValueError, "train: no token file (--data)");
   TrainInputs in;
   in.resume_path = plan.resume_path;
@@ -70,15 +86,16 @@ TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std:
   ST_CHECK(max_tok < plan.description.vocab_size, ValueError,
            cfg.data << " holds token id " << max_tok << ", outside the model's vocabulary of "
                     << plan.description.vocab_size << vocab_fix(cfg, plan, max_tok));
+  const ModelForm form = model_form(cfg, dp, cp);
   if (sharded_start) {  // ZeRO-3: no parameter's bytes; the Trainer fills this rank's pieces (Zero3::shard)
     Storage::DeferAllocation defer;
-    in.model = build_model_from_json(plan.entry, ModelBuild{layers, tp, dropout_seed(cfg.seed)});
+    in.model = build_model_from_json(plan.entry, ModelBuild{layers, tp, dropout_seed(cfg.seed), form});
   } else if (!in.resume_path.empty()) {  // the Trainer fills it from the checkpoint
-    in.model = build_model_from_json(plan.entry, ModelBuild{layers, tp, dropout_seed(cfg.seed)});
+    in.model = build_model_from_json(plan.entry, ModelBuild{layers, tp, dropout_seed(cfg.seed), form});
     MemoryCategoryScope mem(MemoryCategory::params);
     in.model->move_parameters(in.device);
   } else {
-    in.model = build_model(cfg, layers, tp, in.device);
+    in.model = build_model(cfg, layers, tp, in.device, form);
     if (!cfg.init_from.empty()) check_finite(in.model->named_parameters(), "--init-from " + cfg.init_from);
   }
   in.layout.micro_batch = cfg.micro_batch;

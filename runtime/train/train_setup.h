@@ -11,6 +11,7 @@
 #include "comm/communicator.h"
 #include "runtime/data/token_data.h"
 #include "runtime/nn/language_model.h"
+#include "runtime/nn/model_form.h"
 #include "runtime/setup/train_config.h"
 #include "runtime/train/gradient_source.h"
 
@@ -44,9 +45,17 @@ struct TrainInputs {
   Device device = Device::cpu;
 };
 // With a tp group of several ranks the model is the family's tensor-parallel variant; `layers`
-// is the range a pipeline stage holds (default: all).
+// is the range a pipeline stage holds (default: all); `cp` the context-parallel group (null or
+// one rank: none). The model is built in model_form(cfg, dp, cp).
 TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std::vector<LayerRange> layers = {}, int64_t dp = 1,
                              int64_t replica = 0, std::shared_ptr<comm::Communicator> tp = nullptr,
-                             bool sharded_start = false);
+                             bool sharded_start = false, std::shared_ptr<comm::Communicator> cp = nullptr);
+
+// The form a run's model is built in (runtime/nn/model_form.h), from its options: sequence
+// parallel (--sequence-parallel 1 at tp > 1), context parallel (`cp`), FP8 (--precision fp8: the
+// recipe of --fp8-scaling and --fp8-amax-history, the states on --device) and the chunked head
+// where the layout keeps the head's weight resident (head_is_chunked: tp 1, no ZeRO-3 over the
+// dp × cp ranks). The planner reads the same rule.
+ModelForm model_form(const TrainConfig& cfg, int64_t dp = 1, std::shared_ptr<comm::Communicator> cp = nullptr);
 
 }  // namespace st::runtime

@@ -208,21 +208,12 @@ void Trainer::init(const std::string& resume_path) {
   }
   model_->train(true);
   model_->set_recompute(cfg_.recompute);
-  // the chunked head's loss reads wte outside the head's forward, where ZeRO-3 has released it
-  model_->set_chunked_head(cfg_.chunked_head && w_.params->parameters_resident());
-  // --sequence-parallel 1: the residual stream holds T/tp of the sequence between the layers
-  // (ValueError for a family without that form, or with dropout); no effect at tp 1
-  if (cfg_.sequence_parallel && cfg_.tp > 1) model_->set_sequence_parallel(true);
-  // fp8: the blocks' GEMMs through ops::fp8_linear, their scaling states on the run's device
-  // (ValueError for a family without the FP8 path)
-  if (cfg_.precision == Precision::fp8) {
-    model_->set_fp8(fp8_training_recipe(cfg_.fp8_scaling, cfg_.fp8_amax_history), cfg_.device);
-    // delayed: the scales and amax histories of the checkpoint (a current-scaling one has none:
-    // they start fresh, with a note)
-    if (!resume_path.empty()) {
-      const std::string note = load_fp8_checkpoint_state(model_->fp8_named_states(), *ckpt.optimizer, resume_path);
-      if (!note.empty() && rank() == 0) std::cout << note << std::endl;
-    }
+  // fp8 (the model was built with its GEMMs' scaling states: train_setup.h model_form), delayed:
+  // the scales and amax histories of the checkpoint (a current-scaling one has none: they start
+  // fresh, with a note)
+  if (cfg_.precision == Precision::fp8 && !resume_path.empty()) {
+    const std::string note = load_fp8_checkpoint_state(model_->fp8_named_states(), *ckpt.optimizer, resume_path);
+    if (!note.empty() && rank() == 0) std::cout << note << std::endl;
   }
   if (eval_interval(cfg_) > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
   // --cuda-graph 1 (the default) where it applies: decided once, from the config and what the

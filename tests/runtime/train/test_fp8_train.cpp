@@ -55,11 +55,15 @@ double rel_norm(const Tensor& a, const Tensor& b) {
   return std::sqrt(num / den);
 }
 
-// Block 1 of the model: forward x (B, T, C), backward Σ y·g, the block's weight gradients by name.
-std::map<std::string, Tensor> block_grads(models::DecoderModel& m, bool fp8, const Tensor& x, const Tensor& g) {
+// Block 1 of a model of `spec` built with FP8 GEMMs or without, weights from seed 5: forward x
+// (B, T, C), backward Σ y·g, the block's weight gradients by name.
+std::map<std::string, Tensor> block_grads(const models::DecoderSpec& spec, bool fp8, const Tensor& x, const Tensor& g) {
+  runtime::ModelForm form;
+  if (fp8) form.fp8 = fp8_training_recipe();
+  models::DecoderModel m(spec, nullptr, nullptr, {}, form);
+  m.init_weights(5);
   auto* block = dynamic_cast<models::DecoderBlock*>(m.layers().at(1).get());
   EXPECT_NE(block, nullptr);
-  block->set_fp8(fp8 ? std::optional(fp8_training_recipe()) : std::nullopt, Device::cpu);
   EXPECT_EQ(block->fp8(), fp8);
   m.zero_grad();
   Tensor xi = x.detach().requires_grad_(true);
@@ -81,11 +85,10 @@ std::map<std::string, Tensor> block_grads(models::DecoderModel& m, bool fp8, con
 // (the residual carries most of it). A GEMM left in f32 scores 0 (checked below).
 constexpr double kGradTol = 0.15;
 
-void expect_block_grads(models::DecoderModel& m, const std::string& what) {
-  m.init_weights(5);
-  const int64_t C = m.spec().d_model;
+void expect_block_grads(const models::DecoderSpec& spec, const std::string& what) {
+  const int64_t C = spec.d_model;
   const Tensor x = normal({2, 8, C}, 11, 1.0), g = normal({2, 8, C}, 12, 1.0);  // (B, T, C)
-  const auto ref = block_grads(m, false, x, g), got = block_grads(m, true, x, g);
+  const auto ref = block_grads(spec, false, x, g), got = block_grads(spec, true, x, g);
   ASSERT_EQ(ref.size(), got.size());
   EXPECT_GE(ref.size(), 5u) << what;  // x and ≥ 4 weights (GPT: qkv, o, up, down; Llama: q, k, v, o, gate, up, down)
   for (auto& [name, r] : ref) {
@@ -99,15 +102,13 @@ void expect_block_grads(models::DecoderModel& m, const std::string& what) {
 TEST(Fp8Train, GptBlockGradientsWithinFp8Error) {
   models::GptConfig c;
   c.n_layer = 1, c.n_embd = 64, c.n_head = 4, c.vocab_size = 64, c.n_positions = 16;
-  models::DecoderModel m(models::gpt_spec(c), nullptr, nullptr);
-  expect_block_grads(m, "gpt");
+  expect_block_grads(models::gpt_spec(c), "gpt");
 }
 
 TEST(Fp8Train, LlamaBlockGradientsWithinFp8Error) {
   models::LlamaSizes s;
   s.layers = 1, s.d_model = 64, s.heads = 4, s.kv_heads = 2, s.ffn = 96, s.vocab = 64, s.context = 16;
-  models::DecoderModel m(models::llama_spec(models::llama_hf_config(s), "test"), nullptr, nullptr);
-  expect_block_grads(m, "llama");
+  expect_block_grads(models::llama_spec(models::llama_hf_config(s), "test"), "llama");
 }
 
 // ---- 2. training ---------------------------------------------------------------------------------
