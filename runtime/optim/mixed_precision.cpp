@@ -7,16 +7,6 @@
 
 namespace st::runtime {
 
-DType compute_dtype(Precision p) {
-  switch (p) {
-    case Precision::fp16: return DType::f16;
-    case Precision::bf16:
-    case Precision::fp8: return DType::bf16;
-    case Precision::fp32: break;
-  }
-  return DType::f32;
-}
-
 ops::Fp8LinearOptions fp8_training_recipe(ops::Fp8ScaleMode mode, int64_t history) {
   ops::Fp8LinearOptions o;
   o.mode = mode;

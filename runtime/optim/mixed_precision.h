@@ -37,7 +37,6 @@ struct EnumNames<ops::Fp8ScaleMode> {
   static constexpr std::array<EnumName<ops::Fp8ScaleMode>, 2> table{
       {{ops::Fp8ScaleMode::current, "current"}, {ops::Fp8ScaleMode::delayed, "delayed"}}};
 };
-DType compute_dtype(Precision p);  // f32 | f16 | bf16 (fp8: bf16, the FP8 GEMMs cast at use)
 // fp8's recipe for the block GEMMs: E4M3 gradients (bench_fp8_error: E4M3's extra mantissa bit
 // halves the gradient GEMMs' error, and with current scaling E5M2's extra range buys nothing —
 // the scale always fits the tensor), power-of-two s, and the scaling --fp8-scaling picks:

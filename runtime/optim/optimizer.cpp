@@ -11,18 +11,18 @@
 
 namespace st::runtime {
 
-Optimizer::Optimizer(NamedTensors params, DType compute_dtype) : params_(std::move(params)), compute_(compute_dtype) {
-  ST_CHECK(is_floating(compute_dtype), DTypeError, "optimizer: compute dtype " << dtype_name(compute_dtype));
+Optimizer::Optimizer(NamedTensors params, DType compute) : params_(std::move(params)), compute_(compute) {
+  ST_CHECK(is_floating(compute), DTypeError, "optimizer: compute dtype " << dtype_name(compute));
   NoGradGuard ng;
   std::set<std::string> names;
   for (auto& [name, p] : params_) {
     ST_CHECK(names.insert(name).second, ValueError, "optimizer: parameter '" << name << "' given twice");
     ST_CHECK(p.is_contiguous(), ValueError, "optimizer: parameter '" << name << "' is not contiguous");
-    if (compute_dtype == DType::f32 && p.dtype() == DType::f32) {
+    if (compute == DType::f32 && p.dtype() == DType::f32) {
       master_.push_back(p.detach());  // the model's own tensor
     } else {
       master_.push_back(p.detach().to(DType::f32).clone());     // f32 copy of the current value
-      if (p.dtype() != compute_dtype) replace_tensor_data(p, master_.back().to(compute_dtype));
+      if (p.dtype() != compute) replace_tensor_data(p, master_.back().to(compute));
     }
   }
 }
@@ -120,8 +120,8 @@ Tensor Optimizer::snapshot_copy(const Tensor& t) const {
 
 // ---- AdamW ------------------------------------------------------------------------------------
 
-AdamW::AdamW(NamedTensors params, const AdamWOptions& opt, DType compute_dtype)
-    : Optimizer(std::move(params), compute_dtype), opt_(opt) {
+AdamW::AdamW(NamedTensors params, const AdamWOptions& opt, DType compute)
+    : Optimizer(std::move(params), compute), opt_(opt) {
   for (auto& m : master_) {
     m_.push_back(Tensor::zeros(m.shape(), DType::f32, m.device()));
     v_.push_back(Tensor::zeros(m.shape(), DType::f32, m.device()));
@@ -181,8 +181,8 @@ std::vector<std::pair<std::string, std::vector<Tensor>*>> AdamW::state_slots() {
 
 // ---- SGD --------------------------------------------------------------------------------------
 
-Sgd::Sgd(NamedTensors params, const SgdOptions& opt, DType compute_dtype)
-    : Optimizer(std::move(params), compute_dtype), opt_(opt) {
+Sgd::Sgd(NamedTensors params, const SgdOptions& opt, DType compute)
+    : Optimizer(std::move(params), compute), opt_(opt) {
   for (auto& m : master_) buf_.push_back(Tensor::zeros(m.shape(), DType::f32, m.device()));
 }
 

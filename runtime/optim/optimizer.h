@@ -44,7 +44,7 @@ struct EnumNames<OptimizerKind> {
 
 class Optimizer {
  public:
-  Optimizer(NamedTensors params, DType compute_dtype);
+  Optimizer(NamedTensors params, DType compute);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -63,7 +63,7 @@ class Optimizer {
   const NamedTensors& params() const { return params_; }
   size_t size() const { return params_.size(); }
   int64_t steps_taken() const { return step_; }
-  DType compute_dtype() const { return compute_; }
+  DType compute() const { return compute_; }
   const Tensor& master(size_t i) const { return master_[i]; }  // f32
   bool decays(size_t i) const { return params_[i].second.dim() >= 2; }
   // (name → f32 master), the full-precision weights to checkpoint.
@@ -113,7 +113,7 @@ struct AdamWOptions {
 
 class AdamW : public Optimizer {
  public:
-  AdamW(NamedTensors params, const AdamWOptions& opt, DType compute_dtype = DType::f32);
+  AdamW(NamedTensors params, const AdamWOptions& opt, DType compute = DType::f32);
   bool device_scalars() const override { return true; }
   const AdamWOptions& options() const { return opt_; }
 
@@ -138,7 +138,7 @@ struct SgdOptions {
 
 class Sgd : public Optimizer {
  public:
-  Sgd(NamedTensors params, const SgdOptions& opt, DType compute_dtype = DType::f32);
+  Sgd(NamedTensors params, const SgdOptions& opt, DType compute = DType::f32);
 
  protected:
   void update(const std::vector<Tensor>& grads, double lr, const ops::GradScale& gs) override;

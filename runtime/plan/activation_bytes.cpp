@@ -16,7 +16,7 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
   const double D = static_cast<double>(shape.head_dim > 0 ? shape.head_dim : shape.d_model / std::max<int64_t>(shape.heads, 1));
   const double H = static_cast<double>(shape.heads) / t, Hkv = static_cast<double>(shape.kv_heads > 0 ? shape.kv_heads : shape.heads) / t;
   const double A = H * D, Akv = Hkv * D, F = static_cast<double>(shape.ffn > 0 ? shape.ffn : 4 * shape.d_model) / t;
-  const DType dt = compute_dtype(precision);
+  const DType dt = precision_policy(precision).compute;
   const double e = static_cast<double>(dtype_size(dt));
   BlockActivations b;
   // the norms' f32 statistics per token: LayerNorm mean and rstd, RMSNorm rstd; two per block (sp: T/tp of them)
@@ -107,10 +107,10 @@ BlockActivations block_activations(const DecoderShape& shape, int64_t tp, Precis
 }
 
 HeadLossBytes head_loss_bytes(double C, double V, const PlanLayout& l, double tokens) {
-  const double e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
+  const double e = static_cast<double>(dtype_size(l.policy().compute));
   if (head_is_chunked(l)) {  // ops/lm_head_loss.h; its CPU chunk buffer is f32
     const double rows =
-        std::min(tokens, static_cast<double>(ops::lm_head_chunk_rows(static_cast<int64_t>(V), compute_dtype(l.precision))));
+        std::min(tokens, static_cast<double>(ops::lm_head_chunk_rows(static_cast<int64_t>(V), l.policy().compute)));
     HeadLossBytes h;
     // dh and dw in f32, ln_f's saved input and statistics, its output (held by the loss's node)
     h.saved = C * 4 + V * C * 4 / tokens + (C * e + 2 * 4) + C * e;
@@ -131,7 +131,7 @@ HeadLossBytes head_loss_bytes(double C, double V, const PlanLayout& l, double to
 ActivationCoefficients decoder_activations(const DecoderShape& shape, double V, const PlanLayout& l, double tokens) {
   ActivationCoefficients a;
   const double C = static_cast<double>(shape.d_model);
-  const double tp = static_cast<double>(l.tp), e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
+  const double tp = static_cast<double>(l.tp), e = static_cast<double>(dtype_size(l.policy().compute));
   const bool sp = l.sequence_parallel && l.tp > 1;
   const double shard = sp ? static_cast<double>(l.tp) : 1.0;  // the residual stream's share of T
   a.block = block_activations(shape, l.tp, l.precision, l.device, tokens, sp).bytes_per_token;

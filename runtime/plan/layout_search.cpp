@@ -23,8 +23,9 @@ StepCost step_cost(const nlohmann::json& entry, int64_t seq_len, const PlanLayou
   // the residual width: the decoder description's, else the config's own d_model (our families)
   const double C = d.decoder ? static_cast<double>(d.decoder->d_model) : entry.at("config").value("d_model", 0.0);
   const double blocks = static_cast<double>(d.layers.size()) - 2;
-  const double e = static_cast<double>(dtype_size(compute_dtype(l.precision)));
-  const double e_c = static_cast<double>(dtype_size(compute_dtype(l.grad_comm_dtype)));
+  const PrecisionPolicy policy = l.policy();
+  const double e = static_cast<double>(dtype_size(policy.compute));
+  const double e_c = static_cast<double>(dtype_size(policy.grad_comm));
   const double m = static_cast<double>(l.grad_accum), pp = static_cast<double>(l.pp), tp = static_cast<double>(l.tp);
   const double dp = static_cast<double>(l.dp), cp = static_cast<double>(l.cp), world = static_cast<double>(l.world());
   const double mb_tokens = static_cast<double>(l.micro_batch * seq_len);  // a micro-batch's, all cp ranks'

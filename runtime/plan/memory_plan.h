@@ -151,6 +151,7 @@ struct PlanLayout {
   bool sequence_parallel = false;  // --sequence-parallel 1 at tp > 1 (block_activations says what it changes)
   bool snapshot_block = false;     // keeps_snapshot_block: the optimizer term + 12 bytes a parameter
   int64_t world() const { return dp * cp * tp * pp; }
+  PrecisionPolicy policy() const { return precision_policy(precision, grad_comm_dtype); }
 };
 // The layout a train config asks for (its ZeRO stage: cfg.zero as an integer).
 PlanLayout plan_layout(const TrainConfig& cfg, int64_t dp);

@@ -175,7 +175,8 @@ class StagePlan {
   void fixed_terms() {
     const double e = in_.e, dp = static_cast<double>(l_.dp);
     z3_ = l_.zero >= 3 ? zero3_gathers(*in_.d, in_.part, s_, l_, in_.rule) : Zero3Gathers{};
-    comm_e_ = static_cast<double>(dtype_size(compute_dtype(l_.grad_comm_dtype)));
+    const PrecisionPolicy policy = l_.policy();
+    comm_e_ = static_cast<double>(dtype_size(policy.grad_comm));
     m_.params = elements_ * e * (l_.zero >= 3 ? 1 / dp : 1) + z3_.gathered * e;
     // ZeRO-3 (runtime/parallel/zero3.h): beside the shards, the tied weight's full gradient (made
     // in the head's backward, held to the embedding's), the full gradients of the unit whose
@@ -199,7 +200,7 @@ class StagePlan {
     // (the cast path) — without the cast the buffers stay until a later hook retires them.
     // Measured on the CPU: C 64 fp32 dp 4 (window + 1), C 256 bf16 over f32 dp 4 (2).
     z2_own_ = l_.zero == 2 ? bk.own * e : 0;
-    z2_cast_ = compute_dtype(l_.grad_comm_dtype) != compute_dtype(l_.precision);
+    z2_cast_ = policy.casts_gradients();
     const double z2_window = z2_cast_ ? 2 : static_cast<double>(kShardWindow) + 1;
     z2_backward_ = l_.grad_accum > 1 ? elements_ * e
                                      : z2_own_ + std::min(elements_ - bk.own, z2_window * bk.largest + tied_elems_) * e;
@@ -211,7 +212,7 @@ class StagePlan {
     chunk_share_ = l_.virtual_stages > 1 ? 1.0 / static_cast<double>(l_.virtual_stages) : 1.0;
     n_ = static_cast<double>(m_.in_flight) * chunk_share_;  // micro-batches' worth of this stage held
     // the reducer's cast buffers, made with its buckets: min(2, buckets) of the largest bucket
-    if (l_.dp > 1 && l_.zero < 3 && compute_dtype(l_.grad_comm_dtype) != compute_dtype(l_.precision))
+    if (l_.dp > 1 && l_.zero < 3 && policy.casts_gradients())
       m_.comm_dp = std::min(2.0, bk.count) * bk.largest * comm_e_;
     // p2p: the gradient of its output, received ((B, T/tp, C) under sequence parallelism)
     if (l_.pp > 1 && s_ + 1 < l_.pp)

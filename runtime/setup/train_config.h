@@ -25,6 +25,7 @@
 #include "runtime/observe/observe_options.h"
 #include "runtime/optim/optimizer_options.h"
 #include "runtime/optim/precision_options.h"
+#include "runtime/optim/precision_policy.h"
 #include "runtime/parallel/parallel_options.h"
 #include "runtime/pipeline/pipeline_options.h"
 
@@ -75,6 +76,11 @@ struct TrainConfig : ModelOptions,
 inline bool keeps_snapshot_block(const TrainConfig& c) {
   return c.async_checkpoint && !c.checkpoint_dir.empty() && c.optimizer == OptimizerKind::adamw &&
          c.device == Device::cuda;
+}
+
+// The run's precision policy: --precision, --grad-comm-dtype, --fp8-scaling, --fp8-amax-history.
+inline PrecisionPolicy precision_policy(const TrainConfig& c) {
+  return precision_policy(c.precision, c.grad_comm_dtype, c.fp8_scaling, c.fp8_amax_history);
 }
 
 // How often a run validates: eval_every, or with val_data and eval_every 0 every max(1, steps / 10)

@@ -113,7 +113,7 @@ ReducerOptions reducer_options(const TrainConfig& cfg, const TrainSeams& seams) 
   ro.skip_collectives = seams.skip_grad_comm;
   ro.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * (1 << 20));
   ro.first_bucket_bytes = std::min<size_t>(ro.bucket_bytes, 1u << 20);
-  ro.comm_dtype = compute_dtype(cfg.grad_comm_dtype);
+  ro.comm_dtype = precision_policy(cfg).grad_comm;
   return ro;
 }
 
@@ -152,7 +152,7 @@ std::shared_ptr<Zero3Sync> wire_zero3(const Job& job, LanguageModel& model, cons
     own.insert(t.name);
     tied_names.push_back(t.name);
   }
-  auto zero3 = std::make_shared<Zero3>(model, job.grid.dp_cp_group(), own, compute_dtype(job.cfg.grad_comm_dtype));
+  auto zero3 = std::make_shared<Zero3>(model, job.grid.dp_cp_group(), own, precision_policy(job.cfg).grad_comm);
   model.set_layer_hook(zero3);
   w.params = std::make_shared<Zero3Parameters>(zero3);
   return std::make_shared<Zero3Sync>(zero3, tied_names, tied_group);
@@ -284,7 +284,8 @@ int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
   w.reductions = wire_reductions(job);
   // --fp8-scaling delayed: the amaxes agreed over the stage's dp × tp ranks (not across stages:
   // they hold other layers); its dp 0 / tp 0 writes the states (runtime/train/fp8_delayed.h)
-  if (cfg.precision == Precision::fp8 && cfg.fp8_scaling == ops::Fp8ScaleMode::delayed)
+  const PrecisionPolicy policy = precision_policy(cfg);
+  if (policy.fp8 && policy.fp8->mode == ops::Fp8ScaleMode::delayed)
     w.fp8_amax_group = world->split(job.me.pp, world->rank(), "fp8-amax");
   w.writes_fp8_state = job.me.dp == 0 && job.me.tp == 0 && job.me.cp == 0;
 

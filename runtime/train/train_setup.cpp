@@ -65,10 +65,8 @@ ModelForm model_form(const TrainConfig& cfg, int64_t dp, std::shared_ptr<comm::C
   ModelForm f;
   f.sequence_parallel = cfg.sequence_parallel && cfg.tp > 1;
   if (cp && cp->size() > 1) f.cp = std::move(cp);
-  if (cfg.precision == Precision::fp8) {
-    f.fp8 = fp8_training_recipe(cfg.fp8_scaling, cfg.fp8_amax_history);
-    f.fp8_device = cfg.device;
-  }
+  f.fp8 = precision_policy(cfg).fp8;
+  f.fp8_device = cfg.device;
   // the chunked head's loss reads wte outside the head's forward, where ZeRO-3 has released it
   f.chunked_head = head_is_chunked(plan_layout(cfg, dp));
   return f;

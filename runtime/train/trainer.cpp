@@ -122,7 +122,8 @@ void Trainer::init(const std::string& resume_path) {
   if (!w_.sync) w_.sync = std::make_shared<ClearGrads>(model_);
   if (!w_.state) w_.state = std::make_shared<StateSharding>();
   if (!w_.params) w_.params = std::make_shared<WholeParameters>();
-  scaler_ = LossScaler(cfg_.precision == Precision::fp16);
+  const PrecisionPolicy policy = precision_policy(cfg_);
+  scaler_ = LossScaler(policy.loss_scaling);
   nonfinite_ = NonFiniteGuard(cfg_.precision, cfg_.max_nonfinite_steps);
   divergence_ = DivergenceGuard(cfg_.max_loss_ratio, cfg_.loss_ratio_steps);
   schedule_ = LrSchedule{cfg_.lr_schedule, cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
@@ -158,7 +159,7 @@ void Trainer::init(const std::string& resume_path) {
       model_->init_parameter(name, piece, cfg_.seed, first);
     };
   }
-  const DType compute = compute_dtype(cfg_.precision);
+  const DType compute = policy.compute;
   NamedTensors opt_params = model_->named_parameters();
   std::erase_if(opt_params, [&](const auto& np) { return w_.roles.updated_elsewhere.count(np.first) > 0; });
   opt_params = w_.params->start(*model_, std::move(opt_params), src, cfg_.device);  // whole, or this rank's pieces
@@ -211,7 +212,7 @@ void Trainer::init(const std::string& resume_path) {
   // fp8 (the model was built with its GEMMs' scaling states: train_setup.h model_form), delayed:
   // the scales and amax histories of the checkpoint (a current-scaling one has none: they start
   // fresh, with a note)
-  if (cfg_.precision == Precision::fp8 && !resume_path.empty()) {
+  if (policy.fp8 && !resume_path.empty()) {
     const std::string note = load_fp8_checkpoint_state(model_->fp8_named_states(), *ckpt.optimizer, resume_path);
     if (!note.empty() && rank() == 0) std::cout << note << std::endl;
   }
@@ -338,7 +339,7 @@ StepMetrics Trainer::finish_metrics(StepMetrics m, Clock::time_point t0, Device 
   m.tokens_per_s = m.step_ms > 0 ? tokens / (m.step_ms / 1000.0) : 0.0;
   // this rank's model FLOPs (forward ×3 for forward + backward; its replica's share of the
   // tokens) over its device's dense peak (runtime/observe/device_capacity.h); none on the CPU
-  const DeviceCapacity cap = device_capacity(device, matrix_math(compute_dtype(cfg_.precision), cfg_.tf32));
+  const DeviceCapacity cap = device_capacity(device, matrix_math(precision_policy(cfg_).compute, cfg_.tf32));
   m.mfu = cap.utilization(3.0 * model_->flops_per_token(w_.source->seq_len()) * m.tokens_per_s /
                           static_cast<double>(w_.layout.dp * w_.layout.cp));
   m.mem_total_bytes = cap.memory_bytes;

@@ -57,7 +57,7 @@ Variant make_variant(const TrainConfig& cfg, const std::shared_ptr<comm::Communi
   ro.skip_collectives = skip;
   ro.bucket_bytes = static_cast<size_t>(cfg.bucket_mb * (1 << 20));
   ro.first_bucket_bytes = std::min<size_t>(ro.bucket_bytes, 1u << 20);
-  ro.comm_dtype = compute_dtype(cfg.grad_comm_dtype);
+  ro.comm_dtype = precision_policy(cfg).grad_comm;
   TrainerWiring w;
   w.world = world;
   w.layout = in.layout;

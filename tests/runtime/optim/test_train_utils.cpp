@@ -10,6 +10,7 @@
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/optim/mixed_precision.h"
+#include "runtime/optim/precision_policy.h"
 
 namespace st::runtime {
 namespace {
@@ -103,9 +104,9 @@ TEST(LossScaler, DefaultsAreTheContract) {
 }
 
 TEST(Precision, Names) {
-  EXPECT_EQ(compute_dtype(parse_enum<Precision>("fp16", "precision")), DType::f16);
-  EXPECT_EQ(compute_dtype(parse_enum<Precision>("bf16", "precision")), DType::bf16);
-  EXPECT_EQ(compute_dtype(parse_enum<Precision>("fp32", "precision")), DType::f32);
+  EXPECT_EQ(precision_policy(parse_enum<Precision>("fp16", "precision")).compute, DType::f16);
+  EXPECT_EQ(precision_policy(parse_enum<Precision>("bf16", "precision")).compute, DType::bf16);
+  EXPECT_EQ(precision_policy(parse_enum<Precision>("fp32", "precision")).compute, DType::f32);
   EXPECT_THROW(parse_enum<Precision>("fp4", "precision"), ValueError);
 }
 
