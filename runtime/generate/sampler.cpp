@@ -52,7 +52,7 @@ std::shared_ptr<LanguageModel> load_model_for_sampling(const std::string& dir_in
   }
   std::shared_ptr<LanguageModel> model;
   if (fs::exists(fs::path(dir) / "state.json")) {  // ours: checked as a resume checks it
-    const nlohmann::json state = read_state(dir);
+    const nlohmann::json state = read_state(dir, /*require_checksum=*/true);
     ST_CHECK(state.contains("model"), IOError, "checkpoint " << dir << "/state.json has no \"model\" entry");
     if (state.at("model").contains("config")) check_config_json(dir, state.at("model").at("config"));
     check_fits(state.at("model"), dir);
