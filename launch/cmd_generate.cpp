@@ -78,6 +78,10 @@ runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args
          "a collective slower than this ends every rank with one diagnosis naming the rank that is behind (as "
          "train's --timeout-s)",
          false, OptionTable::bind(c.timeout_s), [&c] { return std::to_string(c.timeout_s); }});
+  t.add({"allow-unchecked", "model", "0|1",
+         "read a checkpoint of ours that carries no checksums (written before 2026-12-03, or stripped of them) as it "
+         "is; 0: refused",
+         true, OptionTable::bind(c.allow_unchecked), [&c] { return std::string(c.allow_unchecked ? "1" : "0"); }});
   t.add({"device", "layout", runtime::choices_of<Device>(), "where the model runs", false, OptionTable::bind_enum(c.device),
          [&c] { return runtime::to_string(c.device); }});
   t.add({"ids-out", "input", "FILE", "also write the prompt and generated token ids as JSON {\"prompts\", \"tokens\"}", false,
@@ -135,13 +139,14 @@ int run_generate(const runtime::GenerateConfig& c, const std::string& cmd, const
   std::string from;
   std::shared_ptr<runtime::LanguageModel> model;
   if (c.pp > 1) {
-    auto probe = runtime::load_model_for_sampling(c.checkpoint, &from, runtime::ModelBuild{{runtime::LayerRange{0, 1}}, nullptr, 0});
+    auto probe = runtime::load_model_for_sampling(c.checkpoint, &from, runtime::ModelBuild{{runtime::LayerRange{0, 1}}, nullptr, 0},
+                                                  nullptr, c.allow_unchecked);
     const runtime::Partition part = runtime::partition_uniform(probe->total_layers(), static_cast<int>(c.pp));
     build.layers = {runtime::LayerRange{part.begin(stage), part.end(stage)}};
   }
   std::string note;  // incomplete checkpoints passed over
   startup_watchdog_phase("loading");
-  model = runtime::load_model_for_sampling(c.checkpoint, &from, build, &note);
+  model = runtime::load_model_for_sampling(c.checkpoint, &from, build, &note, c.allow_unchecked);
   stop_startup_watchdog();  // the generation's collectives run under the communicator's deadline
   if (!note.empty() && world->rank() == 0) std::cerr << cmd << ": " << note << std::endl;
   codec.check_model(model->vocab_size());

@@ -191,6 +191,9 @@ OptionTable train_options(TrainConfig& c) {
   B("resume", "run", c.resume,
     "continue from the newest complete checkpoint in --checkpoint-dir, or the step folder it names (a dir that "
     "exists and holds none: start fresh, and say so; a dir that does not exist: an error)");
+  B("allow-unchecked", "run", c.allow_unchecked,
+    "with --resume: read a checkpoint of ours that carries no checksums (written before 2026-12-03, or stripped of "
+    "them) as it is; 0: such a checkpoint is refused, naming the file");
   B("overwrite-checkpoints", "run", c.overwrite_checkpoints,
     "without --resume, write into a --checkpoint-dir that holds another run's checkpoints (--keep-checkpoints "
     "may then delete them) and start anew a --metrics file that holds another run's steps");

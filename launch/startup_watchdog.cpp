@@ -178,6 +178,7 @@ class Watchdog {
       s.exists = true;
       s.age = std::chrono::duration<double>(wall - t).count();
       std::ifstream(path) >> s.phase;
+      s.phase = std::clamp(s.phase, 0, kLoading);
       if (r == rank_) s.age = 0, s.phase = me_phase;
       if (s.age <= kStaleSeconds) max_phase = std::max(max_phase, s.phase);
     }
@@ -232,7 +233,8 @@ class Watchdog {
       o << (one_node_ ? "every rank is alive and at it" : "every rank of this node is alive and at it (a rank on "
                                                           "another node did not arrive: see that node's line)");
     }
-    o << "; ranks " << rank_list(waited) << " waited at " << kPhases[max_phase] << "\n";
+    o << (waited.size() == 1 ? "; rank " : "; ranks ") << rank_list(waited) << " waited at " << kPhases[max_phase]
+      << "\n";
     const std::string line = o.str();
     ssize_t ignored = ::write(2, line.data(), line.size());
     (void)ignored;

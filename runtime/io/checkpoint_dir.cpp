@@ -23,8 +23,8 @@ constexpr const char* kStateChecksumKey = "checksum64";
 // tensor then, by chunk since 2026-12-05, with state.json's record of the files) — so one without
 // them had them removed, and reading it would go through no check at all.
 constexpr const char* kStrippedNote =
-    "(every checkpoint written since 2026-12-03 has them: they were removed); refused rather than read unchecked — "
-    "its weights alone load as a Hugging Face directory's (a copy without state.json, as --init-from)";
+    "(every checkpoint written since 2026-12-03 has them: they were removed, or it is older); refused rather than "
+    "read unchecked (--allow-unchecked 1 reads it as it is)";
 
 // Of the compact dump (nlohmann::json keeps keys sorted, so the text is canonical).
 std::string state_checksum(const nlohmann::json& state) {
@@ -225,8 +225,10 @@ nlohmann::json state_files_record(const std::string& dir, const std::vector<std:
   return record;
 }
 
-void check_files_record(const nlohmann::json& files, const SafetensorsStore& store, const std::string& base) {
+void check_files_record(const nlohmann::json& files, const SafetensorsStore& store, const std::string& base,
+                        bool allow_unchecked) {
   if (!files.is_object()) {  // an older checkpoint: no record; its files carry their checksums
+    if (allow_unchecked) return;
     for (const std::string& file : store.unchecked_files())
       ST_THROW(IOError, store.directory() << "/" << file << ": neither state.json nor the file records its checksums "
                                           << kStrippedNote);

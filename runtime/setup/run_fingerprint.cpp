@@ -133,6 +133,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"checkpoint-dir", path_or_none(c.checkpoint_dir)},
       {"checkpoint-every", num(c.checkpoint_every)},
       {"resume", flag(c.resume)},
+      {"allow-unchecked", flag(c.allow_unchecked)},
       {"overwrite-checkpoints", flag(c.overwrite_checkpoints)},
       {"async-checkpoint", flag(c.async_checkpoint)},
       {"trace", path_or_none(c.trace)},

@@ -182,14 +182,14 @@ std::string commit_train_checkpoint(const CheckpointSnapshot& s, int64_t keep, b
                 crash_before_commit);
 }
 
-OpenedCheckpoint open_train_checkpoint(const std::string& path) {
+OpenedCheckpoint open_train_checkpoint(const std::string& path, bool allow_unchecked) {
   OpenedCheckpoint c;
   c.path = path;
-  c.state = TrainState::from_json(read_state(path, /*require_checksum=*/true), path + "/state.json");
+  c.state = TrainState::from_json(read_state(path, /*require_checksum=*/!allow_unchecked), path + "/state.json");
   c.model = std::make_shared<SafetensorsStore>(path, "model");
   c.optimizer = std::make_shared<SafetensorsStore>(path, "optimizer");
-  check_files_record(c.state.files, *c.model, "model");
-  check_files_record(c.state.files, *c.optimizer, "optimizer");
+  check_files_record(c.state.files, *c.model, "model", allow_unchecked);
+  check_files_record(c.state.files, *c.optimizer, "optimizer", allow_unchecked);
   return c;
 }
 

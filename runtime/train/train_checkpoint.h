@@ -113,6 +113,7 @@ struct OpenedCheckpoint {
 };
 // Opens the checkpoint directory `path` (a step_* directory): state.json checked against its
 // checksum, each tensor file's header against state.json's record of it (IOError naming the file).
-OpenedCheckpoint open_train_checkpoint(const std::string& path);
+// allow_unchecked: --allow-unchecked 1 (runtime/io/checkpoint_dir.h read_state, check_files_record).
+OpenedCheckpoint open_train_checkpoint(const std::string& path, bool allow_unchecked = false);
 
 }  // namespace st::runtime

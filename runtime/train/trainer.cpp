@@ -136,7 +136,7 @@ void Trainer::init(const std::string& resume_path) {
   PartSource ckpt_parts;
   PretrainedSource pretrained;
   if (!resume_path.empty()) {
-    ckpt = open_train_checkpoint(resume_path);
+    ckpt = open_train_checkpoint(resume_path, cfg_.allow_unchecked);
     ckpt_parts = model_part_source(*model_, *ckpt.model);
     src.where = "--resume: " + resume_path + " (model weights)";
     src.whole = [&](LanguageModel& m) { load_parts(ckpt_parts, m.named_parameters(), /*strict=*/m.holds_all()); };

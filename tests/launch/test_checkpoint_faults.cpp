@@ -260,7 +260,8 @@ TEST(CheckpointFaults, ACheckpointOfTheWholeTensorFormatStillResumes) {
 // kept for older files): the tensor files rewritten without our checksums, state.json without
 // its record of them, then without its own checksum. Each stage is refused by --resume and by
 // generate, naming the file; every checkpoint written since 2026-12-03 has all of them (the
-// whole-tensor format above still resumes).
+// whole-tensor format above still resumes). --allow-unchecked 1 reads it as it is (as one
+// written before 2026-12-03, which has none).
 TEST(CheckpointFaults, ACheckpointStrippedOfItsChecksumsIsRefused) {
   const std::string d = trained("stripped");
   const std::string step = d + "/step_00000002";
@@ -273,8 +274,8 @@ TEST(CheckpointFaults, ACheckpointStrippedOfItsChecksumsIsRefused) {
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_EQ(r.error_lines, 1) << r.out;
   EXPECT_TRUE(has(r.error, step + "/model.safetensors: neither state.json nor the file records its checksums "
-                           "(every checkpoint written since 2026-12-03 has them: they were removed); refused rather "
-                           "than read unchecked"))
+                           "(every checkpoint written since 2026-12-03 has them: they were removed, or it is older); "
+                           "refused rather than read unchecked (--allow-unchecked 1 reads it as it is)"))
       << r.out;
   EXPECT_FALSE(has(r.out, "step 3/3")) << r.out;
   r = run(kGenerate + "'" + d + "'");
@@ -294,6 +295,12 @@ TEST(CheckpointFaults, ACheckpointStrippedOfItsChecksumsIsRefused) {
     for (const auto& e : fs::directory_iterator(d)) s.push_back(e.path().filename().string());
     return s;
   }());
+  // read only when asked (a checkpoint written before 2026-12-03 has none of them either)
+  r = run(kGenerate + "'" + d + "' --allow-unchecked 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = run(kTiny + "--steps 3 --checkpoint-dir '" + d + "' --resume 1 --allow-unchecked 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "resumed from " + step + " at step 2") && has(r.out, "step 3/3")) << r.out;
   fs::remove_all(d);
 }
 
