@@ -31,6 +31,7 @@
 #include "runtime/setup/model_registry.h"
 #include "runtime/train/nonfinite.h"
 #include "runtime/train/resume_data.h"
+#include "runtime/data/data_identity.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -126,6 +127,7 @@ void Trainer::init(const std::string& resume_path) {
   scaler_ = LossScaler(cfg_.precision == Precision::fp16);
   nonfinite_ = NonFiniteGuard(cfg_.precision, cfg_.max_nonfinite_steps);
   divergence_ = DivergenceGuard(cfg_.max_loss_ratio, cfg_.loss_ratio_steps, cfg_.max_zero_grad_steps);
+  data_identity_ = data_identity(cfg_.data);  // ≤ 257 KiB read, once (every save records it)
   schedule_ = LrSchedule{cfg_.lr_schedule, cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
   ST_CHECK(cfg_.steps >= 0 && cfg_.clip >= 0, ValueError, "--steps and --clip must be ≥ 0");
   // Where this rank's weights come from: the checkpoint (its part of each weight, read in place,

@@ -2,7 +2,6 @@
 // ways through a step boundary (see the header's checkpoint_boundary and snapshot_early).
 #include <chrono>
 
-#include "runtime/data/data_identity.h"
 #include "runtime/observe/trace.h"
 #include "runtime/train/fp8_delayed.h"
 #include "runtime/train/trainer.h"
@@ -16,7 +15,7 @@ TrainState Trainer::state() const {
   s.seq_len = w_.source->seq_len();
   s.shuffle = cfg_.shuffle;
   s.shuffle_seed = cfg_.shuffle ? cfg_.seed : 0;
-  s.data_identity = data_identity(cfg_.data);  // ≤ 257 KiB read (runtime/data/data_identity.h)
+  s.data_identity = data_identity_;
   s.schedule_steps = schedule_.total_steps;
   if (model_->generator()) {
     s.rng_seed = model_->generator()->seed();
