@@ -21,6 +21,7 @@
 #include "launch/error_report.h"
 #include "launch/launch_command.h"
 #include "launch/options.h"
+#include "launch/startup_watchdog.h"
 #include "launch/text_codec.h"
 #include "runtime/common/partition.h"
 #include "runtime/generate/generation.h"
@@ -33,7 +34,7 @@ namespace {
 const char* kUsage =
     "shardtrain generate --checkpoint DIR --prompt TEXT [--prompt TEXT ... | --prompts FILE] [--max-new-tokens N]\n"
     "    [--temperature F --top-k N --top-p F --stop-token ID --seed N] [--tokenizer byte|gpt2 --vocab DIR]\n"
-    "    [--tp N --pp N --micro-batches N] [--cache 0|1]       (alias: shardtrain sample; under mpirun for --tp/--pp)";
+    "    [--tp N --pp N --micro-batches N --timeout-s F] [--cache 0|1]       (alias: shardtrain sample; under mpirun for --tp/--pp)";
 
 }  // namespace
 
@@ -73,6 +74,14 @@ runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args
   t.add({"pp", "layout", "N", "pipeline stages (each loads only its layers)", false, OptionTable::bind(c.pp), num(c.pp)});
   t.add({"micro-batches", "layout", "N", "pipeline: the batch splits into N micro-batches that overlap across stages; 0: pp",
          false, OptionTable::bind(c.micro_batches), num(c.micro_batches)});
+  t.add({"timeout-s", "layout", "F",
+         "a collective slower than this ends every rank with one diagnosis naming the rank that is behind (as "
+         "train's --timeout-s)",
+         false, OptionTable::bind(c.timeout_s), [&c] { return std::to_string(c.timeout_s); }});
+  t.add({"allow-unchecked", "model", "0|1",
+         "read a checkpoint of ours that carries no checksums (written before 2026-12-03, or stripped of them) as it "
+         "is; 0: refused",
+         true, OptionTable::bind(c.allow_unchecked), [&c] { return std::string(c.allow_unchecked ? "1" : "0"); }});
   t.add({"device", "layout", runtime::choices_of<Device>(), "where the model runs", false, OptionTable::bind_enum(c.device),
          [&c] { return runtime::to_string(c.device); }});
   t.add({"ids-out", "input", "FILE", "also write the prompt and generated token ids as JSON {\"prompts\", \"tokens\"}", false,
@@ -102,6 +111,8 @@ runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args
   if (!(c.top_p > 0 && c.top_p <= 1)) ST_THROW(UsageError, cmd << ": --top-p must be in (0, 1], got " << c.top_p);
   if (c.tp < 1 || c.pp < 1) ST_THROW(UsageError, cmd << ": --tp and --pp must be >= 1");
   if (c.micro_batches < 0) ST_THROW(UsageError, cmd << ": --micro-batches must be >= 0");
+  if (!(c.timeout_s > 0)) ST_THROW(UsageError, cmd << ": --timeout-s must be positive, got " << c.timeout_s);
+  if (c.stop_token < -1) ST_THROW(UsageError, cmd << ": --stop-token must be a token id or -1 (none), got " << c.stop_token);
   if (!c.cache && c.pp > 1) ST_THROW(UsageError, cmd << ": --pp needs the KV cache (--cache 1)");
   return c;
 }
@@ -112,8 +123,8 @@ runtime::GenerateConfig parse_sample_args(const std::vector<std::string>& args, 
 
 int run_generate(const runtime::GenerateConfig& c, const std::string& cmd, const std::vector<std::string>& args) {
   const comm::CommSetup setup =
-      comm::make_communicator(c.device == Device::cuda ? "auto" : "mpi", std::chrono::milliseconds(300000),
-                              comm_options_from_env());
+      comm::make_communicator(c.device == Device::cuda ? "auto" : "mpi",
+                              std::chrono::milliseconds(static_cast<int64_t>(c.timeout_s * 1000)), comm_options_from_env());
   const auto& world = setup.world;
   ST_CHECK(world->size() == c.tp * c.pp, ValueError,
            cmd << ": --tp " << c.tp << " x --pp " << c.pp << " needs " << c.tp * c.pp << " ranks, the job has "
@@ -128,14 +139,21 @@ int run_generate(const runtime::GenerateConfig& c, const std::string& cmd, const
   std::string from;
   std::shared_ptr<runtime::LanguageModel> model;
   if (c.pp > 1) {
-    auto probe = runtime::load_model_for_sampling(c.checkpoint, &from, runtime::ModelBuild{{runtime::LayerRange{0, 1}}, nullptr, 0});
+    auto probe = runtime::load_model_for_sampling(c.checkpoint, &from, runtime::ModelBuild{{runtime::LayerRange{0, 1}}, nullptr, 0},
+                                                  nullptr, c.allow_unchecked);
     const runtime::Partition part = runtime::partition_uniform(probe->total_layers(), static_cast<int>(c.pp));
     build.layers = {runtime::LayerRange{part.begin(stage), part.end(stage)}};
   }
   std::string note;  // incomplete checkpoints passed over
-  model = runtime::load_model_for_sampling(c.checkpoint, &from, build, &note);
+  startup_watchdog_phase("loading");
+  model = runtime::load_model_for_sampling(c.checkpoint, &from, build, &note, c.allow_unchecked);
+  stop_startup_watchdog();  // the generation's collectives run under the communicator's deadline
   if (!note.empty() && world->rank() == 0) std::cerr << cmd << ": " << note << std::endl;
   codec.check_model(model->vocab_size());
+  // a stop token the model cannot produce would never stop anything (issue 55: 999999 accepted)
+  ST_CHECK(c.stop_token < model->vocab_size(), UsageError,
+           cmd << ": --stop-token " << c.stop_token << " is outside the model's vocabulary of " << model->vocab_size()
+               << " (ids 0 ... " << model->vocab_size() - 1 << "; -1: none)");
   if (c.device == Device::cuda) model->move_parameters(Device::cuda);
   std::vector<std::vector<int64_t>> prompts;
   for (const std::string& p : c.prompts) prompts.push_back(codec.encode(p));
@@ -181,8 +199,13 @@ int run_generate(const runtime::GenerateConfig& c, const std::string& cmd, const
   } else {
     res = runtime::generate_tokens(*model, prompts, opt, c.device, sink);
   }
-  int64_t mine = res.cache_bytes, all = 0, made = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  int64_t mine = res.cache_bytes, all = mine, made = 0;
+  if (world->size() > 1) {  // through the communicator: under its deadline, as every collective here
+    const Device dev = std::string(world->backend()) == "nccl" ? Device::cuda : Device::cpu;
+    Tensor sum = Tensor::from_vector(std::vector<int64_t>{mine}, {1}).to(dev);  // (1)
+    world->all_reduce(sum)->wait();
+    all = sum.to(Device::cpu).data<int64_t>()[0];
+  }
   for (const auto& t : res.tokens) made += static_cast<int64_t>(t.size());
   if (printer && !c.ids_out.empty()) {
     std::ofstream f(c.ids_out);
@@ -223,6 +246,7 @@ int cmd_generate(const std::vector<std::string>& args, const std::string& cmd) {
     std::cout << h;
     return 0;
   }
+  start_startup_watchdog(args, runtime::GenerateConfig{}.timeout_s);  // to the first token: launch/startup_watchdog.h
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -230,6 +254,7 @@ int cmd_generate(const std::vector<std::string>& args, const std::string& cmd) {
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   }
+  startup_watchdog_phase("communicator set-up");
   prepare_error_agreement();
   const runtime::GenerateConfig c = parse_generate_args(args, nullptr, cmd);
   apply_gpu_environment();

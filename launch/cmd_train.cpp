@@ -16,7 +16,9 @@
 #include "launch/error_report.h"
 #include "launch/gpu_env.h"
 #include "launch/layout_check.h"
+#include "launch/startup_watchdog.h"
 #include "launch/test_seams.h"
+#include "runtime/common/startup_phase.h"
 #include "runtime/train/parallel_training.h"
 
 namespace st::launch {
@@ -26,6 +28,9 @@ int cmd_train(const std::vector<std::string>& args) {
     std::cout << train_usage();
     return 0;
   }
+  // from here to the first step, every phase under --timeout-s (launch/startup_watchdog.h)
+  start_startup_watchdog(args, runtime::TrainConfig{}.timeout_s);
+  runtime::set_startup_hook(startup_watchdog_phase);
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -33,6 +38,7 @@ int cmd_train(const std::vector<std::string>& args) {
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   }
+  startup_watchdog_phase("communicator set-up");
   prepare_error_agreement();
   std::vector<std::string> notes;
   runtime::TrainConfig cfg = parse_train_args(args, &notes);
@@ -49,6 +55,7 @@ int cmd_train(const std::vector<std::string>& args) {
   if (cfg.data.empty()) cfg.data = builtin_corpus_path();
   apply_gpu_environment();
   const int rc = runtime::run_parallel_training(cfg, train_seams_from_environment());
+  stop_startup_watchdog();  // one process never said start-up ended
   release_error_agreement();
   MPI_Finalize();
   return rc;

@@ -146,10 +146,13 @@ OptionTable train_options(TrainConfig& c) {
     "stop after N steps in a row with an inf/NaN loss or grad norm (fp32/bf16: each is skipped; fp16: overflows "
     "at the loss scale's floor); 0: never stop");
   F("max-loss-ratio", "numerics", c.max_loss_ratio,
-    "stop when the loss is above this many times its running mean (an average of about the last 10 steps) for "
-    "--loss-ratio-steps steps in a row: a run diverging without inf/NaN; 0: off");
+    "stop when the loss is above this many times its running mean (an average of about the last 10 steps; "
+    "at least 1) for --loss-ratio-steps steps in a row: a run diverging without inf/NaN; 0: off");
   I("loss-ratio-steps", "numerics", c.loss_ratio_steps, "K",
     "steps in a row above --max-loss-ratio × the running mean that stop the run (a shorter spike passes)");
+  I("max-zero-grad-steps", "numerics", c.max_zero_grad_steps, "N",
+    "stop after N steps in a row whose global gradient norm is exactly 0 (nothing learns any more: a run that "
+    "diverged into saturation sits at loss ln(vocab)); 0: never stop");
   // optimizer
   E("optimizer", "optimizer", c.optimizer, "optimizer");
   F("lr", "optimizer", c.lr, "peak learning rate");
@@ -170,6 +173,9 @@ OptionTable train_options(TrainConfig& c) {
   B("shuffle", "run", c.shuffle,
     "read the sequences in a new random order each pass over --data (seeded by --seed; the same order in "
     "every layout and after --resume); 0: the file's order");
+  B("data-changed", "run", c.data_changed,
+    "with --resume: go on with --data other than the data the checkpoint was trained on (state.json records its "
+    "size and a sampled checksum), from the checkpoint's position; 0: such a resume is refused");
   S("val-data", "run", c.val_data, "FILE", "validation tokens (.bin): the mean loss of up to 8 micro-batches");
   I("eval-every", "run", c.eval_every, "N",
     "validate every N steps; 0: with --val-data every max(1, steps / 10) steps, without it never");
@@ -185,6 +191,9 @@ OptionTable train_options(TrainConfig& c) {
   B("resume", "run", c.resume,
     "continue from the newest complete checkpoint in --checkpoint-dir, or the step folder it names (a dir that "
     "exists and holds none: start fresh, and say so; a dir that does not exist: an error)");
+  B("allow-unchecked", "run", c.allow_unchecked,
+    "with --resume: read a checkpoint of ours that carries no checksums (written before 2026-12-03, or stripped of "
+    "them) as it is; 0: such a checkpoint is refused, naming the file");
   B("overwrite-checkpoints", "run", c.overwrite_checkpoints,
     "without --resume, write into a --checkpoint-dir that holds another run's checkpoints (--keep-checkpoints "
     "may then delete them) and start anew a --metrics file that holds another run's steps");

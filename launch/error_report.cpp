@@ -1,6 +1,5 @@
 // The one-line error and the agreement that prints it once (launch/error_report.h).
 #include "launch/error_report.h"
-
 #include <mpi.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "comm/poll_hooks.h"
+#include "launch/startup_watchdog.h"
 
 namespace st::launch {
 namespace {
@@ -66,6 +66,7 @@ void release_error_agreement() {
 }
 
 int report_error(const std::string& what, int code) {
+  stop_startup_watchdog(/*whole_job=*/true);  // this error's line, not the watchdog's; the job ends
   int initialized = 0, finalized = 0, size = 1, rank = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -110,6 +111,7 @@ int report_error(const std::string& what, int code) {
 }
 
 int report_deadline(const comm::DeadlineError& e) {
+  stop_startup_watchdog(/*whole_job=*/true);
   int initialized = 0, finalized = 0, size = 1;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

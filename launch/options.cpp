@@ -198,11 +198,10 @@ void OptionTable::parse_flags(const std::vector<std::string>& args) {
     if (!have_value) {
       const bool next_is_value = i + 1 < args.size() && !(args[i + 1].size() > 2 && args[i + 1].compare(0, 2, "--") == 0);
       if (s && s->is_switch) {
-        static const std::vector<std::string> bools = {"0", "1", "true", "false", "yes", "no", "on", "off"};
-        if (next_is_value && std::find(bools.begin(), bools.end(), lower(args[i + 1])) != bools.end())
-          value = args[++i];
-        else
-          value = "1";
+        // a switch takes the word after it whatever it is (not another flag): a value it does not
+        // accept ("--async-checkpoint 2") is then an error naming the flag and its values, not
+        // an unexpected argument naming none (no command takes a bare argument)
+        value = next_is_value ? args[++i] : "1";
       } else if (s) {
         if (i + 1 >= args.size()) ST_THROW(UsageError, where << ": flag --" << name << " needs a value (" << s->metavar << ")");
         value = args[++i];

@@ -32,9 +32,11 @@
 # Relaunched: a job that exits non-zero after at least one step of its own (a rank killed, a
 # deadline, a lost node). Not relaunched (the supervisor exits at once with the job's code): exit 2
 # (a usage or config error), or a failure before the launch's first step (a cause a restart does
-# not cure: a bad value, a checkpoint refused). A relaunch on the same ranks keeps the flags (and
+# not cure: a bad value, a checkpoint refused) — except a relaunch that lost a rank while starting
+# (mpirun's or srun's line about a rank that died, or an exit by a signal: a second kill, a node
+# lost again), which is relaunched like any failure while restarts are left. A relaunch on the same ranks keeps the flags (and
 # so the layout: the resume is bit-exact on the CPU); one on W < N ranks takes the layout flags
-# (--dp --tp --pp --zero --recompute --grad-accum --schedule --virtual-stages) of the best line of
+# (--dp --tp --cp --pp --zero --recompute --grad-accum --schedule --virtual-stages --sequence-parallel) of the best line of
 # `shardtrain plan FLAGS --dp D --tp T --pp P --world W --gpu-memory SIZE` (D T P: the first
 # launch's layout, as rank 0 printed it), trying W, W-1, ... down to M until one keeps the global
 # batch. One line per restart, printed at the relaunch's first step: what failed, the
@@ -117,7 +119,7 @@ ckpt_dir=$(flag_value checkpoint-dir)
 metrics=$(flag_value metrics)
 [[ -n "$ckpt_dir" ]] || fail "--checkpoint-dir DIR must be among the train flags: a restart resumes from it"
 
-layout_flags=(--dp --tp --pp --zero --recompute --grad-accum --schedule --virtual-stages)
+layout_flags=(--dp --tp --cp --pp --zero --recompute --grad-accum --schedule --virtual-stages --sequence-parallel)
 # The layout flags of `shardtrain plan`'s best line for W ranks, or nothing when no layout of W
 # ranks keeps the global batch (the planner's line on stderr). The global batch is the first
 # launch's: its dp, tp, pp as rank 0's layout line printed them (dp may be 0 = auto in the flags).
@@ -236,8 +238,9 @@ run_job() {
       line="$pend$line" pend=""
       printf '%s\n' "$line"
       [[ "$line" == "resumed from "*" at step "* ]] && RESUMED="${line##* at step }" from="$RESUMED"
-      if [[ ${#first_layout[@]} -eq 0 && "$line" =~ ^layout:\ world\ [0-9]+\ =\ dp\ ([0-9]+)\ x\ tp\ ([0-9]+)\ x\ pp\ ([0-9]+) ]]; then
-        first_layout=(--dp "${BASH_REMATCH[1]}" --tp "${BASH_REMATCH[2]}" --pp "${BASH_REMATCH[3]}")
+      # "layout: world 4 = dp 1 x tp 1 x cp 2 x pp 2" (the cp term only when cp > 1)
+      if [[ ${#first_layout[@]} -eq 0 && "$line" =~ ^layout:\ world\ [0-9]+\ =\ dp\ ([0-9]+)\ x\ tp\ ([0-9]+)(\ x\ cp\ ([0-9]+))?\ x\ pp\ ([0-9]+) ]]; then
+        first_layout=(--dp "${BASH_REMATCH[1]}" --tp "${BASH_REMATCH[2]}" --cp "${BASH_REMATCH[4]:-1}" --pp "${BASH_REMATCH[5]}")
       fi
       if [[ -z "$metrics" && "$line" =~ ^step\ +([0-9]+)/ ]]; then
         note_step "${BASH_REMATCH[1]}" "$(now)"  # with --metrics the metrics see every step
@@ -278,6 +281,12 @@ watch_metrics() {
   done
 }
 
+# whether the launch that just ended lost a rank (killed, or its node gone) rather than failed
+# by itself: mpirun's or srun's line about a rank that died, or an exit by a signal
+lost_a_rank() {
+  ((RC > 128)) || grep -qE 'exited on signal|mpirun noticed that process|srun: error: .*(Killed|signal|terminated)' "$work/err"
+}
+
 # a step seen (in the metrics or a step line): the first of a relaunch prints the restart's line
 # (STEP TIME: when it was seen)
 note_step() {
@@ -315,7 +324,10 @@ while :; do
     say "not restarted: the job exited 2 (a usage or config error: $cause)"
     exit "$RC"
   fi
-  if ((STEPS == 0)); then
+  # before its first step: the first launch's cause is one a restart does not cure (a bad value,
+  # a checkpoint refused); a relaunch that lost a rank while starting (a second kill, a node lost
+  # again) is a failure like the first, and restarts are left for it
+  if ((STEPS == 0)) && { ((attempt == 1)) || ! lost_a_rank; }; then
     say "not restarted: the job failed before its first step (exit $RC: $cause)"
     exit "$RC"
   fi

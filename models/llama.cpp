@@ -26,10 +26,25 @@ RopeSpec rope_of(const nlohmann::json& j, const std::string& where) {
     r.theta = get_or<double>(j, "rope_theta", 10000.0, where);
     if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) scaling = j.at("rope_scaling");
   }
+  const char* field = j.contains("rope_parameters") && j.at("rope_parameters").is_object() ? "rope_parameters" : "rope_scaling";
   if (scaling.is_object()) {
+    const bool typed = (scaling.contains("rope_type") && !scaling.at("rope_type").is_null()) ||
+                       (scaling.contains("type") && !scaling.at("type").is_null());
+    // a scaling without its type ({"factor": 8.0}) is refused, as transformers refuses it: read
+    // as "default" it would train unscaled without a word
+    for (const auto& [key, value] : scaling.items()) {
+      if (key == "rope_type" || key == "type" || key == "rope_theta") continue;
+      ST_CHECK(typed, ValueError,
+               where << ": \"" << field << "\" has \"" << key << "\" but no \"rope_type\" (or \"type\"): say which "
+                     << "scaling it is (only \"default\" and \"llama3\" are supported)");
+    }
     r.type = get_or<std::string>(scaling, "rope_type", get_or<std::string>(scaling, "type", "default", where), where);
     ST_CHECK(r.type == "default" || r.type == "llama3", ValueError,
              where << ": rope type \"" << r.type << "\" is not supported (only \"default\" and \"llama3\")");
+    if (r.type == "default" && scaling.contains("factor") && !scaling.at("factor").is_null())
+      ST_CHECK(get_or<double>(scaling, "factor", 1.0, where) == 1.0, ValueError,
+               where << ": \"" << field << "\" has rope type \"default\" with \"factor\" "
+                     << scaling.at("factor").dump() << ": the default rope has no scaling factor");
     if (r.type == "llama3") {
       r.factor = get_or<double>(scaling, "factor", r.factor, where);
       r.low_freq_factor = get_or<double>(scaling, "low_freq_factor", r.low_freq_factor, where);
@@ -101,6 +116,10 @@ DecoderSpec llama_spec(const nlohmann::json& j, const std::string& where) {
   s.qkv_bias = s.o_bias = get_or<bool>(j, "attention_bias", false, where);
   s.mlp_bias = get_or<bool>(j, "mlp_bias", false, where);
   s.tied_head = get_or<bool>(j, "tie_word_embeddings", false, where);
+  // LlamaModel: nn.Embedding(vocab_size, hidden_size, padding_idx=config.pad_token_id)
+  s.padding_idx = get_or<int64_t>(j, "pad_token_id", -1, where);
+  ST_CHECK(s.padding_idx >= -1 && s.padding_idx < s.vocab, ValueError,
+           where << ": \"pad_token_id\" " << s.padding_idx << " is outside the vocabulary of " << s.vocab);
   s.layout = WeightLayout::out_in;
   s.init_std = get_or<double>(j, "initializer_range", 0.02, where);
   s.scaled_residual_init = false;

@@ -1,6 +1,8 @@
 // Building blocks: thin Modules over the ops.
 #include "models/nn.h"
 
+#include <vector>
+
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
@@ -47,7 +49,22 @@ ops::ResidualNorm RmsNorm::forward_residual(const Tensor& x, const Tensor& a) co
 Embedding::Embedding(int64_t num, int64_t dim) { weight = register_parameter("weight", Tensor::zeros({num, dim})); }
 
 // ids (...) i64 → (..., C)
-Tensor Embedding::forward(const Tensor& ids) const { return ops::embedding(weight, ids); }
+Tensor Embedding::forward(const Tensor& ids) const {
+  if (padding_idx < 0) return ops::embedding(weight, ids);
+  // on the device, no host read of the ids (a CUDA graph captures it): the masks are lookups too.
+  // out = E(w)·keep + E(w.detach())·pad, bit for bit E(w) (x·1 + x·0 = x), the gradient of w
+  // through the first term only: dout·0 at the padding positions.
+  if (!keep_.defined() || keep_.dtype() != weight.dtype() || keep_.device() != weight.device()) {
+    const int64_t V = weight.size(0);
+    std::vector<float> keep(static_cast<size_t>(V), 1.f), pad(static_cast<size_t>(V), 0.f);
+    keep[static_cast<size_t>(padding_idx)] = 0.f, pad[static_cast<size_t>(padding_idx)] = 1.f;
+    keep_ = Tensor::from_vector(keep, {V, 1}, weight.dtype(), weight.device());  // (V, 1)
+    pad_ = Tensor::from_vector(pad, {V, 1}, weight.dtype(), weight.device());    // (V, 1)
+  }
+  Tensor learned = ops::mul(ops::embedding(weight, ids), ops::embedding(keep_, ids));         // (..., C)
+  Tensor fixed = ops::mul(ops::embedding(weight.detach(), ids), ops::embedding(pad_, ids));   // (..., C)
+  return ops::add(learned, fixed);
+}
 
 Dropout::Dropout(double p, std::shared_ptr<Generator> gen, uint64_t site) : p_(p), gen_(std::move(gen)), site_(site) {}
 

@@ -63,6 +63,13 @@ class Embedding : public Module {
   Embedding(int64_t num, int64_t dim);
   Tensor forward(const Tensor& ids) const;
   Tensor weight;  // (V, C)
+  // Hugging Face's nn.Embedding(padding_idx): that row's lookups give its values but no gradient
+  // (the row of the weight's gradient from the lookup is exactly 0; a tied head's still reaches
+  // it). -1: none. Costs two more (N, C) gathers, two products and a sum per forward when set.
+  int64_t padding_idx = -1;
+
+ private:
+  mutable Tensor keep_, pad_;  // (V, 1) in the weight's dtype and device: 1 / 0 except at padding_idx
 };
 
 class Dropout {

@@ -18,6 +18,7 @@ namespace {
 
 using runtime::ModelBuild;
 using runtime::ModelFactory;
+using runtime::ModelOptions;
 using runtime::OptionFail;
 using runtime::TrainConfig;
 
@@ -48,6 +49,24 @@ void check_heads(const TrainConfig& c, const OptionFail& fail, int64_t kv_heads)
   if (c.tp > 1 && kv_heads % c.tp != 0)
     fail("tp", "key/value heads " + std::to_string(kv_heads) + " are not divisible by tp " + std::to_string(c.tp) +
                    " (each rank holds whole key/value heads)");
+}
+
+// The flags only llama reads (kv-heads, ffn, rope-theta, tie-embeddings) given to a family that
+// would ignore them are refused naming the flag and the family (issue 55: --kv-heads 2 on a gpt
+// model trained a multi-head model without a word). A value the family has anyway passes: gpt's
+// own (as many key/value heads as heads, an MLP of 4·d-model, tied; --init-from of a GPT-2 fills
+// these in), and every default.
+void check_llama_only(const TrainConfig& c, const OptionFail& fail, const std::string& family, bool gpt) {
+  const ModelOptions defaults;
+  auto ignored = [&](const char* flag, const std::string& value) {
+    fail(flag, "the " + family + " model has no such setting (it is llama's): " + value + " would be ignored");
+  };
+  if (c.kv_heads != defaults.kv_heads && !(gpt && c.kv_heads == c.heads))
+    ignored("kv-heads", std::to_string(c.kv_heads) + " key/value heads");
+  if (c.ffn != defaults.ffn && !(gpt && c.ffn == 4 * c.d_model)) ignored("ffn", "an MLP width of " + std::to_string(c.ffn));
+  if (c.rope_theta != defaults.rope_theta) ignored("rope-theta", "a rotary base of " + runtime::option_str(c.rope_theta));
+  if (c.tie_embeddings != defaults.tie_embeddings && !(gpt && c.tie_embeddings == 1))
+    ignored("tie-embeddings", "tie-embeddings " + std::to_string(c.tie_embeddings));
 }
 
 // ---- gpt (Hugging Face GPT-2) -----------------------------------------------------------------
@@ -203,7 +222,11 @@ struct Registrar {
          .open_pretrained = open_hf_gpt2_weights,
          .hf_model_type = "gpt2",
          .is_default = true,
-         .check_options = [](const TrainConfig& c, const OptionFail& fail) { check_heads(c, fail, c.heads); },
+         .check_options =
+             [](const TrainConfig& c, const OptionFail& fail) {
+               check_heads(c, fail, c.heads);
+               check_llama_only(c, fail, "gpt", /*gpt=*/true);
+             },
          .options_of_hf = gpt_sizes,
          .options_of = gpt_flags});
     runtime::register_model(
@@ -253,6 +276,7 @@ struct Registrar {
                if (c.d_model % c.heads != 0)
                  fail("heads", "d-model " + std::to_string(c.d_model) + " is not divisible by heads " +
                                    std::to_string(c.heads));
+               check_llama_only(c, fail, "simple-transformer", false);
              },
          .options_of = st_flags});
     runtime::register_model(
@@ -267,6 +291,7 @@ struct Registrar {
          .check_options =
              [](const TrainConfig& c, const OptionFail& fail) {
                if (c.dropout > 0) fail("dropout", "the mlp model has no dropout layers");
+               check_llama_only(c, fail, "mlp", false);
              },
          .options_of = mlp_flags});
   }

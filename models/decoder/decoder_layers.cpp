@@ -80,9 +80,11 @@ DecoderEmbedding::DecoderEmbedding(const DecoderSpec& s, runtime::TpGroup tp, st
       cp_(form.context_parallel() ? form.cp : nullptr), sp_(form.sequence_parallel) {
   if (runtime::tp_size(tp) > 1) {
     tok_tp_ = register_module(s.names.tok_embed, std::make_shared<runtime::VocabParallelEmbedding>(s.vocab, s.d_model, tp));
+    tok_tp_->padding_idx = s.padding_idx;
     tok_w_ = tok_tp_->weight;
   } else {
     tok_ = register_module(s.names.tok_embed, std::make_shared<Embedding>(s.vocab, s.d_model));
+    tok_->padding_idx = s.padding_idx;
     tok_w_ = tok_->weight;
   }
   if (s.position == PositionKind::learned)

@@ -79,6 +79,10 @@ struct DecoderSpec {
   MlpKind mlp = MlpKind::gelu;
   bool qkv_bias = true, o_bias = true, mlp_bias = true;
   bool tied_head = true;
+  // Hugging Face's padding_idx of the token embedding (Llama: config.pad_token_id; GPT-2 has
+  // none): that row gets no gradient from the lookup, in every layout (models/nn.h Embedding,
+  // runtime/parallel/tp_layers.h). -1: none.
+  int64_t padding_idx = -1;
   WeightLayout layout = WeightLayout::in_out;
   double embd_pdrop = 0.0, resid_pdrop = 0.0;
   // Initialisation (the family's Hugging Face _init_weights): normal(0, init_std) for every

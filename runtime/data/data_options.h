@@ -13,6 +13,9 @@ struct DataOptions {
   std::string val_data;
   int64_t eval_every = 0;  // 0: with val_data every eval_interval() steps (runtime/setup/train_config.h), else never
   bool shuffle = false;    // sequences in a permuted order per pass, seeded by the run's seed (runtime/data/token_data.h)
+  // --resume with data whose identity (runtime/data/data_identity.h) is not the checkpoint's:
+  // refused unless this is set (the run then goes on from the checkpoint's position in the new data)
+  bool data_changed = false;
   int64_t micro_batch = 4;  // sequences per micro-batch per DP replica
   int64_t grad_accum = 1;   // micro-batches per optimizer step per replica (pipeline m)
 

@@ -28,6 +28,8 @@ struct GenerateConfig {
   int64_t micro_batches = 0;  // 0: one per pipeline stage (as many as rows allow)
   Device device = Device::cpu;
   std::string ids_out;  // JSON {"prompts": [[ids]], "tokens": [[ids]]}, written by world rank 0
+  double timeout_s = 300.0;
+  bool allow_unchecked = false;  // a checkpoint of ours without checksums read as it is (else refused)  // a collective slower than this ends every rank with one diagnosis (as train's)
 };
 
 }  // namespace st::runtime

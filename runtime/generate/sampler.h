@@ -33,8 +33,10 @@ namespace st::runtime {
 // The model in `dir` (see above), in eval mode on the CPU: `build`'s layers and tp shard of it
 // (each rank reads only its part of the files). `resolved` (optional) receives the directory
 // the weights came from, `note` the line on incomplete checkpoints passed over ("" for none).
+// allow_unchecked: one of ours without checksums is read as it is (generate --allow-unchecked 1).
 std::shared_ptr<LanguageModel> load_model_for_sampling(const std::string& dir, std::string* resolved = nullptr,
-                                                       const ModelBuild& build = {}, std::string* note = nullptr);
+                                                       const ModelBuild& build = {}, std::string* note = nullptr,
+                                                       bool allow_unchecked = false);
 
 // One token id from logits (V): argmax when temperature == 0.
 int64_t pick_token(const std::vector<float>& logits, double temperature, int64_t top_k, std::mt19937_64& rng);

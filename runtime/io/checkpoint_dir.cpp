@@ -18,6 +18,13 @@ namespace st::runtime {
 namespace {
 
 constexpr const char* kStateChecksumKey = "checksum64";
+// Why a checkpoint without its checksums is refused: every one this program wrote since
+// 2026-12-03 (88a2b52) has them — state.json its checksum64, each tensor file its checksums (by
+// tensor then, by chunk since 2026-12-05, with state.json's record of the files) — so one without
+// them had them removed, and reading it would go through no check at all.
+constexpr const char* kStrippedNote =
+    "(every checkpoint written since 2026-12-03 has them: they were removed, or it is older); refused rather than "
+    "read unchecked (--allow-unchecked 1 reads it as it is)";
 
 // Of the compact dump (nlohmann::json keeps keys sorted, so the text is canonical).
 std::string state_checksum(const nlohmann::json& state) {
@@ -218,8 +225,15 @@ nlohmann::json state_files_record(const std::string& dir, const std::vector<std:
   return record;
 }
 
-void check_files_record(const nlohmann::json& files, const SafetensorsStore& store, const std::string& base) {
-  if (!files.is_object()) return;  // an older checkpoint: no record
+void check_files_record(const nlohmann::json& files, const SafetensorsStore& store, const std::string& base,
+                        bool allow_unchecked) {
+  if (!files.is_object()) {  // an older checkpoint: no record; its files carry their checksums
+    if (allow_unchecked) return;
+    for (const std::string& file : store.unchecked_files())
+      ST_THROW(IOError, store.directory() << "/" << file << ": neither state.json nor the file records its checksums "
+                                          << kStrippedNote);
+    return;
+  }
   const std::map<std::string, uint64_t> opened = store.header_checksums();
   for (const auto& [file, sum] : opened) {
     ST_CHECK(files.contains(file), IOError,
@@ -259,9 +273,11 @@ void write_state(const std::string& checkpoint_path, const nlohmann::json& state
   write_json_file(path, j);
 }
 
-nlohmann::json read_state(const std::string& checkpoint_path) {
+nlohmann::json read_state(const std::string& checkpoint_path, bool require_checksum) {
   const std::string path = (fs::path(checkpoint_path) / "state.json").string();
   nlohmann::json j = read_json_file(path);
+  ST_CHECK(!require_checksum || !j.is_object() || j.contains(kStateChecksumKey), IOError,
+           path << ": has no " << kStateChecksumKey << " " << kStrippedNote);
   if (!j.is_object() || !j.contains(kStateChecksumKey)) return j;  // not ours: TrainState::from_json judges it
   const nlohmann::json stored = j[kStateChecksumKey];
   j.erase(kStateChecksumKey);

@@ -80,17 +80,22 @@ class CheckpointDir {
 // dump; read_state checks it and removes it (IOError naming the file on a mismatch); a state.json
 // without one is returned as it is.
 void write_state(const std::string& checkpoint_path, const nlohmann::json& state);
-nlohmann::json read_state(const std::string& checkpoint_path);
+// require_checksum: a state.json without its checksum is an IOError too (a checkpoint's, opened
+// to resume or generate from: every one written since 2026-12-03 has it; --allow-unchecked 1
+// reads one without).
+nlohmann::json read_state(const std::string& checkpoint_path, bool require_checksum = false);
 
 // {"<file>": "<header checksum, 16 hex digits>"} of each safetensors file `files` (names in DIR):
 // what state.json's "files" holds (runtime/io/safetensors_checksums.h).
 nlohmann::json state_files_record(const std::string& dir, const std::vector<std::string>& files);
 class SafetensorsStore;
 // Holds the files `store` opened (those of one base: "model", "optimizer") to state.json's
-// record `files` (null or absent in older checkpoints: nothing to hold them to): each must be
-// recorded with its header's checksum, and each recorded file of that base must be among them.
-// IOError naming the file.
-void check_files_record(const nlohmann::json& files, const SafetensorsStore& store, const std::string& base);
+// record `files` (null or absent in older checkpoints: then each file must carry its own
+// checksums, as every file written since 2026-12-03 does): each must be recorded with its
+// header's checksum, and each recorded file of that base must be among them. IOError naming the file.
+// allow_unchecked (--allow-unchecked 1): files without checksums and no record pass, unchecked.
+void check_files_record(const nlohmann::json& files, const SafetensorsStore& store, const std::string& base,
+                        bool allow_unchecked = false);
 
 // DIR/config.json (what Hugging Face reads) must say what state.json's model config says, key by
 // key (keys only config.json has — transformers' own — are ignored): ValueError naming the key and

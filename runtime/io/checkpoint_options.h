@@ -17,6 +17,9 @@ struct CheckpointOptions {
   // The files written by a background thread while training goes on (the step boundary copies
   // this rank's share to host memory; at most one save in flight): runtime/train/async_checkpoint.h.
   bool async_checkpoint = false;
+  // --resume from a checkpoint of ours that carries no checksums (written before 2026-12-03, or
+  // stripped of them), read unchecked; false: refused (runtime/io/checkpoint_dir.h)
+  bool allow_unchecked = false;
   // Not a flag: --checkpoint-dir named one step folder (ROOT/step_N); launch/ then sets
   // checkpoint_dir to ROOT and this to N, the step --resume continues (-1: ROOT's newest).
   int64_t resume_step = -1;

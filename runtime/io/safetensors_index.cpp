@@ -71,6 +71,13 @@ std::map<std::string, uint64_t> SafetensorsStore::header_checksums() const {
   return out;
 }
 
+std::vector<std::string> SafetensorsStore::unchecked_files() const {
+  std::vector<std::string> out;
+  for (const auto& f : files_)
+    if (!f->has_checksums()) out.push_back(fs::path(f->path()).filename().string());
+  return out;
+}
+
 const SafetensorsReader& SafetensorsStore::reader(const std::string& name) const {
   auto it = file_of_.find(name);
   ST_CHECK(it != file_of_.end(), IOError, where_ << ": no tensor named '" << name << "'");

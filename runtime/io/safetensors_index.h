@@ -29,6 +29,8 @@ class SafetensorsStore {
   const std::string& directory() const { return dir_; }
   // Each file's canonical header checksum (SafetensorsReader::header_checksum), by file name in DIR.
   std::map<std::string, uint64_t> header_checksums() const;
+  // The files (names in DIR) whose data carry no checksums (SafetensorsReader::has_checksums).
+  std::vector<std::string> unchecked_files() const;
   std::vector<std::string> names() const;             // sorted
   bool contains(const std::string& name) const { return file_of_.count(name) > 0; }
   // The entry (dtype, shape) of `name`; IOError naming the store when absent.

@@ -20,16 +20,19 @@ struct PrecisionOptions {
   // fp32/bf16: a step whose loss or grad norm is inf/NaN is skipped; this many in a row stop the
   // run (fp16: overflows at the loss scale's floor). 0: never stop.
   int64_t max_nonfinite_steps = 1;
-  // a loss above max_loss_ratio × its running mean for loss_ratio_steps steps in a row stops the
-  // run; 0: off
-  double max_loss_ratio = 0;
+  // a loss above max_loss_ratio × its running mean (at least 1) for loss_ratio_steps steps in a
+  // row stops the run; 0: off. On by default with a large ratio (runtime/train/divergence.h).
+  double max_loss_ratio = 100;
   int64_t loss_ratio_steps = 3;
+  // this many steps in a row with a global grad norm of exactly 0 stop the run; 0: never
+  int64_t max_zero_grad_steps = 3;
 
   void validate(const OptionFail& fail) const {
     require_non_negative(fail, "max-nonfinite-steps", static_cast<double>(max_nonfinite_steps));
     if (!(max_loss_ratio == 0 || max_loss_ratio > 1))
       fail("max-loss-ratio", "must be 0 (off) or > 1, got " + option_str(max_loss_ratio));
     require_positive(fail, "loss-ratio-steps", static_cast<double>(loss_ratio_steps));
+    require_non_negative(fail, "max-zero-grad-steps", static_cast<double>(max_zero_grad_steps));
     if (fp8_scaling == ops::Fp8ScaleMode::delayed && precision != Precision::fp8)
       fail("fp8-scaling", "delayed scales FP8 casts: it needs --precision fp8 (this run is " +
                               std::string(to_string(precision)) + ")");

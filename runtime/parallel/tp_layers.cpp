@@ -162,7 +162,8 @@ Tensor VocabParallelEmbedding::forward_partial(const Tensor& ids) const {
   const std::vector<int64_t> all = host_ids(ids, "VocabParallelEmbedding");
   const int64_t N = static_cast<int64_t>(all.size()), C = weight.size(1);
   std::vector<int64_t> local(all.size());
-  std::vector<float> keep(all.size());
+  std::vector<float> keep(all.size()), pad(all.size(), 0.f);
+  bool any_pad = false;
   for (int64_t i = 0; i < N; ++i) {
     const int64_t id = all[static_cast<size_t>(i)];
     ST_CHECK(id >= 0 && id < vocab, ValueError,
@@ -170,10 +171,18 @@ Tensor VocabParallelEmbedding::forward_partial(const Tensor& ids) const {
     const bool mine = id >= vocab_start && id < vocab_start + vocab_local;
     local[static_cast<size_t>(i)] = mine ? id - vocab_start : 0;
     keep[static_cast<size_t>(i)] = mine ? 1.f : 0.f;
+    if (mine && id == padding_idx) {  // its values, no gradient: taken from the detached weight below
+      keep[static_cast<size_t>(i)] = 0.f, pad[static_cast<size_t>(i)] = 1.f;
+      any_pad = true;
+    }
   }
   Tensor lid = Tensor::from_vector(local, {N}, weight.device());                     // (N) i64
   Tensor mask = Tensor::from_vector(keep, {N, 1}, weight.dtype(), weight.device());  // (N, 1)
   Tensor part = ops::mul(ops::embedding(weight, lid), mask);                         // (N, C), rows of other ranks zero
+  if (any_pad) {  // + the padding rows' values, outside the autograd graph: x·0 + x·1 = x, bit for bit
+    Tensor at = Tensor::from_vector(pad, {N, 1}, weight.dtype(), weight.device());  // (N, 1)
+    part = ops::add(part, ops::mul(ops::embedding(weight.detach(), lid), at));       // (N, C)
+  }
   Shape oshape = ids.shape();
   oshape.push_back(C);
   return part.view(oshape);  // (..., C)

@@ -99,6 +99,9 @@ class VocabParallelEmbedding : public Module {
   Tensor forward_partial(const Tensor& ids) const;
   Tensor weight;  // (Vp/tp, C): rows [vocab_start, vocab_start + vocab_local) of the padded table
   int64_t vocab, padded_vocab, vocab_local, vocab_start;
+  // Hugging Face's padding_idx (models/nn.h Embedding): the rank holding that row gives its values
+  // at those positions without a gradient path; -1: none
+  int64_t padding_idx = -1;
 
  private:
   TpGroup tp_;

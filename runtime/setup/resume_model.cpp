@@ -30,7 +30,7 @@ void take_model_from_checkpoint(TrainConfig& cfg, const std::function<bool(const
   if (!cfg.resume || cfg.checkpoint_dir.empty()) return;
   const CheckpointDir::ResumePoint point = CheckpointDir(cfg.checkpoint_dir).resume_point();
   if (point.path.empty()) return;  // nothing to resume: a fresh start (the run says so)
-  const nlohmann::json state = read_state(point.path);
+  const nlohmann::json state = read_state(point.path, /*require_checksum=*/!cfg.allow_unchecked);
   ST_CHECK(state.contains("model") && state.at("model").is_object() && state.at("model").contains("family") &&
                state.at("model").contains("config"),
            IOError, point.path << "/state.json: no model entry {\"family\", \"config\"}");

@@ -26,30 +26,6 @@ std::string path_or_none(const std::string& p) { return p.empty() ? "none" : p; 
 
 }  // namespace
 
-std::string file_identity(const std::string& path) {
-  if (path.empty()) return "none";
-  std::ifstream in(path, std::ios::binary);
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec || !in) return "missing";
-  // the header, then kBlocks blocks spread evenly to the end (the whole file when that is less)
-  constexpr uint64_t kHead = 1024, kBlock = 4096, kBlocks = 64;
-  Checksum64 sum;
-  std::vector<char> buf(kBlock);
-  auto take = [&](uint64_t at, uint64_t n) {
-    in.seekg(static_cast<std::streamoff>(at));
-    in.read(buf.data(), static_cast<std::streamsize>(n));
-    sum.update(buf.data(), static_cast<size_t>(in.gcount()));
-  };
-  if (size <= kHead + kBlocks * kBlock) {
-    for (uint64_t at = 0; at < size; at += kBlock) take(at, std::min(kBlock, size - at));
-  } else {
-    take(0, kHead);
-    for (uint64_t k = 0; k < kBlocks; ++k) take(kHead + k * (size - kHead - kBlock) / (kBlocks - 1), kBlock);
-  }
-  return std::to_string(size) + " bytes, sample " + checksum_hex(sum.digest());
-}
-
 namespace {
 
 // The weights file of an --init-from directory: one file, or the sharded layout's index.
@@ -132,6 +108,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"max-nonfinite-steps", num(c.max_nonfinite_steps)},
       {"max-loss-ratio", num(c.max_loss_ratio)},
       {"loss-ratio-steps", num(c.loss_ratio_steps)},
+      {"max-zero-grad-steps", num(c.max_zero_grad_steps)},
       // optimizer
       {"optimizer", to_string(c.optimizer)},
       {"lr", num(c.lr)},
@@ -147,14 +124,16 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       // run
       {"steps", num(c.steps)},
       {"data", path_or_none(c.data)},
-      {"data identity", file_identity(c.data)},
+      {"data identity", data_identity(c.data)},
       {"shuffle", flag(c.shuffle)},
+      {"data-changed", flag(c.data_changed)},
       {"val-data", path_or_none(c.val_data)},
       {"val-data identity", file_identity(c.val_data)},
       {"eval-every", num(c.eval_every)},
       {"checkpoint-dir", path_or_none(c.checkpoint_dir)},
       {"checkpoint-every", num(c.checkpoint_every)},
       {"resume", flag(c.resume)},
+      {"allow-unchecked", flag(c.allow_unchecked)},
       {"overwrite-checkpoints", flag(c.overwrite_checkpoints)},
       {"async-checkpoint", flag(c.async_checkpoint)},
       {"trace", path_or_none(c.trace)},

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "runtime/data/data_identity.h"
 #include "runtime/setup/train_config.h"
 
 namespace st::runtime {
@@ -31,16 +32,12 @@ constexpr int kFingerprintValueBytes = 256;  // a printable value per rank, NUL-
 
 using Fingerprint = std::vector<std::pair<std::string, std::string>>;  // (key, printable value)
 
-// The keys in a fixed order; "data identity" is file_identity(cfg.data), "val-data identity" that
+// The keys in a fixed order; "data identity" is data_identity(cfg.data), "val-data identity" the file_identity
 // of cfg.val_data, "init-from identity" that of cfg.init_from's weights (model.safetensors, or
 // the sharded layout's index).
 Fingerprint run_fingerprint(const TrainConfig& cfg);
 
-// What tells two files apart cheaply, even at 10 GB: "<size> bytes, sample <checksum64>" of the
-// first 1 KiB (a token file's header) and 64 blocks of 4 KiB spread evenly to the end (the whole
-// file when it is smaller: 257 KiB read at most); "none" for "", "missing" when unreadable. Ranks
-// handed different files under one path (node-local copies that differ) stop at the start.
-std::string file_identity(const std::string& path);
+// file_identity(path): runtime/data/data_identity.h (what tells two files apart cheaply).
 
 // FNV-1a 64 of `text`.
 uint64_t fingerprint_hash(const std::string& text);

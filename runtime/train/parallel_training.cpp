@@ -7,6 +7,7 @@
 
 #include "comm/make_communicator.h"
 #include "comm/process_grid.h"
+#include "runtime/common/startup_phase.h"
 #include "runtime/plan/memory_plan.h"
 #include "runtime/parallel/grad_reducer.h"
 #include "runtime/parallel/parameter_sharding.h"
@@ -244,6 +245,7 @@ int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
   auto world = setup.world;
   // first collective of the job: ranks started with different options stop here, named
   if (world->size() > 1) check_ranks_agree(run_fingerprint(cfg), *world);
+  startup_phase("loading");  // every rank is here: the watchdog's next phase (runtime/common/startup_phase.h)
   comm::GridLayout layout = comm::GridLayout::make(world->size(), static_cast<int>(cfg.dp), static_cast<int>(cfg.tp),
                                                    static_cast<int>(cfg.pp), static_cast<int>(cfg.cp));
   if (world->size() == 1) return run_training(cfg, seams);
@@ -318,6 +320,7 @@ int run_parallel_training(const TrainConfig& cfg, const TrainSeams& seams) {
       StateSharding{world, grid.tp_group(), job.zero_stage() > 0 || (job.me.dp == 0 && job.me.cp == 0)});
 
   Trainer trainer(cfg, model, std::move(w), in.resume_path);
+  startup_phase("");  // start-up is over: the steps run under the communicators' deadlines
   trainer.run();
   const GradReducer* reducer = dp_sync ? &dp_sync->reducer() : zero_sync ? &zero_sync->zero().reducer() : nullptr;
   print_summary(job, reducer, zero_sync ? &zero_sync->zero() : nullptr, zero3_sync ? &zero3_sync->zero() : nullptr, pipe);

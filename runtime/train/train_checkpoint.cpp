@@ -28,6 +28,7 @@ nlohmann::json TrainState::to_json() const {
       {"layout", layout},
       {"model", model}};
   if (files.is_object()) j["files"] = files;
+  if (!data_identity.empty()) j["data"]["identity"] = data_identity;
   return j;
 }
 
@@ -40,6 +41,7 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& whe
     s.seq_len = j.at("data").at("seq_len").get<int64_t>();
     s.shuffle = j.at("data").value("shuffle", false);  // added fields: absent in older checkpoints
     s.shuffle_seed = j.at("data").value("shuffle_seed", uint64_t{0});
+    s.data_identity = j.at("data").value("identity", std::string());
     if (j.contains("lr_schedule")) s.schedule_steps = j.at("lr_schedule").value("total_steps", int64_t{0});
     s.rng_seed = j.at("rng").at("seed").get<uint64_t>();
     s.rng_offset = j.at("rng").at("offset").get<uint64_t>();
@@ -180,14 +182,14 @@ std::string commit_train_checkpoint(const CheckpointSnapshot& s, int64_t keep, b
                 crash_before_commit);
 }
 
-OpenedCheckpoint open_train_checkpoint(const std::string& path) {
+OpenedCheckpoint open_train_checkpoint(const std::string& path, bool allow_unchecked) {
   OpenedCheckpoint c;
   c.path = path;
-  c.state = TrainState::from_json(read_state(path), path + "/state.json");
+  c.state = TrainState::from_json(read_state(path, /*require_checksum=*/!allow_unchecked), path + "/state.json");
   c.model = std::make_shared<SafetensorsStore>(path, "model");
   c.optimizer = std::make_shared<SafetensorsStore>(path, "optimizer");
-  check_files_record(c.state.files, *c.model, "model");
-  check_files_record(c.state.files, *c.optimizer, "optimizer");
+  check_files_record(c.state.files, *c.model, "model", allow_unchecked);
+  check_files_record(c.state.files, *c.optimizer, "optimizer", allow_unchecked);
   return c;
 }
 

@@ -33,6 +33,7 @@ struct TrainState {
   int64_t seq_len = 0;
   bool shuffle = false;        // the data order (runtime/data/token_data.h); older files: sequential
   uint64_t shuffle_seed = 0;
+  std::string data_identity;   // runtime/data/data_identity.h of the data read; "": not recorded (older files)
   int64_t schedule_steps = 0;  // the lr schedule's length; 0: not recorded (older files)
   uint64_t rng_seed = 0, rng_offset = 0;  // the model's dropout generator
   double loss_scale = 1.0;
@@ -112,6 +113,7 @@ struct OpenedCheckpoint {
 };
 // Opens the checkpoint directory `path` (a step_* directory): state.json checked against its
 // checksum, each tensor file's header against state.json's record of it (IOError naming the file).
-OpenedCheckpoint open_train_checkpoint(const std::string& path);
+// allow_unchecked: --allow-unchecked 1 (runtime/io/checkpoint_dir.h read_state, check_files_record).
+OpenedCheckpoint open_train_checkpoint(const std::string& path, bool allow_unchecked = false);
 
 }  // namespace st::runtime

@@ -43,7 +43,7 @@ ModelPlan plan_model(const TrainConfig& cfg, int64_t tp, int64_t dp) {
     }
   }
   if (!plan.resume_path.empty()) {
-    TrainState st = TrainState::from_json(read_state(plan.resume_path), plan.resume_path + "/state.json");
+    TrainState st = TrainState::from_json(read_state(plan.resume_path, /*require_checksum=*/!cfg.allow_unchecked), plan.resume_path + "/state.json");
     check_config_json(plan.resume_path, st.model.value("config", nlohmann::json()));  // what HF reads says the same
     plan.entry = st.model;
     ST_CHECK(cfg.model.empty() || plan.entry.value("family", "") == cfg.model, ValueError,

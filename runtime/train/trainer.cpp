@@ -30,6 +30,8 @@
 #include "runtime/plan/memory_plan.h"
 #include "runtime/setup/model_registry.h"
 #include "runtime/train/nonfinite.h"
+#include "runtime/train/resume_data.h"
+#include "runtime/data/data_identity.h"
 #include "tensor/autograd.h"
 
 namespace st::runtime {
@@ -125,7 +127,8 @@ void Trainer::init(const std::string& resume_path) {
   const PrecisionPolicy policy = precision_policy(cfg_);
   scaler_ = LossScaler(policy.loss_scaling);
   nonfinite_ = NonFiniteGuard(cfg_.precision, cfg_.max_nonfinite_steps);
-  divergence_ = DivergenceGuard(cfg_.max_loss_ratio, cfg_.loss_ratio_steps);
+  divergence_ = DivergenceGuard(cfg_.max_loss_ratio, cfg_.loss_ratio_steps, cfg_.max_zero_grad_steps);
+  data_identity_ = data_identity(cfg_.data);  // ≤ 257 KiB read, once (every save records it)
   schedule_ = LrSchedule{cfg_.lr_schedule, cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
   ST_CHECK(cfg_.steps >= 0 && cfg_.clip >= 0, ValueError, "--steps and --clip must be ≥ 0");
   // Where this rank's weights come from: the checkpoint (its part of each weight, read in place,
@@ -136,7 +139,7 @@ void Trainer::init(const std::string& resume_path) {
   PartSource ckpt_parts;
   PretrainedSource pretrained;
   if (!resume_path.empty()) {
-    ckpt = open_train_checkpoint(resume_path);
+    ckpt = open_train_checkpoint(resume_path, cfg_.allow_unchecked);
     ckpt_parts = model_part_source(*model_, *ckpt.model);
     src.where = "--resume: " + resume_path + " (model weights)";
     src.whole = [&](LanguageModel& m) { load_parts(ckpt_parts, m.named_parameters(), /*strict=*/m.holds_all()); };
@@ -196,6 +199,9 @@ void Trainer::init(const std::string& resume_path) {
                           << (st.shuffle ? " --seed " + std::to_string(st.shuffle_seed) : std::string()) << ", this one has --shuffle "
                           << cfg_.shuffle << (cfg_.shuffle ? " --seed " + std::to_string(cfg_.seed) : std::string())
                           << " (the data order would change)");
+    // the data it was trained on (issue 55: other data was taken without a word)
+    const std::string data_note = check_resume_data(st, resume_path, cfg_.data, cfg_.data_changed);
+    if (!data_note.empty() && rank() == 0) std::cout << data_note << std::endl;
     // the schedule keeps the length it started with: a longer --steps goes on at its end value
     if (st.schedule_steps > 0) schedule_.total_steps = st.schedule_steps;
     PartSource state = model_part_source(*model_, *ckpt.optimizer);

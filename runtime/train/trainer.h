@@ -151,6 +151,7 @@ class Trainer {
   LrSchedule schedule_;
   int64_t step_ = 0;
   std::string resumed_from_;
+  std::string data_identity_;  // of cfg_.data (runtime/data/data_identity.h), read once: every save records it
   std::shared_ptr<const TokenData> val_data_;
   RankMemory memory_;  // this rank's bytes, for the table at the end of run()
   StepMode mode_ = StepMode::eager;      // decided in init() (runtime/train/train_step.h)

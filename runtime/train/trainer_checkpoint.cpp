@@ -15,6 +15,7 @@ TrainState Trainer::state() const {
   s.seq_len = w_.source->seq_len();
   s.shuffle = cfg_.shuffle;
   s.shuffle_seed = cfg_.shuffle ? cfg_.seed : 0;
+  s.data_identity = data_identity_;
   s.schedule_steps = schedule_.total_steps;
   if (model_->generator()) {
     s.rng_seed = model_->generator()->seed();

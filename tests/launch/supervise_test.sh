@@ -14,6 +14,14 @@
 #            later ones within 1e-5 relative (why: at TOL below)
 #   giveup   --max-restarts 0: supervise exits with the job's code (mpirun's for a killed rank,
 #            not 0, not 2) and one line "gave up ... exited N after step ..."; no relaunch
+#   cp       the same run at cp 2 x pp 2 (--cp in the layout line), --min-ranks 2 --ranks-cmd
+#            'echo 2': relaunched on 2 ranks in the planner's layout (issue 55: --cp was not among the
+#            layout flags, the layout line's "cp 2" not read, so no restart could be planned); the job
+#            ends 0 with every step's loss in the metrics
+#   twice    a second kill while the restart is starting (a rank of the relaunch SIGKILLed as soon
+#            as it exists, by the --ranks-cmd hook): relaunched again, not given up with restarts
+#            unused; the job ends 0, two restart lines, every step's loss equal to the uninterrupted
+#            run's
 #   config   a usage error (an unknown flag, exit 2) and a start failure (exit 1 before any step: a
 #            --data file that is no token file) each end the supervisor at once with the job's code
 #            and one line naming the cause, with --max-restarts 5
@@ -141,6 +149,45 @@ EOF
     grep -q "^supervise: gave up after 0 restart(s) (--max-restarts 0): the job exited $RC after step $((KILL_STEP - 1)): " "$W/sup.out" ||
       die "the line does not say the job's exit code $RC and its last step $((KILL_STEP - 1))"
     [[ $(grep -c "^model " "$W/sup.out") -eq 1 ]] || die "the job was launched more than once"
+    ;;
+  cp)
+    FLAGS=("${FLAGS[@]/#--dp/--cp}")  # cp 2 x pp 2 (the same global batch: dp 1)
+    supervised --min-ranks 2 --ranks-cmd 'echo 2'
+    [[ $RC -eq 0 ]] || die "supervise exited $RC"
+    grep -q "^layout: world 4 = dp 1 x tp 1 x cp 2 x pp 2" "$W/sup.out" || die "the first launch is not cp 2 x pp 2"
+    grep "^supervise: " "$W/sup.out"
+    grep -q "^supervise: restart 1/3: .*relaunched on 2 ranks (--dp [0-9]* --tp [0-9]* .*resumed from step $RESUME: " "$W/sup.out" ||
+      die "no restart on 2 ranks in a planned layout, resumed from $RESUME"
+    [[ $(wc -l < "$W/m.jsonl") -eq $STEPS ]] || die "the metrics do not hold each of the $STEPS steps once"
+    ;;
+  twice)
+    reference
+    # the hook, asked before each relaunch: the first time, a killer that SIGKILLs the first rank
+    # of the relaunch (a shardtrain process resuming from this test's own directory, by its id) as
+    # soon as it exists — before its first step
+    cat > "$W/hook.sh" <<EOF
+#!/usr/bin/env bash
+if [[ ! -e "$W/second" ]]; then
+  : > "$W/second"
+  ( for i in \$(seq 1 500); do
+      p=\$(pgrep -f -- "^$BIN train .*--checkpoint-dir $W/ck .*--resume 1" | head -1)
+      if [[ -n "\$p" ]]; then kill -9 "\$p" && date +%s%N > "$W/second_killed"; exit 0; fi
+      sleep 0.01
+    done ) >/dev/null 2>&1 &
+fi
+echo 4
+EOF
+    chmod +x "$W/hook.sh"
+    supervised --ranks-cmd "$W/hook.sh"
+    grep "^supervise: " "$W/sup.out"
+    [[ -s "$W/second_killed" ]] || die "the hook killed no rank of the relaunch"
+    [[ $RC -eq 0 ]] || die "supervise exited $RC (gave up with restarts left?)"
+    grep -q "^supervise: restart 1/3: .*; it ended before its first step (exit [1-9][0-9]*)" "$W/sup.out" ||
+      die "the first relaunch did not end before its first step"
+    grep -q "^supervise: restart 2/3: .*resumed from step $RESUME: step [0-9]* ran" "$W/sup.out" ||
+      die "no second relaunch resumed from $RESUME"
+    diff <(losses "$W/ref.jsonl") <(losses "$W/m.jsonl") > "$W/diff.out" ||
+      die "the loss per step differs from the uninterrupted run's (exact on the same layout)"
     ;;
   config)
     t0=$(date +%s)

@@ -11,7 +11,8 @@
 //     file (and the tensor), and the failed resume writes nothing;
 //   - generate checks what it reads: a NaN weight in a Hugging Face folder (no checksums), a
 //     flipped bit in our checkpoint;
-//   - a checkpoint of the older whole-tensor checksum format still resumes, and is still checked.
+//   - a checkpoint of the older whole-tensor checksum format still resumes, and is still checked;
+//   - one stripped of every checksum record is refused, not read unchecked.
 // Each run is the 1-layer, 32-wide GPT on the built-in corpus (~0.2 s); the whole test ~6 s.
 #include <gtest/gtest.h>
 
@@ -252,6 +253,77 @@ TEST(CheckpointFaults, ACheckpointOfTheWholeTensorFormatStillResumes) {
   EXPECT_TRUE(has(r.error, "safetensors " + step + "/model.safetensors: tensor 'transformer.wpe.weight' does not match its "
                            "checksum"))
       << r.out;
+  fs::remove_all(d);
+}
+
+// A checkpoint stripped of every checksum record (issue 55: it loaded through the unchecked path
+// kept for older files): the tensor files rewritten without our checksums, state.json without
+// its record of them, then without its own checksum. Each stage is refused by --resume and by
+// generate, naming the file; every checkpoint written since 2026-12-03 has all of them (the
+// whole-tensor format above still resumes). --allow-unchecked 1 reads it as it is (as one
+// written before 2026-12-03, which has none).
+TEST(CheckpointFaults, ACheckpointStrippedOfItsChecksumsIsRefused) {
+  const std::string d = trained("stripped");
+  const std::string step = d + "/step_00000002";
+  for (const char* base : {"model", "optimizer"})
+    edit_header(step + "/" + base + ".safetensors", [](ojson& h) { h["__metadata__"] = ojson{{"format", "pt"}}; });
+  nlohmann::json state = st::runtime::read_state(step);
+  state.erase("files");
+  st::runtime::write_state(step, state);
+  auto r = run(kTiny + "--steps 3 --checkpoint-dir '" + d + "' --resume 1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.error_lines, 1) << r.out;
+  EXPECT_TRUE(has(r.error, step + "/model.safetensors: neither state.json nor the file records its checksums "
+                           "(every checkpoint written since 2026-12-03 has them: they were removed, or it is older); "
+                           "refused rather than read unchecked (--allow-unchecked 1 reads it as it is)"))
+      << r.out;
+  EXPECT_FALSE(has(r.out, "step 3/3")) << r.out;
+  r = run(kGenerate + "'" + d + "'");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.error, step + "/model.safetensors: neither state.json nor the file records its checksums")) << r.out;
+  // state.json without its own checksum as well: refused at the state, before any tensor
+  std::ofstream(step + "/state.json") << state.dump();
+  r = run(kTiny + "--steps 3 --checkpoint-dir '" + d + "' --resume 1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.error_lines, 1) << r.out;
+  EXPECT_TRUE(has(r.error, step + "/state.json: has no checksum64 (every checkpoint written since 2026-12-03")) << r.out;
+  r = run(kGenerate + "'" + d + "'");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.error, step + "/state.json: has no checksum64")) << r.out;
+  EXPECT_EQ(std::vector<std::string>{"step_00000002"}, [&] {
+    std::vector<std::string> s;
+    for (const auto& e : fs::directory_iterator(d)) s.push_back(e.path().filename().string());
+    return s;
+  }());
+  // read only when asked (a checkpoint written before 2026-12-03 has none of them either)
+  r = run(kGenerate + "'" + d + "' --allow-unchecked 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = run(kTiny + "--steps 3 --checkpoint-dir '" + d + "' --resume 1 --allow-unchecked 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "resumed from " + step + " at step 2") && has(r.out, "step 3/3")) << r.out;
+  fs::remove_all(d);
+}
+
+// generate --stop-token the model cannot produce (issue 55: 999999, or = vocab, was accepted and
+// stopped nothing): refused before any text, naming the flag and the vocabulary; -2 too; the last
+// id and -1 (none) run.
+TEST(CheckpointFaults, GenerateRefusesAStopTokenOutsideTheVocabulary) {
+  const std::string d = trained("stop_token");
+  for (const std::string id : {"999999", "256"}) {
+    auto r = run(kGenerate + "'" + d + "' --stop-token " + id);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_EQ(r.error_lines, 1) << r.out;
+    EXPECT_TRUE(has(r.error, "generate: --stop-token " + id + " is outside the model's vocabulary of 256 (ids 0 ... 255; "
+                             "-1: none)"))
+        << r.out;
+  }
+  auto r = run(kGenerate + "'" + d + "' --stop-token -2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r.error, "generate: --stop-token must be a token id or -1 (none), got -2")) << r.out;
+  for (const char* id : {"255", "-1"}) {
+    r = run(kGenerate + "'" + d + "' --stop-token " + id);
+    EXPECT_EQ(r.code, 0) << id << "\n" << r.out;
+  }
   fs::remove_all(d);
 }
 

@@ -72,7 +72,8 @@ TEST(CliFaults, InfInFp32AndBf16StopsTheRunNamingTheStep) {
 // --lr 1e6 --clip 0 (the operator's probe, in one process): the loss goes from 5.28 to ~1e13 at
 // step 2 and stays there, finite, with grad norms ~1e7. With --max-loss-ratio 10 steps 2, 3, 4 are
 // above 10 × the mean of step 1 (5.28: the diverged steps are not folded into it), so step 4 stops
-// the run; without it the run trains on to exit 0 (off by default). A healthy run under a tight
+// the run; without the flag the default ratio (100) stops it at the same step (issue 55: it
+// trained on to exit 0); only --max-loss-ratio 0 lets it train on. A healthy run under a tight
 // ratio (1.5: its loss only falls) is not stopped. ~1 s in all.
 TEST(CliFaults, ALossThatLeavesItsRunningMeanStopsTheRun) {
   const std::string diverging = kTiny + "--steps 8 --lr 1e6 --clip 0 ";
@@ -88,6 +89,10 @@ TEST(CliFaults, ALossThatLeavesItsRunningMeanStopsTheRun) {
   r = run(diverging + "--max-loss-ratio 10 --loss-ratio-steps 1");
   EXPECT_TRUE(has(r.error, "step 2: loss ") && has(r.error, " for 1 step (grad norm ")) << r.out;
   r = run(diverging);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.error_lines, 1) << r.out;
+  EXPECT_TRUE(has(r.error, "step 4: loss ") && has(r.error, " is above 100 × its running mean 5.27")) << r.out;
+  r = run(diverging + "--max-loss-ratio 0");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r.out, "step 8/8")) << r.out;
   r = run(kTiny + "--steps 20 --max-loss-ratio 1.5");
@@ -95,6 +100,112 @@ TEST(CliFaults, ALossThatLeavesItsRunningMeanStopsTheRun) {
   r = run(kTiny + "--steps 2 --max-loss-ratio 1");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(has(r.error, "--max-loss-ratio (from command line): must be 0 (off) or > 1, got 1")) << r.out;
+}
+
+// A Llama at --lr 1e6 (issue 55): after step 1 every unit is saturated, the grad norm is exactly 0
+// and the loss sits at ln(vocab) — no ratio fires (it is below 10 × its mean), and it exited 0
+// with --max-loss-ratio 10. By default three steps in a row at grad norm 0 stop it, at step 4;
+// --max-zero-grad-steps 0 lets it train on.
+TEST(CliFaults, ARunWhoseGradientsAreExactlyZeroStops) {
+  const std::string llama = "train --model llama --layers 1 --d-model 32 --heads 2 --seq-len 32 --micro-batch 2 "
+                            "--log-every 1 --steps 8 --lr 1e6 ";
+  Result r = run(llama + "--max-loss-ratio 10");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.error_lines, 1) << r.out;
+  EXPECT_TRUE(has(r.error, "step 4: the gradient norm is exactly 0 for 3 steps in a row (loss ")) << r.out;
+  EXPECT_TRUE(has(r.error, "); nothing learns any more (the run diverged into saturation, or its gradients vanished) "
+                           "— see --max-zero-grad-steps"))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "step 3/8") && !has(r.out, "step 4/8")) << r.out;
+  r = run(llama + "--max-zero-grad-steps 0");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "step 8/8")) << r.out;
+  r = run(llama + "--max-zero-grad-steps -1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r.error, "--max-zero-grad-steps (from command line): must be >= 0, got -1")) << r.out;
+}
+
+// The data's identity is in state.json: a resume given other data (another size, or the same
+// size shifted by one token) is refused in one line unless --data-changed 1, which goes on with a
+// note; the same data resumes without a word; a checkpoint written before the identity was
+// recorded resumes with a note.
+TEST(CliFaults, AResumeWithOtherDataIsRefused) {
+  const std::string d = temp_dir("data_changed");
+  auto tokens = [&](const std::string& name, int n, int shift) {
+    // llm.c's .bin: a 256 × int32 header (magic 20240520, version 1, count), then uint16 tokens
+    const std::string path = d + "/" + name;
+    std::vector<int32_t> header(256, 0);
+    header[0] = 20240520, header[1] = 1, header[2] = n;
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(header.data()), 256 * 4);
+    for (int i = 0; i < n; ++i) {
+      const uint16_t t = static_cast<uint16_t>((i * 7 + shift) % 251);
+      f.write(reinterpret_cast<const char*>(&t), 2);
+    }
+    return path;
+  };
+  const std::string a = tokens("a.bin", 4096, 0), shifted = tokens("shifted.bin", 4096, 1), shorter = tokens("b.bin", 2048, 0);
+  const std::string ck = d + "/ck";
+  Result r = run(kTiny + "--steps 2 --data " + a + " --checkpoint-dir " + ck);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const std::string& other : {shifted, shorter}) {
+    r = run(kTiny + "--steps 3 --data " + other + " --checkpoint-dir " + ck + " --resume 1");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_EQ(r.error_lines, 1) << r.out;
+    EXPECT_TRUE(has(r.error, "--resume: " + ck + "/step_00000002 was written reading data of 9216 bytes, sample ") &&
+                has(r.error, "; --data " + other + " is " + (other == shorter ? "5120" : "9216") + " bytes, sample ") &&
+                has(r.error, " (other data: pass --data-changed 1 to go on with it from step 2's position)"))
+        << r.out;
+    EXPECT_FALSE(has(r.out, "step 3/3")) << r.out;
+  }
+  r = run(kTiny + "--steps 3 --data " + shifted + " --checkpoint-dir " + ck + " --resume 1 --data-changed 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "(--data-changed 1: going on with it from step 2's position)") && has(r.out, "step 3/3")) << r.out;
+  fs::remove_all(ck + "/step_00000003");
+  r = run(kTiny + "--steps 3 --data " + a + " --checkpoint-dir " + ck + " --resume 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_FALSE(has(r.out, "data identity") || has(r.out, "--data-changed")) << r.out;
+  fs::remove_all(ck + "/step_00000003");
+  // written before the identity was recorded: resumes, and says the data is not checked
+  const std::string step = ck + "/step_00000002";
+  nlohmann::json state = st::runtime::read_state(step);
+  state["data"].erase("identity");
+  st::runtime::write_state(step, state);
+  r = run(kTiny + "--steps 3 --data " + shifted + " --checkpoint-dir " + ck + " --resume 1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "--resume: " + step + "/state.json records no data identity (written before it was): the "
+                         "data is not checked against the checkpoint's"))
+      << r.out;
+  fs::remove_all(d);
+}
+
+// Flags a run would otherwise ignore or misread, each refused in one line naming the flag.
+TEST(CliFaults, FlagsThatWouldBeIgnoredAreRefused) {
+  // a switch given a value it does not take names the flag and its values (was: "unexpected argument '2'")
+  Result r = run(kTiny + "--steps 1 --async-checkpoint 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r.error, "command line: flag --async-checkpoint: expected 0|1 (or true|false), got '2'")) << r.out;
+  r = run(kTiny + "--steps 1 --async-checkpoint");  // alone, or before another flag: 1
+  EXPECT_EQ(r.code, 0) << r.out;
+  // llama's flags on a gpt model: refused naming the flag and the family
+  for (const auto& [flag, want] : std::vector<std::pair<std::string, std::string>>{
+           {"--kv-heads 1", "--kv-heads (from command line): the gpt model has no such setting (it is llama's): 1 "
+                            "key/value heads would be ignored"},
+           {"--ffn 64", "--ffn (from command line): the gpt model has no such setting (it is llama's): an MLP width "
+                        "of 64 would be ignored"},
+           {"--rope-theta 500000", "--rope-theta (from command line): the gpt model has no such setting (it is "
+                                   "llama's): a rotary base of 500000 would be ignored"},
+           {"--tie-embeddings 0", "--tie-embeddings (from command line): the gpt model has no such setting"}}) {
+    r = run(kTiny + "--steps 1 " + flag);
+    EXPECT_EQ(r.code, 2) << flag << "\n" << r.out;
+    EXPECT_EQ(r.error_lines, 1) << flag << "\n" << r.out;
+    EXPECT_TRUE(has(r.error, want)) << flag << "\n" << r.out;
+  }
+  r = run("train --model mlp --layers 1 --d-model 32 --seq-len 32 --steps 1 --kv-heads 2");
+  EXPECT_TRUE(r.code == 2 && has(r.error, "--kv-heads (from command line): the mlp model has no such setting")) << r.out;
+  // gpt's own values pass (what --init-from of a GPT-2 fills in)
+  r = run(kTiny + "--steps 1 --kv-heads 2 --ffn 128 --tie-embeddings 1");
+  EXPECT_EQ(r.code, 0) << r.out;
 }
 
 TEST(CliFaults, Fp16StopsOnlyOnceTheScaleIsAtItsFloor) {

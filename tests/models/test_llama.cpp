@@ -18,6 +18,8 @@
 
 #include "models/decoder/decoder_tp_plan.h"
 #include "models/llama.h"
+#include "ops/cross_entropy.h"
+#include "runtime/optim/optimizer.h"
 #include "tensor/autograd.h"
 
 using namespace st;
@@ -221,9 +223,128 @@ TEST(Llama, ConfigInBothRopeSpellingsAndLlama3Scaling) {
           << e.what();
     }
   }
+  // a scaling without its type (issue 55: {"factor": 8.0} trained unscaled): refused naming the
+  // file, the field and the missing key, in both spellings; "default" with a factor too
+  auto refused = [](const nlohmann::json& j, const std::string& want) {
+    try {
+      llama_spec(j, "dir/config.json");
+      ADD_FAILURE() << j.dump() << " accepted";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  nlohmann::json untyped = config(Sizes{});
+  untyped["rope_scaling"] = {{"factor", 8.0}};
+  refused(untyped, "dir/config.json: \"rope_scaling\" has \"factor\" but no \"rope_type\" (or \"type\")");
+  nlohmann::json untyped5 = config(Sizes{});
+  untyped5.erase("rope_scaling");
+  untyped5["rope_parameters"] = {{"rope_theta", 10000.0}, {"factor", 8.0}};
+  refused(untyped5, "dir/config.json: \"rope_parameters\" has \"factor\" but no \"rope_type\"");
+  nlohmann::json default_factor = config(Sizes{});
+  default_factor["rope_scaling"] = {{"rope_type", "default"}, {"factor", 8.0}};
+  refused(default_factor, "dir/config.json: \"rope_scaling\" has rope type \"default\" with \"factor\" 8.0");
+  nlohmann::json unknown = config(Sizes{});
+  unknown["rope_scaling"] = {{"type", "longrope"}, {"factor", 2.0}};
+  refused(unknown, "dir/config.json: rope type \"longrope\" is not supported");
+  // the plain spellings still load: no scaling, and rope_parameters with only its theta
+  nlohmann::json plain5 = config(Sizes{});
+  plain5.erase("rope_scaling");
+  plain5["rope_parameters"] = {{"rope_theta", 20000.0}};
+  EXPECT_EQ(llama_spec(plain5, "p").rope.theta, 20000.0);
+  EXPECT_EQ(llama_spec(plain5, "p").rope.type, "default");
   nlohmann::json act = config(Sizes{});
   act["hidden_act"] = "gelu";
   EXPECT_THROW(llama_spec(act, "x"), ValueError);
+}
+
+// Hugging Face's LlamaModel builds its embedding with padding_idx = config.pad_token_id: that row
+// gets no gradient from the lookup (issue 55: shardtrain trained it). With pad_token_id 3 and
+// inputs holding token 3 (three times): the logits are the bits of the same model without a pad
+// token (x·1 + x·0 = x), every gradient is too except the embedding's row 3, which is exactly 0
+// (untied); tied, row 3 holds the head's share only (HF's padding_idx leaves the head's use of the
+// tied weight alone): the pad-free model's row 3 minus the lookup's, the lookup's found by the
+// difference. Then 3 AdamW steps with weight decay 0 (untied): m = v = 0 for that row, so its
+// update lr·m̂/(√v̂ + ε) is exactly 0 — the row holds its initial bits — while every other row moves.
+// A pad_token_id outside the vocabulary is refused naming the file. GPT-2 (HF's GPT2 has no
+// padding_idx) reads no pad token.
+TEST(Llama, PadTokenRowGetsNoGradient) {
+  const int64_t pad = 3;
+  for (bool tied : {false, true}) {
+    Sizes s;
+    s.tied = tied;
+    nlohmann::json with = config(s);
+    with["pad_token_id"] = pad;
+    DecoderModel m(llama_spec(with, "test"), nullptr, std::make_shared<Generator>(0));
+    DecoderModel r(llama_spec(config(s), "test"), nullptr, std::make_shared<Generator>(0));
+    m.init_weights(3);
+    r.init_weights(3);
+    std::vector<int64_t> ids, next;
+    for (int64_t t = 0; t < s.T; ++t) ids.push_back(t % 4 == 1 ? pad : (t * 17 + 5) % s.V);  // pad at t = 1, 5, 9
+    for (int64_t t = 0; t < s.T; ++t) next.push_back((t * 7 + 2) % s.V);
+    const Tensor x = Tensor::from_vector(ids, {1, s.T}), y = Tensor::from_vector(next, {s.T});
+    auto grads = [&](DecoderModel& model) {
+      for (auto& [n, p] : model.named_parameters()) p.zero_grad();
+      Tensor logits = model.forward(x);  // (1, T, V)
+      ops::cross_entropy(logits.view({s.T, s.V}), y).backward();
+      return logits;
+    };
+    const Tensor lm = grads(m), lr = grads(r);
+    EXPECT_EQ(lm.to_double(), lr.to_double()) << "tied " << tied;
+    const std::string emb = "model.embed_tokens.weight";
+    for (auto& [n, p] : m.named_parameters()) {
+      const std::vector<double> got = p.grad().to_double(), want = r.parameter(n).grad().to_double();
+      if (n != emb) {
+        EXPECT_EQ(got, want) << n;
+        continue;
+      }
+      const int64_t C = s.C;
+      for (int64_t row = 0; row < s.V; ++row)
+        for (int64_t c = 0; c < C; ++c) {
+          const size_t i = static_cast<size_t>(row * C + c);
+          if (row != pad) {
+            ASSERT_EQ(got[i], want[i]) << "tied " << tied << " row " << row;
+          } else if (!tied) {
+            ASSERT_EQ(got[i], 0.0) << "row " << pad << " of the embedding's gradient";
+          }
+        }
+      if (tied) {  // row 3: the head's share, not the pad-free model's (which adds the lookups')
+        double diff = 0;
+        for (int64_t c = 0; c < C; ++c) diff += std::fabs(got[pad * C + c] - want[pad * C + c]);
+        EXPECT_GT(diff, 0.0);
+      }
+    }
+    if (tied) continue;
+    const std::vector<double> before = m.parameter(emb).detach().to_double();
+    runtime::AdamW opt(m.named_parameters(), runtime::AdamWOptions{1e-2, 0.9, 0.95, 1e-8, 0.0});
+    for (int step = 0; step < 3; ++step) {
+      grads(m);
+      std::vector<Tensor> g;
+      for (auto& [n, p] : opt.params()) g.push_back(p.grad());
+      opt.step(g, 1e-2);
+    }
+    const std::vector<double> after = m.parameter(emb).detach().to_double();
+    for (int64_t row = 0; row < s.V; ++row) {
+      bool same = true;
+      for (int64_t c = 0; c < s.C; ++c) same = same && after[row * s.C + c] == before[row * s.C + c];
+      if (row == pad)
+        EXPECT_TRUE(same) << "the pad row moved";
+      else if (row == ids[0])
+        EXPECT_FALSE(same) << "row " << row << " (an input) did not move";
+    }
+  }
+  nlohmann::json bad = config(Sizes{});
+  bad["pad_token_id"] = 50;
+  try {
+    llama_spec(bad, "dir/config.json");
+    ADD_FAILURE() << "pad_token_id 50 of vocab 50 accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("dir/config.json: \"pad_token_id\" 50 is outside the vocabulary of 50"),
+              std::string::npos)
+        << e.what();
+  }
+  nlohmann::json none = config(Sizes{});
+  none["pad_token_id"] = nullptr;
+  EXPECT_EQ(llama_spec(none, "x").padding_idx, -1);
 }
 
 TEST(Llama, TensorParallelPlanByRole) {

@@ -188,6 +188,31 @@ TEST(TpLayers, VocabParallelEmbeddingWithPaddedVocab) {
   EXPECT_THROW(emb.forward(Tensor::from_vector(std::vector<int64_t>{1, 10}, {1, 2})), ValueError);
 }
 
+// HF's padding_idx (Llama's pad_token_id) under the vocabulary split: the rank holding the row
+// gives its values (the output is the plain lookup's, bit for bit) and no gradient — that row of
+// the gradient exactly 0, every other row the plain lookup's. Pad 9 (the last rank's rows, three
+// times in the ids) and pad 0 (the first rank's).
+TEST(TpLayers, VocabParallelEmbeddingPaddingRowGetsNoGradient) {
+  const int64_t V = 10, C = 6;
+  Tensor W = randn({V, C}, 31), G = randn({2, 6, C}, 32);
+  Tensor ids = Tensor::from_vector(std::vector<int64_t>{3, 9, 0, 9, 5, 1, 8, 2, 7, 4, 6, 9}, {2, 6});
+  Tensor wr = leaf(W);
+  Tensor yr = ops::embedding(wr, ids);
+  dot(yr, G).backward();
+  for (int64_t pad : {int64_t{9}, int64_t{0}}) {
+    VocabParallelEmbedding emb(V, C, tp());
+    emb.padding_idx = pad;
+    set_param(emb.weight, shard(W, ShardSpec::split_padded(0, V)));
+    Tensor y = emb.forward(ids);
+    EXPECT_TRUE(exactly_equal(y, yr)) << "pad " << pad;
+    dot(y, G).backward();
+    Tensor want = wr.grad().clone();
+    want.narrow(0, pad, 1).fill_(0.0);  // the row HF's padding_idx keeps out of the gradient
+    const Tensor got = emb.weight.grad();
+    EXPECT_TRUE(exactly_equal(got, shard(want, ShardSpec::split_padded(0, V)))) << "pad " << pad;
+  }
+}
+
 TEST(TpLayers, VocabParallelCrossEntropyMasksPaddingAndMatchesTheFullLoss) {
   const int64_t V = 10;
   Tensor L = ops::scale(randn({2, 5, V}, 41), 3.0).detach();
