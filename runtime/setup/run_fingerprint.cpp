@@ -11,9 +11,39 @@
 
 #include "runtime/setup/model_registry.h"
 #include "runtime/common/checksum.h"
+#include "runtime/data/data_spec.h"
 
 namespace st::runtime {
 namespace {
+
+// A --data spec's identity: file_identity of its one token file (as before corpora), else
+// "<n> files, <bytes> bytes, sample <checksum of every file's identity>" (within the 256 bytes a
+// fingerprint value may hold).
+std::string data_identity(const std::string& spec) {
+  if (spec.empty()) return "none";
+  std::vector<DataPart> parts;
+  try {
+    parts = resolve_data_spec(spec);
+  } catch (const Error&) {
+    return "missing";
+  }
+  if (parts.size() == 1 && parts[0].single_file) return file_identity(parts[0].where);
+  Checksum64 sum;
+  uint64_t files = 0, bytes = 0;
+  for (const auto& p : parts) {
+    const std::string w = p.where + ":" + std::to_string(p.weight) + "\n";
+    sum.update(w.data(), w.size());
+    for (const auto& f : p.files) {
+      const std::string id = file_identity(f) + "\n";
+      sum.update(id.data(), id.size());
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(f, ec);
+      bytes += ec ? 0 : size;
+      ++files;
+    }
+  }
+  return std::to_string(files) + " files, " + std::to_string(bytes) + " bytes, sample " + checksum_hex(sum.digest());
+}
 
 std::string num(double v) {  // the shortest text that reads back as v
   char buf[32];
@@ -147,10 +177,10 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       // run
       {"steps", num(c.steps)},
       {"data", path_or_none(c.data)},
-      {"data identity", file_identity(c.data)},
+      {"data identity", data_identity(c.data)},
       {"shuffle", flag(c.shuffle)},
       {"val-data", path_or_none(c.val_data)},
-      {"val-data identity", file_identity(c.val_data)},
+      {"val-data identity", data_identity(c.val_data)},
       {"eval-every", num(c.eval_every)},
       {"checkpoint-dir", path_or_none(c.checkpoint_dir)},
       {"checkpoint-every", num(c.checkpoint_every)},

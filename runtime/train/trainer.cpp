@@ -15,6 +15,7 @@
 #include "comm/process_grid.h"
 #include "ops/matmul.h"
 #include "ops/optim.h"
+#include "runtime/data/data_spec.h"
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/optim/grad_clip.h"
 #include "runtime/parallel/state_io.h"
@@ -224,7 +225,7 @@ void Trainer::init(const std::string& resume_path) {
       if (!note.empty() && rank() == 0) std::cout << note << std::endl;
     }
   }
-  if (eval_interval(cfg_) > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
+  if (eval_interval(cfg_) > 0) val_data_ = open_token_source(cfg_.val_data);
   // --cuda-graph 1 (the default) where it applies: decided once, from the config and what the
   // wiring supports (TrainStep::capture_refusal; on CUDA a note says why not). The CPU has no
   // graphs; the rehearsal seam runs the graph mode's code there without the capture.
@@ -375,7 +376,7 @@ void Trainer::reduce_step_metrics(StepMetrics& m) const {
   if (m.fp8_underflow) m.fp8_underflow = b[world.size() + 1];
 }
 
-double Trainer::evaluate(const TokenData& val, int64_t max_batches) {
+double Trainer::evaluate(const TokenSource& val, int64_t max_batches) {
   const int64_t B = w_.layout.micro_batch, T = w_.source->seq_len();
   const int64_t n = std::min<int64_t>(max_batches, val.num_sequences(T) / B);
   ST_CHECK(n >= 1, ValueError, val.path() << " is too short for one validation batch of " << B << " × " << T);
