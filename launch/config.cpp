@@ -167,7 +167,7 @@ OptionTable train_options(TrainConfig& c) {
   I("steps", "run", c.steps, "N",
     "the run's total optimizer steps (a resumed run goes on to N; its lr schedule keeps the length the "
     "checkpoint was written with, so a longer run goes on at the cosine's floor)");
-  S("data", "run", c.data, "FILE.bin|DIR|GLOB[:W],...",
+  S("data", "run", c.data, "PATH[:W],...",
     "training tokens: a token file (llm.c .bin), a `shardtrain prepare` directory (its index.json: the shards "
     "read as one stream) or a glob of token files; a comma list of those, each with an optional :WEIGHT, is a "
     "mixture (each step's sequences drawn from the parts by weight, the same in every layout); empty: the "
@@ -175,7 +175,7 @@ OptionTable train_options(TrainConfig& c) {
   B("shuffle", "run", c.shuffle,
     "read the sequences in a new random order each pass over --data (seeded by --seed; the same order in "
     "every layout and after --resume); 0: the file's order");
-  S("val-data", "run", c.val_data, "FILE|DIR|GLOB[:W],...",
+  S("val-data", "run", c.val_data, "PATH[:W],...",
     "validation tokens (the forms of --data): the mean loss of up to 8 micro-batches");
   I("eval-every", "run", c.eval_every, "N",
     "validate every N steps; 0: with --val-data every max(1, steps / 10) steps, without it never");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # prepare → train --data DIR, end to end through the binary. prepare: one final line when stdout is
-# not a terminal; killed (SHARDTRAIN_TEST_PREPARE_KILL_SHARDS) and run again = one run, byte for
+# not a terminal, a progress line on one (script(1)); killed (SHARDTRAIN_TEST_PREPARE_KILL_SHARDS) and run again = one run, byte for
 # byte. train: a prepare directory of shards gives the losses of the one file that concatenates
 # them (bit for bit); a mixture DIR:0.7,FILE:0.3 gives the same losses under dp 2 (1e-5) and when
 # resumed (bit for bit) as in one process; --val-data DIR/val validates; a shard with an id ≥ the
@@ -40,6 +40,10 @@ prep=(prepare --input "$D/in" --eos-id 0 --shard-tokens 3000 --threads 2)
 out=$("$BIN" "${prep[@]}" --out-dir "$D/c" --val-docs 4 2>&1) || bad "prepare failed: $out"
 [[ "$(printf '%s\n' "$out" | wc -l)" == 1 && "$out" == "prepare: 37 documents, "*" shard(s) + val/: 4 documents, "*"-> $D/c (train --data $D/c)" ]] ||
   bad "prepare's line (stdout not a terminal: one line): $out"
+# on a terminal (script(1) gives it one): the progress line, redrawn with \r, then the final line
+script -qec "$BIN ${prep[*]} --out-dir $D/tty" /dev/null >"$D/tty.out" 2>&1 || bad "prepare on a terminal failed: $(cat "$D/tty.out")"
+grep -q $'\rprepare: [0-9.]* / [0-9.]* MB (100%), [0-9.]* MB/s, 41 documents' "$D/tty.out" ||
+  bad "no progress line on a terminal: $(cat -v "$D/tty.out")"
 nshards=$(python3 -c "import json; print(len(json.load(open('$D/c/index.json'))['shards']))")
 [[ "$nshards" -ge 3 ]] || bad "expected 3 or more shards, got $nshards"
 
