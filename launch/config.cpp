@@ -176,7 +176,10 @@ OptionTable train_options(TrainConfig& c) {
     "read the sequences in a new random order each pass over --data (seeded by --seed; the same order in "
     "every layout and after --resume); 0: the file's order");
   S("val-data", "run", c.val_data, "PATH[:W],...",
-    "validation tokens (the forms of --data): the mean loss of up to 8 micro-batches");
+    "validation tokens (the forms of --data): the mean loss of its first micro-batches (--eval-tokens)");
+  I("eval-tokens", "run", c.eval_tokens, "N",
+    "tokens each validation reads: the first ceil(N / (micro-batch x seq-len)) micro-batches of --val-data (fewer if it "
+    "holds fewer); 0: 8 micro-batches");
   I("eval-every", "run", c.eval_every, "N",
     "validate every N steps; 0: with --val-data every max(1, steps / 10) steps, without it never");
   S("checkpoint-dir", "run", c.checkpoint_dir, "DIR",

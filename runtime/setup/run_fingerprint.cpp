@@ -182,6 +182,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"val-data", path_or_none(c.val_data)},
       {"val-data identity", data_identity(c.val_data)},
       {"eval-every", num(c.eval_every)},
+      {"eval-tokens", num(c.eval_tokens)},
       {"checkpoint-dir", path_or_none(c.checkpoint_dir)},
       {"checkpoint-every", num(c.checkpoint_every)},
       {"resume", flag(c.resume)},

@@ -394,7 +394,11 @@ double Trainer::evaluate(const TokenSource& val, int64_t max_batches) {
 void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Progress& bar) {
   StepMetrics m = step_metrics;
   const bool lead = rank() == 0;
-  if (val_data_ && m.step % eval_interval(cfg_) == 0) m.val_loss = evaluate(*val_data_);
+  if (val_data_ && m.step % eval_interval(cfg_) == 0) {
+    // --eval-tokens: ⌈tokens / (B·T)⌉ micro-batches (at least 1); 0: 8
+    const int64_t per_batch = w_.layout.micro_batch * w_.source->seq_len();
+    m.val_loss = evaluate(*val_data_, cfg_.eval_tokens > 0 ? (cfg_.eval_tokens + per_batch - 1) / per_batch : 8);
+  }
   if (w_.world && w_.world->size() > 1) reduce_step_metrics(m);  // collective: the step line shows the largest rank; fp8 counts summed
   // the step's line before its checkpoint: a crash in between leaves the line, which a resume
   // from the previous checkpoint cuts back

@@ -3,7 +3,7 @@
 # not a terminal, a progress line on one (script(1)); killed (SHARDTRAIN_TEST_PREPARE_KILL_SHARDS) and run again = one run, byte for
 # byte. train: a prepare directory of shards gives the losses of the one file that concatenates
 # them (bit for bit); a mixture DIR:0.7,FILE:0.3 gives the same losses under dp 2 (1e-5) and when
-# resumed (bit for bit) as in one process; --val-data DIR/val validates; a shard with an id ≥ the
+# resumed (bit for bit) as in one process; --val-data DIR/val validates (--eval-tokens: how much); a shard with an id ≥ the
 # vocabulary or a truncated tail is refused naming the shard.
 # usage: data_corpus_test.sh MPIEXEC SHARDTRAIN
 set -uo pipefail
@@ -74,6 +74,15 @@ python3 -c "
 import json
 rows = [json.loads(l) for l in open('$D/mix.jsonl')]
 assert [r['step'] for r in rows if r.get('val_loss') is not None] == [3, 6], rows" || bad "no validation loss at steps 3 and 6"
+# --eval-tokens: 256 = 8 micro-batches of 2 × 16, the default's, bit for bit; 32 (one micro-batch) another loss
+runq "$BIN" "${small[@]}" --shuffle 1 --steps 3 --data "$mix" --val-data "$D/c/val" --eval-every 3 --metrics "$D/ev0.jsonl"
+runq "$BIN" "${small[@]}" --shuffle 1 --steps 3 --data "$mix" --val-data "$D/c/val" --eval-every 3 --eval-tokens 256 --metrics "$D/ev256.jsonl"
+runq "$BIN" "${small[@]}" --shuffle 1 --steps 3 --data "$mix" --val-data "$D/c/val" --eval-every 3 --eval-tokens 32 --metrics "$D/ev32.jsonl"
+python3 -c "
+import json
+val = lambda p: [json.loads(l) for l in open(p)][2]['val_loss']
+a, b, c = val('$D/ev0.jsonl'), val('$D/ev256.jsonl'), val('$D/ev32.jsonl')
+assert a == b and a != c, (a, b, c)" || bad "--eval-tokens 256 differs from the default 8 micro-batches, or 32 does not"
 runq "${MPI[@]}" -np 2 "$BIN" "${small[@]}" --shuffle 1 --steps 6 --data "$mix" --dp 2 --grad-accum 1 --metrics "$D/mix_dp2.jsonl"
 compare "$D/mix.jsonl" "$D/mix_dp2.jsonl" 1e-5 "a mixture under dp 2 differs from one process"
 runq "$BIN" "${small[@]}" --shuffle 1 --steps 3 --data "$mix" --checkpoint-dir "$D/ck" --metrics "$D/mix_resumed.jsonl"
