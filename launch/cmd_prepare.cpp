@@ -1,12 +1,11 @@
 // `shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte|gpt2 --vocab DIR]`: a user's
 // text → tokens. gpt2 reads DIR/vocab.json + DIR/merges.txt (GPT-2's own files, never downloaded).
-// `shardtrain prepare --input PATH,... --out-dir DIR`: a corpus of documents → a directory of
+// `shardtrain prepare --input PATH [--input PATH ...] --out DIR`: a corpus of documents → a directory of
 // shards for `train --data DIR` (launch/corpus_prepare.h).
 #include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
-#include <sstream>
 
 #include "launch/bpe_tokenizer.h"
 #include "launch/byte_tokenizer.h"
@@ -44,14 +43,6 @@ int64_t prepare_tokens(const std::string& text_path, const std::string& out_path
 
 namespace {
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 std::string mb_per_s(uint64_t bytes, double s) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2f", s > 0 ? static_cast<double>(bytes) / 1e6 / s : 0.0);
@@ -61,19 +52,21 @@ std::string mb_per_s(uint64_t bytes, double s) {
 }  // namespace
 
 int cmd_prepare(const std::vector<std::string>& args) {
-  std::string text, out, tokenizer = "byte", vocab, input;
+  std::string text, out, tokenizer = "byte", vocab;
   CorpusPrepareOptions c;
   OptionTable t("prepare", false);
   t.add({"text", "prepare", "FILE", "text file to tokenize into one --out file", false, OptionTable::bind(text), nullptr});
-  t.add({"out", "prepare", "FILE.bin", "output token file, llm.c format (uint16 tokens; uint32, version 2, when an id exceeds 65535)", false, OptionTable::bind(out), nullptr});
-  t.add({"input", "corpus", "PATH,...",
-         "a corpus: text files (a document each), .jsonl files (a document per non-blank line), directories (their "
-         ".txt .text .md .jsonl files, recursively) or globs; files in byte order of their paths, inputs in the "
-         "order given. Needs --out-dir", false, OptionTable::bind(input), nullptr});
-  t.add({"out-dir", "corpus", "DIR",
-         "where the shards go: DIR/shard_NNNNNN.bin (token files) + .idx (document offsets) and DIR/index.json, "
-         "written last; pass DIR to train --data. A new or empty DIR, or one a killed prepare left (cleared); one "
-         "holding a finished corpus needs --force; other files in it are refused", false, OptionTable::bind(c.out_dir), nullptr});
+  t.add({"out", "prepare", "FILE.bin|DIR",
+         "with --text: the output token file, llm.c format (uint16 tokens; uint32, version 2, when an id exceeds 65535). "
+         "With --input: the directory the shards go to: DIR/shard_NNNNNN.bin (token files) + .idx (document offsets) "
+         "and DIR/index.json, written last; pass DIR to train --data. A new or empty DIR, or one a killed prepare left "
+         "(cleared); one holding a finished corpus needs --force; other files in it are refused",
+         false, OptionTable::bind(out), nullptr});
+  t.add({"input", "corpus", "PATH",
+         "a corpus (repeat for more): a text file (a document), a .jsonl file (a document per non-blank line), a "
+         "directory (its .txt .text .md .jsonl files, recursively) or a glob; files in byte order of their paths, "
+         "inputs in the order given; --out DIR names the output directory",
+         false, [&c](const std::string& v) { c.inputs.push_back(v); }, nullptr});
   t.add({"text-field", "corpus", "NAME", "the JSONL field that holds a document's text", false,
          OptionTable::bind(c.text_field), [&c] { return c.text_field; }});
   t.add({"shard-tokens", "corpus", "N", "tokens per shard (the last one fewer; a document may continue in the next)", false,
@@ -89,7 +82,7 @@ int cmd_prepare(const std::vector<std::string>& args) {
   t.add({"eos-id", "corpus", "ID",
          "id put after every document; -1: none (default: the tokenizer's: gpt2 <|endoftext|> 50256, byte none)", false,
          OptionTable::bind(c.eos_id), nullptr});
-  t.add({"force", "corpus", "0|1", "replace the corpus an --out-dir already holds", false, OptionTable::bind(c.force), nullptr});
+  t.add({"force", "corpus", "0|1", "replace the corpus an --out DIR already holds", false, OptionTable::bind(c.force), nullptr});
   t.add({"tokenizer", "prepare", "byte",
          "tokenizer: byte (token = byte value, vocab 256) or gpt2 (byte-level BPE, needs --vocab)", false,
          OptionTable::bind_choice(tokenizer, {"byte", "gpt2"}), [&tokenizer] { return tokenizer; }});
@@ -97,14 +90,14 @@ int cmd_prepare(const std::vector<std::string>& args) {
          OptionTable::bind(vocab), nullptr});
   if (OptionTable::wants_help(args)) {
     std::cout << t.help("shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte|gpt2 --vocab DIR]\n"
-                        "       shardtrain prepare --input PATH,... --out-dir DIR [--tokenizer byte|gpt2 --vocab DIR]");
+                        "       shardtrain prepare --input PATH [--input PATH ...] --out DIR [--tokenizer byte|gpt2 --vocab DIR]");
     return 0;
   }
   t.parse_flags(args);
-  if (!input.empty() || !c.out_dir.empty()) {
-    if (!text.empty() || !out.empty()) ST_THROW(UsageError, "prepare: --text/--out (one file) and --input/--out-dir (a corpus) do not mix");
-    if (input.empty()) ST_THROW(UsageError, "prepare: --out-dir needs --input PATH,...");
-    c.inputs = split_list(input);
+  if (!c.inputs.empty()) {
+    if (!text.empty()) ST_THROW(UsageError, "prepare: --text FILE (one file) and --input PATH (a corpus) do not mix");
+    if (out.empty()) ST_THROW(UsageError, "prepare: --input needs --out DIR (the directory of shards)");
+    c.out_dir = out;
     c.tokenizer = tokenizer;
     c.vocab = vocab;
     c.progress = ::isatty(STDOUT_FILENO) == 1;
@@ -119,7 +112,7 @@ int cmd_prepare(const std::vector<std::string>& args) {
               << " (train --data " << c.out_dir << ")\n";
     return 0;
   }
-  if (text.empty()) ST_THROW(UsageError, "prepare: --text FILE is required (or --input PATH,... --out-dir DIR for a corpus)");
+  if (text.empty()) ST_THROW(UsageError, "prepare: --text FILE is required (or --input PATH --out DIR for a corpus)");
   if (out.empty()) ST_THROW(UsageError, "prepare: --out FILE.bin is required");
   const int64_t n = prepare_tokens(text, out, tokenizer, vocab);
   std::cout << "prepare: " << n << " tokens (" << tokenizer << " tokenizer";

@@ -64,7 +64,7 @@ struct Progress {
 CorpusPrepareResult prepare_corpus(const CorpusPrepareOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   ST_CHECK(!o.inputs.empty(), UsageError, "prepare: --input is empty");
-  ST_CHECK(!o.out_dir.empty(), UsageError, "prepare: --input needs --out-dir DIR");
+  ST_CHECK(!o.out_dir.empty(), UsageError, "prepare: --input needs --out DIR");
   ST_CHECK(o.shard_tokens >= 1 && o.shard_tokens <= INT32_MAX, UsageError,
            "prepare: --shard-tokens " << o.shard_tokens << " must be in [1, " << INT32_MAX << "] (the token file's int32 count)");
   ST_CHECK(o.threads >= 0, UsageError, "prepare: --threads " << o.threads << " must be >= 0 (0: every core)");

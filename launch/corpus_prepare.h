@@ -1,4 +1,4 @@
-// `shardtrain prepare --input PATH,... --out-dir DIR`: a corpus of documents → a directory of
+// `shardtrain prepare --input PATH [--input PATH ...] --out DIR`: a corpus of documents → a directory of
 // token shards with index.json (runtime/data/corpus_index.h), read by `train --data DIR`.
 // Each document (launch/corpus_inputs.h) becomes [BOS] ids [EOS] — the tokenizer's own (gpt2: no
 // BOS, <|endoftext|> 50256 after every document, as GPT-2 was trained; byte: neither) unless

@@ -79,7 +79,7 @@ void clear_prepared_dir(const std::string& dir, bool force) {
     if (ec) ST_THROW(IOError, "prepare: cannot create " << dir << ": " << ec.message());
     return;
   }
-  if (!fs::is_directory(dir, ec)) ST_THROW(UsageError, "prepare: --out-dir " << dir << " exists and is not a directory");
+  if (!fs::is_directory(dir, ec)) ST_THROW(UsageError, "prepare: --out " << dir << " exists and is not a directory");
   std::vector<fs::path> own;
   bool complete = false;
   const fs::path val = fs::path(dir) / "val";
@@ -89,7 +89,7 @@ void clear_prepared_dir(const std::string& dir, bool force) {
       const std::string name = e.path().filename().string();
       if (d != val && name == "val" && e.is_directory(ec)) continue;
       if (!prepare_wrote(name) || !e.is_regular_file(ec))
-        ST_THROW(UsageError, "prepare: --out-dir " << dir << " holds " << e.path().string()
+        ST_THROW(UsageError, "prepare: --out " << dir << " holds " << e.path().string()
                                                    << ", which prepare did not write: choose a new or empty directory");
       complete = complete || name == "index.json";
       own.push_back(e.path());
@@ -97,7 +97,7 @@ void clear_prepared_dir(const std::string& dir, bool force) {
     if (ec) ST_THROW(IOError, "prepare: cannot list " << d.string() << ": " << ec.message());
   }
   if (complete && !force)
-    ST_THROW(UsageError, "prepare: --out-dir " << dir << " already holds a prepared corpus (index.json): --force 1 replaces it");
+    ST_THROW(UsageError, "prepare: --out " << dir << " already holds a prepared corpus (index.json): --force 1 replaces it");
   // the indexes first, so a prepare killed while clearing leaves no index naming missing shards
   std::stable_partition(own.begin(), own.end(), [](const fs::path& p) { return p.filename() == "index.json"; });
   for (const auto& p : own) {

@@ -69,7 +69,7 @@ std::vector<DataPart> resolve_data_spec(const std::string& spec) {
     if (fs::is_directory(p.where, ec)) {
       if (!fs::exists(CorpusIndex::path_in(p.where), ec))
         ST_THROW(IOError, p.where << " is a directory without index.json (" << CorpusIndex::path_in(p.where)
-                                  << "): not a `shardtrain prepare --out-dir`; DIR/*.bin reads its token files");
+                                  << "): not a `shardtrain prepare --input ... --out DIR`; DIR/*.bin reads its token files");
       const CorpusIndex idx = CorpusIndex::read(p.where);  // IOError naming DIR/index.json
       for (const auto& s : idx.shards) p.files.push_back((fs::path(p.where) / s.file).string());
     } else if (fs::is_regular_file(p.where, ec)) {

@@ -36,22 +36,22 @@ with open(sys.argv[1] + "/docs.jsonl", "w") as f:
         f.write(json.dumps({"text": " ".join(f"word{(i * 7 + k) % 50}" for k in range(20 + i % 30))}) + "\n")
 open(sys.argv[1] + "/notes.txt", "w").write("A plain text document.\n" * 20)
 PY
-prep=(prepare --input "$D/in" --eos-id 0 --shard-tokens 3000 --threads 2)
-out=$("$BIN" "${prep[@]}" --out-dir "$D/c" --val-docs 4 2>&1) || bad "prepare failed: $out"
+prep=(prepare --input "$D/in/docs.jsonl" --input "$D/in/notes.txt" --eos-id 0 --shard-tokens 3000 --threads 2)
+out=$("$BIN" "${prep[@]}" --out "$D/c" --val-docs 4 2>&1) || bad "prepare failed: $out"
 [[ "$(printf '%s\n' "$out" | wc -l)" == 1 && "$out" == "prepare: 37 documents, "*" shard(s) + val/: 4 documents, "*"-> $D/c (train --data $D/c)" ]] ||
   bad "prepare's line (stdout not a terminal: one line): $out"
 # on a terminal (script(1) gives it one): the progress line, redrawn with \r, then the final line
-script -qec "$BIN ${prep[*]} --out-dir $D/tty" /dev/null >"$D/tty.out" 2>&1 || bad "prepare on a terminal failed: $(cat "$D/tty.out")"
+script -qec "$BIN ${prep[*]} --out $D/tty" /dev/null >"$D/tty.out" 2>&1 || bad "prepare on a terminal failed: $(cat "$D/tty.out")"
 grep -q $'\rprepare: [0-9.]* / [0-9.]* MB (100%), [0-9.]* MB/s, 41 documents' "$D/tty.out" ||
   bad "no progress line on a terminal: $(cat -v "$D/tty.out")"
 nshards=$(python3 -c "import json; print(len(json.load(open('$D/c/index.json'))['shards']))")
 [[ "$nshards" -ge 3 ]] || bad "expected 3 or more shards, got $nshards"
 
 # killed after its 2nd shard, then run again: the bytes of one run
-SHARDTRAIN_TEST_PREPARE_KILL_SHARDS=2 "$BIN" "${prep[@]}" --out-dir "$D/k" --val-docs 4 >/dev/null 2>&1
+SHARDTRAIN_TEST_PREPARE_KILL_SHARDS=2 "$BIN" "${prep[@]}" --out "$D/k" --val-docs 4 >/dev/null 2>&1
 rc=$?
 [[ $rc == 137 && ! -e "$D/k/index.json" && -e "$D/k/shard_000001.bin" ]] || bad "the kill hook: rc $rc, $(ls "$D/k")"
-runq "$BIN" "${prep[@]}" --out-dir "$D/k" --val-docs 4
+runq "$BIN" "${prep[@]}" --out "$D/k" --val-docs 4
 diff -r "$D/c" "$D/k" >/dev/null || bad "prepare killed and run again differs from one run"
 
 # the shards concatenated into one file: the same losses, bit for bit
