@@ -1,12 +1,11 @@
 // prepare for a corpus: documents → tokens on every core → shards (launch/corpus_prepare.h).
 #include "launch/corpus_prepare.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -14,11 +13,11 @@
 #include <thread>
 
 #include "launch/corpus_inputs.h"
+#include "launch/options.h"
 #include "launch/shard_writer.h"
 #include "launch/text_codec.h"
 #include "runtime/common/json_io.h"
 #include "runtime/data/token_data.h"
-#include "launch/options.h"
 #include "tensor/error.h"
 
 namespace st::launch {

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <regex>
 
+#include "launch/options.h"
 #include "runtime/common/json_io.h"
 #include "runtime/data/token_data.h"
-#include "launch/options.h"
 #include "tensor/error.h"
 
 namespace st::launch {
@@ -104,6 +104,7 @@ void clear_prepared_dir(const std::string& dir, bool force) {
     fs::remove(p, ec);
     if (ec) ST_THROW(IOError, "prepare: cannot remove " << p.string() << ": " << ec.message());
   }
+  if (fs::is_directory(val, ec)) fs::remove(val, ec);  // now empty; made again when this run splits
 }
 
 }  // namespace st::launch

@@ -255,6 +255,9 @@ TEST(PrepareCorpus, KilledAndRunAgainEqualsOneRun) {
   o.force = true;
   prepare_corpus(o);
   EXPECT_TRUE(tree(in.parent_path() / "whole") == tree(o.out_dir));
+  o.val_docs = 0;  // no split this time: the old val/ goes too
+  prepare_corpus(o);
+  EXPECT_FALSE(fs::exists(fs::path(o.out_dir) / "val"));
   put(fs::path(o.out_dir) / "notes.txt", "mine");
   const std::string m = error_of([&] { prepare_corpus(o); });
   EXPECT_NE(m.find((fs::path(o.out_dir) / "notes.txt").string() + ", which prepare did not write"), std::string::npos) << m;
