@@ -1,10 +1,17 @@
 // `shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte|gpt2 --vocab DIR]`: a user's
 // text → tokens. gpt2 reads DIR/vocab.json + DIR/merges.txt (GPT-2's own files, never downloaded).
+// `shardtrain prepare --input PATH [--input PATH ...] --out DIR`: a corpus of documents → a directory of
+// shards for `train --data DIR` (launch/corpus_prepare.h).
+#include <unistd.h>
+
+#include <cstdio>
 #include <iostream>
 
 #include "launch/bpe_tokenizer.h"
 #include "launch/byte_tokenizer.h"
 #include "launch/commands.h"
+#include "launch/corpus_prepare.h"
+#include "launch/test_seams.h"
 #include "launch/options.h"
 #include "runtime/data/token_data.h"
 
@@ -34,22 +41,78 @@ int64_t prepare_tokens(const std::string& text_path, const std::string& out_path
   return static_cast<int64_t>(tokens.size());
 }
 
+namespace {
+
+std::string mb_per_s(uint64_t bytes, double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", s > 0 ? static_cast<double>(bytes) / 1e6 / s : 0.0);
+  return buf;
+}
+
+}  // namespace
+
 int cmd_prepare(const std::vector<std::string>& args) {
   std::string text, out, tokenizer = "byte", vocab;
+  CorpusPrepareOptions c;
   OptionTable t("prepare", false);
-  t.add({"text", "prepare", "FILE", "text file to tokenize (required)", false, OptionTable::bind(text), nullptr});
-  t.add({"out", "prepare", "FILE.bin", "output token file, llm.c format (uint16 tokens; uint32, version 2, when an id exceeds 65535) (required)", false, OptionTable::bind(out), nullptr});
+  t.add({"text", "prepare", "FILE", "text file to tokenize into one --out file", false, OptionTable::bind(text), nullptr});
+  t.add({"out", "prepare", "FILE.bin|DIR",
+         "with --text: the output token file, llm.c format (uint16 tokens; uint32, version 2, when an id exceeds 65535). "
+         "With --input: the directory the shards go to: DIR/shard_NNNNNN.bin (token files) + .idx (document offsets) "
+         "and DIR/index.json, written last; pass DIR to train --data. A new or empty DIR, or one a killed prepare left "
+         "(cleared); one holding a finished corpus needs --force; other files in it are refused",
+         false, OptionTable::bind(out), nullptr});
+  t.add({"input", "corpus", "PATH",
+         "a corpus (repeat for more): a text file (a document), a .jsonl file (a document per non-blank line), a "
+         "directory (its .txt .text .md .jsonl files, recursively) or a glob; files in byte order of their paths, "
+         "inputs in the order given; --out DIR names the output directory",
+         false, [&c](const std::string& v) { c.inputs.push_back(v); }, nullptr});
+  t.add({"text-field", "corpus", "NAME", "the JSONL field that holds a document's text", false,
+         OptionTable::bind(c.text_field), [&c] { return c.text_field; }});
+  t.add({"shard-tokens", "corpus", "N", "tokens per shard (the last one fewer; a document may continue in the next)", false,
+         OptionTable::bind(c.shard_tokens), [&c] { return std::to_string(c.shard_tokens); }});
+  t.add({"threads", "corpus", "N", "tokenizing threads; 0: every core (the output is the same for any N)", false,
+         OptionTable::bind(c.threads), [&c] { return std::to_string(c.threads); }});
+  t.add({"val-fraction", "corpus", "F",
+         "put round(F x documents) documents, spread evenly, in DIR/val/ (a corpus for train --val-data); 0: none", false,
+         OptionTable::bind(c.val_fraction), nullptr});
+  t.add({"val-docs", "corpus", "N", "as --val-fraction, N documents", false, OptionTable::bind(c.val_docs), nullptr});
+  t.add({"bos-id", "corpus", "ID", "id put before every document; -1: none (default: the tokenizer's: none for byte and gpt2)",
+         false, OptionTable::bind(c.bos_id), nullptr});
+  t.add({"eos-id", "corpus", "ID",
+         "id put after every document; -1: none (default: the tokenizer's: gpt2 <|endoftext|> 50256, byte none)", false,
+         OptionTable::bind(c.eos_id), nullptr});
+  t.add({"force", "corpus", "0|1", "replace the corpus an --out DIR already holds", false, OptionTable::bind(c.force), nullptr});
   t.add({"tokenizer", "prepare", "byte",
          "tokenizer: byte (token = byte value, vocab 256) or gpt2 (byte-level BPE, needs --vocab)", false,
          OptionTable::bind_choice(tokenizer, {"byte", "gpt2"}), [&tokenizer] { return tokenizer; }});
   t.add({"vocab", "prepare", "DIR", "gpt2 tokenizer: directory with GPT-2's vocab.json and merges.txt", false,
          OptionTable::bind(vocab), nullptr});
   if (OptionTable::wants_help(args)) {
-    std::cout << t.help("shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte|gpt2 --vocab DIR]");
+    std::cout << t.help("shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte|gpt2 --vocab DIR]\n"
+                        "       shardtrain prepare --input PATH [--input PATH ...] --out DIR [--tokenizer byte|gpt2 --vocab DIR]");
     return 0;
   }
   t.parse_flags(args);
-  if (text.empty()) ST_THROW(UsageError, "prepare: --text FILE is required");
+  if (!c.inputs.empty()) {
+    if (!text.empty()) ST_THROW(UsageError, "prepare: --text FILE (one file) and --input PATH (a corpus) do not mix");
+    if (out.empty()) ST_THROW(UsageError, "prepare: --input needs --out DIR (the directory of shards)");
+    c.out_dir = out;
+    c.tokenizer = tokenizer;
+    c.vocab = vocab;
+    c.progress = ::isatty(STDOUT_FILENO) == 1;
+    c.on_shard = prepare_shard_hook_from_environment();
+    const CorpusPrepareResult r = prepare_corpus(c);
+    std::cout << "prepare: " << r.train.documents << " documents, " << r.train.tokens << " tokens in " << r.train.shards.size()
+              << " shard(s)";
+    if (!r.val.shards.empty()) std::cout << " + val/: " << r.val.documents << " documents, " << r.val.tokens << " tokens";
+    std::cout << " (" << tokenizer << " tokenizer, vocab " << r.train.vocab_size << ", " << (r.train.token_version == 2 ? "uint32" : "uint16")
+              << ", eos " << r.train.eos_id << ", bos " << r.train.bos_id << ") from " << r.text_bytes << " bytes of text in "
+              << mb_per_s(r.text_bytes, r.seconds) << " MB/s on " << r.threads << " thread(s) -> " << c.out_dir
+              << " (train --data " << c.out_dir << ")\n";
+    return 0;
+  }
+  if (text.empty()) ST_THROW(UsageError, "prepare: --text FILE is required (or --input PATH --out DIR for a corpus)");
   if (out.empty()) ST_THROW(UsageError, "prepare: --out FILE.bin is required");
   const int64_t n = prepare_tokens(text, out, tokenizer, vocab);
   std::cout << "prepare: " << n << " tokens (" << tokenizer << " tokenizer";

@@ -8,6 +8,7 @@
 
 #include "launch/checkpoint_paths.h"
 
+#include "runtime/data/data_spec.h"
 #include "runtime/io/safetensors_index.h"
 #include "runtime/common/json_io.h"
 #include "runtime/setup/model_registry.h"
@@ -169,14 +170,22 @@ OptionTable train_options(TrainConfig& c) {
   I("steps", "run", c.steps, "N",
     "the run's total optimizer steps (a resumed run goes on to N; its lr schedule keeps the length the "
     "checkpoint was written with, so a longer run goes on at the cosine's floor)");
-  S("data", "run", c.data, "FILE.bin", "training tokens (llm.c .bin); empty: the built-in corpus");
+  S("data", "run", c.data, "PATH[:W],...",
+    "training tokens: a token file (llm.c .bin), a `shardtrain prepare` directory (its index.json: the shards "
+    "read as one stream) or a glob of token files; a comma list of those, each with an optional :WEIGHT, is a "
+    "mixture (each step's sequences drawn from the parts by weight, the same in every layout); empty: the "
+    "built-in corpus");
   B("shuffle", "run", c.shuffle,
     "read the sequences in a new random order each pass over --data (seeded by --seed; the same order in "
     "every layout and after --resume); 0: the file's order");
   B("data-changed", "run", c.data_changed,
     "with --resume: go on with --data other than the data the checkpoint was trained on (state.json records its "
-    "size and a sampled checksum), from the checkpoint's position; 0: such a resume is refused");
-  S("val-data", "run", c.val_data, "FILE", "validation tokens (.bin): the mean loss of up to 8 micro-batches");
+    "identity); 0: such a resume is refused");
+  S("val-data", "run", c.val_data, "PATH[:W],...",
+    "validation tokens (the forms of --data): the mean loss of its first micro-batches (--eval-tokens)");
+  I("eval-tokens", "run", c.eval_tokens, "N",
+    "tokens each validation reads: the first ceil(N / (micro-batch x seq-len)) micro-batches of --val-data (fewer if it "
+    "holds fewer); 0: 8 micro-batches");
   I("eval-every", "run", c.eval_every, "N",
     "validate every N steps; 0: with --val-data every max(1, steps / 10) steps, without it never");
   S("checkpoint-dir", "run", c.checkpoint_dir, "DIR",
@@ -224,9 +233,15 @@ void validate(const TrainConfig& c, const OptionTable& t) {
   auto fail = [&](const std::string& name, const std::string& msg) {
     ST_THROW(UsageError, "--" << name << t.origin_of(name) << ": " << msg);
   };
-  std::string why;
-  if (!c.data.empty() && !exists_as(c.data, false, why)) fail("data", "no such file: " + c.data + why);
-  if (!c.val_data.empty() && !exists_as(c.val_data, false, why)) fail("val-data", "no such file: " + c.val_data + why);
+  // each part a file, a prepare directory (its index.json) or a glob that matches (runtime/data/data_spec.h)
+  for (const auto& [name, spec] : {std::pair<const char*, const std::string&>{"data", c.data}, {"val-data", c.val_data}}) {
+    if (spec.empty()) continue;
+    try {
+      runtime::resolve_data_spec(spec);
+    } catch (const Error& e) {
+      fail(name, e.what());
+    }
+  }
 }
 
 void resolve_init_from(TrainConfig& c, const OptionTable& t, std::string* note) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "launch/options.h"
@@ -82,6 +83,16 @@ runtime::TrainSeams train_seams_from_environment() {
   }
   seams.skip_grad_comm = flag("SHARDTRAIN_TEST_SKIP_GRAD_COMM");
   return seams;
+}
+
+std::function<void()> prepare_shard_hook_from_environment() {
+  const char* at = var("SHARDTRAIN_TEST_PREPARE_KILL_SHARDS");
+  if (!at) return {};
+  const int64_t after = whole_number(at, "SHARDTRAIN_TEST_PREPARE_KILL_SHARDS");
+  auto written = std::make_shared<int64_t>(0);
+  return [after, written] {
+    if (++*written == after) std::raise(SIGKILL);
+  };
 }
 
 }  // namespace st::launch

@@ -10,12 +10,18 @@
 //                                            that runs step s again is not killed (launch/supervise.sh)
 //   SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT=1   every rank throws right before a checkpoint's rename
 //   SHARDTRAIN_TEST_SKIP_GRAD_COMM=1        the DP / ZeRO reducer skips its collectives
+//   SHARDTRAIN_TEST_PREPARE_KILL_SHARDS=n   `prepare --input` raises SIGKILL on itself once its n-th
+//                                            shard (train or val) is in place
 // A value that is not one of these forms is a UsageError naming the variable.
 #pragma once
+#include <functional>
+
 #include "runtime/train/train_step.h"
 
 namespace st::launch {
 
 runtime::TrainSeams train_seams_from_environment();
+// SHARDTRAIN_TEST_PREPARE_KILL_SHARDS → prepare's after-each-shard hook (empty when unset).
+std::function<void()> prepare_shard_hook_from_environment();
 
 }  // namespace st::launch

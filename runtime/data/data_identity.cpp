@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "runtime/common/checksum.h"
+#include "runtime/data/data_spec.h"
+#include "tensor/error.h"
 
 namespace st::runtime {
 
@@ -34,6 +36,30 @@ std::string file_identity(const std::string& path) {
   return std::to_string(size) + " bytes, sample " + checksum_hex(sum.digest());
 }
 
-std::string data_identity(const std::string& data) { return file_identity(data); }
+std::string data_identity(const std::string& spec) {
+  if (spec.empty()) return "none";
+  std::vector<DataPart> parts;
+  try {
+    parts = resolve_data_spec(spec);
+  } catch (const Error&) {
+    return "missing";
+  }
+  if (parts.size() == 1 && parts[0].single_file) return file_identity(parts[0].where);
+  Checksum64 sum;
+  uint64_t files = 0, bytes = 0;
+  for (const auto& p : parts) {
+    const std::string w = p.where + ":" + std::to_string(p.weight) + "\n";
+    sum.update(w.data(), w.size());
+    for (const auto& f : p.files) {
+      const std::string id = file_identity(f) + "\n";
+      sum.update(id.data(), id.size());
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(f, ec);
+      bytes += ec ? 0 : size;
+      ++files;
+    }
+  }
+  return std::to_string(files) + " files, " + std::to_string(bytes) + " bytes, sample " + checksum_hex(sum.digest());
+}
 
 }  // namespace st::runtime

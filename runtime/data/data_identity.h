@@ -2,8 +2,7 @@
 // each form of corpus it reads. A checkpoint records it (state.json "data" → "identity") and a
 // resume compares it with the data it is given (runtime/train/trainer.cpp: other data is refused
 // unless --data-changed 1); the run's fingerprint compares it between ranks
-// (runtime/setup/run_fingerprint.h). A form of corpus other than one token file (a directory, a
-// glob) supplies its own text here: any string that changes when the tokens do.
+// (runtime/setup/run_fingerprint.h).
 #pragma once
 #include <string>
 
@@ -14,7 +13,10 @@ namespace st::runtime {
 // most); "none" for "", "missing" when unreadable.
 std::string file_identity(const std::string& path);
 
-// The identity of the training data `data` (--data, as the run reads it).
-std::string data_identity(const std::string& data);
+// The identity of a --data / --val-data spec (runtime/data/data_spec.h): file_identity of its one
+// token file, else "<n> files, <bytes> bytes, sample <checksum of each part's place and weight and
+// each file's identity>" (within the 256 bytes a fingerprint value may hold); "none" for "",
+// "missing" for a spec that does not resolve.
+std::string data_identity(const std::string& spec);
 
 }  // namespace st::runtime

@@ -12,6 +12,7 @@ struct DataOptions {
   std::string data;      // token .bin (required; the CLI substitutes the built-in corpus when --data is absent)
   std::string val_data;
   int64_t eval_every = 0;  // 0: with val_data every eval_interval() steps (runtime/setup/train_config.h), else never
+  int64_t eval_tokens = 0;  // tokens a validation reads: ⌈eval_tokens / (micro_batch · T)⌉ micro-batches; 0: 8 of them
   bool shuffle = false;    // sequences in a permuted order per pass, seeded by the run's seed (runtime/data/token_data.h)
   // --resume with data whose identity (runtime/data/data_identity.h) is not the checkpoint's:
   // refused unless this is set (the run then goes on from the checkpoint's position in the new data)
@@ -23,6 +24,7 @@ struct DataOptions {
     require_positive(fail, "micro-batch", static_cast<double>(micro_batch));
     require_positive(fail, "grad-accum", static_cast<double>(grad_accum));
     require_non_negative(fail, "eval-every", static_cast<double>(eval_every));
+    require_non_negative(fail, "eval-tokens", static_cast<double>(eval_tokens));
     if (eval_every > 0 && val_data.empty()) fail("eval-every", "needs --val-data");
   }
 };

@@ -130,19 +130,21 @@ TokenBatch TokenData::read(int64_t first, int64_t count, int64_t T) const {
   TokenBatch b{Tensor::empty({count, T}, DType::i64), Tensor::empty({count, T}, DType::i64)};
   int64_t* x = b.inputs.data<int64_t>();   // (count, T)
   int64_t* y = b.targets.data<int64_t>();  // (count, T)
-  for (int64_t r = 0; r < count; ++r) {
-    const int64_t seq = order_.index(first + r, n_seq) * T;  // its T + 1 tokens from here
-    for (int64_t t = 0; t < T; ++t) {
-      x[r * T + t] = at(seq + t);
-      y[r * T + t] = at(seq + t + 1);
-    }
-  }
+  for (int64_t r = 0; r < count; ++r)
+    copy_sequence(order_.index(first + r, n_seq) * T, T, x + r * T, y + r * T);  // its T + 1 tokens from here
   return b;
 }
 
-TokenBatch TokenData::sequences(int64_t step, int64_t global_batch, int64_t first_seq, int64_t count, int64_t T) const {
+void TokenData::copy_sequence(int64_t first, int64_t T, int64_t* x, int64_t* y) const {
+  for (int64_t t = 0; t < T; ++t) {
+    x[t] = at(first + t);
+    y[t] = at(first + t + 1);
+  }
+}
+
+TokenBatch TokenSource::sequences(int64_t step, int64_t global_batch, int64_t first_seq, int64_t count, int64_t T) const {
   if (step < 0 || global_batch < 1 || first_seq < 0 || count < 0 || first_seq + count > global_batch)
-    ST_THROW(ValueError, "token file " << path_ << ": sequences [" << first_seq << ", " << first_seq + count
+    ST_THROW(ValueError, "token file " << path() << ": sequences [" << first_seq << ", " << first_seq + count
                                        << ") of step " << step << " with global batch " << global_batch << " are out of range");
   return read(step * global_batch + first_seq, count, T);
 }
@@ -203,6 +205,14 @@ void write_token_file(const std::string& path, const std::vector<uint32_t>& toke
     return write_token_file(path, narrow);
   }
   write_tokens(path, kTokenVersion32, tokens.data(), tokens.size(), sizeof(uint32_t));
+}
+
+void write_token_file(const std::string& path, const std::vector<uint32_t>& tokens, int32_t version) {
+  if (version == kTokenVersion32) return write_tokens(path, kTokenVersion32, tokens.data(), tokens.size(), sizeof(uint32_t));
+  if (version != kTokenVersion) ST_TOKEN_ERROR(path, "unknown version " << version);
+  for (uint32_t t : tokens)
+    if (t >= 65536) ST_TOKEN_ERROR(path, "id " << t << " does not fit version 1's uint16 tokens");
+  write_token_file(path, std::vector<uint16_t>(tokens.begin(), tokens.end()));
 }
 
 }  // namespace st::runtime

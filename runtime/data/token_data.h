@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/tensor.h"
+#include "runtime/data/token_source.h"
 
 namespace st::runtime {
 
@@ -44,12 +44,8 @@ struct SequenceOrder {
   bool operator==(const SequenceOrder&) const = default;
 };
 
-struct TokenBatch {
-  Tensor inputs;   // i64 (count, T)
-  Tensor targets;  // i64 (count, T)
-};
-
-class TokenData {
+// One token file, memory-mapped (a TokenSource; a prepare directory's shards are TokenData each).
+class TokenData : public TokenSource {
  public:
   // Maps and validates `path` (magic, version, count against the file size); throws IOError
   // naming the file. `order`: how global sequence indices map to the file's sequences.
@@ -58,24 +54,24 @@ class TokenData {
   TokenData(const TokenData&) = delete;
   TokenData& operator=(const TokenData&) = delete;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const override { return path_; }
   const SequenceOrder& order() const { return order_; }
-  int64_t num_tokens() const { return count_; }
+  int64_t num_tokens() const override { return count_; }
   int token_bytes() const { return width_; }  // 2 (version 1) or 4 (version 2)
   uint32_t token(int64_t i) const;  // bounds-checked
   std::vector<uint32_t> tokens(int64_t first, int64_t count) const;  // bounds-checked
   // Whole sequences of length T in the file: (count − 1) / T. Throws ValueError if T < 1.
-  int64_t num_sequences(int64_t T) const;
+  int64_t num_sequences(int64_t T) const override;
   // Largest token id (scans the file once; to check against the vocabulary).
   uint32_t max_token() const;
+  MaxToken max_token_in() const override { return {max_token(), path_}; }
 
   // Global sequences first … first+count−1 (each mapped by the order: mod num_sequences(T),
   // shuffled within its pass with --shuffle).
   // Throws IOError when the file is too short for even one sequence of length T.
-  TokenBatch read(int64_t first, int64_t count, int64_t T) const;
-  // The slice [first_seq, first_seq + count) of step `step`'s global batch of `global_batch`
-  // sequences: read(step·global_batch + first_seq, count, T). Requires first_seq + count ≤ G.
-  TokenBatch sequences(int64_t step, int64_t global_batch, int64_t first_seq, int64_t count, int64_t T) const;
+  TokenBatch read(int64_t first, int64_t count, int64_t T) const override;
+  // T + 1 file tokens from `first` (unchecked beyond first + T < num_tokens()) into x (T) and y (T).
+  void copy_sequence(int64_t first, int64_t T, int64_t* x, int64_t* y) const;
 
  private:
   std::string path_;
@@ -92,5 +88,8 @@ class TokenData {
 // uint16 ids; from uint32 ids version 1 when every id < 65 536, else version 2.
 void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens);
 void write_token_file(const std::string& path, const std::vector<uint32_t>& tokens);
+// As above in the version given (kTokenVersion: every id must be < 65 536; kTokenVersion32), so
+// the shards of one corpus share a dtype whatever ids each one holds.
+void write_token_file(const std::string& path, const std::vector<uint32_t>& tokens, int32_t version);
 
 }  // namespace st::runtime

@@ -11,6 +11,7 @@
 
 #include "runtime/setup/model_registry.h"
 #include "runtime/common/checksum.h"
+#include "runtime/data/data_identity.h"
 
 namespace st::runtime {
 namespace {
@@ -128,8 +129,9 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"shuffle", flag(c.shuffle)},
       {"data-changed", flag(c.data_changed)},
       {"val-data", path_or_none(c.val_data)},
-      {"val-data identity", file_identity(c.val_data)},
+      {"val-data identity", data_identity(c.val_data)},
       {"eval-every", num(c.eval_every)},
+      {"eval-tokens", num(c.eval_tokens)},
       {"checkpoint-dir", path_or_none(c.checkpoint_dir)},
       {"checkpoint-every", num(c.checkpoint_every)},
       {"resume", flag(c.resume)},

@@ -32,8 +32,9 @@ constexpr int kFingerprintValueBytes = 256;  // a printable value per rank, NUL-
 
 using Fingerprint = std::vector<std::pair<std::string, std::string>>;  // (key, printable value)
 
-// The keys in a fixed order; "data identity" is data_identity(cfg.data), "val-data identity" the file_identity
-// of cfg.val_data, "init-from identity" that of cfg.init_from's weights (model.safetensors, or
+// The keys in a fixed order; "data identity" is file_identity(cfg.data) for one token file (for a
+// corpus or mixture: its file count, bytes and a checksum of each file's identity),
+// "val-data identity" that of cfg.val_data, "init-from identity" that of cfg.init_from's weights (model.safetensors, or
 // the sharded layout's index).
 Fingerprint run_fingerprint(const TrainConfig& cfg);
 

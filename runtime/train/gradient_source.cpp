@@ -14,7 +14,7 @@ TokenBatch GradientSource::micro_batch_host(int64_t, int64_t) const {
   ST_THROW(ValueError, "this gradient source reads its own micro-batches (" << capture_refusal() << ")");
 }
 
-LocalGradientSource::LocalGradientSource(std::shared_ptr<LanguageModel> model, std::shared_ptr<const TokenData> data,
+LocalGradientSource::LocalGradientSource(std::shared_ptr<LanguageModel> model, std::shared_ptr<const TokenSource> data,
                                          BatchLayout layout, Device device)
     : model_(std::move(model)), data_(std::move(data)), layout_(layout), device_(device) {
   check_batch_layout(layout_);
@@ -76,7 +76,7 @@ void LocalGradientSource::compute_gradients(const StepContext& ctx, GradientSync
   }
 }
 
-double LocalGradientSource::evaluate(const TokenData& val, int64_t batches) {
+double LocalGradientSource::evaluate(const TokenSource& val, int64_t batches) {
   const int64_t B = layout_.micro_batch, T = layout_.seq_len;
   NoGradGuard ng;
   const bool was_training = model_->is_training();

@@ -62,7 +62,7 @@ class GradientSource {
   virtual int64_t micro_batches() const = 0;  // K: per step, this rank
   // No gradients, eval mode (no dropout): this rank's share of the mean loss over `batches`
   // validation batches (see above). Every rank of the job calls it at the same point.
-  virtual double evaluate(const TokenData& val, int64_t batches) = 0;
+  virtual double evaluate(const TokenSource& val, int64_t batches) = 0;
   // Sequences in one optimizer step over all replicas (the global batch G) and their length.
   virtual int64_t global_batch() const = 0;
   virtual int64_t seq_len() const = 0;
@@ -91,10 +91,10 @@ TokenBatch context_shard(const BatchLayout& layout, TokenBatch b);
 
 class LocalGradientSource : public GradientSource {
  public:
-  LocalGradientSource(std::shared_ptr<LanguageModel> model, std::shared_ptr<const TokenData> data, BatchLayout layout,
+  LocalGradientSource(std::shared_ptr<LanguageModel> model, std::shared_ptr<const TokenSource> data, BatchLayout layout,
                       Device device = Device::cpu);
   void compute_gradients(const StepContext& ctx, GradientSync& sync) override;
-  double evaluate(const TokenData& val, int64_t batches) override;
+  double evaluate(const TokenSource& val, int64_t batches) override;
   int64_t global_batch() const override { return layout_.global_batch(); }
   int64_t seq_len() const override { return layout_.seq_len; }
   std::string capture_refusal() const override {
@@ -109,7 +109,7 @@ class LocalGradientSource : public GradientSource {
 
  private:
   std::shared_ptr<LanguageModel> model_;
-  std::shared_ptr<const TokenData> data_;
+  std::shared_ptr<const TokenSource> data_;
   BatchLayout layout_;
   Device device_;
 };

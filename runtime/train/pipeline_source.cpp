@@ -12,7 +12,7 @@
 
 namespace st::runtime {
 
-PipelineGradientSource::PipelineGradientSource(std::shared_ptr<StageModel> stage, std::shared_ptr<const TokenData> data,
+PipelineGradientSource::PipelineGradientSource(std::shared_ptr<StageModel> stage, std::shared_ptr<const TokenSource> data,
                                                BatchLayout layout, Device device,
                                                std::shared_ptr<comm::Communicator> pp_group, PipelinePlan plan,
                                                bool count_loss)
@@ -214,7 +214,7 @@ void PipelineGradientSource::compute_gradients(const StepContext& ctx, GradientS
     ops::step_state_add_loss(state, st.losses.narrow(0, k, 1).contiguous());
 }
 
-double PipelineGradientSource::evaluate(const TokenData& val, int64_t batches) {
+double PipelineGradientSource::evaluate(const TokenSource& val, int64_t batches) {
   if (in_shape_.empty()) agree_shapes();  // before any training step (collective over the stages)
   NoGradGuard ng;
   const Fp8StateKeeper keep(stage_->fp8_named_states());  // delayed FP8: the zeros' casts record no amax

@@ -56,13 +56,13 @@ class PipelineGradientSource : public GradientSource {
  public:
   // `plan` is this stage's (make_plan with the stage's pp rank, K = layout.grad_accum and the
   // stage's number of chunks); the stage model's chunks are the ones the actions name.
-  PipelineGradientSource(std::shared_ptr<StageModel> stage, std::shared_ptr<const TokenData> data, BatchLayout layout,
+  PipelineGradientSource(std::shared_ptr<StageModel> stage, std::shared_ptr<const TokenSource> data, BatchLayout layout,
                          Device device, std::shared_ptr<comm::Communicator> pp_group, PipelinePlan plan,
                          bool count_loss);
   void compute_gradients(const StepContext& ctx, GradientSync& sync) override;
   std::string capture_refusal() const override { return "a pipeline's gradient source"; }
   int64_t micro_batches() const override { return layout_.grad_accum; }
-  double evaluate(const TokenData& val, int64_t batches) override;
+  double evaluate(const TokenSource& val, int64_t batches) override;
   int64_t global_batch() const override { return layout_.global_batch(); }
   int64_t seq_len() const override { return layout_.seq_len; }
   const PipelineStats& stats() const { return stats_; }
@@ -97,7 +97,7 @@ class PipelineGradientSource : public GradientSource {
   bool last_chunk(int c) const { return pp_->rank() == pp_->size() - 1 && c == chunks_ - 1; }
 
   std::shared_ptr<StageModel> stage_;
-  std::shared_ptr<const TokenData> data_;
+  std::shared_ptr<const TokenSource> data_;
   BatchLayout layout_;
   Device device_;
   std::shared_ptr<comm::Communicator> pp_;

@@ -1,6 +1,7 @@
 // The model a run trains and one replica's inputs (see the header).
 #include "runtime/train/train_setup.h"
 
+#include "runtime/data/data_spec.h"
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/optim/mixed_precision.h"
 #include "runtime/parallel/state_io.h"
@@ -79,10 +80,11 @@ TrainInputs prepare_training(const TrainConfig& cfg, const ModelPlan& plan, std:
   TrainInputs in;
   in.resume_path = plan.resume_path;
   in.device = cfg.device;
-  in.data = std::make_shared<TokenData>(cfg.data, SequenceOrder{cfg.shuffle, cfg.seed});
-  const int64_t max_tok = in.data->max_token();
+  in.data = open_token_source(cfg.data, SequenceOrder{cfg.shuffle, cfg.seed});
+  const MaxToken max_in = in.data->max_token_in();  // the file that holds it: a corpus's shard
+  const int64_t max_tok = max_in.id;
   ST_CHECK(max_tok < plan.description.vocab_size, ValueError,
-           cfg.data << " holds token id " << max_tok << ", outside the model's vocabulary of "
+           max_in.file << " holds token id " << max_tok << ", outside the model's vocabulary of "
                     << plan.description.vocab_size << vocab_fix(cfg, plan, max_tok));
   const ModelForm form = model_form(cfg, dp, cp);
   if (sharded_start) {  // ZeRO-3: no parameter's bytes; the Trainer fills this rank's pieces (Zero3::shard)

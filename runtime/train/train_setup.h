@@ -39,7 +39,7 @@ ModelPlan plan_model(const TrainConfig& cfg, int64_t tp = 1, int64_t dp = 1);
 // against the vocabulary) and the batch layout.
 struct TrainInputs {
   std::shared_ptr<LanguageModel> model;
-  std::shared_ptr<TokenData> data;
+  std::shared_ptr<const TokenSource> data;  // --data: a file, a corpus or a mixture (runtime/data/data_spec.h)
   BatchLayout layout;
   std::string resume_path;  // = plan.resume_path
   Device device = Device::cpu;

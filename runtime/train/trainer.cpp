@@ -15,6 +15,7 @@
 #include "comm/process_grid.h"
 #include "ops/matmul.h"
 #include "ops/optim.h"
+#include "runtime/data/data_spec.h"
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/optim/grad_clip.h"
 #include "runtime/parallel/state_io.h"
@@ -222,7 +223,7 @@ void Trainer::init(const std::string& resume_path) {
     const std::string note = load_fp8_checkpoint_state(model_->fp8_named_states(), *ckpt.optimizer, resume_path);
     if (!note.empty() && rank() == 0) std::cout << note << std::endl;
   }
-  if (eval_interval(cfg_) > 0) val_data_ = std::make_shared<TokenData>(cfg_.val_data);
+  if (eval_interval(cfg_) > 0) val_data_ = open_token_source(cfg_.val_data);
   // --cuda-graph 1 (the default) where it applies: decided once, from the config and what the
   // wiring supports (TrainStep::capture_refusal; on CUDA a note says why not). The CPU has no
   // graphs; the rehearsal seam runs the graph mode's code there without the capture.
@@ -373,7 +374,7 @@ void Trainer::reduce_step_metrics(StepMetrics& m) const {
   if (m.fp8_underflow) m.fp8_underflow = b[world.size() + 1];
 }
 
-double Trainer::evaluate(const TokenData& val, int64_t max_batches) {
+double Trainer::evaluate(const TokenSource& val, int64_t max_batches) {
   const int64_t B = w_.layout.micro_batch, T = w_.source->seq_len();
   const int64_t n = std::min<int64_t>(max_batches, val.num_sequences(T) / B);
   ST_CHECK(n >= 1, ValueError, val.path() << " is too short for one validation batch of " << B << " × " << T);
@@ -391,7 +392,11 @@ double Trainer::evaluate(const TokenData& val, int64_t max_batches) {
 void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Progress& bar) {
   StepMetrics m = step_metrics;
   const bool lead = rank() == 0;
-  if (val_data_ && m.step % eval_interval(cfg_) == 0) m.val_loss = evaluate(*val_data_);
+  if (val_data_ && m.step % eval_interval(cfg_) == 0) {
+    // --eval-tokens: ⌈tokens / (B·T)⌉ micro-batches (at least 1); 0: 8
+    const int64_t per_batch = w_.layout.micro_batch * w_.source->seq_len();
+    m.val_loss = evaluate(*val_data_, cfg_.eval_tokens > 0 ? (cfg_.eval_tokens + per_batch - 1) / per_batch : 8);
+  }
   if (w_.world && w_.world->size() > 1) reduce_step_metrics(m);  // collective: the step line shows the largest rank; fp8 counts summed
   // the step's line before its checkpoint: a crash in between leaves the line, which a resume
   // from the previous checkpoint cuts back

@@ -81,7 +81,7 @@ class Trainer {
   // memory (runtime/observe/memory_report.h; one collective over the world).
   void run();
   std::string save_checkpoint();      // under cfg.checkpoint_dir (collective); the directory on rank 0
-  double evaluate(const TokenData& val, int64_t max_batches = 8);  // mean loss, no gradients
+  double evaluate(const TokenSource& val, int64_t max_batches = 8);  // mean loss, no gradients
 
   int64_t step() const { return step_; }
   LanguageModel& model() { return *model_; }
@@ -152,7 +152,7 @@ class Trainer {
   int64_t step_ = 0;
   std::string resumed_from_;
   std::string data_identity_;  // of cfg_.data (runtime/data/data_identity.h), read once: every save records it
-  std::shared_ptr<const TokenData> val_data_;
+  std::shared_ptr<const TokenSource> val_data_;
   RankMemory memory_;  // this rank's bytes, for the table at the end of run()
   StepMode mode_ = StepMode::eager;      // decided in init() (runtime/train/train_step.h)
   std::unique_ptr<TrainStep> runner_;    // made at the first step, from the scaler and optimizer as they are then

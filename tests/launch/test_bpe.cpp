@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "launch/bpe_tokenizer.h"
+#include "launch/corpus_prepare.h"
 #include "launch/commands.h"
 #include "launch/options.h"
 #include "runtime/data/token_data.h"
@@ -175,4 +176,30 @@ TEST(Bpe, ErrorsNameTheFile) {
   EXPECT_NE(error_of<IOError>([&] { BpeTokenizer::load(d.string()); }).find(vocab), std::string::npos);
   EXPECT_NE(error_of<IOError>([&] { BpeTokenizer::load((d / "none").string()); }).find("none/vocab.json"),
             std::string::npos);
+}
+
+// prepare for a corpus with GPT-2's tokenizer: <|endoftext|> from vocab.json after every document
+// (no BOS), the id bound from vocab.json's largest id.
+TEST(Bpe, PrepareCorpusEndOfText) {
+  fs::path d = write_vocab("corpus", kMerges);
+  {
+    std::ifstream in(d / "vocab.json");
+    std::string v((std::istreambuf_iterator<char>(in)), {});
+    v.back() = ',';
+    v += "\"<|endoftext|>\":300}";
+    std::ofstream(d / "vocab.json", std::ios::trunc) << v;
+  }
+  std::ofstream(d / "docs.jsonl", std::ios::binary) << "{\"text\": \"the world\"}\n{\"text\": \" the\"}\n";
+  CorpusPrepareOptions o;
+  o.inputs = {(d / "docs.jsonl").string()};
+  o.out_dir = (d / "out").string();
+  o.tokenizer = "gpt2";
+  o.vocab = d.string();
+  const CorpusPrepareResult r = prepare_corpus(o);
+  EXPECT_EQ(r.train.eos_id, 300);
+  EXPECT_EQ(r.train.bos_id, -1);
+  EXPECT_EQ(r.train.vocab_size, 301);
+  runtime::TokenData td((d / "out" / "shard_000000.bin").string());
+  // "the" " world" | " the": t,he | Ġwor,l,d | EOS | Ġthe | EOS
+  EXPECT_EQ(td.tokens(0, td.num_tokens()), (std::vector<uint32_t>{'t', 257, 263, 'l', 'd', 300, 258, 300}));
 }

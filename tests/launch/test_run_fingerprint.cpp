@@ -102,5 +102,32 @@ TEST(RunFingerprint, FileIdentityTellsFilesOfOneSizeApart) {
   fs::remove_all(dir);
 }
 
+// --data of one token file: its file_identity, as before corpora; of a glob or mixture: the file
+// count, total bytes and a checksum of every file's identity (and part weight), within a value's
+// 256 bytes, so a changed shard or weight changes it.
+TEST(RunFingerprint, DataIdentityOfCorporaAndMixtures) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("st_data_identity_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (int k = 0; k < 3; ++k) std::ofstream(dir / ("s" + std::to_string(k) + ".bin"), std::ios::binary) << std::string(100 + k, 'a' + k);
+  auto identity = [](const std::string& spec) {
+    runtime::TrainConfig c;
+    c.data = spec;
+    for (const auto& [k, v] : runtime::run_fingerprint(c))
+      if (k == "data identity") return v;
+    return std::string("(no key)");
+  };
+  const std::string one = (dir / "s0.bin").string(), glob = (dir / "s*.bin").string();
+  EXPECT_EQ(identity(one), runtime::file_identity(one));
+  const std::string g = identity(glob);
+  EXPECT_EQ(g.rfind("3 files, 303 bytes, sample ", 0), 0u) << g;
+  EXPECT_LE(g.size(), 256u);
+  EXPECT_NE(identity(one + ":1," + glob + ":1"), identity(one + ":1," + glob + ":2"));  // a weight
+  std::ofstream(dir / "s1.bin", std::ios::binary) << std::string(101, 'z');              // a shard, same size
+  EXPECT_NE(identity(glob), g);
+  EXPECT_EQ(identity((dir / "none*.bin").string()), "missing");
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace st

@@ -45,7 +45,7 @@ struct ScriptedSource : GradientSource {
     ops::step_state_add_loss(state, Tensor::from_vector(std::vector<double>{loss}, {1}, DType::f32));
   }
   int64_t micro_batches() const override { return 1; }
-  double evaluate(const TokenData&, int64_t) override { return 0.5; }  // never called: no --val-data
+  double evaluate(const TokenSource&, int64_t) override { return 0.5; }  // never called: no --val-data
   int64_t global_batch() const override { return 1; }
   int64_t seq_len() const override { return 1; }
   std::shared_ptr<ToyModel> model;
