@@ -17,7 +17,7 @@
 #   slurm   slurm-wlm + munge + iproute2   the slurm ctests (real slurmctld + slurmd; ip netns)
 #   plots   gnuplot-nox         launch/plot.sh
 #   ccache  ccache              compiler cache
-#   node    nodejs + npm        the GPT-2 tokenizer test against the gpt-3-encoder npm package
+#   node    nodejs + npm        the tokenizer tests against the npm packages gpt-3-encoder and tokenizers
 # Environment:
 #   SHARDTRAIN_SETUP_EXTRAS  which extras to look for: "all" (default; "1" too), "none" ("0"),
 #                            or a list, e.g. "plots ccache" (launch/demo.sh's choice)
