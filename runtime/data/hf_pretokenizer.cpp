@@ -234,6 +234,7 @@ void HfPreTokenizer::run(const Step& s, const Piece& in, std::vector<Piece>& out
     case Step::byte_level: {
       const size_t first = out.size();
       Piece p{in.text, -1, in.at_start};
+      if (p.text.empty()) return;
       if (s.add_prefix_space && p.text[0] != ' ') p.text.insert(p.text.begin(), ' ');
       if (s.regex) {
         spans_of(*s.regex, p.text, false, spans);
@@ -251,6 +252,7 @@ void HfPreTokenizer::run(const Step& s, const Piece& in, std::vector<Piece>& out
     }
     case Step::metaspace: {
       Piece p{in.text, -1, in.at_start};
+      if (p.text.empty()) return;
       replace_all(p.text, " ", s.replacement);
       const bool starts = p.text.compare(0, s.replacement.size(), s.replacement) == 0;
       if (!starts && (s.prepend == Step::always || (s.prepend == Step::first && p.at_start))) p.text.insert(0, s.replacement);

@@ -12,7 +12,8 @@ namespace st::runtime {
 UnicodeRegex::UnicodeRegex(const std::string& pattern, bool literal, const std::string& what) : pattern_(pattern) {
   int err = 0;
   PCRE2_SIZE at = 0;
-  const uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : 0);
+  // (PCRE2_LITERAL allows no PCRE2_UCP: a literal has no classes for it to change)
+  const uint32_t options = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   ST_CHECK(utf8_valid(pattern), ValueError, what << ": the pattern is not UTF-8");
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &err, &at, nullptr);
   if (!code) {

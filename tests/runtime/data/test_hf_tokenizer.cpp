@@ -1,6 +1,8 @@
 // HfTokenizer against Hugging Face's tokenizers library: for the four forms of
-// tests/fixtures/hf_tokenizers (llama3, gpt2, spm, metaspace) and every text of cases.json (hard
-// texts: empty, whitespace runs, CRLF, ZWJ emoji, specials written in the text, invalid UTF-8 …)
+// tests/fixtures/hf_tokenizers (llama3, gpt2, spm, metaspace, edge) and every text of cases.json (hard
+// texts: empty, whitespace runs, CRLF, ZWJ emoji, specials written in the text, invalid UTF-8 …;
+// edge: unknown characters fused into <unk>, lstrip / rstrip / single_word / normalized added
+// tokens, Metaspace split, a template with EOS)
 // the ids with and without special tokens, the decodes with special tokens skipped and kept, the
 // ids of the whole training text, the vocabulary size — all exactly equal to the library's.
 // Then UTF-8 replacement against WHATWG's rule, merges in the "a b" spelling, and the errors.
@@ -69,16 +71,39 @@ TEST_P(HfForm, IdsAndDecodesEqualTheLibrary) {
   EXPECT_EQ(wide(tok.encode_with_specials(train)), c["train_ids"].get<std::vector<int64_t>>());
 }
 
-INSTANTIATE_TEST_SUITE_P(Forms, HfForm, ::testing::Values("llama3", "gpt2", "spm", "metaspace"));
+INSTANTIATE_TEST_SUITE_P(Forms, HfForm, ::testing::Values("llama3", "gpt2", "spm", "metaspace", "edge"));
+
+// The pre-tokenizers alone: every Split behaviour (with and without invert, a Regex and a String
+// pattern), every Metaspace scheme (split or not), ByteLevel with a prefix space, a Sequence —
+// the pieces of each text equal the library's preTokenizeString.
+TEST(HfPreTokenizer, PiecesEqualTheLibrary) {
+  const auto& texts = cases()["texts"];
+  const auto& all = cases()["pretokenize"];
+  ASSERT_GE(all.size(), 28u);
+  for (const auto& c : all) {
+    const HfPreTokenizer pre(c["pre_tokenizer"], "cases.json");
+    for (size_t k = 0; k < texts.size(); ++k) {
+      SCOPED_TRACE(c["pre_tokenizer"].dump() + " text #" + std::to_string(k));
+      // as HfTokenizer hands them over: well-formed UTF-8, never empty
+      const std::string text = utf8_replace_invalid(from_hex(texts[k]["hex"].get<std::string>()));
+      std::vector<Piece> pieces;
+      if (!text.empty()) pieces.push_back(Piece{text, -1, true});
+      pre.apply(pieces);
+      std::vector<std::string> got;
+      for (const Piece& p : pieces) got.push_back(p.text);
+      EXPECT_EQ(got, c["pieces"][k].get<std::vector<std::string>>());
+    }
+  }
+}
 
 TEST(HfTokenizer, SpecialTokenIds) {
-  for (const std::string form : {"llama3", "gpt2", "spm", "metaspace"}) {
+  for (const std::string form : {"llama3", "gpt2", "spm", "metaspace", "edge"}) {
     const HfTokenizer tok = HfTokenizer::load(kDir + "/" + form + "/tokenizer.json");  // the file itself
     const auto& c = cases()[form];
     EXPECT_EQ(tok.bos_id(), c["bos"].is_null() ? -1 : c["bos"].get<int64_t>()) << form;
     EXPECT_EQ(tok.eos_id(), c["eos"].get<int64_t>()) << form;
     EXPECT_EQ(tok.prefix_ids(), c["bos"].is_null() ? std::vector<int32_t>{} : std::vector<int32_t>{c["bos"].get<int32_t>()});
-    EXPECT_TRUE(tok.suffix_ids().empty());
+    EXPECT_EQ(tok.suffix_ids(), form == "edge" ? std::vector<int32_t>{2} : std::vector<int32_t>{});
   }
 }
 
