@@ -10,11 +10,13 @@
 #      are the library's, stdout is the prompt and the library's decode(new ids, skip special);
 #      the same without --tokenizer once the checkpoint folder holds the tokenizer.json, which the
 #      console names;
-#   3. a model smaller than the tokenizer, and a --tokenizer that is no tokenizer, end with one line.
-# Skips (77) only without node/npm. usage: hf_tokenizer_cli_test.sh SHARDTRAIN CACHE REPO
+#   3. a model smaller than the tokenizer, and a --tokenizer that is no tokenizer, end with one line;
+#   4. GPT-2's real vocabulary (50 257 tokens, 50 000 merges in the "a b" spelling; gpt2_vocab.sh)
+#      as a tokenizer.json: `prepare` gives the library's ids of tests/launch/gpt2_texts.
+# Skips (77) only without node/npm. usage: hf_tokenizer_cli_test.sh SHARDTRAIN CACHE REPO GPT2_CACHE
 set -uo pipefail
 declare -A EOS
-BIN="$1"; CACHE="$2"; REPO="$3"
+BIN="$1"; CACHE="$2"; REPO="$3"; GPT2_CACHE="$4"
 FIX="$REPO/tests/fixtures/hf_tokenizers"
 for tool in node npm; do
   command -v "$tool" >/dev/null 2>&1 ||
@@ -96,4 +98,30 @@ expect_error "--tokenizer: expected byte, gpt2, a tokenizer.json or a directory 
   "$BIN" generate --checkpoint "$W/small" --tokenizer "$W" --prompt a
 expect_error "expected byte, gpt2, a tokenizer.json or a directory holding one, got 'nope'" \
   "$BIN" prepare --text "$FIX/train.txt" --out "$W/x.bin" --tokenizer nope
+
+# 4. GPT-2's own files as a tokenizer.json, at full size
+"$REPO/tests/launch/gpt2_vocab.sh" "$GPT2_CACHE" >/dev/null || fail "gpt2_vocab.sh"
+mkdir -p "$W/gpt2real"
+node - "$GPT2_CACHE/gpt2" "$W/gpt2real/tokenizer.json" <<'JS' || fail "GPT-2's tokenizer.json"
+const [dir, out] = process.argv.slice(2);
+const fs = require('fs');
+const merges = fs.readFileSync(dir + '/merges.txt', 'utf8').split('\n').filter((l) => l && !l.startsWith('#version'));
+const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true };
+fs.writeFileSync(out, JSON.stringify({ version: '1.0', truncation: null, padding: null,
+  added_tokens: [{ id: 50256, content: '<|endoftext|>', single_word: false, lstrip: false, rstrip: false, normalized: true, special: true }],
+  normalizer: null, pre_tokenizer: byteLevel, post_processor: byteLevel, decoder: byteLevel,
+  model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: '', end_of_word_suffix: '', fuse_unk: false,
+           byte_fallback: false, vocab: JSON.parse(fs.readFileSync(dir + '/vocab.json', 'utf8')), merges } }));
+JS
+for t in "$REPO"/tests/launch/gpt2_texts/*.txt; do
+  "$BIN" prepare --text "$t" --out "$W/g.bin" --tokenizer "$W/gpt2real" >/dev/null || fail "prepare $t with GPT-2's tokenizer.json"
+  node - "$W/gpt2real/tokenizer.json" "$t" "$(ids_of "$W/g.bin")" <<'JS' || fail "GPT-2's ids of $t are not the library's"
+const [file, text, got] = process.argv.slice(2);
+const { Tokenizer } = require('tokenizers');
+(async () => {
+  const ids = (await Tokenizer.fromFile(file).encode(require('fs').readFileSync(text, 'utf8'))).getIds().concat([50256]);
+  if (JSON.stringify(ids) !== JSON.stringify(JSON.parse(got))) { console.log('ours', got.slice(0, 200), 'library', JSON.stringify(ids).slice(0, 200)); process.exit(1); }
+})();
+JS
+done
 echo PASS
