@@ -24,6 +24,7 @@
 #include "launch/startup_watchdog.h"
 #include "launch/text_codec.h"
 #include "runtime/common/partition.h"
+#include "runtime/data/utf8.h"
 #include "runtime/generate/generation.h"
 #include "runtime/generate/sampler.h"
 #include "runtime/setup/model_registry.h"
@@ -33,7 +34,7 @@ namespace {
 
 const char* kUsage =
     "shardtrain generate --checkpoint DIR --prompt TEXT [--prompt TEXT ... | --prompts FILE] [--max-new-tokens N]\n"
-    "    [--temperature F --top-k N --top-p F --stop-token ID --seed N] [--tokenizer byte|gpt2 --vocab DIR]\n"
+    "    [--temperature F --top-k N --top-p F --stop-token ID --seed N] [--tokenizer byte|gpt2|DIR --vocab DIR]\n"
     "    [--tp N --pp N --micro-batches N --timeout-s F] [--cache 0|1]       (alias: shardtrain sample; under mpirun for --tp/--pp)";
 
 }  // namespace
@@ -53,8 +54,17 @@ runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args
   t.add({"prompt", "input", "TEXT", "a prompt; repeat for a batch", false,
          [&c](const std::string& v) { c.prompts.push_back(v); }, nullptr});
   t.add({"prompts", "input", "FILE", "one prompt per line (after any --prompt)", false, OptionTable::bind(c.prompts_file), nullptr});
-  t.add({"tokenizer", "input", "byte|gpt2", "byte (token = byte value, vocab 256) or gpt2 (byte-level BPE, needs --vocab)", false,
-         OptionTable::bind_choice(c.tokenizer, {"byte", "gpt2"}), [&c] { return c.tokenizer; }});
+  t.add({"tokenizer", "input", "byte|gpt2|DIR",
+         "byte (token = byte value, vocab 256), gpt2 (byte-level BPE, needs --vocab), or a Hugging Face tokenizer.json "
+         "(or DIR holding one); default: the model folder's tokenizer.json if it has one, else byte",
+         false,
+         [&c](const std::string& v) {
+           if (!TextCodec::known(v))
+             ST_THROW(ValueError, "expected byte, gpt2, a tokenizer.json or a directory holding one, got '" << v << "'");
+           c.tokenizer = v;
+           c.tokenizer_given = true;
+         },
+         [&c] { return c.tokenizer; }});
   t.add({"vocab", "input", "DIR", "gpt2 tokenizer: directory with GPT-2's vocab.json and merges.txt", false,
          OptionTable::bind(c.vocab), nullptr});
   t.add({"max-new-tokens", "generation", "N", "tokens to generate per prompt", false, OptionTable::bind(c.max_new_tokens),
@@ -132,7 +142,20 @@ int run_generate(const runtime::GenerateConfig& c, const std::string& cmd, const
                << launch_line(c.tp * c.pp, c.device == Device::cuda, cmd, args));
   comm::ProcessGrid grid(world, 1, static_cast<int>(c.tp), static_cast<int>(c.pp));
   const int stage = grid.coord().pp;
-  TextCodec codec(c.tokenizer, c.vocab);
+  // no --tokenizer: the model folder's tokenizer.json, where it has one (Hugging Face's save_pretrained
+  // folders and checkpoints that carry one), said on the console
+  std::string tokenizer = c.tokenizer;
+  if (!c.tokenizer_given) {
+    std::string dir = resolve_model_dir(c.checkpoint, cmd + ": --checkpoint");
+    if (!runtime::HfTokenizer::found_at(dir)) dir = c.checkpoint;  // a run's root may hold it beside its steps
+    if (std::filesystem::is_directory(dir) && runtime::HfTokenizer::found_at(dir)) {
+      tokenizer = dir;
+      if (world->rank() == 0)
+        std::cerr << cmd << ": tokenizer " << (std::filesystem::path(dir) / "tokenizer.json").string()
+                  << " (the model folder's; --tokenizer chooses another)" << std::endl;
+    }
+  }
+  TextCodec codec(tokenizer, c.vocab);
   // The stage's layers: cut uniformly by layer count over the description (no weights read).
   runtime::ModelBuild build;
   build.tp = c.tp > 1 ? grid.tp_group() : nullptr;
@@ -170,13 +193,20 @@ int run_generate(const runtime::GenerateConfig& c, const std::string& cmd, const
   std::vector<std::string> text(prompts.size());
   for (size_t r = 0; r < prompts.size(); ++r) text[r] = c.prompts[r];
   if (printer && stream) std::cout << text[0] << std::flush;
-  auto sink = [&](size_t row, int64_t tok) {
-    if (!printer) return;
-    const std::string piece = codec.decode(tok);
-    if (stream) {
-      std::cout << piece << std::flush;
-    } else {
-      text[row] += piece;
+  // the output is the decode of all the new ids of a row together (a tokenizer.json's decoder
+  // joins tokens: a character split between byte tokens, Metaspace's and Strip's first-token rules);
+  // streamed, each token prints what it adds to that decode, holding back a trailing U+FFFD that
+  // the next byte may complete
+  std::vector<int64_t> streamed;
+  std::string printed;
+  auto sink = [&](size_t, int64_t tok) {
+    if (!printer || !stream) return;
+    streamed.push_back(tok);
+    std::string now = codec.decode(streamed);
+    while (now.size() >= 3 && now.compare(now.size() - 3, 3, runtime::kReplacementChar) == 0) now.resize(now.size() - 3);
+    if (now.size() > printed.size() && now.compare(0, printed.size(), printed) == 0) {
+      std::cout << now.substr(printed.size()) << std::flush;
+      printed = now;
     }
   };
   runtime::GenerationOptions opt;
@@ -214,9 +244,12 @@ int run_generate(const runtime::GenerateConfig& c, const std::string& cmd, const
   }
   if (printer) {
     if (stream) {
+      const std::string all = codec.decode(res.tokens[0]);
+      if (all.compare(0, printed.size(), printed) == 0) std::cout << all.substr(printed.size());
+      else std::cout << "\n" << cmd << ": (the decode of all the new tokens differs from what was streamed:) " << all;
       std::cout << std::endl;
     } else {
-      for (size_t r = 0; r < text.size(); ++r) std::cout << "[" << r << "] " << text[r] << "\n";
+      for (size_t r = 0; r < text.size(); ++r) std::cout << "[" << r << "] " << text[r] + codec.decode(res.tokens[r]) << "\n";
       std::cout << std::flush;
     }
     std::cerr << cmd << ": " << from << " (" << model->family() << ", " << model->num_parameters() << " parameters on rank 0), "

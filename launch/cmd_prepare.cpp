@@ -1,5 +1,8 @@
-// `shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte|gpt2 --vocab DIR]`: a user's
-// text → tokens. gpt2 reads DIR/vocab.json + DIR/merges.txt (GPT-2's own files, never downloaded).
+// `shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte|gpt2|PATH --vocab DIR]`: a user's
+// text → tokens. gpt2 reads DIR/vocab.json + DIR/merges.txt (GPT-2's own files, never downloaded);
+// PATH is a Hugging Face tokenizer.json or a directory holding one (runtime/data/hf_tokenizer.h):
+// the file is one document: the library's encode(text) — with the post-processor's special
+// tokens (BOS) — then the tokenizer's EOS id when it has one and the template did not add it.
 // `shardtrain prepare --input PATH [--input PATH ...] --out DIR`: a corpus of documents → a directory of
 // shards for `train --data DIR` (launch/corpus_prepare.h).
 #include <unistd.h>
@@ -13,6 +16,7 @@
 #include "launch/corpus_prepare.h"
 #include "launch/test_seams.h"
 #include "launch/options.h"
+#include "runtime/data/hf_tokenizer.h"
 #include "runtime/data/token_data.h"
 
 namespace st::launch {
@@ -23,12 +27,20 @@ int64_t prepare_tokens(const std::string& text_path, const std::string& out_path
 
 int64_t prepare_tokens(const std::string& text_path, const std::string& out_path, const std::string& tokenizer,
                        const std::string& vocab_dir) {
-  if (tokenizer != "byte" && tokenizer != "gpt2")
-    ST_THROW(UsageError, "prepare: unknown tokenizer '" << tokenizer << "' (available: byte, gpt2)");
+  const bool hf = tokenizer != "byte" && tokenizer != "gpt2";
+  if (hf && !runtime::HfTokenizer::found_at(tokenizer))
+    ST_THROW(UsageError, "prepare: --tokenizer '" << tokenizer << "' is none of byte, gpt2, a tokenizer.json or a directory holding one");
   if (tokenizer == "gpt2" && vocab_dir.empty())
     ST_THROW(UsageError, "prepare: --tokenizer gpt2 needs --vocab DIR (holding vocab.json and merges.txt)");
   const std::string text = read_text_file(text_path);
   if (text.empty()) ST_THROW(UsageError, "prepare: " << text_path << " is empty");
+  if (hf) {
+    const runtime::HfTokenizer tok = runtime::HfTokenizer::load(tokenizer);
+    std::vector<int32_t> ids = tok.encode_with_specials(text);
+    if (tok.suffix_ids().empty() && tok.eos_id() >= 0) ids.push_back(static_cast<int32_t>(tok.eos_id()));
+    runtime::write_token_file(out_path, std::vector<uint32_t>(ids.begin(), ids.end()));
+    return static_cast<int64_t>(ids.size());
+  }
   if (tokenizer == "byte") {
     const std::vector<uint16_t> tokens = byte_encode(text);
     runtime::write_token_file(out_path, tokens);
@@ -77,20 +89,27 @@ int cmd_prepare(const std::vector<std::string>& args) {
          "put round(F x documents) documents, spread evenly, in DIR/val/ (a corpus for train --val-data); 0: none", false,
          OptionTable::bind(c.val_fraction), nullptr});
   t.add({"val-docs", "corpus", "N", "as --val-fraction, N documents", false, OptionTable::bind(c.val_docs), nullptr});
-  t.add({"bos-id", "corpus", "ID", "id put before every document; -1: none (default: the tokenizer's: none for byte and gpt2)",
+  t.add({"bos-id", "corpus", "ID", "id put before every document; -1: none (default: the tokenizer's: a tokenizer.json's BOS, none for byte and gpt2)",
          false, OptionTable::bind(c.bos_id), nullptr});
   t.add({"eos-id", "corpus", "ID",
-         "id put after every document; -1: none (default: the tokenizer's: gpt2 <|endoftext|> 50256, byte none)", false,
+         "id put after every document; -1: none (default: the tokenizer's: a tokenizer.json's EOS, gpt2 <|endoftext|> 50256, byte none)", false,
          OptionTable::bind(c.eos_id), nullptr});
   t.add({"force", "corpus", "0|1", "replace the corpus an --out DIR already holds", false, OptionTable::bind(c.force), nullptr});
-  t.add({"tokenizer", "prepare", "byte",
-         "tokenizer: byte (token = byte value, vocab 256) or gpt2 (byte-level BPE, needs --vocab)", false,
-         OptionTable::bind_choice(tokenizer, {"byte", "gpt2"}), [&tokenizer] { return tokenizer; }});
+  t.add({"tokenizer", "prepare", "byte|gpt2|DIR",
+         "tokenizer: byte (token = byte value, vocab 256), gpt2 (byte-level BPE, needs --vocab), or a Hugging Face "
+         "tokenizer.json (or DIR holding one; the text is one document: its BOS as its encode() gives it, then its EOS)",
+         false,
+         [&tokenizer](const std::string& v) {
+           if (v != "byte" && v != "gpt2" && !runtime::HfTokenizer::found_at(v))
+             ST_THROW(ValueError, "expected byte, gpt2, a tokenizer.json or a directory holding one, got '" << v << "'");
+           tokenizer = v;
+         },
+         [&tokenizer] { return tokenizer; }});
   t.add({"vocab", "prepare", "DIR", "gpt2 tokenizer: directory with GPT-2's vocab.json and merges.txt", false,
          OptionTable::bind(vocab), nullptr});
   if (OptionTable::wants_help(args)) {
-    std::cout << t.help("shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte|gpt2 --vocab DIR]\n"
-                        "       shardtrain prepare --input PATH [--input PATH ...] --out DIR [--tokenizer byte|gpt2 --vocab DIR]");
+    std::cout << t.help("shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte|gpt2|DIR --vocab DIR]\n"
+                        "       shardtrain prepare --input PATH [--input PATH ...] --out DIR [--tokenizer byte|gpt2|DIR --vocab DIR]");
     return 0;
   }
   t.parse_flags(args);
@@ -117,7 +136,7 @@ int cmd_prepare(const std::vector<std::string>& args) {
   const int64_t n = prepare_tokens(text, out, tokenizer, vocab);
   std::cout << "prepare: " << n << " tokens (" << tokenizer << " tokenizer";
   if (tokenizer == "byte") std::cout << ", vocab " << kByteVocab;
-  else std::cout << ", vocab " << vocab << "/vocab.json";
+  else if (tokenizer == "gpt2") std::cout << ", vocab " << vocab << "/vocab.json";
   std::cout << ") from " << text << " -> " << out << "\n";
   return 0;
 }

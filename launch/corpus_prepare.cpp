@@ -24,10 +24,11 @@ namespace st::launch {
 namespace fs = std::filesystem;
 namespace {
 
-// The tokenizer's own BOS / EOS (-1: none) — GPT-2's <|endoftext|> from its vocab.json — and its
-// ids' bound: the largest id + 1 (vocab.json's ids need not be dense).
-void tokenizer_specials(const CorpusPrepareOptions& o, int64_t& bos, int64_t& eos, int64_t& id_bound) {
-  bos = eos = -1;
+// The tokenizer's own BOS / EOS (-1: none) — a tokenizer.json's, GPT-2's <|endoftext|> from its
+// vocab.json — and its ids' bound: the largest id + 1 (vocab.json's ids need not be dense).
+void tokenizer_specials(const CorpusPrepareOptions& o, const TextCodec& codec, int64_t& bos, int64_t& eos,
+                        int64_t& id_bound) {
+  bos = codec.bos_id(), eos = codec.eos_id();
   if (o.tokenizer == "gpt2") {
     const std::string path = (fs::path(o.vocab) / "vocab.json").string();
     const nlohmann::json v = runtime::read_json_file(path);
@@ -75,7 +76,7 @@ CorpusPrepareResult prepare_corpus(const CorpusPrepareOptions& o) {
     ST_THROW(UsageError, "prepare: --tokenizer gpt2 needs --vocab DIR (holding vocab.json and merges.txt)");
   const TextCodec codec(o.tokenizer, o.vocab);  // UsageError / IOError naming the tokenizer's files
   int64_t bos = -1, eos = -1, id_bound = codec.vocab_size();
-  tokenizer_specials(o, bos, eos, id_bound);
+  tokenizer_specials(o, codec, bos, eos, id_bound);
 
   const std::vector<std::string> files = list_corpus_files(o.inputs);
   const int64_t D = count_documents(files);
@@ -123,7 +124,7 @@ CorpusPrepareResult prepare_corpus(const CorpusPrepareOptions& o) {
         try {
           const std::string text = document_text(docs[i], o.text_field);
           bytes[i] = text.size();
-          const std::vector<int64_t> ids = codec.encode(text);
+          const std::vector<int64_t> ids = codec.encode_plain(text);
           std::vector<uint32_t>& t = out[i];
           t.reserve(ids.size() + 2);
           if (bos >= 0) t.push_back(static_cast<uint32_t>(bos));

@@ -1,6 +1,7 @@
 // `shardtrain prepare --input PATH [--input PATH ...] --out DIR`: a corpus of documents → a directory of
 // token shards with index.json (runtime/data/corpus_index.h), read by `train --data DIR`.
-// Each document (launch/corpus_inputs.h) becomes [BOS] ids [EOS] — the tokenizer's own (gpt2: no
+// Each document (launch/corpus_inputs.h) becomes [BOS] ids [EOS] — the tokenizer's own (a
+// tokenizer.json: its BOS and EOS around the library's encode without special tokens; gpt2: no
 // BOS, <|endoftext|> 50256 after every document, as GPT-2 was trained; byte: neither) unless
 // --bos-id / --eos-id say otherwise — and the documents' tokens follow one another in input
 // order, cut into shards of --shard-tokens. Tokenizing runs on --threads threads a batch of

@@ -8,7 +8,8 @@
 # Needed (a missing one is installed through apt-get; if that fails, one line names it, exit 1):
 #   cmake >= 3.25 on PATH, a C++ compiler ($CXX, c++ or g++), make (or ninja when
 #   CMAKE_GENERATOR=Ninja), mpirun, python3, and what CMakeLists.txt finds with find_package:
-#   MPI (mpicxx), Eigen3, nlohmann_json, yaml-cpp, GTest. Those are looked for by the CMake on
+#   MPI (mpicxx), Eigen3, nlohmann_json, yaml-cpp, GTest, PCRE2 (libpcre2-dev: the Unicode regexes of
+#   Hugging Face tokenizer.json files; found by find_path / find_library as CMakeLists.txt does). Those are looked for by the CMake on
 #   PATH itself, in a throw-away probe project, so CMAKE_PREFIX_PATH and friends count as they do
 #   for the build. CUDA is never installed here: the build is CPU-only without it.
 # Optional extras (missing ones are tried through apt-get; what cannot be installed is named in
@@ -16,7 +17,7 @@
 #   slurm   slurm-wlm + munge + iproute2   the slurm ctests (real slurmctld + slurmd; ip netns)
 #   plots   gnuplot-nox         launch/plot.sh
 #   ccache  ccache              compiler cache
-#   node    nodejs + npm        the GPT-2 tokenizer test against the gpt-3-encoder npm package
+#   node    nodejs + npm        the tokenizer tests against the npm packages gpt-3-encoder and tokenizers
 # Environment:
 #   SHARDTRAIN_SETUP_EXTRAS  which extras to look for: "all" (default; "1" too), "none" ("0"),
 #                            or a list, e.g. "plots ccache" (launch/demo.sh's choice)
@@ -97,7 +98,7 @@ missing_tools() {  # "what|Debian package" for each missing command
 
 # ---- needed: CMake packages, found by CMake itself --------------------------------------------
 declare -A PKG_OF=([MPI]=libopenmpi-dev [Eigen3]=libeigen3-dev [nlohmann_json]=nlohmann-json3-dev
-                   [yaml-cpp]=libyaml-cpp-dev [GTest]=libgtest-dev)
+                   [yaml-cpp]=libyaml-cpp-dev [GTest]=libgtest-dev [PCRE2]=libpcre2-dev)
 probe_dir=""
 cleanup() { [[ -n "$probe_dir" ]] && rm -rf "$probe_dir"; return 0; }
 trap cleanup EXIT
@@ -113,7 +114,14 @@ find_package(Eigen3 3.3 QUIET NO_MODULE)
 find_package(nlohmann_json 3 QUIET)
 find_package(yaml-cpp QUIET)
 find_package(GTest QUIET)
-foreach(p MPI Eigen3 nlohmann_json yaml-cpp GTest)
+if(NOT CMAKE_DISABLE_FIND_PACKAGE_PCRE2)  # no CMake package: CMakeLists.txt's find_path / find_library
+  find_path(PCRE2_INCLUDE_DIR pcre2.h)
+  find_library(PCRE2_LIBRARY pcre2-8)
+  if(PCRE2_INCLUDE_DIR AND PCRE2_LIBRARY)
+    set(PCRE2_FOUND TRUE)
+  endif()
+endif()
+foreach(p MPI Eigen3 nlohmann_json yaml-cpp GTest PCRE2)
   if(NOT ${p}_FOUND)
     message(STATUS "st-probe-missing ${p}")
   endif()

@@ -22,7 +22,8 @@ struct GenerateConfig {
   int64_t stop_token = -1;   // −1: none
   uint64_t seed = 1;
   bool cache = true;
-  std::string tokenizer = "byte";  // byte | GPT-2's byte-level BPE (launch/cmd_generate.cpp names them)
+  std::string tokenizer = "byte";  // byte | gpt2 | a tokenizer.json or its DIR (launch/cmd_generate.cpp names them)
+  bool tokenizer_given = false;    // --tokenizer was on the command line (else a model folder's tokenizer.json is used)
   std::string vocab;               // the BPE tokenizer's DIR with vocab.json + merges.txt
   int64_t tp = 1, pp = 1;
   int64_t micro_batches = 0;  // 0: one per pipeline stage (as many as rows allow)

@@ -71,7 +71,7 @@ skip=$(grep '^setup: skipped' <<<"$out")
 
 # 3. A needed CMake package made missing: apt-get asked for its Debian package, one line names it.
 declare -A DEB=([MPI]=libopenmpi-dev [Eigen3]=libeigen3-dev [nlohmann_json]=nlohmann-json3-dev
-                [yaml-cpp]=libyaml-cpp-dev [GTest]=libgtest-dev)
+                [yaml-cpp]=libyaml-cpp-dev [GTest]=libgtest-dev [PCRE2]=libpcre2-dev)
 for p in "${!DEB[@]}"; do
   run "$T/offline" SHARDTRAIN_SETUP_EXTRAS=none SHARDTRAIN_SETUP_HIDE="$p"
   [[ $rc -ne 0 ]] || bad "3: exit 0 with $p missing"
