@@ -54,6 +54,10 @@ for form in llama3 gpt2 spm metaspace; do
     fail "$form: prepare's ids are not the library's encode(train.txt) and EOS ${EOS[$form]}"
   "$BIN" prepare --text "$FIX/train.txt" --out "$W/$form.file.bin" --tokenizer "$FIX/$form/tokenizer.json" >/dev/null || fail "$form: prepare FILE"
   cmp -s "$W/$form.bin" "$W/$form.file.bin" || fail "$form: --tokenizer DIR and --tokenizer DIR/tokenizer.json differ"
+  # the same text as a corpus of one document: [BOS] encode(text, no specials) [EOS], the ids above
+  "$BIN" prepare --input "$FIX/train.txt" --out "$W/corpus_$form" --tokenizer "$FIX/$form" >/dev/null || fail "$form: prepare --input"
+  [[ "$(ids_of "$W/corpus_$form/shard_000000.bin")" == "$(ids_of "$W/$form.bin")" ]] ||
+    fail "$form: a corpus of train.txt is not [BOS] + the library's ids + [EOS] as prepare --text writes them"
   # 2. generate
   "$BIN" train --model gpt --vocab 1000 --layers 1 --d-model 16 --heads 2 --seq-len 96 --steps 3 --lr 0.01 \
     --data "$W/$form.bin" --checkpoint-dir "$W/ck_$form" --micro-batch 2 >/dev/null 2>&1 || fail "$form: train"
