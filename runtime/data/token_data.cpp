@@ -69,7 +69,8 @@ TokenData::TokenData(const std::string& path, SequenceOrder order) : path_(path)
     ST_TOKEN_ERROR(path, msg);
   };
   if (hdr[0] != kTokenMagic)
-    fail("bad magic " + std::to_string(hdr[0]) + " (expected " + std::to_string(kTokenMagic) + "; not an llm.c .bin file)");
+    fail("not a token file (bad magic " + std::to_string(hdr[0]) + ", expected " + std::to_string(kTokenMagic) +
+         ": an llm.c .bin file); to train on a text file, make one with `shardtrain prepare --text FILE --out FILE.bin`");
   if (hdr[1] != kTokenVersion && hdr[1] != kTokenVersion32)
     fail("unsupported version " + std::to_string(hdr[1]) + " (expected " + std::to_string(kTokenVersion) +
          ": uint16 tokens, or " + std::to_string(kTokenVersion32) + ": uint32 tokens)");

@@ -17,6 +17,10 @@ struct CheckpointOptions {
   // The files written by a background thread while training goes on (the step boundary copies
   // this rank's share to host memory; at most one save in flight): runtime/train/async_checkpoint.h.
   bool async_checkpoint = false;
+  // A stop request (SIGINT / SIGTERM, runtime/common/stop_request.h) saves a checkpoint at the
+  // step every rank stops after, when a checkpoint_dir is set; false: the newest stays the last
+  // periodic one.
+  bool save_on_signal = true;
   // Not a flag: --checkpoint-dir named one step folder (ROOT/step_N); launch/ then sets
   // checkpoint_dir to ROOT and this to N, the step --resume continues (-1: ROOT's newest).
   int64_t resume_step = -1;

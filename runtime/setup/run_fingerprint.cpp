@@ -115,6 +115,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       // batch
       {"micro-batch", num(c.micro_batch)},
       {"grad-accum", num(c.grad_accum)},
+      {"global-batch", num(c.global_batch)},
       // numerics
       {"precision", to_string(c.precision)},
       {"fp8-scaling", to_string(c.fp8_scaling)},
@@ -157,6 +158,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"resume", flag(c.resume)},
       {"overwrite-checkpoints", flag(c.overwrite_checkpoints)},
       {"async-checkpoint", flag(c.async_checkpoint)},
+      {"save-on-signal", flag(c.save_on_signal)},
       {"trace", path_or_none(c.trace)},
   };
 }

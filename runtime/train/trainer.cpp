@@ -19,6 +19,7 @@
 #include "runtime/optim/grad_clip.h"
 #include "runtime/parallel/state_io.h"
 #include "runtime/parallel/tp_shard.h"
+#include "runtime/common/stop_request.h"
 #include "runtime/common/timing.h"
 #include "runtime/observe/memory_report.h"
 #include "runtime/observe/device_capacity.h"
@@ -309,6 +310,7 @@ StepMetrics Trainer::complete_step(const Pending& p) {
   m.loss_scale = r.loss_scale;
   m.skipped = r.skipped;
   m.grad_norm = r.skipped ? std::numeric_limits<double>::quiet_NaN() : r.grad_norm;
+  if (r.stop_signal != 0) stop_ = r.stop_signal;  // the loop ends after this step (every rank alike)
   if (cfg_.precision == Precision::fp8) {  // this rank's; emit() sums them over the ranks
     m.fp8_overflow = r.fp8_overflow;
     m.fp8_underflow = r.fp8_underflow;
@@ -402,7 +404,11 @@ void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Prog
     if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || m.step == cfg_.steps)) bar.line(m.line(cfg_.steps));
     bar.update(m.step);
   }
+  const Clock::time_point b0 = Clock::now();
   checkpoint_boundary(m.step);
+  // the stop's grace (runtime/common/stop_request.h): 3 of the longest step with its boundary work
+  longest_step_ms_ = std::max(longest_step_ms_, m.step_ms + ms_between(b0, Clock::now()));
+  set_stop_grace(10 + static_cast<int>(std::ceil(3 * longest_step_ms_ / 1000)));
   memory_.params = std::max(memory_.params, m.mem_params);
   memory_.grads = std::max(memory_.grads, m.mem_grads);
   memory_.optim = std::max(memory_.optim, m.mem_optim);
@@ -412,6 +418,12 @@ void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Prog
 
 void Trainer::run() {
   const bool lead = rank() == 0;
+  if (!resumed_from_.empty() && step_ >= cfg_.steps) {  // every rank alike: nothing runs, nothing is written
+    if (lead)
+      std::cout << "nothing to do: " << resumed_from_ << " is at step " << step_ << ", at or past --steps " << cfg_.steps
+                << " (a larger --steps goes on from it)" << std::endl;
+    return;
+  }
   // resumed: the steps after the checkpoint (written before a crash) go, then the run appends
   if (lead && !resumed_from_.empty() && !cfg_.metrics.empty()) cut_metrics_back(cfg_.metrics, step_);
   MetricsWriter metrics(lead ? cfg_.metrics : "", /*append=*/!resumed_from_.empty());
@@ -454,7 +466,7 @@ void Trainer::run() {
   // (runtime/train/train_step.h), unless something after it needs the device's state of that step:
   // a checkpoint, validation, the end of the run. Eagerly each step is read at once.
   std::optional<Pending> previous;
-  while (step_ < cfg_.steps) {
+  while (step_ < cfg_.steps && stop_ == 0) {
     Pending p;
     {
       trace::Scope ts("step " + std::to_string(step_ + 1), "pipeline");
@@ -469,6 +481,7 @@ void Trainer::run() {
       previous = p;
   }
   if (previous) emit(complete_step(*previous), metrics, bar);
+  if (stop_ != 0 && step_ < cfg_.steps) finish_stop();  // collective: every rank agreed on stop_
   if (async_ && async_->in_flight()) {  // the run's last save commits before the run ends
     const Clock::time_point t0 = Clock::now();
     async_->poll(/*wait=*/true);

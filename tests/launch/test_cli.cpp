@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "contract_flags.h"
 #include "runtime/data/token_data.h"
@@ -61,6 +62,31 @@ TEST(Cli, HelpListsEveryContractFlag) {
   r = run("--help");
   EXPECT_EQ(r.code, 0);
   for (const char* c : {"train", "generate", "sample", "plan", "prepare", "info"}) EXPECT_TRUE(has(r.out, c));
+}
+
+// The help texts as a new user reads them (issue 56, item 9): sample's usage names sample, a
+// default is shown once, floats short, the footer counts cp, every line within 100 columns.
+TEST(Cli, HelpTextsReadWell) {
+  Result r = run("sample --help");
+  EXPECT_EQ(r.out.rfind("usage: shardtrain sample --checkpoint DIR", 0), 0u) << r.out.substr(0, 80);
+  r = run("generate --help");
+  EXPECT_EQ(r.out.rfind("usage: shardtrain generate --checkpoint DIR", 0), 0u) << r.out.substr(0, 80);
+  EXPECT_TRUE(has(r.out, "[default: 1]")) << "generate's --top-p default";  // not 1.000000
+  EXPECT_FALSE(has(r.out, ".000000")) << "a float printed at fixed precision";
+  r = run("train --help");
+  EXPECT_FALSE(has(r.out, "(default: ")) << "a default written into the help text and shown again";
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\\n  --model [a-z|-]+ +model family \\[default: gpt\\]\\n"))) << r.out;
+  EXPECT_TRUE(has(r.out, "Layouts: dp x cp x tp x pp = the MPI world size"));
+  EXPECT_TRUE(has(r.out, "  --save-on-signal ") && has(r.out, "  --global-batch "));
+  for (const char* cmd : {"train --help", "plan --help", "generate --help", "sample --help"}) {
+    r = run(cmd);
+    std::istringstream in(r.out);
+    std::string line;
+    while (std::getline(in, line)) EXPECT_LE(line.size(), 100u) << cmd << ": " << line;
+  }
+  r = run("plan --help");
+  EXPECT_TRUE(has(r.out, "[default: 9.89e+14]")) << "plan's --flops default";
+  EXPECT_FALSE(has(r.out, ".000000")) << "a float printed at fixed precision";
 }
 
 TEST(Cli, UsageErrorsExitTwoWithOneLine) {
