@@ -35,6 +35,8 @@ extern "C" void on_stop_signal(int sig) {
   if (sig == SIGUSR1) sig = SIGINT;
   if (sig == SIGUSR2) sig = SIGTERM;
   if (g_finished.load() != 0) ::_exit(128 + sig);
+  // before the step loop (start-up: nothing to save yet; mpirun ending a job another rank failed)
+  if (runtime::stop_signal() == 0 && !runtime::stop_armed()) ::_exit(128 + sig);
   if (runtime::stop_signal() == 0) {
     runtime::request_stop(sig);
     ::alarm(static_cast<unsigned>(runtime::stop_grace()));

@@ -4,6 +4,8 @@
 // ends the process at once (one line on stderr, exit 128 + the signal). The handler only stores
 // into a lock-free atomic and, on the second signal, calls write(2) and _exit(2):
 // async-signal-safe. The closing line (stop_line) and the exit code are launch/'s.
+// A first signal outside the trainer's step loop (start-up; runtime::stop_armed) ends the process
+// at once, quietly, as the default action would: there is nothing to save yet.
 // SIGUSR1 / SIGUSR2 count as SIGINT / SIGTERM: launch/mpirun.sh passes a Ctrl-C / SIGTERM on as
 // those, which mpirun forwards to every rank at once (its own SIGINT / SIGTERM handling would
 // SIGKILL the ranks about 2 s later, too soon for a step and a save).

@@ -12,6 +12,7 @@ std::atomic<int> g_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "the signal handler's store must be lock-free");
 
 std::atomic<int> g_grace{30};
+std::atomic<bool> g_armed{false};
 std::mutex g_mutex;
 std::optional<StopRecord> g_record;
 
@@ -39,6 +40,9 @@ std::optional<StopRecord> recorded_stop() {
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_record;
 }
+
+void set_stop_armed(bool armed) noexcept { g_armed.store(armed); }
+bool stop_armed() noexcept { return g_armed.load(); }
 
 void set_stop_grace(int seconds) noexcept { g_grace.store(seconds); }
 int stop_grace() noexcept { return g_grace.load(); }

@@ -28,6 +28,12 @@ struct StopRecord {
 void record_stop(const StopRecord& r);
 std::optional<StopRecord> recorded_stop();
 
+// Whether a stop request can still be honoured: the trainer's step loop runs (set around it).
+// Outside it (start-up, the end) launch/'s handler ends the process at once: nothing to save yet,
+// or nothing left. Async-signal-safe to read.
+void set_stop_armed(bool armed) noexcept;
+bool stop_armed() noexcept;
+
 // How long a stop may take, in whole seconds, before the process ends without a step boundary (a
 // rank stuck in a collective with a lost peer never reaches one): launch/'s handler arms alarm()
 // with it at the first signal. The trainer sets it from its longest step with that step's

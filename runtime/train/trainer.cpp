@@ -466,6 +466,7 @@ void Trainer::run() {
   // (runtime/train/train_step.h), unless something after it needs the device's state of that step:
   // a checkpoint, validation, the end of the run. Eagerly each step is read at once.
   std::optional<Pending> previous;
+  set_stop_armed(true);  // a signal from here on stops after a step (runtime/common/stop_request.h)
   while (step_ < cfg_.steps && stop_ == 0) {
     Pending p;
     {
@@ -481,6 +482,7 @@ void Trainer::run() {
       previous = p;
   }
   if (previous) emit(complete_step(*previous), metrics, bar);
+  set_stop_armed(false);
   if (stop_ != 0 && step_ < cfg_.steps) finish_stop();  // collective: every rank agreed on stop_
   if (async_ && async_->in_flight()) {  // the run's last save commits before the run ends
     const Clock::time_point t0 = Clock::now();
