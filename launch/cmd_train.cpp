@@ -17,8 +17,10 @@
 #include "launch/error_report.h"
 #include "launch/gpu_env.h"
 #include "launch/layout_check.h"
+#include "launch/run_dir.h"
 #include "launch/stop_signals.h"
 #include "launch/test_seams.h"
+#include "runtime/io/checkpoint_dir.h"
 #include "runtime/setup/global_batch.h"
 #include "runtime/train/parallel_training.h"
 
@@ -61,6 +63,10 @@ int cmd_train(const std::vector<std::string>& args) {
   }
   for (const std::string& note : no_effect_notes(cfg, cfg.dp > 0 ? cfg.dp : world / (cfg.tp * cfg.pp)))
     notes.push_back(note);
+  // --run-dir: its config.yaml, unless the run is about to be refused for another run's checkpoints
+  if (rank == 0 && !cfg.run_dir.empty() &&
+      (cfg.resume || cfg.overwrite_checkpoints || runtime::CheckpointDir(cfg.checkpoint_dir).complete_steps().empty()))
+    write_run_config(cfg);
   if (rank == 0)
     for (const std::string& note : notes) std::cout << note << "\n";
   std::cout.flush();

@@ -1,6 +1,7 @@
 // The train option table, its validation and --init-from resolution. Field names are those of
 // runtime/setup/train_config.h; flag names are docs/design.md's (kebab-case).
 #include "launch/config.h"
+#include "launch/run_dir.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -196,6 +197,10 @@ OptionTable train_options(TrainConfig& c) {
   B("overwrite-checkpoints", "run", c.overwrite_checkpoints,
     "without --resume, write into a --checkpoint-dir that holds another run's checkpoints (--keep-checkpoints "
     "may then delete them) and start anew a --metrics file that holds another run's steps");
+  S("run-dir", "run", c.run_dir, "DIR",
+    "the run's folder: DIR/checkpoints (--checkpoint-dir), DIR/metrics.jsonl (--metrics), DIR/config.yaml (the "
+    "resolved options, for --config), DIR/plots (launch/plot.sh --run-dir DIR); a --checkpoint-dir or --metrics "
+    "given on the command line keeps its path");
   S("metrics", "run", c.metrics, "FILE.jsonl",
     "one JSON object per optimizer step (rank 0); a resumed run appends, a new run refuses a FILE that holds "
     "another run's steps");
@@ -290,6 +295,7 @@ TrainConfig parse_train_args(const std::vector<std::string>& args, std::vector<s
   std::string note;
   resolve_init_from(cfg, t, &note);  // first: the sizes then come from config.json
   if (notes && !note.empty()) notes->push_back(note);
+  apply_run_dir(cfg, t);           // --run-dir: the checkpoints and metrics under it (launch/run_dir.h)
   resolve_checkpoint_dir(cfg, t);  // a step folder: its root and step (launch/checkpoint_paths.h)
   // --resume: the model flags agree with the checkpoint it takes, or are taken from it
   runtime::take_model_from_checkpoint(

@@ -8,6 +8,7 @@
 #   DIR/metrics.tsv     the columns plotted (step loss val_loss tokens_per_s loss_scale skipped lr grad_norm)
 # Without gnuplot it writes metrics.tsv, says so and exits 0.
 # usage: launch/plot.sh --metrics FILE.jsonl --out DIR [--title TEXT]
+#        launch/plot.sh --run-dir DIR     (a train --run-dir: DIR/metrics.jsonl into DIR/plots)
 set -euo pipefail
 
 metrics="" out="" title=""
@@ -16,7 +17,8 @@ while [[ $# -gt 0 ]]; do
     --metrics) metrics="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --title) title="$2"; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --run-dir) metrics="${metrics:-$2/metrics.jsonl}"; out="${out:-$2/plots}"; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "plot: unknown option '$1' (usage: launch/plot.sh --metrics FILE.jsonl --out DIR)" >&2; exit 2 ;;
   esac
 done

@@ -160,6 +160,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"async-checkpoint", flag(c.async_checkpoint)},
       {"save-on-signal", flag(c.save_on_signal)},
       {"trace", path_or_none(c.trace)},
+      {"run-dir", path_or_none(c.run_dir)},
   };
 }
 
