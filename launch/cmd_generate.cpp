@@ -18,6 +18,7 @@
 #include "launch/checkpoint_paths.h"
 #include "launch/comm_env.h"
 #include "launch/commands.h"
+#include "launch/build_info.h"
 #include "launch/gpu_env.h"
 #include "launch/error_report.h"
 #include "launch/launch_command.h"
@@ -93,6 +94,9 @@ runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args
   }
   t.parse_flags(args);
   const std::string& cmd = command;
+  if (c.device == Device::cuda)  // the reason `shardtrain info` gives (launch/build_info.h), first
+    if (const std::string why = cuda_unusable(); !why.empty())
+      ST_THROW(UsageError, cmd << ": --device cuda: " << why << "; --device cpu runs on the CPU");
   if (c.checkpoint.empty()) ST_THROW(UsageError, cmd << ": --checkpoint DIR (or --init-from DIR) is required");
   // a model directory (a step folder, Hugging Face's) or a run's checkpoint root: its newest step
   // (launch/checkpoint_paths.h); a missing one names a similar path that exists

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "comm/mpi_env.h"
+#include "launch/build_info.h"
 #include "launch/comm_env.h"
 #include "launch/commands.h"
 #include "launch/config.h"
@@ -49,6 +50,9 @@ int cmd_train(const std::vector<std::string>& args) {
   prepare_error_agreement();
   std::vector<std::string> notes;
   runtime::TrainConfig cfg = parse_train_args(args, &notes);
+  if (cfg.device == Device::cuda)  // the reason `shardtrain info` gives, not CUDA's error from a first query
+    if (const std::string why = cuda_unusable(); !why.empty())
+      throw UsageError("--device cuda: " + why + "; --device cpu runs on the CPU");
   cfg.comm_options = comm_options_from_env();
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);

@@ -89,6 +89,24 @@ TEST(Cli, HelpTextsReadWell) {
   EXPECT_FALSE(has(r.out, ".000000")) << "a float printed at fixed precision";
 }
 
+// --device cuda where no GPU is usable: one line with the reason `shardtrain info` gives (issue
+// 56, item 2), exit 2, before anything is built — not CUDA's error from a first memory query.
+TEST(Cli, DeviceCudaWithoutAGpuSaysWhyInOneLine) {
+  const Result info = run("info");
+  if (!has(info.out, "cuda available: no")) GTEST_SKIP() << "a CUDA device is usable here";
+  for (const char* cmd : {"train --layers 1 --d-model 16 --heads 2 --steps 1 --device cuda",
+                          "generate --checkpoint /nonexistent --prompt a --device cuda"}) {
+    const Result r = run(cmd);
+    EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << cmd << ": " << r.out;
+    EXPECT_TRUE(has(r.out, "--device cuda: ") && has(r.out, "; --device cpu runs on the CPU")) << r.out;
+    // the reason info gives
+    for (const char* why : {"built without CUDA", "no NVIDIA driver: none is installed", "no usable device ("})
+      EXPECT_EQ(has(info.out, why), has(r.out, why)) << cmd << ": '" << why << "' in one of: " << info.out << " / " << r.out;
+    EXPECT_FALSE(has(r.out, "does not fit") || has(r.out, "cudaMemGetInfo")) << r.out;
+  }
+}
+
 TEST(Cli, UsageErrorsExitTwoWithOneLine) {
   Result r = run("");
   EXPECT_EQ(r.code, 2);
