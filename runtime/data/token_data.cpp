@@ -53,7 +53,9 @@ TokenData::TokenData(const std::string& path, SequenceOrder order) : path_(path)
   const uint64_t header_bytes = kTokenHeaderInts * 4;
   if (size < header_bytes) {
     ::close(fd);
-    ST_TOKEN_ERROR(path, "file is " << size << " bytes, shorter than the " << header_bytes << "-byte header");
+    ST_TOKEN_ERROR(path, "file is " << size << " bytes, shorter than the " << header_bytes
+                                     << "-byte header: not a token file; to train on a text file, make one with "
+                                        "`shardtrain prepare --text FILE --out FILE.bin`");
   }
   void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
   int err = errno;

@@ -401,7 +401,9 @@ void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Prog
   // from the previous checkpoint cuts back
   if (lead) {
     metrics.write(m);
-    if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || m.step == cfg_.steps)) bar.line(m.line(cfg_.steps));
+    // every --log-every steps, the last, and any step whose validation loss was computed
+    if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || m.step == cfg_.steps || m.val_loss))
+      bar.line(m.line(cfg_.steps));
     bar.update(m.step);
   }
   const Clock::time_point b0 = Clock::now();
@@ -459,6 +461,7 @@ void Trainer::run() {
                 << schedule_.at(schedule_.total_steps) << "\n";
     if (val_data_)
       std::cout << "validation: every " << eval_interval(cfg_) << " steps on " << cfg_.val_data << "\n";
+    data_passes_note(/*at_start=*/true);  // a file shorter than a step: a warning with the epoch count
     std::cout.flush();
   }
   Progress bar(step_, cfg_.steps, lead && cfg_.progress);
@@ -493,6 +496,7 @@ void Trainer::run() {
   memory_.rss_peak = process_peak_rss();
   const std::vector<RankMemory> ranks = gather_rank_memory(memory_, w_.world.get());  // collective
   if (lead) std::cout << memory_table(ranks) << std::flush;
+  if (lead) data_passes_note(/*at_start=*/false);  // the passes over --data, when more than one
   if (lead && saves_ > 0)  // what a save cost the training (launch/gpu/async_checkpoint_bench.sh reads it)
     std::cout << "checkpoints: " << saves_ << (cfg_.async_checkpoint ? " asynchronous" : " synchronous") << ", "
               << save_stall_ms_ / static_cast<double>(saves_) << " ms per save at the step boundary"

@@ -140,6 +140,10 @@ class Trainer {
   // after the loop ended on a stop request at step_ < cfg.steps (collective): the signal's save
   // (--save-on-signal), then the record (runtime/common/stop_request.h)
   void finish_stop();
+  // rank 0: at the start, a warning when one step reads more sequences than --data holds (each
+  // step repeats some; the epochs --steps makes); at the end, the passes over --data when more than
+  // one (runtime/train/trainer_stop.cpp)
+  void data_passes_note(bool at_start) const;
   void record_memory(StepMetrics& m, Device device) const;   // the mem_* fields from the allocators
   // Collective (several ranks), one all-reduce: the largest rank's mem_bytes and that rank, for
   // the step line, and the fp8 counts summed over the ranks (set only under fp8).
