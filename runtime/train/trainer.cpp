@@ -450,6 +450,9 @@ void Trainer::run() {
     if (cfg_.lr_schedule == LrScheduleKind::cosine) std::cout << " over " << schedule_.total_steps << " steps";
     std::cout << ")\n";
     if (!resumed_from_.empty()) std::cout << "resumed from " << resumed_from_ << " at step " << step_ << "\n";
+    else if (!cfg_.init_from.empty())  // what --init-from loaded, in one line
+      std::cout << "initialised from " << cfg_.init_from << ": the weights of all " << params
+                << " parameters (the optimizer state, step count and data order start fresh)\n";
     if (schedule_.warmup >= schedule_.total_steps)  // a --warmup as long as the run: say what the lr does
       std::cout << "lr schedule: --warmup " << schedule_.warmup << " covers all " << schedule_.total_steps
                 << " steps, so the lr only rises, to " << schedule_.at(schedule_.total_steps - 1) << " at the last step"

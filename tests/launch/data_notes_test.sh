@@ -3,7 +3,8 @@
 # (79 tokens at --seq-len 64 --micro-batch 4: one sequence read 4 times a step) gets a warning with
 # the epochs per step and in all, and the end says the epochs run; a text file given to --data
 # (short, or of any length: its bytes are no token file's magic) says it is not a token file and
-# names `shardtrain prepare`; a validation loss is shown on its step even off --log-every.
+# names `shardtrain prepare`; a validation loss is shown on its step even off --log-every;
+# --init-from says what it loaded.
 # usage: data_notes_test.sh SHARDTRAIN
 set -uo pipefail
 BIN="$1"
@@ -30,6 +31,13 @@ grep -qx "data: 20 epochs over $D/tiny.bin (1 sequence of 64 tokens, 4 a step)" 
 # a file the run reads whole: one pass, no data line
 "$BIN" "${tiny[@]}" --seq-len 8 --micro-batch 1 --steps 9 >"$D/c.out" 2>&1 && ! grep -q "^data: \|^warning" "$D/c.out" ||
   bad "one pass: $(cat "$D/c.out")"
+
+# --init-from says what it loaded, in one line
+"$BIN" "${tiny[@]}" --seq-len 8 --micro-batch 1 --steps 2 --checkpoint-dir "$D/ck" >/dev/null 2>&1 || bad "the run to init from"
+"$BIN" train --init-from "$D/ck/step_00000002" --data "$D/tiny.bin" --seq-len 8 --micro-batch 1 --steps 1 >"$D/i.out" 2>&1 ||
+  bad "--init-from: $(tail -2 "$D/i.out")"
+grep -qx "initialised from $D/ck/step_00000002: the weights of all 7536 parameters (the optimizer state, step count and data order start fresh)" "$D/i.out" ||
+  bad "--init-from: $(cat "$D/i.out")"
 
 # text given to --data: short, and long enough for a header (its first bytes are text, no magic)
 for f in "$D/tiny.txt" "$D/long.txt"; do
