@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <set>
@@ -161,6 +162,24 @@ std::vector<std::string> train_args(const OptionTable& t, const std::vector<std:
     if (l.cp > 1) out.insert(out.end(), {"--cp", std::to_string(l.cp)});
   }
   out.insert(out.end(), chosen.begin(), chosen.end());
+  // a config file's --checkpoint-dir / --metrics would put every planned layout's run into the
+  // same folder (and a later run there is refused): each line gets a --run-dir of its own,
+  // runs/<config>-<layout> (launch/run_dir.h), unless the command line names where the run goes
+  auto on_line = [&t](const char* name) {
+    const auto it = t.origin().find(name);
+    return it != t.origin().end() && it->second == "command line";
+  };
+  const std::string file = OptionTable::config_path(args);
+  if (!file.empty() && (t.was_set("checkpoint-dir") || t.was_set("metrics")) && !on_line("run-dir") &&
+      !on_line("checkpoint-dir") && !on_line("metrics")) {
+    std::string name = std::filesystem::path(file).stem().string();
+    if (layout)
+      name += "-dp" + std::to_string(layout->dp) + (layout->cp > 1 ? "-cp" + std::to_string(layout->cp) : std::string()) +
+              "-tp" + std::to_string(layout->tp) + "-pp" + std::to_string(layout->pp) +
+              (layout->zero > 0 ? "-zero" + std::to_string(layout->zero) : std::string()) +
+              (layout->recompute ? "-recompute" : "") + (layout->sequence_parallel ? "-sp" : "");
+    out.insert(out.end(), {"--run-dir", "runs/" + name});
+  }
   return out;
 }
 

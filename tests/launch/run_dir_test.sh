@@ -2,7 +2,8 @@
 # --run-dir DIR (launch/run_dir.h): one folder holds the run's checkpoints, metrics and resolved
 # config; the config reads back (--config DIR/config.yaml) into the same run: resumed, it goes on in
 # DIR; into another --run-dir, it trains the same losses bit for bit; a --metrics given on the
-# command line keeps its path; launch/plot.sh --run-dir DIR writes DIR/plots.
+# command line keeps its path; launch/plot.sh --run-dir DIR writes DIR/plots; plan's lines from a
+# config that names its run's folder get a --run-dir each.
 # usage: run_dir_test.sh SHARDTRAIN SOURCE_DIR
 set -uo pipefail
 BIN="$1" SRC="$2"
@@ -40,6 +41,17 @@ runq "$BIN" "${small[@]}" --steps 2 --run-dir "$D/r3" --metrics "$D/m.jsonl"
 cp "$D/r/config.yaml" "$D/before.yaml"
 "$BIN" "${small[@]}" --steps 9 --run-dir "$D/r" >"$D/refused.out" 2>&1 && bad "a fresh run into a run dir with checkpoints was not refused"
 cmp -s "$D/before.yaml" "$D/r/config.yaml" || bad "a refused run rewrote config.yaml"
+# plan: a config file that names where its run goes gets a --run-dir of its own on the printed
+# line (a second run from it would be refused in the file's folder); the command line's keeps it
+plan=$("$BIN" plan --config "$D/r/config.yaml" 2>&1) || bad "plan: $plan"
+[[ "$plan" == *"run it: "*" train --config $D/r/config.yaml --run-dir runs/config"* ]] || bad "plan's line: $plan"
+plan=$("$BIN" plan --config "$D/r/config.yaml" --checkpoint-dir "$D/elsewhere" 2>&1) || bad "plan: $plan"
+[[ "$plan" == *"run it: "* && "$plan" != *"--run-dir"* ]] || bad "plan's line with --checkpoint-dir: $plan"
+plan=$("$BIN" plan --config "$D/r/config.yaml" --gpu-memory 1GiB --world 2 --device cpu --precision fp32 2>&1) || bad "plan: $plan"
+[[ $(grep -c -- "--run-dir runs/config-dp" <<<"$plan") -ge 2 &&
+   $(grep -o -- "--run-dir runs/config-[a-z0-9-]*" <<<"$plan" | sort | uniq -d | wc -l) -eq 0 ]] ||
+  bad "plan's layout lines: not one run dir each: $plan"
+
 # plots (or, without gnuplot, their TSV) under DIR/plots
 "$SRC/launch/plot.sh" --run-dir "$D/r" >"$D/plot.out" 2>&1 || bad "plot.sh --run-dir: $(cat "$D/plot.out")"
 [[ -f "$D/r/plots/metrics.tsv" ]] || bad "plot.sh --run-dir wrote no $D/r/plots/metrics.tsv"
