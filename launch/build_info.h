@@ -28,4 +28,10 @@ const BuildInfo& build_info();
 // One line per device: CUDA devices (name, memory, compute capability) or why there are none.
 std::string describe_devices();
 
+// Why --device cuda cannot run here, in the words of describe_devices() ("this build has no CUDA",
+// "no NVIDIA driver: none is installed, so no GPU is usable", "no usable device (...)"); "" when a
+// CUDA device is usable. `shardtrain train|generate|sample --device cuda` refuse with it up front
+// (not CUDA's own error from the first allocation or memory query).
+std::string cuda_unusable();
+
 }  // namespace st::launch

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "comm/make_communicator.h"
@@ -17,6 +18,7 @@
 #include "launch/checkpoint_paths.h"
 #include "launch/comm_env.h"
 #include "launch/commands.h"
+#include "launch/build_info.h"
 #include "launch/gpu_env.h"
 #include "launch/error_report.h"
 #include "launch/launch_command.h"
@@ -32,10 +34,12 @@
 namespace st::launch {
 namespace {
 
-const char* kUsage =
-    "shardtrain generate --checkpoint DIR --prompt TEXT [--prompt TEXT ... | --prompts FILE] [--max-new-tokens N]\n"
-    "    [--temperature F --top-k N --top-p F --stop-token ID --seed N] [--tokenizer byte|gpt2|DIR --vocab DIR]\n"
-    "    [--tp N --pp N --micro-batches N --timeout-s F] [--cache 0|1]       (alias: shardtrain sample; under mpirun for --tp/--pp)";
+// after "shardtrain generate" or "shardtrain sample"
+const char* kUsageArgs =
+    " --checkpoint DIR --prompt TEXT [--prompt TEXT ... | --prompts FILE]\n"
+    "    [--max-new-tokens N] [--temperature F --top-k N --top-p F --stop-token ID --seed N]\n"
+    "    [--tokenizer byte|gpt2|DIR --vocab DIR] [--tp N --pp N --micro-batches N --timeout-s F] [--cache 0|1]\n"
+    "    (under mpirun for --tp/--pp)";
 
 }  // namespace
 
@@ -44,7 +48,13 @@ runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args
   runtime::GenerateConfig c;
   if (command == "sample") c.temperature = 1.0;  // sample's default since it existed
   OptionTable t(command, false);
-  auto num = [](auto& v) { return [&v] { return std::to_string(v); }; };
+  auto num = [](auto& v) {  // %g-like: 0.9, 1e-05, not 0.900000
+    return [&v] {
+      std::ostringstream o;
+      o << v;
+      return o.str();
+    };
+  };
   t.add({"checkpoint", "model", "DIR",
          "a run's --checkpoint-dir (its newest step), one step folder of it, or a HF GPT-2 dir (config.json + "
          "model.safetensors or its sharded index) (required)",
@@ -97,11 +107,15 @@ runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args
   t.add({"ids-out", "input", "FILE", "also write the prompt and generated token ids as JSON {\"prompts\", \"tokens\"}", false,
          OptionTable::bind(c.ids_out), nullptr});
   if (help) {
-    *help = t.help(kUsage);
+    *help = t.help("shardtrain " + command + kUsageArgs +
+                   (command == "sample" ? "\n    (generate with temperature 1 by default)" : ""));
     return c;
   }
   t.parse_flags(args);
   const std::string& cmd = command;
+  if (c.device == Device::cuda)  // the reason `shardtrain info` gives (launch/build_info.h), first
+    if (const std::string why = cuda_unusable(); !why.empty())
+      ST_THROW(UsageError, cmd << ": --device cuda: " << why << "; --device cpu runs on the CPU");
   if (c.checkpoint.empty()) ST_THROW(UsageError, cmd << ": --checkpoint DIR (or --init-from DIR) is required");
   // a model directory (a step folder, Hugging Face's) or a run's checkpoint root: its newest step
   // (launch/checkpoint_paths.h); a missing one names a similar path that exists

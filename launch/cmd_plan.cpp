@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <set>
@@ -17,6 +18,7 @@
 #include "launch/launch_command.h"
 #include "runtime/plan/layout_search.h"
 #include "runtime/plan/memory_check.h"
+#include "runtime/setup/global_batch.h"
 #include "runtime/setup/model_registry.h"
 
 namespace st::launch {
@@ -47,22 +49,29 @@ double parse_size(const std::string& text) {
   return v * k;
 }
 
+// %g-like, as --help shows a float (9.89e+14, not 989000000000000.000000)
+std::string short_number(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
 OptionTable plan_options(runtime::TrainConfig& cfg, PlanOptions& p) {
   OptionTable t = train_options(cfg);
   t.add({"gpu-memory", "plan", "SIZE", "each device's memory (24GiB, 80GB, ...): list the layouts of --world ranks that fit",
          false, OptionTable::bind(p.gpu_memory), [&p] { return p.gpu_memory; }});
-  t.add({"world", "plan", "N", "ranks to plan for (1 ... 1024); unset: dp x tp x pp of the flags", false,
+  t.add({"world", "plan", "N", "ranks to plan for (1 ... 1024); unset: dp x cp x tp x pp of the flags", false,
          OptionTable::bind(p.world), [&p] { return std::to_string(p.world); }});
   t.add({"top", "plan", "N", "layouts listed with --gpu-memory (>= 1; the best 3 also as train lines)", false, OptionTable::bind(p.top),
          [&p] { return std::to_string(p.top); }});
   t.add({"flops", "plan", "F", "cost model: dense peak FLOP/s per device", false, OptionTable::bind(p.cost.flops),
-         [&p] { return std::to_string(p.cost.flops); }});
+         [&p] { return short_number(p.cost.flops); }});
   t.add({"intra-gbs", "plan", "F", "cost model: GB/s between the GPUs of a node", false,
-         OptionTable::bind(p.cost.intra_gbs), [&p] { return std::to_string(p.cost.intra_gbs); }});
+         OptionTable::bind(p.cost.intra_gbs), [&p] { return short_number(p.cost.intra_gbs); }});
   t.add({"inter-gbs", "plan", "F", "cost model: GB/s between nodes", false, OptionTable::bind(p.cost.inter_gbs),
-         [&p] { return std::to_string(p.cost.inter_gbs); }});
+         [&p] { return short_number(p.cost.inter_gbs); }});
   t.add({"gpus-per-node", "plan", "N", "cost model: GPUs per node (tp stays inside one)", false,
-         OptionTable::bind(p.cost.gpus_per_node), [&p] { return std::to_string(p.cost.gpus_per_node); }});
+         OptionTable::bind(p.cost.gpus_per_node), [&p] { return short_number(p.cost.gpus_per_node); }});
   return t;
 }
 
@@ -153,6 +162,24 @@ std::vector<std::string> train_args(const OptionTable& t, const std::vector<std:
     if (l.cp > 1) out.insert(out.end(), {"--cp", std::to_string(l.cp)});
   }
   out.insert(out.end(), chosen.begin(), chosen.end());
+  // a config file's --checkpoint-dir / --metrics would put every planned layout's run into the
+  // same folder (and a later run there is refused): each line gets a --run-dir of its own,
+  // runs/<config>-<layout> (launch/run_dir.h), unless the command line names where the run goes
+  auto on_line = [&t](const char* name) {
+    const auto it = t.origin().find(name);
+    return it != t.origin().end() && it->second == "command line";
+  };
+  const std::string file = OptionTable::config_path(args);
+  if (!file.empty() && (t.was_set("checkpoint-dir") || t.was_set("metrics")) && !on_line("run-dir") &&
+      !on_line("checkpoint-dir") && !on_line("metrics")) {
+    std::string name = std::filesystem::path(file).stem().string();
+    if (layout)
+      name += "-dp" + std::to_string(layout->dp) + (layout->cp > 1 ? "-cp" + std::to_string(layout->cp) : std::string()) +
+              "-tp" + std::to_string(layout->tp) + "-pp" + std::to_string(layout->pp) +
+              (layout->zero > 0 ? "-zero" + std::to_string(layout->zero) : std::string()) +
+              (layout->recompute ? "-recompute" : "") + (layout->sequence_parallel ? "-sp" : "");
+    out.insert(out.end(), {"--run-dir", "runs/" + name});
+  }
   return out;
 }
 
@@ -262,6 +289,12 @@ int cmd_plan(const std::vector<std::string>& args) {
   const int64_t seq_len = cfg.seq_len > 0 ? cfg.seq_len : runtime::describe_model(entry, 1).context_length;
   const runtime::ModelDescription description = runtime::describe_model(entry, seq_len);
   const int64_t dp = cfg.dp > 0 ? cfg.dp : world / (cfg.cp * cfg.tp * cfg.pp);
+  // --global-batch: the flags' layout's micro-batch and grad-accum (runtime/setup/global_batch.h)
+  cfg.micro_batch_given = on_command_line("micro-batch");
+  cfg.grad_accum_given = on_command_line("grad-accum");
+  runtime::resolve_global_batch(cfg, std::max<int64_t>(dp, 1), [&t](const std::string& flag, const std::string& why) {
+    throw UsageError("--" + flag + t.origin_of(flag) + ": " + why);
+  });
   const runtime::PlanLayout asked = runtime::plan_layout(cfg, std::max<int64_t>(dp, 1));
   const bool gpus = cfg.device == Device::cuda;
   const std::string device_name = runtime::to_string(cfg.device);

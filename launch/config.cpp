@@ -1,6 +1,7 @@
 // The train option table, its validation and --init-from resolution. Field names are those of
 // runtime/setup/train_config.h; flag names are docs/design.md's (kebab-case).
 #include "launch/config.h"
+#include "launch/run_dir.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -56,7 +57,7 @@ OptionTable train_options(TrainConfig& c) {
   // the families the registry holds (models/register.cpp): "" picks its default
   std::string families;
   for (const std::string& f : runtime::registered_models()) families += (families.empty() ? "" : "|") + f;
-  t.add({"model", "model", families, "model family (default: " + runtime::model_family(c) + ")", false,
+  t.add({"model", "model", families, "model family", false,
          OptionTable::bind_choice(c.model, runtime::registered_models()), [&c] { return runtime::model_family(c); }});
   I("layers", "model", c.layers, "N", "transformer blocks (MLP: hidden layers)");
   I("d-model", "model", c.d_model, "N", "model width C");
@@ -102,6 +103,10 @@ OptionTable train_options(TrainConfig& c) {
   // batch
   I("micro-batch", "batch", c.micro_batch, "B", "sequences per micro-batch per DP replica");
   I("grad-accum", "batch", c.grad_accum, "K", "micro-batches per optimizer step per replica (pipeline m = K)");
+  I("global-batch", "batch", c.global_batch, "N",
+    "sequences per optimizer step in every layout (0: micro-batch x grad-accum x dp): micro-batch and grad-accum "
+    "derived per layout, N = micro-batch x grad-accum x dp (--micro-batch is then the most per micro-batch; one "
+    "given with --grad-accum on the command line must agree)");
   // numerics
   E("precision", "numerics", c.precision,
     "compute precision (fp32 master weights); fp8: bf16 plus the decoder blocks' linear GEMMs (qkv, o, MLP) in "
@@ -197,6 +202,10 @@ OptionTable train_options(TrainConfig& c) {
     "write checkpoints in the background: the step boundary copies each rank's share to host memory, a "
     "thread writes it while training goes on (at most one save in flight; committed at a later step "
     "boundary, the same files); 0: written at the step boundary");
+  B("save-on-signal", "run", c.save_on_signal,
+    "on SIGINT / SIGTERM (Ctrl-C, kill, scancel) every rank stops after the same step and, with a "
+    "--checkpoint-dir, saves a checkpoint there; then one line: the step, the newest checkpoint, the command "
+    "that resumes (exit 130 / 143). A second signal stops at once. 0: stop without saving");
   B("resume", "run", c.resume,
     "continue from the newest complete checkpoint in --checkpoint-dir, or the step folder it names (a dir that "
     "exists and holds none: start fresh, and say so; a dir that does not exist: an error)");
@@ -206,6 +215,10 @@ OptionTable train_options(TrainConfig& c) {
   B("overwrite-checkpoints", "run", c.overwrite_checkpoints,
     "without --resume, write into a --checkpoint-dir that holds another run's checkpoints (--keep-checkpoints "
     "may then delete them) and start anew a --metrics file that holds another run's steps");
+  S("run-dir", "run", c.run_dir, "DIR",
+    "the run's folder: DIR/checkpoints (--checkpoint-dir), DIR/metrics.jsonl (--metrics), DIR/config.yaml (the "
+    "resolved options, for --config), DIR/plots (launch/plot.sh --run-dir DIR); a --checkpoint-dir or --metrics "
+    "given on the command line keeps its path");
   S("metrics", "run", c.metrics, "FILE.jsonl",
     "one JSON object per optimizer step (rank 0); a resumed run appends, a new run refuses a FILE that holds "
     "another run's steps");
@@ -301,9 +314,12 @@ TrainConfig parse_train_args(const std::vector<std::string>& args, std::vector<s
   const std::string file = OptionTable::config_path(args);
   if (!file.empty()) t.load_yaml(file);
   t.parse_flags(args);
+  cfg.micro_batch_given = t.origin_of("micro-batch") == " (from command line)";  // --global-batch's rule
+  cfg.grad_accum_given = t.origin_of("grad-accum") == " (from command line)";
   std::string note;
   resolve_init_from(cfg, t, &note);  // first: the sizes then come from config.json
   if (notes && !note.empty()) notes->push_back(note);
+  apply_run_dir(cfg, t);           // --run-dir: the checkpoints and metrics under it (launch/run_dir.h)
   resolve_checkpoint_dir(cfg, t);  // a step folder: its root and step (launch/checkpoint_paths.h)
   // --resume: the model flags agree with the checkpoint it takes, or are taken from it
   runtime::take_model_from_checkpoint(
@@ -322,8 +338,9 @@ std::string train_usage() {
   return train_options(defaults).help(
       "shardtrain train [--config FILE.yaml] [--key value ...]   (flags override the file)",
       "The YAML file is a flat mapping whose keys are the flag names without \"--\" (e.g. d-model: 64);\n"
-      "an empty value keeps the default. Global batch = micro-batch x grad-accum x dp sequences.\n"
-      "Layouts: dp x tp x pp = the MPI world size (launch with mpirun -np N).");
+      "an empty value keeps the default. Global batch = micro-batch x grad-accum x dp sequences\n"
+      "(--global-batch N fixes it; the other two are derived per layout).\n"
+      "Layouts: dp x cp x tp x pp = the MPI world size (launch with mpirun -np N).");
 }
 
 }  // namespace st::launch

@@ -42,6 +42,9 @@ if [[ -z "$device" ]]; then
 fi
 NP="${SHARDTRAIN_NP:-2}"
 RUN=runs/demo
+if [[ -e "$RUN" ]]; then  # each demo starts anew: say what goes (another run of yours: --run-dir runs/NAME)
+  echo "== removing the previous demo run $RUN/ ($(find "$RUN" -path "$RUN/checkpoints/step_*" -maxdepth 2 -type d | wc -l) checkpoints, its metrics and plots)"
+fi
 rm -rf "$RUN"
 mkdir -p "$RUN"
 

@@ -41,4 +41,19 @@ std::string describe_devices() {
   return out;
 }
 
+std::string cuda_unusable() {
+  int driver_v = 0, n = 0;
+  if (cudaDriverGetVersion(&driver_v) != cudaSuccess || driver_v <= 0) {
+    cudaGetLastError();
+    return "no NVIDIA driver: none is installed, so no GPU is usable (shardtrain info lists the devices)";
+  }
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0 || !st::cuda::available()) {
+    cudaGetLastError();
+    return std::string("no usable device (") + (e != cudaSuccess ? cudaGetErrorString(e) : "none visible") +
+           "; shardtrain info lists the devices)";
+  }
+  return "";
+}
+
 }  // namespace st::launch

@@ -10,4 +10,6 @@ std::string describe_devices() {
          " hardware threads\ncuda: none (built without CUDA)\n";
 }
 
+std::string cuda_unusable() { return "this build has no CUDA (built without CUDA; shardtrain info lists the devices)"; }
+
 }  // namespace st::launch

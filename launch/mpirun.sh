@@ -19,11 +19,16 @@
 #   killed while sending it) stay unprinted; mpirun's own messages (a program it cannot start, a
 #   rank killed by a signal) still print. SHARDTRAIN_MPI_QUIET=0 gives the ranks Open MPI's
 #   messages back.
+# `shardtrain train`: Ctrl-C / SIGTERM to this script reach the ranks at once, as SIGUSR1 / SIGUSR2
+#   (mpirun forwards those; its own SIGINT / SIGTERM would SIGKILL the ranks 2 s later), so every
+#   rank stops after a step, saves and prints the resume line (docs/launch.md "Stopping a run");
+#   a second one is mpirun's SIGINT (the ranks end at once). mpirun then runs in a process group of
+#   its own, stdin from /dev/null; the ranks exit 0 after a clean stop, this script 130 / 143.
 # Everything after "--" is the command; options before it that this script does not know are
 # passed to mpirun (e.g. --mca btl tcp,self).
 set -euo pipefail
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
 
 np=""
 gpus=0
@@ -80,4 +85,28 @@ for v in SHARDTRAIN_PROGRESS SHARDTRAIN_COMM_DEBUG; do
   [[ -n "${!v:-}" ]] && mpiargs+=(-x "$v")
 done
 
-exec mpirun -np "$np" "${mpiargs[@]}" ${extra[@]+"${extra[@]}"} "${cmd[@]}"
+if [[ "${cmd[1]:-}" != "train" ]]; then
+  exec mpirun -np "$np" "${mpiargs[@]}" ${extra[@]+"${extra[@]}"} "${cmd[@]}"
+fi
+# train: the first INT / TERM passed on as USR1 / USR2 (see the header), a second as mpirun's INT
+set -m  # mpirun in a process group of its own: a terminal's Ctrl-C reaches this script only
+mpirun -np "$np" "${mpiargs[@]}" ${extra[@]+"${extra[@]}"} "${cmd[@]}" </dev/null &
+job=$!
+signals=0
+first=0  # the first signal passed on (2 INT, 15 TERM)
+pass_on() {  # pass_on USR1|USR2
+  signals=$((signals + 1))
+  [[ $signals -gt 1 ]] || first=$([[ $1 == USR1 ]] && echo 2 || echo 15)
+  if [[ $signals -eq 1 ]]; then kill -"$1" "$job" 2>/dev/null; else kill -INT "$job" 2>/dev/null; fi
+}
+trap 'pass_on USR1' INT
+trap 'pass_on USR2' TERM
+set +e
+while :; do
+  wait "$job"
+  rc=$?
+  kill -0 "$job" 2>/dev/null || break  # a trapped signal interrupts wait; mpirun still runs
+done
+# the ranks exit 0 after a clean stop (launch/stop_signals.h): the job's code is the signal's
+if [[ $rc -eq 0 && $signals -gt 0 ]]; then rc=$((128 + first)); fi
+exit "$rc"

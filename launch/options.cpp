@@ -211,6 +211,40 @@ void OptionTable::parse_flags(const std::vector<std::string>& args) {
   }
 }
 
+namespace {
+
+constexpr size_t kHelpIndent = 38;  // where an entry's text starts
+constexpr size_t kHelpWidth = 100;  // the columns an entry's lines stay within (a longer word overflows)
+
+// `text` broken at spaces into lines of at most `width` columns, the first starting at column
+// `first`, the others indented by `indent` spaces.
+std::string wrap_words(const std::string& text, size_t indent, size_t width, size_t first) {
+  std::string out;
+  size_t col = first, i = 0;
+  bool line_start = true;
+  while (i < text.size()) {
+    const size_t end = std::min(text.find(' ', i), text.size());
+    const std::string word = text.substr(i, end - i);
+    i = end + 1;
+    if (word.empty()) continue;
+    if (!line_start && col + 1 + word.size() > width) {
+      out += "\n" + std::string(indent, ' ');
+      col = indent;
+      line_start = true;
+    }
+    if (!line_start) {
+      out += ' ';
+      ++col;
+    }
+    out += word;
+    col += word.size();
+    line_start = false;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string OptionTable::help(const std::string& usage, const std::string& epilog) const {
   std::ostringstream o;
   o << "usage: " << usage << "\n";
@@ -222,13 +256,13 @@ std::string OptionTable::help(const std::string& usage, const std::string& epilo
     for (const auto& s : specs_) {
       if (s.group != g) continue;
       std::string left = "  --" + s.name + (s.metavar.empty() ? "" : " " + s.metavar);
-      o << left;
-      o << std::string(left.size() < 38 ? 38 - left.size() : 1, ' ') << s.help;
+      std::string text = s.help;
       if (s.get) {
         std::string d = s.get();
-        o << " [default: " << (d.empty() ? "none" : d) << "]";
+        text += " [default: " + (d.empty() ? std::string("none") : d) + "]";
       }
-      o << "\n";
+      o << left << std::string(left.size() < kHelpIndent ? kHelpIndent - left.size() : 1, ' ')
+        << wrap_words(text, kHelpIndent, kHelpWidth, std::max(left.size() + 1, kHelpIndent)) << "\n";
     }
   }
   if (!epilog.empty()) o << "\n" << epilog << "\n";

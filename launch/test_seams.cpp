@@ -72,6 +72,21 @@ runtime::TrainSeams train_seams_from_environment() {
       std::raise(SIGKILL);
     };
   }
+  if (const char* at = var("SHARDTRAIN_TEST_SIGNAL_STEP")) {
+    const int64_t step = whole_number(at, "SHARDTRAIN_TEST_SIGNAL_STEP");
+    const char* r = var("SHARDTRAIN_TEST_SIGNAL_RANK");
+    const int64_t rank = r ? whole_number(r, "SHARDTRAIN_TEST_SIGNAL_RANK") : 0;
+    const char* n = var("SHARDTRAIN_TEST_SIGNAL");
+    const std::string name = n ? n : "TERM";
+    if (name != "INT" && name != "TERM")
+      throw UsageError("SHARDTRAIN_TEST_SIGNAL=" + name + ": expected INT or TERM (docs/testing.md)");
+    const int sig = name == "INT" ? SIGINT : SIGTERM;
+    auto before = seams.after_gradients;
+    seams.after_gradients = [=](int64_t s, int rk, std::vector<Tensor>& grads) {
+      if (before) before(s, rk, grads);
+      if (s == step && rk == rank) std::raise(sig);  // the handler's request (launch/stop_signals.h)
+    };
+  }
   seams.crash_before_commit = flag("SHARDTRAIN_TEST_CRASH_BEFORE_COMMIT");
   if (const char* r = var("SHARDTRAIN_TEST_CHECKPOINT_WRITER_FAIL")) {
     const int fail = static_cast<int>(whole_number(r, "SHARDTRAIN_TEST_CHECKPOINT_WRITER_FAIL"));

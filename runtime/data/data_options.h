@@ -1,5 +1,6 @@
 // DataOptions: what a run reads — the token files, their order, and how the batch is cut (the
-// data and batch flags of --help). Global batch = micro_batch · grad_accum · dp sequences.
+// data and batch flags of --help). Global batch = micro_batch · grad_accum · dp sequences
+// (--global-batch sets it; runtime/setup/global_batch.h derives the other two).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,12 +20,19 @@ struct DataOptions {
   bool data_changed = false;
   int64_t micro_batch = 4;  // sequences per micro-batch per DP replica
   int64_t grad_accum = 1;   // micro-batches per optimizer step per replica (pipeline m)
+  // sequences per optimizer step, whatever the layout (0: micro_batch · grad_accum · dp); the
+  // launcher derives micro_batch and grad_accum from it once dp is known (runtime/setup/global_batch.h)
+  int64_t global_batch = 0;
+  // Not flags: --micro-batch / --grad-accum were given on the command line (launch/ sets them;
+  // --global-batch then keeps them, or refuses them when they contradict it)
+  bool micro_batch_given = false, grad_accum_given = false;
 
   void validate(const OptionFail& fail) const {
     require_positive(fail, "micro-batch", static_cast<double>(micro_batch));
     require_positive(fail, "grad-accum", static_cast<double>(grad_accum));
     require_non_negative(fail, "eval-every", static_cast<double>(eval_every));
     require_non_negative(fail, "eval-tokens", static_cast<double>(eval_tokens));
+    require_non_negative(fail, "global-batch", static_cast<double>(global_batch));
     if (eval_every > 0 && val_data.empty()) fail("eval-every", "needs --val-data");
   }
 };

@@ -53,7 +53,9 @@ TokenData::TokenData(const std::string& path, SequenceOrder order) : path_(path)
   const uint64_t header_bytes = kTokenHeaderInts * 4;
   if (size < header_bytes) {
     ::close(fd);
-    ST_TOKEN_ERROR(path, "file is " << size << " bytes, shorter than the " << header_bytes << "-byte header");
+    ST_TOKEN_ERROR(path, "file is " << size << " bytes, shorter than the " << header_bytes
+                                     << "-byte header: not a token file; to train on a text file, make one with "
+                                        "`shardtrain prepare --text FILE --out FILE.bin`");
   }
   void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
   int err = errno;
@@ -69,7 +71,8 @@ TokenData::TokenData(const std::string& path, SequenceOrder order) : path_(path)
     ST_TOKEN_ERROR(path, msg);
   };
   if (hdr[0] != kTokenMagic)
-    fail("bad magic " + std::to_string(hdr[0]) + " (expected " + std::to_string(kTokenMagic) + "; not an llm.c .bin file)");
+    fail("not a token file (bad magic " + std::to_string(hdr[0]) + ", expected " + std::to_string(kTokenMagic) +
+         ": an llm.c .bin file); to train on a text file, make one with `shardtrain prepare --text FILE --out FILE.bin`");
   if (hdr[1] != kTokenVersion && hdr[1] != kTokenVersion32)
     fail("unsupported version " + std::to_string(hdr[1]) + " (expected " + std::to_string(kTokenVersion) +
          ": uint16 tokens, or " + std::to_string(kTokenVersion32) + ": uint32 tokens)");

@@ -20,6 +20,10 @@ struct CheckpointOptions {
   // --resume from a checkpoint of ours that carries no checksums (written before 2026-12-03, or
   // stripped of them), read unchecked; false: refused (runtime/io/checkpoint_dir.h)
   bool allow_unchecked = false;
+  // A stop request (SIGINT / SIGTERM, runtime/common/stop_request.h) saves a checkpoint at the
+  // step every rank stops after, when a checkpoint_dir is set; false: the newest stays the last
+  // periodic one.
+  bool save_on_signal = true;
   // Not a flag: --checkpoint-dir named one step folder (ROOT/step_N); launch/ then sets
   // checkpoint_dir to ROOT and this to N, the step --resume continues (-1: ROOT's newest).
   int64_t resume_step = -1;

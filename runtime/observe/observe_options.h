@@ -16,6 +16,9 @@ struct ObserveOptions {
   // On a deadline every rank's flight recorder as JSON in this directory ("": none), handed to
   // comm as CommOptions::flight_recorder_dump.
   std::string flight_recorder_dump;
+  // The run's folder (launch/run_dir.h): launch/ puts the checkpoints, metrics and resolved config
+  // under it; the runtime reads only checkpoint_dir and metrics.
+  std::string run_dir;
 
   void validate(const OptionFail& fail) const { require_positive(fail, "log-every", static_cast<double>(log_every)); }
 };

@@ -6,10 +6,13 @@
 //   gradient: over the ranks holding DIFFERENT parts of the gradient (TP × PP; DP replicas hold
 //             equal copies after the reducer, so they must not be summed again; under ZeRO the
 //             DP ranks hold different shards too, so it is the world)
-//   flag:     the fp16 overflow verdict, over every rank, so all skip or step together
+//   flag:     the fp16 overflow verdict, over every rank, so all skip or step together; the
+//             same all-reduce carries the stop request (runtime/common/stop_request.h), so all
+//             stop after the same step (allreduce_max_pair: one collective for both)
 // In one process all are the identity (LocalReductions). Every rank of a group calls them in
 // the same order (they are collectives).
 #pragma once
+#include <array>
 #include <memory>
 
 #include "comm/communicator.h"
@@ -21,6 +24,10 @@ class Reductions {
   virtual ~Reductions() = default;
   virtual double allreduce_sum(double x) = 0;
   virtual double allreduce_max(double x) = 0;
+  // Two maxima in one collective (each element over the ranks).
+  virtual std::array<double, 2> allreduce_max_pair(std::array<double, 2> x) {
+    return {allreduce_max(x[0]), allreduce_max(x[1])};
+  }
   // True when every value comes back unchanged (one process): the step then needs no host round
   // trip between its statistics and its decision, and can be captured (runtime/train/train_step.h).
   virtual bool identity() const { return false; }
@@ -30,6 +37,7 @@ class LocalReductions : public Reductions {
  public:
   double allreduce_sum(double x) override { return x; }
   double allreduce_max(double x) override { return x; }
+  std::array<double, 2> allreduce_max_pair(std::array<double, 2> x) override { return x; }
   bool identity() const override { return true; }
 };
 
@@ -42,6 +50,7 @@ class CommReductions : public Reductions {
       : c_(std::move(c)), sum_weight_(sum_weight) {}
   double allreduce_sum(double x) override { return reduce(sum_weight_ * x, comm::ReduceOp::sum); }
   double allreduce_max(double x) override { return reduce(x, comm::ReduceOp::max); }
+  std::array<double, 2> allreduce_max_pair(std::array<double, 2> x) override;  // one all-reduce of 2 f32
 
  private:
   double reduce(double x, comm::ReduceOp op);

@@ -92,6 +92,7 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       // batch
       {"micro-batch", num(c.micro_batch)},
       {"grad-accum", num(c.grad_accum)},
+      {"global-batch", num(c.global_batch)},
       // numerics
       {"precision", to_string(c.precision)},
       {"fp8-scaling", to_string(c.fp8_scaling)},
@@ -138,7 +139,9 @@ Fingerprint run_fingerprint(const TrainConfig& c) {
       {"allow-unchecked", flag(c.allow_unchecked)},
       {"overwrite-checkpoints", flag(c.overwrite_checkpoints)},
       {"async-checkpoint", flag(c.async_checkpoint)},
+      {"save-on-signal", flag(c.save_on_signal)},
       {"trace", path_or_none(c.trace)},
+      {"run-dir", path_or_none(c.run_dir)},
   };
 }
 

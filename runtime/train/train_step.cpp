@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "ops/elementwise.h"
+#include "runtime/common/stop_request.h"
 #include "runtime/observe/trace.h"
 #include "tensor/autograd.h"
 #include "tensor/memory_category.h"
@@ -219,7 +220,7 @@ void TrainStep::body(int64_t step) {
   // One pass over every gradient in its own dtype: this rank's unscaled weighted Σg² and inf/NaN
   // flag. Unscaling and clipping happen inside the optimizer's kernels.
   ops::grad_stats_to_state(grads, p_.norm_weights, state_);
-  combine();
+  combine(static_cast<int>(step % 2));
   ops::step_state_decide(state_, bc1_, bc2_sqrt_);
   {
     trace::Scope ts("optimizer step", "optimizer");
@@ -232,13 +233,18 @@ void TrainStep::body(int64_t step) {
   if (fp8_delayed_) fp8_delayed_->update();
 }
 
-void TrainStep::combine() {
+void TrainStep::combine(int slot) {
   const StepReductions& r = p_.reductions;
+  stop_[slot] = 0;
   if (r.loss->identity() && r.grad->identity() && r.flag->identity()) return;
   ops::DeviceStepState s = ops::step_state_download(state_);  // the step's one host read
   // the inf/NaN verdict agreed by every rank (a rank's own gradients may be the only bad ones),
-  // then the loss and Σg² over the groups holding their different parts (reductions.h)
-  s.found_inf = r.flag->allreduce_max(s.found_inf ? 1.0 : 0.0) > 0.0 ? 1 : 0;
+  // and in the same all-reduce the stop request (a signal number, 0 none: any rank's stops all
+  // after this step); then the loss and Σg² over the groups holding their different parts (reductions.h)
+  const std::array<double, 2> flags =
+      r.flag->allreduce_max_pair({s.found_inf ? 1.0 : 0.0, static_cast<double>(stop_signal())});
+  s.found_inf = flags[0] > 0.0 ? 1 : 0;
+  stop_[slot] = static_cast<int>(flags[1]);
   s.loss_sum = r.loss->allreduce_sum(s.loss_sum);
   s.sumsq = r.grad->allreduce_sum(s.sumsq);
   ops::step_state_upload(state_, s);
@@ -331,6 +337,9 @@ StepReport TrainStep::wait(int64_t step) {
   r.at_floor = last_.rep_at_floor != 0;
   r.fp8_overflow = last_.fp8_overflow;
   r.fp8_underflow = last_.fp8_underflow;
+  const StepReductions& red = p_.reductions;
+  const bool one_process = red.loss->identity() && red.grad->identity() && red.flag->identity();
+  r.stop_signal = one_process ? stop_signal() : stop_[slot];
   if (r.at_floor && !warned_) {  // LossScaler::update's warning
     std::cerr << "warning: fp16 loss scale is at its floor (" << last_.min_scale
               << ") and gradients still overflow; steps keep being skipped (try --precision bf16)\n";

@@ -12,7 +12,10 @@
 //   5. grad_stats_to_state                            one pass over the raw gradients: Σg² (norm weights:
 //                                                     a copy another rank counts weighs 0) and inf/NaN
 //   6. combine (several ranks only)                   the loss, Σg² and the flag summed / maxed over the
-//                                                     layout's groups (StepReductions): a host round trip
+//                                                     layout's groups (StepReductions): a host round trip;
+//                                                     the flag's all-reduce also maxes the stop request
+//                                                     (runtime/common/stop_request.h), so every rank
+//                                                     learns a signal any rank got after the same step
 //   7. step_state_decide                              skip (inf/NaN, agreed), the fp16 scale's update, the
 //                                                     clip coefficient of the global norm, AdamW's scalars
 //   8. Optimizer::step_on_device                      the update with those scalars; nothing when skipped
@@ -133,6 +136,9 @@ struct StepReport {
   // this rank's FP8 casts' overflow / underflow counts over the step (0 without FP8 GEMMs): every
   // micro-batch, forward and backward, a recompute's casts again (ops/fp8_quantize.h)
   int64_t fp8_overflow = 0, fp8_underflow = 0;
+  // a stop was requested (the signal; 0 none): several ranks, the largest over every rank as the
+  // step's combine saw them (the same on every rank); one process, the request as wait() sees it
+  int stop_signal = 0;
 };
 
 class TrainStep {
@@ -168,7 +174,7 @@ class TrainStep {
   void grow_tables(int64_t steps);                 // AdamW's β-power tables up to t = steps + 1
   void stage(int64_t step, double lr, bool snapshot, int slot);  // lr, snapshot (, staged inputs, seeds) → the device
   void body(int64_t step);                         // the step's kernels (eager or being captured)
-  void combine();                                  // step 6: the layout's reductions of the state
+  void combine(int slot);                          // step 6: the layout's reductions of the state
   void collect(int slot);                          // the report and check values → host slot
   StepContext context(int64_t step);
 
@@ -188,6 +194,7 @@ class TrainStep {
   std::array<std::unique_ptr<cuda::PinnedBuffer>, 2> stage_buf_, report_buf_;
   std::array<std::vector<int64_t>, 2> report_host_;  // CPU: the report copied at once
   std::array<bool, 2> checks_{false, false};          // the slot holds a replay's check values
+  std::array<int, 2> stop_{0, 0};                     // the stop request combine() agreed on (several ranks)
   std::vector<int64_t> queue_;                        // pending steps, oldest first
   ops::DeviceStepState last_;                         // the state after the last waited step
   std::unique_ptr<Fp8DelayedScaling> fp8_delayed_;    // --fp8-scaling delayed; null otherwise

@@ -20,6 +20,7 @@
 #include "runtime/optim/grad_clip.h"
 #include "runtime/parallel/state_io.h"
 #include "runtime/parallel/tp_shard.h"
+#include "runtime/common/stop_request.h"
 #include "runtime/common/timing.h"
 #include "runtime/observe/memory_report.h"
 #include "runtime/observe/device_capacity.h"
@@ -308,6 +309,7 @@ StepMetrics Trainer::complete_step(const Pending& p) {
   m.loss_scale = r.loss_scale;
   m.skipped = r.skipped;
   m.grad_norm = r.skipped ? std::numeric_limits<double>::quiet_NaN() : r.grad_norm;
+  if (r.stop_signal != 0) stop_ = r.stop_signal;  // the loop ends after this step (every rank alike)
   if (cfg_.precision == Precision::fp8) {  // this rank's; emit() sums them over the ranks
     m.fp8_overflow = r.fp8_overflow;
     m.fp8_underflow = r.fp8_underflow;
@@ -402,10 +404,16 @@ void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Prog
   // from the previous checkpoint cuts back
   if (lead) {
     metrics.write(m);
-    if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || m.step == cfg_.steps)) bar.line(m.line(cfg_.steps));
+    // every --log-every steps, the last, and any step whose validation loss was computed
+    if (cfg_.log_every > 0 && (m.step % cfg_.log_every == 0 || m.step == cfg_.steps || m.val_loss))
+      bar.line(m.line(cfg_.steps));
     bar.update(m.step);
   }
+  const Clock::time_point b0 = Clock::now();
   checkpoint_boundary(m.step);
+  // the stop's grace (runtime/common/stop_request.h): 3 of the longest step with its boundary work
+  longest_step_ms_ = std::max(longest_step_ms_, m.step_ms + ms_between(b0, Clock::now()));
+  set_stop_grace(10 + static_cast<int>(std::ceil(3 * longest_step_ms_ / 1000)));
   memory_.params = std::max(memory_.params, m.mem_params);
   memory_.grads = std::max(memory_.grads, m.mem_grads);
   memory_.optim = std::max(memory_.optim, m.mem_optim);
@@ -415,6 +423,12 @@ void Trainer::emit(const StepMetrics& step_metrics, MetricsWriter& metrics, Prog
 
 void Trainer::run() {
   const bool lead = rank() == 0;
+  if (!resumed_from_.empty() && step_ >= cfg_.steps) {  // every rank alike: nothing runs, nothing is written
+    if (lead)
+      std::cout << "nothing to do: " << resumed_from_ << " is at step " << step_ << ", at or past --steps " << cfg_.steps
+                << " (a larger --steps goes on from it)" << std::endl;
+    return;
+  }
   // resumed: the steps after the checkpoint (written before a crash) go, then the run appends
   if (lead && !resumed_from_.empty() && !cfg_.metrics.empty()) cut_metrics_back(cfg_.metrics, step_);
   MetricsWriter metrics(lead ? cfg_.metrics : "", /*append=*/!resumed_from_.empty());
@@ -439,6 +453,9 @@ void Trainer::run() {
     if (cfg_.lr_schedule == LrScheduleKind::cosine) std::cout << " over " << schedule_.total_steps << " steps";
     std::cout << ")\n";
     if (!resumed_from_.empty()) std::cout << "resumed from " << resumed_from_ << " at step " << step_ << "\n";
+    else if (!cfg_.init_from.empty())  // what --init-from loaded, in one line
+      std::cout << "initialised from " << cfg_.init_from << ": the weights of all " << params
+                << " parameters (the optimizer state, step count and data order start fresh)\n";
     if (schedule_.warmup >= schedule_.total_steps)  // a --warmup as long as the run: say what the lr does
       std::cout << "lr schedule: --warmup " << schedule_.warmup << " covers all " << schedule_.total_steps
                 << " steps, so the lr only rises, to " << schedule_.at(schedule_.total_steps - 1) << " at the last step"
@@ -450,6 +467,7 @@ void Trainer::run() {
                 << schedule_.at(schedule_.total_steps) << "\n";
     if (val_data_)
       std::cout << "validation: every " << eval_interval(cfg_) << " steps on " << cfg_.val_data << "\n";
+    data_passes_note(/*at_start=*/true);  // a file shorter than a step: a warning with the epoch count
     std::cout.flush();
   }
   Progress bar(step_, cfg_.steps, lead && cfg_.progress);
@@ -457,7 +475,8 @@ void Trainer::run() {
   // (runtime/train/train_step.h), unless something after it needs the device's state of that step:
   // a checkpoint, validation, the end of the run. Eagerly each step is read at once.
   std::optional<Pending> previous;
-  while (step_ < cfg_.steps) {
+  set_stop_armed(true);  // a signal from here on stops after a step (runtime/common/stop_request.h)
+  while (step_ < cfg_.steps && stop_ == 0) {
     Pending p;
     {
       trace::Scope ts("step " + std::to_string(step_ + 1), "pipeline");
@@ -472,6 +491,8 @@ void Trainer::run() {
       previous = p;
   }
   if (previous) emit(complete_step(*previous), metrics, bar);
+  set_stop_armed(false);
+  if (stop_ != 0 && step_ < cfg_.steps) finish_stop();  // collective: every rank agreed on stop_
   if (async_ && async_->in_flight()) {  // the run's last save commits before the run ends
     const Clock::time_point t0 = Clock::now();
     async_->poll(/*wait=*/true);
@@ -481,6 +502,7 @@ void Trainer::run() {
   memory_.rss_peak = process_peak_rss();
   const std::vector<RankMemory> ranks = gather_rank_memory(memory_, w_.world.get());  // collective
   if (lead) std::cout << memory_table(ranks) << std::flush;
+  if (lead) data_passes_note(/*at_start=*/false);  // the passes over --data, when more than one
   if (lead && saves_ > 0)  // what a save cost the training (launch/gpu/async_checkpoint_bench.sh reads it)
     std::cout << "checkpoints: " << saves_ << (cfg_.async_checkpoint ? " asynchronous" : " synchronous") << ", "
               << save_stall_ms_ / static_cast<double>(saves_) << " ms per save at the step boundary"

@@ -7,6 +7,10 @@
 // of the run). An asynchronous checkpoint does not stop that: its snapshot is taken right after
 // its step's launch, queued behind it on the device, so the host's part of the save runs while
 // the device runs the step (snapshot_early below).
+// A stop request (SIGINT / SIGTERM: runtime/common/stop_request.h), agreed by every rank in the
+// step's flag reduction, ends the loop after that step: a checkpoint is saved there (with a
+// --checkpoint-dir and --save-on-signal 1, unless one was due there anyway) and the stop recorded
+// for launch/'s closing line (finish_stop).
 // Checkpoints (runtime/train/train_checkpoint.h) every cfg.checkpoint_every steps and at the end;
 // --resume takes the newest complete one and continues bit-exactly (same data order, same
 // dropout stream, same optimizer and scaler state).
@@ -133,6 +137,13 @@ class Trainer {
   // memory (CUDA: its device copies queued on the current stream); makes async_ at the first save
   CheckpointSnapshot take_snapshot();
   void wait_for_save();  // the asynchronous save in flight, if any, finished (collective)
+  // after the loop ended on a stop request at step_ < cfg.steps (collective): the signal's save
+  // (--save-on-signal), then the record (runtime/common/stop_request.h)
+  void finish_stop();
+  // rank 0: at the start, a warning when one step reads more sequences than --data holds (each
+  // step repeats some; the epochs --steps makes); at the end, the passes over --data when more than
+  // one (runtime/train/trainer_stop.cpp)
+  void data_passes_note(bool at_start) const;
   void record_memory(StepMetrics& m, Device device) const;   // the mem_* fields from the allocators
   // Collective (several ranks), one all-reduce: the largest rank's mem_bytes and that rank, for
   // the step line, and the fp8 counts summed over the ranks (set only under fp8).
@@ -167,6 +178,8 @@ class Trainer {
   double save_wait_ms_ = 0;              // of it, due saves waiting for the previous asynchronous one
   double end_wait_ms_ = 0;               // run()'s wait for the last asynchronous save
   int64_t snapshot_written_ = -1;        // the last step whose update wrote it
+  double longest_step_ms_ = 0;           // a step and its boundary's work (validation, a save), the longest so far
+  int stop_ = 0;                         // the agreed stop request of the last completed step (a signal; 0 none)
 };
 
 // One process (cfg.dp = tp = pp = 1; cfg.data required): trains, returns 0. Errors throw. Under

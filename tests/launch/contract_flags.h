@@ -15,7 +15,7 @@ inline const std::vector<std::string>& contract_train_flags() {
       "grad-comm-dtype", "bucket-mb", "keep-checkpoints", "momentum", "log-every", "dropout", "shuffle",
       "overwrite-checkpoints", "max-nonfinite-steps", "max-memory", "tf32", "cuda-graph", "chunked-head",
       "flight-recorder-dump", "max-loss-ratio", "loss-ratio-steps", "async-checkpoint", "sequence-parallel",
-      "fp8-scaling", "fp8-amax-history", "cp"};
+      "fp8-scaling", "fp8-amax-history", "cp", "save-on-signal"};
   return f;
 }
 inline const std::vector<std::string>& contract_sample_flags() {

@@ -4,7 +4,8 @@
 # validation series, said so), lr, grad_norm, throughput, loss_scale; from an fp32 run's (loss
 # scale always 1, no val_loss) four, no loss_scale.png (a stale one in DIR is removed) and no
 # validation series; the TSV has one row per step; a malformed line is an error naming the file
-# and line; without gnuplot the TSV is written, the script says so and exits 0.
+# and line; without gnuplot the TSV is written, the script says so and exits 0; several --metrics
+# are overlaid (a curve per run, its TSV named by the run folder).
 # usage: plot_test.sh REPO_ROOT
 set -euo pipefail
 REPO="$1"
@@ -61,6 +62,21 @@ if err=$("$REPO/launch/plot.sh" --metrics "$D/bad.jsonl" --out "$D/bad" 2>&1); t
   echo "plot.sh accepted a malformed metrics file"; exit 1
 fi
 [[ "$err" == *"bad.jsonl:2"* ]] || { echo "error does not name the line: $err"; exit 1; }
+
+# several runs overlaid (--metrics given more than once): a curve per file, named by its run
+# folder (a metrics.jsonl) or its stem, its TSV beside the plots; the one-run files are not written
+mkdir -p "$D/runA" "$D/runB" && cp "$D/m.jsonl" "$D/runA/metrics.jsonl" && cp "$D/flat.jsonl" "$D/runB/metrics.jsonl"
+out=$("$REPO/launch/plot.sh" --metrics "$D/runA/metrics.jsonl" --metrics "$D/runB/metrics.jsonl" --metrics "$D/flat.jsonl" --out "$D/over")
+[[ "$out" == *"(3 runs overlaid)" ]] || { echo "overlay: $out"; exit 1; }
+pngs "$D/over" loss.png lr.png grad_norm.png throughput.png
+python3 - "$D/over" <<'PY'
+import os, sys
+d = sys.argv[1]
+rows = {n: [l for l in open(f"{d}/{n}.tsv") if not l.startswith("#")] for n in ("runA", "runB", "flat")}
+assert [len(r) for r in rows.values()] == [40, 5, 5], {n: len(r) for n, r in rows.items()}
+assert rows["runA"][6].split("\t")[3] == "NaN", "null grad_norm must become NaN"
+assert not os.path.exists(f"{d}/metrics.tsv") and not os.path.exists(f"{d}/loss_scale.png"), os.listdir(d)
+PY
 
 # without gnuplot on PATH: the TSV, a line saying so, exit 0
 mkdir -p "$D/bin"

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "contract_flags.h"
 #include "runtime/data/token_data.h"
@@ -61,6 +62,49 @@ TEST(Cli, HelpListsEveryContractFlag) {
   r = run("--help");
   EXPECT_EQ(r.code, 0);
   for (const char* c : {"train", "generate", "sample", "plan", "prepare", "info"}) EXPECT_TRUE(has(r.out, c));
+}
+
+// The help texts as a new user reads them (issue 56, item 9): sample's usage names sample, a
+// default is shown once, floats short, the footer counts cp, every line within 100 columns.
+TEST(Cli, HelpTextsReadWell) {
+  Result r = run("sample --help");
+  EXPECT_EQ(r.out.rfind("usage: shardtrain sample --checkpoint DIR", 0), 0u) << r.out.substr(0, 80);
+  r = run("generate --help");
+  EXPECT_EQ(r.out.rfind("usage: shardtrain generate --checkpoint DIR", 0), 0u) << r.out.substr(0, 80);
+  EXPECT_TRUE(has(r.out, "[default: 1]")) << "generate's --top-p default";  // not 1.000000
+  EXPECT_FALSE(has(r.out, ".000000")) << "a float printed at fixed precision";
+  r = run("train --help");
+  EXPECT_FALSE(has(r.out, "(default: ")) << "a default written into the help text and shown again";
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\\n  --model [a-z|-]+ +model family \\[default: gpt\\]\\n"))) << r.out;
+  EXPECT_TRUE(has(r.out, "Layouts: dp x cp x tp x pp = the MPI world size"));
+  EXPECT_TRUE(has(r.out, "  --save-on-signal ") && has(r.out, "  --global-batch "));
+  for (const char* cmd : {"train --help", "plan --help", "generate --help", "sample --help"}) {
+    r = run(cmd);
+    std::istringstream in(r.out);
+    std::string line;
+    while (std::getline(in, line)) EXPECT_LE(line.size(), 100u) << cmd << ": " << line;
+  }
+  r = run("plan --help");
+  EXPECT_TRUE(has(r.out, "[default: 9.89e+14]")) << "plan's --flops default";
+  EXPECT_FALSE(has(r.out, ".000000")) << "a float printed at fixed precision";
+}
+
+// --device cuda where no GPU is usable: one line with the reason `shardtrain info` gives (issue
+// 56, item 2), exit 2, before anything is built — not CUDA's error from a first memory query.
+TEST(Cli, DeviceCudaWithoutAGpuSaysWhyInOneLine) {
+  const Result info = run("info");
+  if (!has(info.out, "cuda available: no")) GTEST_SKIP() << "a CUDA device is usable here";
+  for (const char* cmd : {"train --layers 1 --d-model 16 --heads 2 --steps 1 --device cuda",
+                          "generate --checkpoint /nonexistent --prompt a --device cuda"}) {
+    const Result r = run(cmd);
+    EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << cmd << ": " << r.out;
+    EXPECT_TRUE(has(r.out, "--device cuda: ") && has(r.out, "; --device cpu runs on the CPU")) << r.out;
+    // the reason info gives
+    for (const char* why : {"built without CUDA", "no NVIDIA driver: none is installed", "no usable device ("})
+      EXPECT_EQ(has(info.out, why), has(r.out, why)) << cmd << ": '" << why << "' in one of: " << info.out << " / " << r.out;
+    EXPECT_FALSE(has(r.out, "does not fit") || has(r.out, "cudaMemGetInfo")) << r.out;
+  }
 }
 
 TEST(Cli, UsageErrorsExitTwoWithOneLine) {

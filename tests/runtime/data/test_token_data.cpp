@@ -143,6 +143,8 @@ TEST(TokenData, BadFilesNameTheFile) {
   p = temp_file("magic.bin");
   write_raw(p, 12345, 1, 4, 4);
   expect_error(p, "bad magic 12345");
+  expect_error(p, "not a token file");  // and what to do about it
+  expect_error(p, "to train on a text file, make one with `shardtrain prepare --text FILE --out FILE.bin`");
   p = temp_file("version.bin");
   write_raw(p, kTokenMagic, 3, 4, 4);
   expect_error(p, "unsupported version 3 (expected 1: uint16 tokens, or 2: uint32 tokens)");
