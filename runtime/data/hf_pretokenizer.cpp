@@ -34,6 +34,18 @@ const ByteLevelMap& byte_map() {
   return m;
 }
 
+// Characters that NFC leaves alone and that compose with no neighbour, by whole ranges: below
+// U+0300 (the combining marks begin there), CJK symbols and kana without the combining voiced
+// marks U+3099 / U+309A, CJK unified ideographs (not the compatibility ones at U+F900, which NFC
+// maps), Hangul syllables (conjoining jamo excluded: an LV syllable takes a trailing jamo), the
+// variation selectors, fullwidth forms, ZWJ / ZWNJ, and the emoji planes (no canonical mappings).
+// Text made only of these is its own NFC; other text is refused rather than guessed.
+bool nfc_stable(char32_t c) {
+  return c < 0x300 || (c >= 0x3000 && c <= 0x3098) || (c >= 0x309B && c <= 0x30FF) || (c >= 0x3400 && c <= 0x4DBF) ||
+         (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0xAC00 && c <= 0xD7A3) || (c >= 0xFE00 && c <= 0xFE0F) ||
+         (c >= 0xFF01 && c <= 0xFF60) || c == 0x200C || c == 0x200D || (c >= 0x1F000 && c <= 0x1FAFF);
+}
+
 std::string type_of(const nlohmann::json& j, const std::string& file, const char* what) {
   ST_CHECK(j.is_object() && j.contains("type") && j["type"].is_string(), ValueError,
            file << ": a " << what << " without a \"type\"");
@@ -162,11 +174,13 @@ void HfNormalizer::apply(std::string& text) const {
         replace_all(text, s.a, s.b);
         break;
       case Step::nfc:
-        // below U+0300 every character is its own NFC form and none composes with a neighbour
-        // (the combining marks begin at U+0300): such text is already NFC; other text is refused
-        for (size_t i = 0, n = 0; i < text.size(); i += n)
-          ST_CHECK(utf8_decode_at(text, i, &n) < 0x300, ValueError,
-                   "tokenizer: the NFC normalizer is supported only for text below U+0300 (Latin-1 and Latin Extended)");
+        for (size_t i = 0, n = 0; i < text.size(); i += n) {
+          const char32_t c = utf8_decode_at(text, i, &n);
+          ST_CHECK(nfc_stable(c), ValueError,
+                   "tokenizer: the NFC normalizer is supported only for text already in NFC by its ranges (below U+0300, "
+                   "CJK, kana, Hangul syllables, fullwidth forms, emoji); U+"
+                       << std::hex << std::uppercase << static_cast<uint32_t>(c) << " is outside them");
+        }
         break;
     }
   }

@@ -1,5 +1,5 @@
 // The text stages of a Hugging Face tokenizer.json before its model: the normalizer (Prepend,
-// Replace with a String pattern, NFC where the text is already NFC, Sequence) and the
+// Replace with a String pattern, NFC where the text is its own NFC by its ranges, Sequence) and the
 // pre-tokenizer (ByteLevel, Split, Metaspace, Sequence), each as the tokenizers library runs it
 // (normalizers/, pre_tokenizers/ of its Rust source). A stage not listed, or an option of one it
 // cannot honour, is refused when the file is read (ValueError naming the file and the stage).

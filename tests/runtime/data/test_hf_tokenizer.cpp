@@ -130,6 +130,20 @@ TEST(Utf8, ReplacesMaximalSubparts) {
   EXPECT_EQ(utf8_replace_invalid("h\xc3\xa9 \xf0\x9f\x98\x80"), "h\xc3\xa9 \xf0\x9f\x98\x80");  // valid: unchanged
 }
 
+// NFC (Qwen 2's normalizer) where the text is NFC by its ranges: the ids of the same file without
+// the normalizer; a character NFC would change, or one outside the ranges, refused.
+TEST(HfTokenizer, NfcWhereTheTextIsAlreadyNfc) {
+  nlohmann::json j = nlohmann::json::parse(read_file(kDir + "/llama3/tokenizer.json"));
+  const HfTokenizer plain(j, "llama3");
+  j["normalizer"] = {{"type", "NFC"}};
+  const HfTokenizer nfc(j, "llama3 + NFC");
+  for (const std::string text : {"Hello world", "分布式训练。日本語のテキスト 한국어 문장", "naïve café 👨\u200d👩\u200d👧 🙂\xef\xb8\x8f x"})
+    EXPECT_EQ(nfc.encode(text), plain.encode(text)) << text;
+  EXPECT_THROW(nfc.encode("e\xcc\x81"), ValueError);        // e + U+0301: NFC composes them into é
+  EXPECT_THROW(nfc.encode("\xe2\x84\xab ngstrom"), ValueError);  // U+212B ANGSTROM SIGN: NFC maps it to Å
+  EXPECT_THROW(nfc.encode("\xef\xa4\x80"), ValueError);     // U+F900, a compatibility ideograph
+}
+
 TEST(HfTokenizer, ErrorsNameTheFile) {
   EXPECT_THROW(HfTokenizer::load(kDir + "/no_such_form"), IOError);
   nlohmann::json j = nlohmann::json::parse(read_file(kDir + "/spm/tokenizer.json"));
