@@ -186,6 +186,8 @@ export OMPI_MCA_odls_base_sigkill_timeout="${OMPI_MCA_odls_base_sigkill_timeout:
 JOB=""
 on_signal() {
   [[ -n "$JOB" ]] && kill -TERM "$JOB" 2>/dev/null && wait "$JOB" 2>/dev/null
+  # the job's last lines (through launch/mpirun.sh its ranks stop after a step: the stop line)
+  [[ -n "$JOB" ]] && timeout 5 cat <&3 2>/dev/null
   say "stopped by a signal"
   exit 143
 }
