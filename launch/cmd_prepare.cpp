@@ -1,5 +1,5 @@
-// `shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte|gpt2|PATH --vocab DIR]`: a user's
-// text → tokens. gpt2 reads DIR/vocab.json + DIR/merges.txt (GPT-2's own files, never downloaded);
+// `shardtrain prepare --text FILE --out FILE.bin [--val-out VAL.bin] [--tokenizer byte|gpt2|PATH --vocab DIR]`:
+// a user's text → tokens (--val-out: the last --val-fraction held out for --val-data). gpt2 reads DIR/vocab.json + DIR/merges.txt (GPT-2's own files, never downloaded);
 // PATH is a Hugging Face tokenizer.json or a directory holding one (runtime/data/hf_tokenizer.h):
 // the file is one document: the library's encode(text) — with the post-processor's special
 // tokens (BOS) — then the tokenizer's EOS id when it has one and the template did not add it.
@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <utility>
 
 #include "launch/bpe_tokenizer.h"
 #include "launch/byte_tokenizer.h"
@@ -61,10 +62,39 @@ std::string mb_per_s(uint64_t bytes, double s) {
   return buf;
 }
 
+// The last `fraction` of out_path's tokens moved into val_path (out_path keeps the rest): a held-out
+// tail for --val-data. Returns {kept, moved}.
+std::pair<int64_t, int64_t> split_validation(const std::string& out_path, const std::string& val_path, double fraction) {
+  std::vector<uint32_t> all;
+  int width = 2;
+  {
+    const runtime::TokenData d(out_path);
+    all = d.tokens(0, d.num_tokens());
+    width = d.token_bytes();
+  }
+  const int64_t n = static_cast<int64_t>(all.size());
+  const int64_t moved = static_cast<int64_t>(static_cast<double>(n) * fraction);
+  if (moved < 2 || n - moved < 2)
+    ST_THROW(UsageError, "prepare: --val-fraction " << fraction << " of " << n
+                                                      << " tokens leaves a part under 2 tokens: more text, or another fraction");
+  auto write = [&](const std::string& path, int64_t first, int64_t count) {
+    if (width == 4) {
+      runtime::write_token_file(path, std::vector<uint32_t>(all.begin() + first, all.begin() + first + count));
+    } else {
+      std::vector<uint16_t> t(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) t[static_cast<size_t>(i)] = static_cast<uint16_t>(all[static_cast<size_t>(first + i)]);
+      runtime::write_token_file(path, t);
+    }
+  };
+  write(val_path, n - moved, moved);
+  write(out_path, 0, n - moved);
+  return {n - moved, moved};
+}
+
 }  // namespace
 
 int cmd_prepare(const std::vector<std::string>& args) {
-  std::string text, out, tokenizer = "byte", vocab;
+  std::string text, out, tokenizer = "byte", vocab, val_out;
   CorpusPrepareOptions c;
   OptionTable t("prepare", false);
   t.add({"text", "prepare", "FILE", "text file to tokenize into one --out file", false, OptionTable::bind(text), nullptr});
@@ -86,7 +116,9 @@ int cmd_prepare(const std::vector<std::string>& args) {
   t.add({"threads", "corpus", "N", "tokenizing threads; 0: every core (the output is the same for any N)", false,
          OptionTable::bind(c.threads), [&c] { return std::to_string(c.threads); }});
   t.add({"val-fraction", "corpus", "F",
-         "put round(F x documents) documents, spread evenly, in DIR/val/ (a corpus for train --val-data); 0: none", false,
+         "with --input: put round(F x documents) documents, spread evenly, in DIR/val/ (a corpus for train --val-data); "
+         "0: none. With --text and --val-out: the share of the tokens --val-out takes from the end (default there 0.1)",
+         false,
          OptionTable::bind(c.val_fraction), nullptr});
   t.add({"val-docs", "corpus", "N", "as --val-fraction, N documents", false, OptionTable::bind(c.val_docs), nullptr});
   t.add({"bos-id", "corpus", "ID", "id put before every document; -1: none (default: the tokenizer's: a tokenizer.json's BOS, none for byte and gpt2)",
@@ -107,8 +139,11 @@ int cmd_prepare(const std::vector<std::string>& args) {
          [&tokenizer] { return tokenizer; }});
   t.add({"vocab", "prepare", "DIR", "gpt2 tokenizer: directory with GPT-2's vocab.json and merges.txt", false,
          OptionTable::bind(vocab), nullptr});
+  t.add({"val-out", "prepare", "FILE.bin",
+         "also a validation file (for train --val-data): the text's last --val-fraction of tokens go there, "
+         "--out keeps the rest", false, OptionTable::bind(val_out), nullptr});
   if (OptionTable::wants_help(args)) {
-    std::cout << t.help("shardtrain prepare --text FILE --out FILE.bin [--tokenizer byte|gpt2|DIR --vocab DIR]\n"
+    std::cout << t.help("shardtrain prepare --text FILE --out FILE.bin [--val-out VAL.bin --val-fraction F] [--tokenizer byte|gpt2|DIR --vocab DIR]\n"
                         "       shardtrain prepare --input PATH [--input PATH ...] --out DIR [--tokenizer byte|gpt2|DIR --vocab DIR]");
     return 0;
   }
@@ -133,11 +168,18 @@ int cmd_prepare(const std::vector<std::string>& args) {
   }
   if (text.empty()) ST_THROW(UsageError, "prepare: --text FILE is required (or --input PATH --out DIR for a corpus)");
   if (out.empty()) ST_THROW(UsageError, "prepare: --out FILE.bin is required");
+  const double val_fraction = c.val_fraction > 0 ? c.val_fraction : 0.1;  // --val-out's share, 0.1 unless given
+  if (!val_out.empty() && !(val_fraction > 0 && val_fraction < 1))
+    ST_THROW(UsageError, "prepare: --val-fraction must be in (0, 1), got " << val_fraction);
   const int64_t n = prepare_tokens(text, out, tokenizer, vocab);
+  std::pair<int64_t, int64_t> parts{n, 0};
+  if (!val_out.empty()) parts = split_validation(out, val_out, val_fraction);  // before any line: it may refuse
   std::cout << "prepare: " << n << " tokens (" << tokenizer << " tokenizer";
   if (tokenizer == "byte") std::cout << ", vocab " << kByteVocab;
   else if (tokenizer == "gpt2") std::cout << ", vocab " << vocab << "/vocab.json";
-  std::cout << ") from " << text << " -> " << out << "\n";
+  std::cout << ") from " << text << " -> " << out;
+  if (!val_out.empty()) std::cout << " (" << parts.first << ") and " << val_out << " (" << parts.second << ", for --val-data)";
+  std::cout << "\n";
   return 0;
 }
 

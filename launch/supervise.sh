@@ -45,7 +45,8 @@
 # killed job's last lines, --unbuffered or not), else in the step lines (every --log-every); a
 # launch's own steps are those after the checkpoint it resumes (the newest with a state.json;
 # its "resumed from" line corrects that when it comes). SIGINT/SIGTERM to the supervisor end the
-# job and the supervisor.
+# job and the supervisor (through launch/mpirun.sh the ranks stop after a step and save first,
+# docs/launch.md "Stopping a run"); a job whose ranks a signal stopped cleanly exits 0: not relaunched.
 set -uo pipefail
 
 usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
@@ -187,6 +188,8 @@ export OMPI_MCA_odls_base_sigkill_timeout="${OMPI_MCA_odls_base_sigkill_timeout:
 JOB=""
 on_signal() {
   [[ -n "$JOB" ]] && kill -TERM "$JOB" 2>/dev/null && wait "$JOB" 2>/dev/null
+  # the job's last lines (through launch/mpirun.sh its ranks stop after a step: the stop line)
+  [[ -n "$JOB" ]] && timeout 5 cat <&3 2>/dev/null
   say "stopped by a signal"
   exit 143
 }

@@ -56,9 +56,11 @@ nlohmann::ordered_json StepMetrics::to_json() const {
 std::string StepMetrics::line(int64_t total_steps) const {
   char buf[320];
   const int64_t mem = ranks > 1 ? mem_max_bytes : mem_bytes;  // several ranks: the largest
-  std::snprintf(buf, sizeof buf,
-                "step %lld/%lld | loss %.6f | lr %.3e | grad norm %.4f | loss scale %g | %.0f tok/s | %.1f ms | mem %s",
-                static_cast<long long>(step), static_cast<long long>(total_steps), loss, lr, grad_norm, loss_scale,
+  // the loss scale only where there is one (fp16: not 1, or a skipped step): 15 columns less for the rest
+  char scale[48] = "";
+  if (loss_scale != 1.0 || skipped) std::snprintf(scale, sizeof scale, " | loss scale %g", loss_scale);
+  std::snprintf(buf, sizeof buf, "step %lld/%lld | loss %.6f | lr %.3e | grad norm %.4f%s | %.0f tok/s | %.1f ms | mem %s",
+                static_cast<long long>(step), static_cast<long long>(total_steps), loss, lr, grad_norm, scale,
                 tokens_per_s, step_ms, human_bytes(static_cast<double>(mem)).c_str());
   std::string s = buf;
   if (ranks > 1) s += " on rank " + std::to_string(mem_max_rank) + ", the largest of " + std::to_string(ranks);

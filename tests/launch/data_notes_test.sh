@@ -4,7 +4,7 @@
 # the epochs per step and in all, and the end says the epochs run; a text file given to --data
 # (short, or of any length: its bytes are no token file's magic) says it is not a token file and
 # names `shardtrain prepare`; a validation loss is shown on its step even off --log-every;
-# --init-from says what it loaded.
+# --init-from says what it loaded; prepare --val-out holds out the text's tail for --val-data.
 # usage: data_notes_test.sh SHARDTRAIN
 set -uo pipefail
 BIN="$1"
@@ -31,6 +31,28 @@ grep -qx "data: 20 epochs over $D/tiny.bin (1 sequence of 64 tokens, 4 a step)" 
 # a file the run reads whole: one pass, no data line
 "$BIN" "${tiny[@]}" --seq-len 8 --micro-batch 1 --steps 9 >"$D/c.out" 2>&1 && ! grep -q "^data: \|^warning" "$D/c.out" ||
   bad "one pass: $(cat "$D/c.out")"
+
+# prepare --val-out: the text's last 10 % held out (the two files' token counts as printed, and
+# together the text's bytes in order); train reads them as --data and --val-data
+for _ in $(seq 20); do cat "$D/tiny.txt"; done >"$D/t20.txt"
+out=$("$BIN" prepare --text "$D/t20.txt" --out "$D/t.bin" --val-out "$D/v.bin" 2>&1)
+[[ "$out" == "prepare: 1580 tokens (byte tokenizer, vocab 256) from $D/t20.txt -> $D/t.bin (1422) and $D/v.bin (158, for --val-data)" ]] ||
+  bad "prepare --val-out: $out"
+python3 - "$D/t20.txt" "$D/t.bin" "$D/v.bin" <<'PY' || bad "prepare --val-out: the split's tokens"
+import struct, sys
+text = open(sys.argv[1], "rb").read()
+def tokens(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<3i", b[:12])[2]
+    return list(struct.unpack(f"<{n}H", b[1024:1024 + 2 * n]))
+t, v = tokens(sys.argv[2]), tokens(sys.argv[3])
+assert (len(t), len(v)) == (1422, 158) and t + v == list(text), (len(t), len(v))
+PY
+"$BIN" "${tiny[@]}" --data "$D/t.bin" --val-data "$D/v.bin" --seq-len 16 --micro-batch 2 --steps 2 >"$D/v.out" 2>&1 &&
+  grep -q "^step 2/2 | .* | val loss [0-9.]*$" "$D/v.out" || bad "train on the split: $(cat "$D/v.out")"
+out=$("$BIN" prepare --text "$D/tiny.txt" --out "$D/x.bin" --val-out "$D/xv.bin" --val-fraction 0.01 2>&1)
+[[ $? -eq 2 && "$out" == "shardtrain: error: prepare: --val-fraction 0.01 of 79 tokens leaves a part under 2 tokens: more text, or another fraction" ]] ||
+  bad "prepare --val-fraction too small: $out"
 
 # --init-from says what it loaded, in one line
 "$BIN" "${tiny[@]}" --seq-len 8 --micro-batch 1 --steps 2 --checkpoint-dir "$D/ck" >/dev/null 2>&1 || bad "the run to init from"

@@ -142,6 +142,22 @@ TEST(Metrics, JsonLineHasTheContractKeysInOrder) {
   EXPECT_EQ(line.find("fp8"), std::string::npos) << line;
 }
 
+// The step line names the loss scale only where there is one (fp16: not 1, or a skipped step): 15
+// columns less on every other line (issue 56, item 9).
+TEST(Metrics, StepLineShowsTheLossScaleOnlyWhereThereIsOne) {
+  StepMetrics m;
+  m.step = 200, m.loss = 2.875072, m.lr = 1e-3, m.grad_norm = 1.3377, m.loss_scale = 1, m.tokens_per_s = 12272;
+  m.step_ms = 10.4, m.mem_bytes = int64_t{2516582}, m.mem_total_bytes = int64_t{25232932864};
+  std::string line = m.line(100000);
+  EXPECT_EQ(line, "step 200/100000 | loss 2.875072 | lr 1.000e-03 | grad norm 1.3377 | 12272 tok/s | 10.4 ms | mem 2.4 MiB "
+                  "(0.0% of 23.5 GiB)");
+  m.loss_scale = 65536;
+  line = m.line(100000);
+  EXPECT_NE(line.find(" | grad norm 1.3377 | loss scale 65536 | 12272 tok/s | "), std::string::npos) << line;
+  m.loss_scale = 1, m.skipped = true;
+  EXPECT_NE(m.line(100000).find("loss scale 1 |"), std::string::npos) << m.line(100000);
+}
+
 // --precision fp8: the two counts after the contract's keys, integers; the step line names them
 // only when one is nonzero
 TEST(Metrics, Fp8CountsFollowTheContractKeys) {
