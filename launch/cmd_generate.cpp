@@ -38,7 +38,8 @@ namespace {
 const char* kUsageArgs =
     " --checkpoint DIR --prompt TEXT [--prompt TEXT ... | --prompts FILE]\n"
     "    [--max-new-tokens N] [--temperature F --top-k N --top-p F --stop-token ID --seed N]\n"
-    "    [--tokenizer byte|gpt2|DIR --vocab DIR] [--tp N --pp N --micro-batches N --timeout-s F] [--cache 0|1]\n"
+    "    [--tokenizer byte|gpt2|DIR --vocab DIR] [--cache 0|1]\n"
+    "    [--tp N --pp N --micro-batches N --timeout-s F]\n"
     "    (under mpirun for --tp/--pp)";
 
 }  // namespace
@@ -97,7 +98,7 @@ runtime::GenerateConfig parse_generate_args(const std::vector<std::string>& args
   t.add({"timeout-s", "layout", "F",
          "a collective slower than this ends every rank with one diagnosis naming the rank that is behind (as "
          "train's --timeout-s)",
-         false, OptionTable::bind(c.timeout_s), [&c] { return std::to_string(c.timeout_s); }});
+         false, OptionTable::bind(c.timeout_s), num(c.timeout_s)});
   t.add({"allow-unchecked", "model", "0|1",
          "read a checkpoint of ours that carries no checksums (written before 2026-12-03, or stripped of them) as it "
          "is; 0: refused",

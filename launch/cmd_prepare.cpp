@@ -143,8 +143,10 @@ int cmd_prepare(const std::vector<std::string>& args) {
          "also a validation file (for train --val-data): the text's last --val-fraction of tokens go there, "
          "--out keeps the rest", false, OptionTable::bind(val_out), nullptr});
   if (OptionTable::wants_help(args)) {
-    std::cout << t.help("shardtrain prepare --text FILE --out FILE.bin [--val-out VAL.bin --val-fraction F] [--tokenizer byte|gpt2|DIR --vocab DIR]\n"
-                        "       shardtrain prepare --input PATH [--input PATH ...] --out DIR [--tokenizer byte|gpt2|DIR --vocab DIR]");
+    std::cout << t.help("shardtrain prepare --text FILE --out FILE.bin [--val-out VAL.bin --val-fraction F]\n"
+                        "                          [--tokenizer byte|gpt2|DIR --vocab DIR]\n"
+                        "       shardtrain prepare --input PATH [--input PATH ...] --out DIR\n"
+                        "                          [--tokenizer byte|gpt2|DIR --vocab DIR]");
     return 0;
   }
   t.parse_flags(args);

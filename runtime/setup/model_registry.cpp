@@ -65,6 +65,11 @@ const ModelFactory& model_factory(const std::string& name) {
   return it->second;
 }
 
+std::string layer_noun(const std::string& family) {
+  auto it = registry().find(family);
+  return it == registry().end() ? ModelFactory{}.layer_noun : it->second.layer_noun;
+}
+
 nlohmann::json model_entry(const TrainConfig& cfg) {
   const std::string family = model_family(cfg);
   const ModelFactory& f = model_factory(family);

@@ -90,6 +90,9 @@ std::vector<std::string> registered_models();
 // Looks `family` up ("" is the default family); throws ValueError naming the registered families
 // when it is unknown.
 const ModelFactory& model_factory(const std::string& family);
+// What the start-up line calls the depth() units of a model of `family`: its factory's
+// layer_noun, the default ("blocks") for a model built outside the registry.
+std::string layer_noun(const std::string& family);
 // The family of the options: --model, or the default family when it is empty.
 std::string model_family(const ModelOptions& m);
 // The family whose hf_model_type is a config.json's model_type; ValueError naming `where`, the

@@ -447,7 +447,7 @@ void Trainer::run() {
   const int64_t params = whole_model_parameters(*model_, w_.roles, w_.layout, w_.world.get());  // collective
   if (lead) {
     std::cout << "model " << model_->family() << ": " << params << " parameters, " << model_->depth()
-              << " " << model_factory(model_->family()).layer_noun << " | " << to_string(cfg_.precision)
+              << " " << layer_noun(model_->family()) << " | " << to_string(cfg_.precision)
               << " | global batch " << w_.source->global_batch() << " × " << w_.source->seq_len() << " tokens | "
               << to_string(cfg_.optimizer) << " lr " << cfg_.lr << " (" << to_string(cfg_.lr_schedule);
     if (cfg_.lr_schedule == LrScheduleKind::cosine) std::cout << " over " << schedule_.total_steps << " steps";

@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "runtime/common/stop_request.h"
-#include "runtime/data/token_data.h"
+#include "runtime/data/data_spec.h"
 #include "runtime/io/checkpoint_dir.h"
 #include "runtime/train/trainer.h"
 
@@ -38,7 +38,7 @@ void Trainer::finish_stop() {
 void Trainer::data_passes_note(bool at_start) const {
   if (cfg_.data.empty()) return;
   const int64_t T = w_.source->seq_len(), G = w_.source->global_batch();
-  const int64_t n = TokenData(cfg_.data).num_sequences(T);  // mapped, not read
+  const int64_t n = open_token_source(cfg_.data)->num_sequences(T);  // mapped, not read (a file, corpus or mixture)
   if (n <= 0) return;
   const double per_step = static_cast<double>(G) / static_cast<double>(n);
   auto g3 = [](double v) {  // 3 significant digits: 4.44, 20, 0.25

@@ -54,7 +54,7 @@ wait "$MPIRUN_PID"
 RC=$?
 MPIRUN_PID=""
 elapsed=$(( $(now_ms) - t_stop ))
-line=$(grep "shardtrain: error:" "$WORK/out" | head -1)
+line=$(grep -a "shardtrain: error:" "$WORK/out" | head -1)
 echo "the job ended ${elapsed} ms after the stop, exit $RC; first error line: $line"
 [[ $RC -ne 0 ]] || die "exit 0 after a rank was stopped"
 (( elapsed <= (TIMEOUT_S + 10) * 1000 )) || die "ended ${elapsed} ms after the stop: more than --timeout-s $TIMEOUT_S + 10 s"

@@ -55,7 +55,7 @@ RC=$?
 MPIRUN_PID=""
 elapsed=$(( $(now_ms) - t_stop ))
 grep -q "^step " "$WORK/out" && die "a step ran: the stop came after start-up (the machine is too slow for this test's 0.3 s?)"
-line=$(grep "shardtrain: error:" "$WORK/out" | head -1)
+line=$(grep -a "shardtrain: error:" "$WORK/out" | head -1)
 echo "the job ended ${elapsed} ms after the stop, exit $RC; first error line: $line"
 [[ $RC -ne 0 ]] || die "exit 0 after a rank was stopped"
 (( elapsed <= (TIMEOUT_S + 5) * 1000 )) || die "ended ${elapsed} ms after the stop: more than the deadline + 5 s"
