@@ -17,18 +17,9 @@ LAYOUT="$1"
 MPIEXEC="$2"
 BIN="$3"
 export SHARDTRAIN_PROGRESS=0
-WORK=$(mktemp -d)
 TIMEOUT_S=2
-MPIRUN_PID=""
-VICTIM=""
-cleanup() {
-  [[ -n "$VICTIM" ]] && kill -CONT "$VICTIM" 2>/dev/null && kill -KILL "$VICTIM" 2>/dev/null
-  [[ -n "$MPIRUN_PID" ]] && kill -KILL "$MPIRUN_PID" 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/stopped_rank.sh"  # WORK, cleanup, now_ms, rank_pid
 die() { echo "FAIL ($LAYOUT, rank ${V:-?} stopped): $*"; echo "--- output"; cat "$WORK/out" 2>/dev/null; exit 1; }
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 case "$LAYOUT" in
   pp4) LAYOUT_ARGS=(--pp 4 --layers 4 --grad-accum 2) ;;
@@ -38,15 +29,6 @@ case "$LAYOUT" in
 esac
 TINY=(--d-model 32 --heads 2 --seq-len 16 --micro-batch 2 --log-every 1000 --comm mpi)
 
-rank_pid() {  # the pid of rank $1 among mpirun's children
-  local p
-  for p in $(pgrep -P "$MPIRUN_PID"); do
-    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
-      echo "$p"
-      return
-    fi
-  done
-}
 
 for V in 0 1 2 3; do
   rm -rf "$WORK/m.jsonl" "$WORK/dump"

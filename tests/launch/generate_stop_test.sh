@@ -9,27 +9,9 @@ set -u
 MPIEXEC="$1"
 BIN="$2"
 export SHARDTRAIN_PROGRESS=0
-WORK=$(mktemp -d)
 TIMEOUT_S=3
-MPIRUN_PID=""
-VICTIM=""
-cleanup() {
-  [[ -n "$VICTIM" ]] && kill -CONT "$VICTIM" 2>/dev/null && kill -KILL "$VICTIM" 2>/dev/null
-  [[ -n "$MPIRUN_PID" ]] && kill -KILL "$MPIRUN_PID" 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/stopped_rank.sh"  # WORK, cleanup, now_ms, rank_pid
 die() { echo "FAIL: $*"; echo "--- output"; cat "$WORK/out" 2>/dev/null; exit 1; }
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-rank_pid() {  # the pid of rank $1 among mpirun's children
-  local p
-  for p in $(pgrep -P "$MPIRUN_PID"); do
-    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
-      echo "$p"
-      return
-    fi
-  done
-}
 
 "$BIN" train --layers 1 --d-model 32 --heads 2 --seq-len 1024 --micro-batch 1 --steps 1 --checkpoint-dir "$WORK/ck" \
   > "$WORK/train.out" 2>&1 || { cat "$WORK/train.out"; die "training the checkpoint failed"; }
